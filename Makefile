@@ -1,0 +1,39 @@
+SHELL := /bin/bash
+export PATH := /usr/local/go/bin:$(PATH)
+GO ?= go
+BIN := $(CURDIR)/bin
+export ROLLCAGE_AGENT_BIN := $(BIN)/rollcage-agent
+# Tests that need Docker fail (never skip) when CI=true and no engine answers.
+TESTFLAGS ?= -race -count=1 -timeout 30m
+
+.PHONY: all build docker images test demo bench gc clean
+
+all: build
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/rollcage-agent ./cmd/rollcage-agent
+	$(GO) build -o $(BIN)/rollcage ./cmd/rollcage
+
+# docker: a Docker engine that answers (installs Debian's docker.io if needed).
+docker:
+	@images/docker-engine.sh
+
+# images: the base and demo task images, built locally; present ones are skipped.
+images: docker
+	@images/build.sh
+
+test: build images
+	$(GO) vet ./...
+	$(GO) test $(TESTFLAGS) ./...
+
+demo: build images
+	$(BIN)/rollcage demo
+
+bench: build images
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+gc: build
+	$(BIN)/rollcage gc
+
+clean:
+	rm -rf $(BIN)

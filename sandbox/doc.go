@@ -1,0 +1,14 @@
+// Package sandbox is the contract between rollcage and the isolated
+// environments its episodes run in: a Backend creates a Sandbox from a Spec,
+// and a Sandbox runs commands in persistent shell sessions, moves files in
+// and out, snapshots itself and closes.
+//
+// The package holds only interfaces, data types and sentinel errors; it
+// imports none of rollcage's other packages. Backends live in
+// subpackages (sandbox/docker, later sandbox/containerd and sandbox/kube)
+// and all of them pass the conformance suite in sandbox/sandboxtest.
+//
+// The in-container side is rollcage-agent (package agent): a backend only
+// decides how a byte stream to the agent is obtained; everything that
+// happens inside the sandbox is the agent's.
+package sandbox

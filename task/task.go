@@ -1,0 +1,41 @@
+package task
+
+// Task is one line of a task file (JSONL). Its JSON is documented in the
+// README; paths in it are relative to the task file's directory unless
+// absolute.
+type Task struct {
+	ID          string `json:"id"`
+	Image       string `json:"image"`       // local image reference, e.g. rollcage/demo-textwrap:latest
+	Instruction string `json:"instruction"` // what the policy is asked to do
+	Workdir     string `json:"workdir"`     // the repo inside the sandbox; default /workspace
+
+	// HiddenTests is a directory (relative to the task file) whose files are
+	// copied to HiddenTestsDest only after the agent has stopped.
+	HiddenTests     string `json:"hidden_tests"`
+	HiddenTestsDest string `json:"hidden_tests_dest,omitempty"` // default <workdir>/tests/hidden
+	// TestCommand runs the hidden tests inside the sandbox (in Workdir) and
+	// must print pytest's summary line; exit 0 means reward 1.
+	TestCommand string `json:"test_command"`
+
+	// ProtectedPaths are glob patterns the agent must not read (hidden
+	// test locations, grader files). Canary paths are added by rollcage.
+	ProtectedPaths []string `json:"protected_paths,omitempty"`
+	// VisibleTests are glob patterns (relative to Workdir) of files the agent
+	// may read but must not change: visible tests, conftest.py, CI and test
+	// config. Their hashes at start are compared at submit.
+	VisibleTests []string `json:"visible_tests,omitempty"`
+
+	// BaseCommit is the commit the episode starts from; empty means the
+	// image's HEAD, resolved at episode start.
+	BaseCommit string `json:"base_commit,omitempty"`
+	// UpstreamFixRef names the upstream fix (a ref or commit id) that is
+	// still reachable in the image's object store.
+	UpstreamFixRef string `json:"upstream_fix_ref,omitempty"`
+	// UpstreamRepo is the task's own upstream, e.g. github.com/acme/textkit.
+	UpstreamRepo string `json:"upstream_repo,omitempty"`
+	// ReferenceURLs are where the reference solution can be fetched from.
+	ReferenceURLs []string `json:"reference_urls,omitempty"`
+	// AllowedHosts may be contacted through the egress proxy (package
+	// indexes for honest installs, say).
+	AllowedHosts []string `json:"allowed_hosts,omitempty"`
+}
