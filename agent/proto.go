@@ -1,0 +1,99 @@
+package agent
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/rollcage/rollcage/sandbox"
+)
+
+// Version is the protocol and agent version reported by Ping.
+const Version = "rollcage-agent/1"
+
+// Ops of the protocol.
+const (
+	opConfigure = "configure"
+	opExec      = "exec"
+	opReadFile  = "read_file"
+	opWriteFile = "write_file"
+	opCopyIn    = "copy_in"
+	opCopyOut   = "copy_out"
+	opPing      = "ping"
+	opShutdown  = "shutdown"
+	opCancel    = "cancel"
+)
+
+// Error codes of the protocol.
+const (
+	codeNotFound   = "not_found"
+	codeClosed     = "closed"
+	codeBadRequest = "bad_request"
+	codeInternal   = "internal"
+)
+
+// StopCancelled is the ExecResult.Stopped reason of an Exec killed by a
+// cancel op. Such results are never cached for RequestID dedupe, so a retry
+// runs the command again.
+const StopCancelled = "cancelled"
+
+// Config is what the host tells the agent after the container starts.
+type Config struct {
+	// Workdir is where new sessions start. Empty: the server's default.
+	Workdir string `json:"workdir"`
+	// Env is added to every session's environment (over the defaults).
+	Env map[string]string `json:"env,omitempty"`
+	// Canaries are planted (root-owned, 0644, parents created) and watched.
+	Canaries []sandbox.Canary `json:"canaries,omitempty"`
+}
+
+// Info is what Ping reports.
+type Info struct {
+	Version string        `json:"version"`
+	Shell   string        `json:"shell"` // "bash" or "sh"
+	PID     int           `json:"pid"`
+	Uptime  time.Duration `json:"uptime_ns"`
+}
+
+// request is one frame from the host. Only the fields of its op are set.
+type request struct {
+	ID     uint64               `json:"id"`
+	Op     string               `json:"op"`
+	Config *Config              `json:"config,omitempty"`
+	Exec   *sandbox.ExecRequest `json:"exec,omitempty"`
+	Path   string               `json:"path,omitempty"`
+	Max    int64                `json:"max,omitempty"`
+	Data   []byte               `json:"data,omitempty"` // base64 in JSON
+	Mode   uint32               `json:"mode,omitempty"`
+	Target uint64               `json:"target,omitempty"` // id of the request a cancel is for
+}
+
+// response is one frame from the agent, answering the request with the same id.
+type response struct {
+	ID        uint64              `json:"id"`
+	Error     *wireError          `json:"error,omitempty"`
+	Exec      *sandbox.ExecResult `json:"exec,omitempty"`
+	Data      []byte              `json:"data,omitempty"`
+	Truncated bool                `json:"truncated,omitempty"`
+	Info      *Info               `json:"info,omitempty"`
+}
+
+// wireError is an error as it crosses the connection.
+type wireError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *wireError) Error() string { return e.Code + ": " + e.Message }
+
+// err maps a wire error to the sandbox sentinels, so callers match with
+// errors.Is regardless of the transport.
+func (e *wireError) err(op string) error {
+	switch e.Code {
+	case codeNotFound:
+		return fmt.Errorf("agent %s: %s: %w", op, e.Message, sandbox.ErrNotFound)
+	case codeClosed:
+		return fmt.Errorf("agent %s: %s: %w", op, e.Message, sandbox.ErrClosed)
+	default:
+		return fmt.Errorf("agent %s: %s: %s: %w", op, e.Code, e.Message, sandbox.ErrAgent)
+	}
+}
