@@ -1,0 +1,636 @@
+package agent
+
+import (
+	"bufio"
+	"container/list"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/rollcage/rollcage/sandbox"
+)
+
+// ErrLeaseExpired ends Serve when no client was heard from for the lease.
+var ErrLeaseExpired = errors.New("agent lease expired")
+
+// dedupeSize bounds the RequestID result cache.
+const dedupeSize = 1024
+
+// DefaultPath is the PATH of sessions unless the environment overrides it.
+const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// ServerConfig configures the in-container Server. The zero value runs
+// commands as the agent's own user, in /workspace, with no lease, with bash
+// when the image has it.
+type ServerConfig struct {
+	// User is "uid:gid" that commands and file reads/writes run as. Empty:
+	// do not switch (tests, or an agent that is not root).
+	User string
+	// Workdir is where sessions start unless Configure says otherwise.
+	// Empty: /workspace.
+	Workdir string
+	// Lease ends the server when no frame came from any client for this
+	// long and no Exec is running. Zero: no lease.
+	Lease time.Duration
+	// Shell is "auto" (or empty: bash if present, else sh), "bash" or "sh".
+	Shell string
+	// Env is added to every session's environment over the defaults and
+	// under Configure's Env (image environment, egress proxy variables).
+	Env map[string]string
+	// Logger receives lifecycle and per-call logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// Validate reports a config the server cannot run with.
+func (c ServerConfig) Validate() error {
+	if _, err := parseUser(c.User); err != nil {
+		return err
+	}
+	switch c.Shell {
+	case "", "auto", shellBash, shellSh:
+	default:
+		return fmt.Errorf("agent config: shell %q: use auto, bash or sh", c.Shell)
+	}
+	if c.Lease < 0 {
+		return fmt.Errorf("agent config: lease %v is negative; use 0 for no lease", c.Lease)
+	}
+	return nil
+}
+
+func parseUser(s string) (*syscall.Credential, error) {
+	if s == "" {
+		return nil, nil
+	}
+	us, gs, ok := strings.Cut(s, ":")
+	uid, err1 := strconv.ParseUint(us, 10, 32)
+	gid, err2 := strconv.ParseUint(gs, 10, 32)
+	if !ok || err1 != nil || err2 != nil {
+		return nil, fmt.Errorf("agent config: user %q: give numeric uid:gid like 1000:1000", s)
+	}
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}, nil
+}
+
+// Server is the in-container side of the agent protocol. One Server serves
+// any number of connections, one after another or at once; sessions, the
+// dedupe cache and the lease are shared between them.
+type Server struct {
+	log      *slog.Logger
+	cred     *syscall.Credential
+	shell    string
+	shellBin string
+	lease    time.Duration
+	started  time.Time
+	home     string
+	userName string
+	canary   *canaryWatcher
+
+	base   context.Context // cancelled on shutdown; parent of every call
+	cancel context.CancelFunc
+	done   chan struct{}
+	once   sync.Once
+	err    error // set before done closes
+
+	lastHeard atomic.Int64 // unix nanos of the last frame or finished call
+	active    atomic.Int64 // calls running
+	calls     sync.WaitGroup
+
+	mu       sync.Mutex
+	workdir  string                  // guarded by mu
+	env      map[string]string       // guarded by mu; server Env then Configure Env
+	srvEnv   map[string]string       // guarded by mu
+	sessions map[string]*session     // guarded by mu
+	dedupe   map[string]*dedupeEntry // guarded by mu
+	lru      *list.List              // guarded by mu; finished request ids, oldest first
+	pgids    map[int]bool            // guarded by mu; process groups ever started
+}
+
+type dedupeEntry struct {
+	done chan struct{}
+	res  sandbox.ExecResult
+	err  error
+	elem *list.Element
+}
+
+// NewServer checks cfg, finds the shell and starts the lease clock.
+func NewServer(cfg ServerConfig) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	cred, _ := parseUser(cfg.User)
+	shell, bin, err := findShell(cfg.Shell)
+	if err != nil {
+		return nil, err
+	}
+	workdir := cfg.Workdir
+	if workdir == "" {
+		workdir = "/workspace"
+	}
+	s := &Server{
+		log:      log,
+		cred:     cred,
+		shell:    shell,
+		shellBin: bin,
+		lease:    cfg.Lease,
+		started:  time.Now(),
+		done:     make(chan struct{}),
+		workdir:  workdir,
+		srvEnv:   maps.Clone(cfg.Env),
+		sessions: make(map[string]*session),
+		dedupe:   make(map[string]*dedupeEntry),
+		lru:      list.New(),
+		pgids:    make(map[int]bool),
+	}
+	s.home, s.userName = lookupHome(cred)
+	s.base, s.cancel = context.WithCancel(context.Background())
+	s.lastHeard.Store(time.Now().UnixNano())
+	if s.lease > 0 {
+		go s.watchLease()
+	}
+	log.Info("agent ready", "shell", shell, "shell_path", bin, "user", cfg.User, "workdir", workdir, "lease", s.lease)
+	return s, nil
+}
+
+func findShell(want string) (kind, path string, err error) {
+	if want == "" || want == "auto" || want == shellBash {
+		for _, p := range []string{"/bin/bash", "/usr/bin/bash", "/usr/local/bin/bash"} {
+			if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+				return shellBash, p, nil
+			}
+		}
+		if p, err := exec.LookPath("bash"); err == nil {
+			return shellBash, p, nil
+		}
+		if want == shellBash {
+			return "", "", errors.New("agent: shell bash not found; install bash in the image or use --shell sh")
+		}
+	}
+	for _, p := range []string{"/bin/sh", "/usr/bin/sh"} {
+		if _, err := os.Stat(p); err == nil {
+			return shellSh, p, nil
+		}
+	}
+	return "", "", errors.New("agent: no /bin/sh in the image; the sandbox needs a POSIX shell")
+}
+
+func lookupHome(cred *syscall.Credential) (home, name string) {
+	uid := os.Getuid()
+	if cred != nil {
+		uid = int(cred.Uid)
+	}
+	name = strconv.Itoa(uid)
+	home = "/tmp"
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+		name = u.Username
+		if u.HomeDir != "" {
+			home = u.HomeDir
+		}
+	}
+	return home, name
+}
+
+// Shell is "bash" or "sh": what sessions run in.
+func (s *Server) Shell() string { return s.shell }
+
+// Done is closed when the server shut down (Shutdown op, lease, Close).
+func (s *Server) Done() <-chan struct{} { return s.done }
+
+// Err is why the server is done: nil for a Shutdown or Close,
+// ErrLeaseExpired for the lease. Valid after Done is closed.
+func (s *Server) Err() error {
+	<-s.done
+	return s.err
+}
+
+// Close kills every process the server started and ends it. Idempotent.
+func (s *Server) Close() error {
+	s.shutdown(nil)
+	return nil
+}
+
+func (s *Server) shutdown(why error) {
+	s.once.Do(func() {
+		s.log.Info("agent shutting down", "reason", why)
+		s.err = why
+		s.cancel()
+		s.mu.Lock()
+		for pgid := range s.pgids {
+			syscall.Kill(-pgid, syscall.SIGKILL)
+		}
+		s.mu.Unlock()
+		waitTimeout(&s.calls, 5*time.Second)
+		if s.canary != nil {
+			s.canary.close()
+		}
+		close(s.done)
+	})
+}
+
+func waitTimeout(wg *sync.WaitGroup, d time.Duration) {
+	ch := make(chan struct{})
+	go func() { wg.Wait(); close(ch) }()
+	select {
+	case <-ch:
+	case <-time.After(d):
+	}
+}
+
+func (s *Server) watchLease() {
+	tick := time.NewTicker(min(s.lease/4, time.Second))
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-tick.C:
+			if s.active.Load() > 0 {
+				continue
+			}
+			if time.Since(time.Unix(0, s.lastHeard.Load())) >= s.lease {
+				s.log.Warn("no client heard from within the lease; exiting", "lease", s.lease)
+				go s.shutdown(ErrLeaseExpired)
+				return
+			}
+		}
+	}
+}
+
+func (s *Server) touch() { s.lastHeard.Store(time.Now().UnixNano()) }
+
+// Serve accepts connections on ln until the server is done or ctx is
+// cancelled; it closes ln. It returns nil after a Shutdown, ErrLeaseExpired,
+// or ctx's error.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-s.done:
+		case <-stop:
+		}
+		ln.Close()
+	}()
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			select {
+			case <-s.done:
+				return s.err
+			default:
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("agent serve: accept: %w", err)
+		}
+		go func() {
+			if err := s.ServeConn(ctx, conn); err != nil {
+				s.log.Debug("connection ended", "err", err)
+			}
+		}()
+	}
+}
+
+// ServeConn serves one connection until it breaks, the server is done or
+// ctx is cancelled, and closes it. Calls still running when the connection
+// breaks go on; a client that reconnects can collect them by RequestID.
+func (s *Server) ServeConn(ctx context.Context, conn io.ReadWriteCloser) error {
+	c := &serverConn{s: s, conn: conn, enc: json.NewEncoder(conn), inflight: make(map[uint64]context.CancelFunc)}
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-s.done:
+		case <-stop:
+		}
+		conn.Close()
+	}()
+	br := bufio.NewReaderSize(conn, 64<<10)
+	for {
+		line, err := readFrame(br)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return fmt.Errorf("agent: read frame: %w", err)
+		}
+		s.touch()
+		var req request
+		if err := json.Unmarshal(line, &req); err != nil {
+			c.reply(response{ID: req.ID, Error: &wireError{Code: codeBadRequest, Message: "frame is not a JSON request: " + err.Error()}})
+			continue
+		}
+		c.dispatch(req)
+	}
+}
+
+type serverConn struct {
+	s    *Server
+	conn io.ReadWriteCloser
+
+	wmu sync.Mutex
+	enc *json.Encoder
+
+	mu       sync.Mutex
+	inflight map[uint64]context.CancelFunc // guarded by mu; exec requests by id
+}
+
+func (c *serverConn) reply(resp response) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if err := c.enc.Encode(resp); err != nil {
+		c.s.log.Debug("reply not sent", "id", resp.ID, "err", err)
+	}
+}
+
+func (c *serverConn) dispatch(req request) {
+	s := c.s
+	switch req.Op {
+	case opPing:
+		// Answered inline: a heartbeat must not wait behind anything.
+		c.reply(response{ID: req.ID, Info: &Info{Version: Version, Shell: s.shell, PID: os.Getpid(), Uptime: time.Since(s.started)}})
+		return
+	case opCancel:
+		c.mu.Lock()
+		cancel := c.inflight[req.Target]
+		c.mu.Unlock()
+		if cancel != nil {
+			cancel()
+		}
+		return // a cancel has no answer; the cancelled call answers
+	}
+	select {
+	case <-s.done:
+		c.reply(response{ID: req.ID, Error: &wireError{Code: codeClosed, Message: "agent is shutting down"}})
+		return
+	default:
+	}
+	ctx, cancel := context.WithCancel(s.base)
+	if req.Op == opExec {
+		c.mu.Lock()
+		c.inflight[req.ID] = cancel
+		c.mu.Unlock()
+	}
+	s.calls.Add(1)
+	go func() {
+		defer s.calls.Done()
+		defer cancel()
+		resp := s.handle(ctx, req)
+		if req.Op == opExec {
+			c.mu.Lock()
+			delete(c.inflight, req.ID)
+			c.mu.Unlock()
+		}
+		resp.ID = req.ID
+		c.reply(resp)
+		if req.Op == opShutdown {
+			go s.shutdown(nil)
+		}
+	}()
+}
+
+// codeError is an error with a protocol code.
+type codeError struct{ code, msg string }
+
+func (e *codeError) Error() string { return e.msg }
+
+func badRequest(format string, args ...any) error {
+	return &codeError{codeBadRequest, fmt.Sprintf(format, args...)}
+}
+
+func toWire(err error) *wireError {
+	var ce *codeError
+	switch {
+	case errors.As(err, &ce):
+		return &wireError{Code: ce.code, Message: ce.msg}
+	case errors.Is(err, fs.ErrNotExist):
+		return &wireError{Code: codeNotFound, Message: err.Error()}
+	case errors.Is(err, fs.ErrPermission):
+		return &wireError{Code: codeBadRequest, Message: err.Error() + " (the sandbox user may not do this)"}
+	default:
+		return &wireError{Code: codeInternal, Message: err.Error()}
+	}
+}
+
+func (s *Server) handle(ctx context.Context, req request) response {
+	var resp response
+	var err error
+	switch req.Op {
+	case opConfigure:
+		if req.Config == nil {
+			err = badRequest("configure without config")
+			break
+		}
+		err = s.configure(*req.Config)
+	case opExec:
+		if req.Exec == nil {
+			err = badRequest("exec without request")
+			break
+		}
+		var res sandbox.ExecResult
+		res, err = s.exec(ctx, *req.Exec)
+		resp.Exec = &res
+	case opReadFile:
+		resp.Data, resp.Truncated, err = s.readFile(req.Path, req.Max)
+	case opWriteFile:
+		err = s.writeFile(req.Path, req.Data, fs.FileMode(req.Mode))
+	case opCopyIn:
+		err = s.copyIn(req.Path, req.Data)
+	case opCopyOut:
+		resp.Data, err = s.copyOut(req.Path)
+	case opShutdown:
+	default:
+		err = badRequest("unknown op %q; this agent speaks %s", req.Op, Version)
+	}
+	if err != nil {
+		if s.base.Err() != nil {
+			return response{Error: &wireError{Code: codeClosed, Message: "agent is shutting down: " + err.Error()}}
+		}
+		return response{Error: toWire(err)}
+	}
+	return resp
+}
+
+func (s *Server) configure(cfg Config) error {
+	s.mu.Lock()
+	if cfg.Workdir != "" {
+		if !strings.HasPrefix(cfg.Workdir, "/") {
+			s.mu.Unlock()
+			return badRequest("workdir %q is not absolute; give a path like /workspace", cfg.Workdir)
+		}
+		s.workdir = cfg.Workdir
+	}
+	s.env = maps.Clone(cfg.Env)
+	workdir := s.workdir
+	s.mu.Unlock()
+
+	if _, err := os.Stat(workdir); errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(workdir, 0o755); err != nil {
+			return fmt.Errorf("create workdir: %w", err)
+		}
+		if s.cred != nil {
+			os.Chown(workdir, int(s.cred.Uid), int(s.cred.Gid))
+		}
+	}
+	if len(cfg.Canaries) == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	if s.canary == nil {
+		w, err := newCanaryWatcher(s.log)
+		if err != nil {
+			s.mu.Unlock()
+			return err
+		}
+		s.canary = w
+	}
+	w := s.canary
+	s.mu.Unlock()
+	return w.plant(cfg.Canaries)
+}
+
+// baseEnv is the environment of a session's first call.
+func (s *Server) baseEnv() []string {
+	env := map[string]string{
+		"PATH":      DefaultPath,
+		"HOME":      s.home,
+		"USER":      s.userName,
+		"LANG":      "C.UTF-8",
+		"TERM":      "dumb",
+		"PAGER":     "cat",
+		"GIT_PAGER": "cat",
+	}
+	s.mu.Lock()
+	maps.Copy(env, s.srvEnv)
+	maps.Copy(env, s.env)
+	s.mu.Unlock()
+	out := make([]string, 0, len(env))
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		out = append(out, k+"="+env[k])
+	}
+	return out
+}
+
+// exec runs req once per RequestID: a retry gets the first result, and a
+// retry while the first runs waits for it.
+func (s *Server) exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+	if req.RequestID == "" {
+		return s.execOnce(ctx, req)
+	}
+	for {
+		s.mu.Lock()
+		e, ok := s.dedupe[req.RequestID]
+		if !ok {
+			e = &dedupeEntry{done: make(chan struct{})}
+			s.dedupe[req.RequestID] = e
+			s.mu.Unlock()
+			break
+		}
+		s.mu.Unlock()
+		select {
+		case <-e.done:
+		case <-ctx.Done():
+			return sandbox.ExecResult{}, fmt.Errorf("wait for request %s: %w", req.RequestID, ctx.Err())
+		}
+		if e.err == nil && e.res.Stopped != StopCancelled {
+			res := e.res
+			res.Replayed = true
+			return res, nil
+		}
+		// The first attempt did not finish; this retry runs it.
+	}
+	res, err := s.execOnce(ctx, req)
+	s.mu.Lock()
+	e := s.dedupe[req.RequestID]
+	e.res, e.err = res, err
+	if err != nil || res.Stopped == StopCancelled {
+		delete(s.dedupe, req.RequestID)
+	} else {
+		e.elem = s.lru.PushBack(req.RequestID)
+		for s.lru.Len() > dedupeSize {
+			old := s.lru.Remove(s.lru.Front()).(string)
+			delete(s.dedupe, old)
+		}
+	}
+	s.mu.Unlock()
+	close(e.done)
+	return res, err
+}
+
+func (s *Server) execOnce(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+	name := req.Session
+	if name == "" {
+		name = "default"
+	}
+	s.mu.Lock()
+	sess := s.sessions[name]
+	if sess == nil {
+		sess = newSession(name)
+		s.sessions[name] = sess
+	}
+	e := execEnv{shellPath: s.shellBin, shell: s.shell, cred: s.cred, workdir: s.workdir}
+	w := s.canary
+	s.mu.Unlock()
+	e.baseEnv = s.baseEnv()
+
+	if err := sess.lock(ctx); err != nil {
+		return sandbox.ExecResult{}, fmt.Errorf("wait for session %s: %w", name, err)
+	}
+	defer sess.unlock()
+	s.active.Add(1)
+	defer func() {
+		s.touch()
+		s.active.Add(-1)
+	}()
+
+	var sub *canarySub
+	if w != nil && w.active() {
+		sub = w.subscribe()
+	}
+	res, err := sess.run(ctx, e, req, s.trackPgid)
+	if sub != nil {
+		res.CanaryOpens = w.drain(sub)
+	}
+	if err != nil {
+		return res, fmt.Errorf("session %s: %w", name, err)
+	}
+	s.log.Debug("exec", "session", name, "exit", res.ExitCode, "stopped", res.Stopped,
+		"bytes", res.TotalBytes, "duration", res.Duration, "canary_opens", len(res.CanaryOpens))
+	return res, nil
+}
+
+// trackPgid remembers a process group so shutdown can kill what calls left
+// running in the background.
+func (s *Server) trackPgid(pgid int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.pgids) >= 256 {
+		for g := range s.pgids {
+			if syscall.Kill(-g, 0) == syscall.ESRCH {
+				delete(s.pgids, g)
+			}
+		}
+	}
+	s.pgids[pgid] = true
+}

@@ -1,0 +1,388 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/rollcage/rollcage/sandbox"
+)
+
+// Defaults of an ExecRequest.
+const (
+	DefaultTimeout = 60 * time.Second
+	// drainAfterExit bounds how long output is still read after the shell
+	// exited, for background processes that keep the pipe open.
+	drainAfterExit = 20 * time.Millisecond
+)
+
+// Shell kinds.
+const (
+	shellBash = "bash"
+	shellSh   = "sh"
+)
+
+// session is one persistent shell. There is no long-lived shell process:
+// each call runs a fresh shell that restores the state captured after the
+// previous call, so killing a call on timeout never corrupts the session.
+type session struct {
+	name string
+	sem  chan struct{} // one slot: calls of a session are serialized
+
+	// Guarded by sem.
+	started bool
+	cwd     string
+	env     []string // bash: exported variables after the last call
+	funcs   string   // bash: `declare -f` after the last call
+	exports string   // sh: `export -p` after the last call
+}
+
+func newSession(name string) *session {
+	return &session{name: name, sem: make(chan struct{}, 1)}
+}
+
+func (s *session) lock(ctx context.Context) error {
+	select {
+	case s.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *session) unlock() { <-s.sem }
+
+// Bootstrap scripts. fd 3 carries the restore script, fd 4 the command, fd
+// 5 receives the state dump: NUL-terminated records C<cwd>, E<name=value>
+// (bash), F<declare -f> (bash) or X<export -p> (sh). The dump runs from the
+// EXIT trap (covers `exit N` and set -e) and again after the command (covers
+// a command that replaced the trap). Builtins are called through `builtin`
+// so user functions named printf or pwd cannot break the capture.
+const (
+	dumpBash = `__rc_status=$?; set +eu; trap - EXIT; IFS=$' \t\n'; ` +
+		`{ builtin printf 'C%s\0' "$(builtin pwd)"; ` +
+		`for __rc_n in $(builtin compgen -e); do builtin printf 'E%s=%s\0' "$__rc_n" "${!__rc_n}"; done; ` +
+		`builtin printf 'F'; builtin declare -f; builtin printf '\0'; } >&5 2>/dev/null; exit $__rc_status`
+	dumpSh = `__rc_status=$?; set +eu; trap - EXIT; ` +
+		`{ printf 'C%s\0' "$(pwd)"; printf 'X'; export -p; printf '\0'; } >&5 2>/dev/null; exit $__rc_status`
+	bootstrap = `. /dev/fd/3 2>/dev/null; exec 3<&-; trap "$__rc_dump" EXIT; . /dev/fd/4; eval "$__rc_dump"`
+)
+
+// skipEnv are variables the shell maintains itself; restoring them would
+// only fight it.
+var skipEnv = map[string]bool{"PWD": true, "OLDPWD": true, "SHLVL": true, "_": true}
+
+// execEnv is what a call needs from the server.
+type execEnv struct {
+	shellPath string
+	shell     string // shellBash or shellSh
+	cred      *syscall.Credential
+	baseEnv   []string
+	workdir   string
+}
+
+// run executes one call in s. The caller holds s's lock. Cancelling ctx
+// kills the process group and reports StopCancelled.
+func (s *session) run(ctx context.Context, e execEnv, req sandbox.ExecRequest, started func(pgid int)) (sandbox.ExecResult, error) {
+	timeout := req.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	out := newCapBuffer(req.MaxOutput)
+	res := sandbox.ExecResult{Shell: e.shell}
+
+	var closers []*os.File
+	closeAll := func() {
+		for _, f := range closers {
+			f.Close()
+		}
+		closers = nil
+	}
+	defer closeAll()
+	pipe := func() (*os.File, *os.File, error) {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return nil, nil, err
+		}
+		closers = append(closers, r, w)
+		if e.cred != nil {
+			// The shell reopens /dev/fd/N (and commands /dev/stdout); a pipe
+			// made by root is 0600 root, so hand it to the user.
+			if err := r.Chown(int(e.cred.Uid), int(e.cred.Gid)); err != nil {
+				return nil, nil, err
+			}
+		}
+		return r, w, nil
+	}
+	stateR, stateW, err := pipe()
+	if err != nil {
+		return res, fmt.Errorf("state pipe: %w", err)
+	}
+	cmdR, cmdW, err := pipe()
+	if err != nil {
+		return res, fmt.Errorf("command pipe: %w", err)
+	}
+	dumpR, dumpW, err := pipe()
+	if err != nil {
+		return res, fmt.Errorf("dump pipe: %w", err)
+	}
+	outR, outW, err := pipe()
+	if err != nil {
+		return res, fmt.Errorf("output pipe: %w", err)
+	}
+	var stdinR, stdinW *os.File
+	if req.Stdin != "" {
+		if stdinR, stdinW, err = pipe(); err != nil {
+			return res, fmt.Errorf("stdin pipe: %w", err)
+		}
+	}
+
+	dump := dumpBash
+	if e.shell == shellSh {
+		dump = dumpSh
+	}
+	// The dump script is a plain shell variable, so commands never see it in
+	// their environment.
+	script := "__rc_dump=" + shellQuote(dump) + "\n" + bootstrap
+	cmd := exec.Command(e.shellPath, "-c", script)
+	if e.shell == shellBash {
+		cmd.Args = []string{"bash", "--noprofile", "--norc", "-c", script}
+	}
+	cmd.Env = s.environ(e)
+	cmd.Dir = "/"
+	cmd.Stdout, cmd.Stderr = outW, outW
+	if stdinR != nil {
+		cmd.Stdin = stdinR
+	}
+	cmd.ExtraFiles = []*os.File{stateR, cmdR, dumpW}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: e.cred}
+
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return res, fmt.Errorf("start %s: %w", e.shellPath, err)
+	}
+	pgid := cmd.Process.Pid
+	if started != nil {
+		started(pgid)
+	}
+	// The child has its copies; ours would keep the pipes open forever.
+	for _, f := range []*os.File{stateR, cmdR, dumpW, outW, stdinR} {
+		if f != nil {
+			f.Close()
+		}
+	}
+
+	go writeAndClose(stateW, s.restoreScript(e))
+	go writeAndClose(cmdW, req.Command)
+	if stdinW != nil {
+		go writeAndClose(stdinW, req.Stdin)
+	}
+
+	var lastOut atomic.Int64
+	lastOut.Store(time.Now().UnixNano())
+	outDone := make(chan struct{})
+	go readCapped(outR, out, &lastOut, outDone)
+	var dumpBuf bytes.Buffer
+	dumpDone := make(chan struct{})
+	go func() {
+		defer close(dumpDone)
+		io.Copy(&dumpBuf, dumpR) // ends at EOF or at the drain deadline
+	}()
+
+	waitCh := make(chan error, 1)
+	go func() { waitCh <- cmd.Wait() }()
+
+	hard := time.NewTimer(timeout)
+	defer hard.Stop()
+	var idle <-chan time.Time
+	var idleTimer *time.Timer
+	if req.IdleTimeout > 0 {
+		idleTimer = time.NewTimer(req.IdleTimeout)
+		defer idleTimer.Stop()
+		idle = idleTimer.C
+	}
+	var waitErr error
+loop:
+	for {
+		select {
+		case waitErr = <-waitCh:
+			break loop
+		case <-hard.C:
+			res.Stopped = sandbox.StopTimeout
+		case <-idle:
+			quiet := time.Since(time.Unix(0, lastOut.Load()))
+			if quiet < req.IdleTimeout {
+				idleTimer.Reset(req.IdleTimeout - quiet)
+				continue
+			}
+			res.Stopped = sandbox.StopIdle
+		case <-ctx.Done():
+			res.Stopped = StopCancelled
+		}
+		// Kill the whole group, including what the command backgrounded.
+		syscall.Kill(-pgid, syscall.SIGKILL)
+		waitErr = <-waitCh
+		break
+	}
+	res.Duration = time.Since(start)
+
+	// Whatever the shell wrote is in the pipes now; wait only briefly for
+	// background processes that still hold them.
+	deadline := time.Now().Add(drainAfterExit)
+	outR.SetReadDeadline(deadline)
+	dumpR.SetReadDeadline(deadline)
+	<-outDone
+	<-dumpDone
+
+	res.ExitCode = exitCode(cmd.ProcessState, waitErr)
+	if res.Stopped == "" {
+		s.absorb(e, dumpBuf.Bytes())
+	}
+	res.Output = out.String()
+	res.TotalBytes = out.total
+	res.Truncated = out.truncated()
+	res.Cwd = s.cwd
+	if res.Cwd == "" {
+		res.Cwd = e.workdir
+	}
+	return res, nil
+}
+
+// readCapped copies r into out until EOF or the read deadline, then closes
+// done and keeps discarding, so a background process that still writes
+// does not get EPIPE (and die) just because its starter returned.
+func readCapped(r *os.File, out *capBuffer, lastOut *atomic.Int64, done chan struct{}) {
+	buf := make([]byte, 32<<10)
+	finished := false
+	finish := func() {
+		if !finished {
+			finished = true
+			close(done)
+		}
+	}
+	defer func() {
+		finish()
+		r.Close()
+	}()
+	for {
+		n, err := r.Read(buf)
+		if n > 0 && !finished {
+			out.Write(buf[:n])
+			lastOut.Store(time.Now().UnixNano())
+		}
+		if err == nil {
+			continue
+		}
+		if !finished && errors.Is(err, os.ErrDeadlineExceeded) {
+			finish()
+			r.SetReadDeadline(time.Time{})
+			continue
+		}
+		return
+	}
+}
+
+func writeAndClose(w *os.File, s string) {
+	io.WriteString(w, s) // EPIPE when the shell died first; nothing to do
+	w.Close()
+}
+
+func exitCode(ps *os.ProcessState, waitErr error) int {
+	if ps == nil {
+		return -1
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}
+
+// environ is the environment of the next call's shell.
+func (s *session) environ(e execEnv) []string {
+	if e.shell == shellBash && s.started {
+		return append([]string(nil), s.env...)
+	}
+	return append([]string(nil), e.baseEnv...)
+}
+
+// restoreScript brings a fresh shell to the session's state.
+func (s *session) restoreScript(e execEnv) string {
+	var b strings.Builder
+	if e.shell == shellBash {
+		b.WriteString(s.funcs)
+	} else {
+		b.WriteString(s.exports)
+	}
+	b.WriteString("\ncd -- ")
+	b.WriteString(shellQuote(s.cwdOr(e.workdir)))
+	b.WriteString(" 2>/dev/null || cd -- ")
+	b.WriteString(shellQuote(e.workdir))
+	b.WriteString(" 2>/dev/null\n")
+	return b.String()
+}
+
+func (s *session) cwdOr(def string) string {
+	if s.cwd != "" {
+		return s.cwd
+	}
+	return def
+}
+
+// absorb takes the state dump of a completed call. A missing or malformed
+// dump (the command closed fd 5, or was killed) keeps the previous state.
+func (s *session) absorb(e execEnv, dump []byte) {
+	if len(dump) == 0 {
+		return
+	}
+	recs := bytes.Split(dump, []byte{0})
+	var (
+		cwd     string
+		env     []string
+		funcs   string
+		exports string
+		gotCwd  bool
+		gotTail bool
+	)
+	for _, r := range recs {
+		if len(r) == 0 {
+			continue
+		}
+		v := string(r[1:])
+		switch r[0] {
+		case 'C':
+			cwd, gotCwd = v, true
+		case 'E':
+			name, _, _ := strings.Cut(v, "=")
+			if !skipEnv[name] && !strings.HasPrefix(name, "__rc_") {
+				env = append(env, v)
+			}
+		case 'F':
+			funcs, gotTail = v, true
+		case 'X':
+			exports, gotTail = v, true
+		}
+	}
+	if !gotCwd || !gotTail {
+		return
+	}
+	s.started = true
+	s.cwd = cwd
+	if e.shell == shellBash {
+		s.env, s.funcs = env, funcs
+	} else {
+		s.exports = exports
+	}
+}
+
+// shellQuote quotes s for any POSIX shell.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
