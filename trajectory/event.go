@@ -1,0 +1,256 @@
+package trajectory
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Event types. The Data of an event is the payload struct named beside it.
+const (
+	TypeEpisodeStart = "episode_start" // EpisodeStart
+	TypeModelTurn    = "model_turn"    // ModelTurn
+	TypeToolCall     = "tool_call"     // ToolCall
+	TypeDecision     = "decision"      // Decision
+	TypeToolOutput   = "tool_output"   // ToolOutput
+	TypeNetwork      = "network"       // Network
+	TypeCompaction   = "compaction"    // Compaction
+	TypeGrade        = "grade"         // Grade
+	TypeEpisodeEnd   = "episode_end"   // EpisodeEnd; the last event of a log
+
+	// TypeSegmentEnd appears only in the finished feed: a segment was closed
+	// by a compaction or by the episode's end. Data is SegmentEnd.
+	TypeSegmentEnd = "segment_end"
+)
+
+// Event is one thing that happened in an episode. Its JSON is one line of the
+// episode's log and one message of the WebSocket stream.
+type Event struct {
+	// Offset is the position in its log, assigned by the Log: 0-based and
+	// dense, so line n of a file is the event with Offset n.
+	Offset    int64     `json:"offset"`
+	EpisodeID string    `json:"episode_id"`
+	Segment   int       `json:"segment"` // sub-trace index; a compaction starts a new one
+	Step      int       `json:"step"`    // tool-call / turn counter within the episode
+	Type      string    `json:"type"`
+	Time      time.Time `json:"time"`
+	// Data is the payload: one of the structs below, by Type.
+	Data json.RawMessage `json:"data,omitempty"`
+}
+
+// NewEvent builds an event with its payload marshalled into Data. Offset and
+// Time are left for the Log to assign.
+func NewEvent(episodeID string, segment, step int, typ string, payload any) (Event, error) {
+	ev := Event{EpisodeID: episodeID, Segment: segment, Step: step, Type: typ}
+	if payload != nil {
+		b, err := json.Marshal(payload)
+		if err != nil {
+			return Event{}, fmt.Errorf("trajectory: marshal %s payload: %w", typ, err)
+		}
+		ev.Data = b
+	}
+	return ev, nil
+}
+
+// Decode unmarshals the event's Data into payload (a pointer to one of the
+// payload structs).
+func (e Event) Decode(payload any) error {
+	if len(e.Data) == 0 {
+		return fmt.Errorf("trajectory: decode %s event %d: no data", e.Type, e.Offset)
+	}
+	if err := json.Unmarshal(e.Data, payload); err != nil {
+		return fmt.Errorf("trajectory: decode %s event %d: %w", e.Type, e.Offset, err)
+	}
+	return nil
+}
+
+// EpisodeStart opens an episode.
+type EpisodeStart struct {
+	TaskID      string `json:"task_id"`
+	Attempt     int    `json:"attempt,omitempty"` // 0-based retry index of the task in a batch
+	Model       string `json:"model,omitempty"`
+	Image       string `json:"image,omitempty"`
+	Instruction string `json:"instruction,omitempty"`
+	SandboxID   string `json:"sandbox_id,omitempty"`
+	// Config is the episode's configuration as its owner recorded it.
+	Config json.RawMessage `json:"config,omitempty"`
+}
+
+// Message is one chat message in the OpenAI format.
+type Message struct {
+	Role       string         `json:"role" parquet:"role"` // system, user, assistant, tool
+	Content    string         `json:"content" parquet:"content"`
+	ToolCalls  []FunctionCall `json:"tool_calls,omitempty" parquet:"tool_calls,list"`
+	ToolCallID string         `json:"tool_call_id,omitempty" parquet:"tool_call_id"`
+	Name       string         `json:"name,omitempty" parquet:"name"`
+}
+
+// Roles of a Message.
+const (
+	RoleSystem    = "system"
+	RoleUser      = "user"
+	RoleAssistant = "assistant"
+	RoleTool      = "tool"
+)
+
+// FunctionCall is one tool call of an assistant message (OpenAI's
+// tool_calls[i]).
+type FunctionCall struct {
+	ID       string   `json:"id" parquet:"id"`
+	Type     string   `json:"type" parquet:"type"` // "function"
+	Function Function `json:"function" parquet:"function"`
+}
+
+// Function names the tool and carries its arguments as a JSON string, as
+// OpenAI does.
+type Function struct {
+	Name      string `json:"name" parquet:"name"`
+	Arguments string `json:"arguments" parquet:"arguments"`
+}
+
+// Usage is the token accounting of one model turn.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+// ModelTurn is one request to the policy model and its answer.
+//
+// Request is the complete message list sent, not a delta: the conversation
+// of a segment is exactly the Request of its last turn plus that turn's
+// Response. Export relies on this; a harness that edits history within a
+// segment (other than by compaction, which starts a new segment) loses the
+// token ids of the assistant messages it changed, never their text.
+type ModelTurn struct {
+	Model    string    `json:"model,omitempty"`
+	Request  []Message `json:"request"`
+	Response Message   `json:"response"`
+	// TokenIDs and Logprobs are of the Response's completion tokens, when
+	// the server returned them.
+	TokenIDs     []int64   `json:"token_ids,omitempty"`
+	Logprobs     []float64 `json:"logprobs,omitempty"`
+	FinishReason string    `json:"finish_reason,omitempty"`
+	Usage        Usage     `json:"usage"`
+	LatencyMS    int64     `json:"latency_ms,omitempty"`
+}
+
+// ToolCall is a call as the policy made it, before the monitor decides.
+type ToolCall struct {
+	ToolCallID string `json:"tool_call_id,omitempty"` // the id in the assistant message
+	// Call is the monitor's ToolCall JSON.
+	Call json.RawMessage `json:"call"`
+}
+
+// Decision actions.
+const (
+	ActionAllow   = "allow"
+	ActionBlock   = "block"
+	ActionRewrite = "rewrite"
+)
+
+// Decision is what the monitor made of one call.
+type Decision struct {
+	Call       json.RawMessage `json:"call,omitempty"`       // monitor.ToolCall
+	Normalized json.RawMessage `json:"normalized,omitempty"` // monitor.Normalized
+	Flags      json.RawMessage `json:"flags,omitempty"`      // []rules.Flag
+	Verdict    json.RawMessage `json:"verdict,omitempty"`    // judge.Verdict, when the judge was asked
+	Action     string          `json:"action"`               // ActionAllow, ActionBlock, ActionRewrite
+	Rewritten  json.RawMessage `json:"rewritten,omitempty"`  // the safe form run instead (rewrite)
+	Blocked    bool            `json:"blocked,omitempty"`    // the call did not run
+	Dummy      bool            `json:"dummy,omitempty"`      // the policy is shown dummy output
+	// Hack is true when the call was confirmed as a hack (judge verdict or a
+	// certain flag); Categories are the hack categories found. They repeat
+	// what Flags and Verdict say so that readers need not know their schema.
+	Hack       bool     `json:"hack,omitempty"`
+	Categories []string `json:"categories,omitempty"`
+	LatencyMS  int64    `json:"latency_ms,omitempty"`
+}
+
+// ToolOutput is the output of a call as shown to the policy.
+type ToolOutput struct {
+	ToolCallID string `json:"tool_call_id,omitempty"`
+	Output     string `json:"output"`
+	ExitCode   int    `json:"exit_code"`
+	Dummy      bool   `json:"dummy,omitempty"` // made up by the monitor, the call did not run
+	Truncated  bool   `json:"truncated,omitempty"`
+	DurationMS int64  `json:"duration_ms,omitempty"`
+	// Result is the sandbox's ExecResult JSON of the real run, if any.
+	Result json.RawMessage `json:"result,omitempty"`
+}
+
+// Network is one egress request seen by the proxy, attributed to the call in
+// flight.
+type Network struct {
+	Method  string `json:"method"`
+	Host    string `json:"host"`
+	URL     string `json:"url,omitempty"`
+	Allowed bool   `json:"allowed"`
+	Status  int    `json:"status,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+	Bytes   int64  `json:"bytes,omitempty"`
+}
+
+// Compaction closes segment From and opens segment To, whose conversation
+// starts from Summary. The event itself carries Segment = To.
+type Compaction struct {
+	From    int    `json:"from"`
+	To      int    `json:"to"`
+	Summary string `json:"summary"`
+	// TokensBefore is the conversation's size that triggered the compaction.
+	TokensBefore int `json:"tokens_before,omitempty"`
+}
+
+// Grade is the result of the hidden tests.
+type Grade struct {
+	Reward          float64  `json:"reward"`
+	Passed          int      `json:"passed"`
+	Failed          int      `json:"failed"`
+	Errors          int      `json:"errors,omitempty"`
+	Skipped         int      `json:"skipped,omitempty"`
+	ExitCode        int      `json:"exit_code"`
+	Summary         string   `json:"summary,omitempty"` // the test runner's summary line
+	ProtectedIntact bool     `json:"protected_intact"`  // visible tests unchanged at submit
+	Changed         []string `json:"changed,omitempty"` // protected files whose hash changed
+	DurationMS      int64    `json:"duration_ms,omitempty"`
+}
+
+// Failure classes of an EpisodeEnd.
+const (
+	FailureNone           = ""
+	FailureInfrastructure = "infrastructure" // sandbox, engine, model server: not the policy's fault
+	FailureAgent          = "agent"          // the policy did not solve it (or hacked)
+	FailureGrading        = "grading"        // the grader itself failed
+)
+
+// EpisodeEnd is the last event of an episode; it marks the log finished.
+type EpisodeEnd struct {
+	Resolved     bool    `json:"resolved"`
+	Reward       float64 `json:"reward"`
+	Hacked       bool    `json:"hacked"` // a confirmed hack or a blocked call happened
+	FailureClass string  `json:"failure_class"`
+	Reason       string  `json:"reason,omitempty"`
+	Counts       Counts  `json:"counts"`
+	DurationMS   int64   `json:"duration_ms,omitempty"`
+}
+
+// Counts summarize an episode.
+type Counts struct {
+	Turns     int `json:"turns"`
+	ToolCalls int `json:"tool_calls"`
+	Flagged   int `json:"flagged"`
+	Blocked   int `json:"blocked"`
+	Rewritten int `json:"rewritten"`
+	Segments  int `json:"segments"`
+	Tokens    int `json:"tokens"`
+}
+
+// SegmentEnd is an item of the finished feed: segment Segment of the
+// episode spans log offsets [First, Last].
+type SegmentEnd struct {
+	Segment int   `json:"segment"`
+	First   int64 `json:"first"`
+	Last    int64 `json:"last"`
+	// By is TypeCompaction or TypeEpisodeEnd.
+	By string `json:"by"`
+}
