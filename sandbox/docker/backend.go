@@ -1,0 +1,413 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	dcontainer "github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/client"
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/sync/semaphore"
+
+	"github.com/rollcage/rollcage/sandbox"
+)
+
+// Timeouts of operations the caller's ctx does not bound.
+const (
+	pingTimeout     = 5 * time.Second
+	connectTimeout  = 5 * time.Second
+	teardownTimeout = 30 * time.Second
+	shutdownTimeout = 2 * time.Second
+)
+
+// Backend creates sandboxes as Docker containers. It is safe for concurrent
+// use; Close drains the warm pool and closes every sandbox it created.
+type Backend struct {
+	cfg  Config
+	cli  *client.Client
+	log  *slog.Logger
+	self owner
+
+	creating *semaphore.Weighted // containers being created and started
+	alive    *semaphore.Weighted // containers alive, warm ones included
+	pool     *pool
+
+	stopRefill context.CancelFunc
+	refillDone chan struct{}
+
+	mu     sync.Mutex
+	closed bool                     // guarded by mu
+	live   map[*container]struct{} // guarded by mu; handed out or warm
+
+	nCreating atomic.Int64
+	nAlive    atomic.Int64
+
+	// onCreating, when set (tests), is called with +1 when a creation
+	// starts and -1 when it ends, inside the admission bound.
+	onCreating func(delta int)
+}
+
+var _ sandbox.Backend = (*Backend)(nil)
+
+// Stats is a point-in-time view of a Backend, for metrics.
+type Stats struct {
+	Creating int // containers being created and started now
+	Alive    int // containers alive, warm ones included
+	Warm     int // warm containers ready to hand out
+}
+
+// New connects to the Docker engine of the environment (DOCKER_HOST and
+// friends), removes what dead rollcage processes left behind and starts
+// warming the pool.
+func New(ctx context.Context, cfg Config) (*Backend, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	cli, err := newClient(ctx)
+	if err != nil {
+		return nil, err
+	}
+	self, err := selfOwner()
+	if err != nil {
+		cli.Close()
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.StateDir, 0o711); err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("docker: state dir %s: %w", cfg.StateDir, err)
+	}
+	b := &Backend{
+		cfg:      cfg,
+		cli:      cli,
+		log:      cfg.Logger,
+		self:     self,
+		creating: semaphore.NewWeighted(int64(cfg.MaxCreating)),
+		alive:    semaphore.NewWeighted(int64(cfg.MaxAlive)),
+		live:     make(map[*container]struct{}),
+	}
+	if n, err := Reap(ctx, cli, cfg.StateDir, b.log); err != nil {
+		b.log.Warn("reap leftovers", "err", err)
+	} else if n > 0 {
+		b.log.Info("reaped leftovers of dead rollcage processes", "removed", n)
+	}
+	b.pool = newPool(cfg.Pool)
+	refillCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	b.stopRefill = stop
+	b.refillDone = make(chan struct{})
+	go func() {
+		defer close(b.refillDone)
+		b.refill(refillCtx)
+	}()
+	return b, nil
+}
+
+// newClient connects to the engine named by the environment and checks
+// that it answers.
+func newClient(ctx context.Context) (*client.Client, error) {
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return nil, fmt.Errorf("docker: no Docker engine reachable (DOCKER_HOST=%s): fix DOCKER_HOST, run 'make docker' or start dockerd: %w: %v", os.Getenv("DOCKER_HOST"), sandbox.ErrUnavailable, err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
+	defer cancel()
+	if _, err := cli.Ping(pctx); err != nil {
+		cli.Close()
+		return nil, unavailable(cli, err)
+	}
+	return cli, nil
+}
+
+func unavailable(cli *client.Client, err error) error {
+	return fmt.Errorf("docker: no Docker engine reachable (DOCKER_HOST=%s): run 'make docker' or start dockerd: %w: %v", cli.DaemonHost(), sandbox.ErrUnavailable, err)
+}
+
+// engineErr maps an engine error to the sandbox sentinels.
+func (b *Backend) engineErr(op string, err error) error {
+	if client.IsErrConnectionFailed(err) {
+		return fmt.Errorf("docker: %s: %w", op, unavailable(b.cli, err))
+	}
+	return fmt.Errorf("docker: %s: %w", op, err)
+}
+
+// Stats reports the backend's counters.
+func (b *Backend) Stats() Stats {
+	return Stats{
+		Creating: int(b.nCreating.Load()),
+		Alive:    int(b.nAlive.Load()),
+		Warm:     b.pool.size(),
+	}
+}
+
+// Reap removes the containers and host directories of rollcage processes
+// that are gone (see the package Reap). New runs it once.
+func (b *Backend) Reap(ctx context.Context) (int, error) {
+	return Reap(ctx, b.cli, b.cfg.StateDir, b.log)
+}
+
+// Create starts a sandbox for spec: a warm container when the pool has one
+// that fits, else a new one once admission allows.
+func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	if err := b.checkOpen("create"); err != nil {
+		return nil, err
+	}
+	spec, err := b.resolveSpec(spec)
+	if err != nil {
+		return nil, err
+	}
+	log := b.log.With("episode_id", spec.EpisodeID)
+	if b.poolable(spec) {
+		if c := b.takeWarm(ctx, spec, log); c != nil {
+			return c, nil
+		}
+	}
+	if err := b.acquireAlive(ctx); err != nil {
+		return nil, fmt.Errorf("docker: create %s: waiting for a free slot (MaxAlive %d): %w", spec.EpisodeID, b.cfg.MaxAlive, err)
+	}
+	c, err := b.start(ctx, spec, false)
+	if err != nil {
+		b.releaseAlive()
+		return nil, err
+	}
+	if err := c.configure(ctx, spec); err != nil {
+		c.Close(ctx)
+		return nil, err
+	}
+	log.Info("sandbox created", "container", c.name, "id", c.shortID())
+	return c, nil
+}
+
+// resolveSpec validates spec and fills its defaults.
+func (b *Backend) resolveSpec(spec sandbox.Spec) (sandbox.Spec, error) {
+	if spec.Image == "" {
+		return spec, errors.New("docker: create: spec has no image: set Spec.Image (e.g. rollcage/base:latest)")
+	}
+	switch spec.Network {
+	case "", sandbox.NetworkNone:
+		spec.Network = sandbox.NetworkNone
+		if spec.ProxySocket != "" {
+			return spec, errors.New("docker: create: ProxySocket is set but Network is not \"proxy\": set Network to sandbox.NetworkProxy or drop ProxySocket")
+		}
+	case sandbox.NetworkProxy:
+		if !filepath.IsAbs(spec.ProxySocket) {
+			return spec, fmt.Errorf("docker: create: network %q needs ProxySocket, the absolute host path of the egress proxy's unix socket (got %q)", spec.Network, spec.ProxySocket)
+		}
+		if _, err := os.Stat(spec.ProxySocket); err != nil {
+			return spec, fmt.Errorf("docker: create: proxy socket %s: start the egress proxy before the sandbox: %w", spec.ProxySocket, err)
+		}
+	default:
+		return spec, fmt.Errorf("docker: create: unknown network %q: use %q or %q", spec.Network, sandbox.NetworkNone, sandbox.NetworkProxy)
+	}
+	if err := validateLimits(spec.Limits); err != nil {
+		return spec, fmt.Errorf("docker: create: limits: %w", err)
+	}
+	if spec.Lease < 0 || (spec.Lease > 0 && spec.Lease < 3*time.Second) {
+		return spec, fmt.Errorf("docker: create: lease %v: use 0 for the default or at least 3s", spec.Lease)
+	}
+	spec.Limits = resolveLimits(spec.Limits, b.cfg.DefaultLimits)
+	spec.Lease = cmpOrDuration(spec.Lease, b.cfg.Lease)
+	if spec.Workdir == "" {
+		spec.Workdir = defaultWorkdir
+	}
+	if spec.Network == sandbox.NetworkProxy {
+		env := maps.Clone(spec.Env)
+		if env == nil {
+			env = map[string]string{}
+		}
+		url := "http://" + proxyListen
+		for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {
+			env[k] = url
+		}
+		env["NO_PROXY"], env["no_proxy"] = "localhost,127.0.0.1", "localhost,127.0.0.1"
+		spec.Env = env
+	}
+	return spec, nil
+}
+
+func cmpOrDuration(v, def time.Duration) time.Duration {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+// poolable: a warm container was created with the backend's defaults, and
+// labels cannot be added to a running container, so only a spec that asks
+// for nothing else can take one.
+func (b *Backend) poolable(spec sandbox.Spec) bool {
+	return spec.Network == sandbox.NetworkNone && len(spec.Labels) == 0 &&
+		spec.Lease == b.cfg.Lease && spec.Limits == b.cfg.DefaultLimits
+}
+
+// acquireAlive takes a slot under MaxAlive. When none is free, a warm
+// container (of any image) gives its slot up: episodes come before the pool.
+func (b *Backend) acquireAlive(ctx context.Context) error {
+	for {
+		if b.alive.TryAcquire(1) {
+			b.nAlive.Add(1)
+			return nil
+		}
+		c := b.pool.evict()
+		if c == nil {
+			break
+		}
+		c.Close(ctx) // releases its slot
+	}
+	if err := b.alive.Acquire(ctx, 1); err != nil {
+		return err
+	}
+	b.nAlive.Add(1)
+	return nil
+}
+
+func (b *Backend) releaseAlive() {
+	b.nAlive.Add(-1)
+	b.alive.Release(1)
+}
+
+func (b *Backend) checkOpen(op string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return fmt.Errorf("docker: %s: backend closed: %w", op, sandbox.ErrClosed)
+	}
+	return nil
+}
+
+// start creates, starts and connects a container for spec, inside the
+// admission bound. The caller holds an alive slot.
+func (b *Backend) start(ctx context.Context, spec sandbox.Spec, warm bool) (*container, error) {
+	if err := b.creating.Acquire(ctx, 1); err != nil {
+		return nil, fmt.Errorf("docker: create %s: waiting for admission (MaxCreating %d): %w", spec.EpisodeID, b.cfg.MaxCreating, err)
+	}
+	b.nCreating.Add(1)
+	if b.onCreating != nil {
+		b.onCreating(1)
+	}
+	defer func() {
+		if b.onCreating != nil {
+			b.onCreating(-1)
+		}
+		b.nCreating.Add(-1)
+		b.creating.Release(1)
+	}()
+
+	token := randomToken()
+	runDir := filepath.Join(b.cfg.StateDir, b.self.dirName(token))
+	if err := os.Mkdir(runDir, 0o700); err != nil {
+		return nil, fmt.Errorf("docker: create %s: run dir: %w", spec.EpisodeID, err)
+	}
+	labels := make(map[string]string, len(spec.Labels)+8)
+	maps.Copy(labels, spec.Labels) // ours win: the reaper depends on them
+	maps.Copy(labels, b.self.labels())
+	labels[LabelRunDir] = filepath.Base(runDir)
+	name := containerName(spec.EpisodeID, token)
+	if warm {
+		labels[LabelPool] = "1"
+		labels[LabelEpisode] = ""
+		name = "rollcage-pool-" + token
+	} else {
+		labels[LabelEpisode] = spec.EpisodeID
+	}
+	p := createParams{
+		Name:        name,
+		Image:       spec.Image,
+		Labels:      labels,
+		RunDir:      runDir,
+		AgentBinary: b.cfg.AgentBinary,
+		ProxySocket: spec.ProxySocket,
+		Limits:      spec.Limits,
+		Lease:       spec.Lease,
+	}
+	if uid := os.Geteuid(); uid != 0 {
+		p.SocketOwner = strconv.Itoa(uid) + ":" + strconv.Itoa(os.Getegid())
+	}
+	cfg, host := containerConfig(p)
+	c := &container{
+		b:      b,
+		name:   name,
+		image:  spec.Image,
+		runDir: runDir,
+		log:    b.log.With("episode_id", spec.EpisodeID, "container", name),
+	}
+	resp, err := b.cli.ContainerCreate(ctx, cfg, host, nil, nil, name)
+	if err != nil {
+		os.RemoveAll(runDir)
+		if cerrdefs.IsNotFound(err) {
+			return nil, fmt.Errorf("docker: create %s: image %s not found locally: run 'make images': %w", spec.EpisodeID, spec.Image, sandbox.ErrImageMissing)
+		}
+		return nil, b.engineErr("create "+spec.EpisodeID, err)
+	}
+	c.id = resp.ID
+	if err := b.cli.ContainerStart(ctx, c.id, dcontainer.StartOptions{}); err != nil {
+		c.teardown(ctx)
+		return nil, b.engineErr("start "+name, err)
+	}
+	if err := c.connect(ctx, spec.Lease); err != nil {
+		c.teardown(ctx)
+		return nil, err
+	}
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		c.teardown(ctx)
+		return nil, fmt.Errorf("docker: create %s: backend closed: %w", spec.EpisodeID, sandbox.ErrClosed)
+	}
+	b.live[c] = struct{}{}
+	b.mu.Unlock()
+	return c, nil
+}
+
+// forget drops c from the live set and frees its slot; c.Close calls it
+// once.
+func (b *Backend) forget(c *container) {
+	b.mu.Lock()
+	_, ok := b.live[c]
+	delete(b.live, c)
+	b.mu.Unlock()
+	if ok {
+		b.releaseAlive()
+		b.pool.wake() // a slot freed up for warming
+	}
+}
+
+// Close stops the pool and closes every sandbox of the backend, then the
+// engine client. Idempotent.
+func (b *Backend) Close(ctx context.Context) error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	b.mu.Unlock()
+	b.stopRefill()
+	<-b.refillDone
+	b.pool.drain()
+	b.mu.Lock()
+	all := make([]*container, 0, len(b.live))
+	for c := range b.live {
+		all = append(all, c)
+	}
+	b.mu.Unlock()
+	var g errgroup.Group
+	g.SetLimit(8)
+	for _, c := range all {
+		g.Go(func() error { return c.Close(ctx) })
+	}
+	err := g.Wait()
+	return errors.Join(err, b.cli.Close())
+}

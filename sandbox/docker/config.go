@@ -1,0 +1,159 @@
+package docker
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/rollcage/rollcage/sandbox"
+)
+
+// Defaults of Config and sandbox.Limits.
+const (
+	DefaultLease       = 60 * time.Second
+	DefaultMaxCreating = 4
+	DefaultMaxAlive    = 256
+	DefaultMemoryBytes = 2 << 30
+	DefaultCPUs        = 1.0
+	DefaultPids        = 512
+)
+
+// AgentBinEnv names the environment variable that locates the static
+// rollcage-agent binary when Config.AgentBinary is empty.
+const AgentBinEnv = "ROLLCAGE_AGENT_BIN"
+
+// Config configures a Backend. The zero value works on a host where the
+// agent binary sits next to the executable or is named by $ROLLCAGE_AGENT_BIN.
+type Config struct {
+	// AgentBinary is the host path of the static rollcage-agent, bind-mounted
+	// read-only into every container. Empty: $ROLLCAGE_AGENT_BIN, else
+	// rollcage-agent next to os.Executable().
+	AgentBinary string
+	// StateDir holds one host directory per sandbox (the agent's socket
+	// lives there). Empty: /var/lib/rollcage/run when running as root, else
+	// $XDG_RUNTIME_DIR/rollcage, else os.TempDir()/rollcage-<uid>.
+	StateDir string
+	// Lease is how long an agent keeps its sandbox without hearing from
+	// the host; the client pings every Lease/3. Zero: 60s.
+	Lease time.Duration
+	// MaxCreating bounds the containers being created and started at once,
+	// so a burst of episode starts queues instead of stampeding dockerd.
+	// Zero: 4.
+	MaxCreating int
+	// MaxAlive bounds the containers alive at once (warm ones included);
+	// Create blocks, honouring its ctx, while at the bound. Zero: 256.
+	MaxAlive int
+	// Pool is the number of warm containers kept per image. Missing or 0:
+	// no pool for that image.
+	Pool map[string]int
+	// DefaultLimits fill the zero fields of a Spec's Limits. Zero fields
+	// here take 2 GiB, 1 CPU, 512 pids.
+	DefaultLimits sandbox.Limits
+	// Logger receives lifecycle logs. Nil: discard.
+	Logger *slog.Logger
+}
+
+// Validate reports a configuration that cannot work, in one line saying
+// what to change.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Lease < 0 {
+		errs = append(errs, fmt.Errorf("docker config: Lease %v is negative: use 0 for the default (%v) or a positive duration", c.Lease, DefaultLease))
+	} else if c.Lease > 0 && c.Lease < 3*time.Second {
+		errs = append(errs, fmt.Errorf("docker config: Lease %v is too short: use at least 3s (heartbeats go every Lease/3)", c.Lease))
+	}
+	if c.MaxCreating < 0 {
+		errs = append(errs, fmt.Errorf("docker config: MaxCreating %d is negative: use 0 for the default (%d)", c.MaxCreating, DefaultMaxCreating))
+	}
+	if c.MaxAlive < 0 {
+		errs = append(errs, fmt.Errorf("docker config: MaxAlive %d is negative: use 0 for the default (%d)", c.MaxAlive, DefaultMaxAlive))
+	}
+	total := 0
+	for img, n := range c.Pool {
+		if img == "" {
+			errs = append(errs, errors.New("docker config: Pool has an empty image name: key the pool by image reference"))
+		}
+		if n < 0 {
+			errs = append(errs, fmt.Errorf("docker config: Pool[%q] = %d is negative: use 0 to turn the pool off", img, n))
+		}
+		total += max(n, 0)
+	}
+	if alive := cmp.Or(c.MaxAlive, DefaultMaxAlive); total >= alive && total > 0 {
+		errs = append(errs, fmt.Errorf("docker config: warm pool of %d containers leaves no room under MaxAlive %d: lower Pool or raise MaxAlive", total, alive))
+	}
+	if err := validateLimits(c.DefaultLimits); err != nil {
+		errs = append(errs, fmt.Errorf("docker config: DefaultLimits: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+func validateLimits(l sandbox.Limits) error {
+	switch {
+	case l.MemoryBytes < 0:
+		return fmt.Errorf("MemoryBytes %d is negative: use 0 for the default", l.MemoryBytes)
+	case l.MemoryBytes > 0 && l.MemoryBytes < 6<<20:
+		return fmt.Errorf("MemoryBytes %d is below Docker's 6 MiB minimum: raise it", l.MemoryBytes)
+	case l.CPUs < 0:
+		return fmt.Errorf("CPUs %v is negative: use 0 for the default", l.CPUs)
+	case l.Pids < 0:
+		return fmt.Errorf("Pids %d is negative: use 0 for the default", l.Pids)
+	case l.Pids > 0 && l.Pids < 8:
+		return fmt.Errorf("Pids %d leaves no room for the agent and a shell: use at least 8", l.Pids)
+	}
+	return nil
+}
+
+// withDefaults returns c with every zero field resolved. It fails only when
+// the agent binary cannot be found.
+func (c Config) withDefaults() (Config, error) {
+	c.Lease = cmp.Or(c.Lease, DefaultLease)
+	c.MaxCreating = cmp.Or(c.MaxCreating, DefaultMaxCreating)
+	c.MaxAlive = cmp.Or(c.MaxAlive, DefaultMaxAlive)
+	c.DefaultLimits = resolveLimits(c.DefaultLimits, sandbox.Limits{MemoryBytes: DefaultMemoryBytes, CPUs: DefaultCPUs, Pids: DefaultPids})
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.StateDir == "" {
+		c.StateDir = defaultStateDir()
+	}
+	if c.AgentBinary == "" {
+		c.AgentBinary = os.Getenv(AgentBinEnv)
+	}
+	if c.AgentBinary == "" {
+		if exe, err := os.Executable(); err == nil {
+			c.AgentBinary = filepath.Join(filepath.Dir(exe), "rollcage-agent")
+		}
+	}
+	abs, err := filepath.Abs(c.AgentBinary)
+	if err != nil {
+		return c, fmt.Errorf("docker: agent binary %q: %w", c.AgentBinary, err)
+	}
+	c.AgentBinary = abs
+	if st, err := os.Stat(abs); err != nil || !st.Mode().IsRegular() {
+		return c, fmt.Errorf("docker: agent binary %s not found: run 'make build' or set %s: %w", abs, AgentBinEnv, sandbox.ErrUnavailable)
+	}
+	return c, nil
+}
+
+func defaultStateDir() string {
+	if os.Geteuid() == 0 {
+		return "/var/lib/rollcage/run"
+	}
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		return filepath.Join(d, "rollcage")
+	}
+	return filepath.Join(os.TempDir(), "rollcage-"+strconv.Itoa(os.Getuid()))
+}
+
+// resolveLimits fills l's zero fields from def.
+func resolveLimits(l, def sandbox.Limits) sandbox.Limits {
+	l.MemoryBytes = cmp.Or(l.MemoryBytes, def.MemoryBytes)
+	l.CPUs = cmp.Or(l.CPUs, def.CPUs)
+	l.Pids = cmp.Or(l.Pids, def.Pids)
+	return l
+}

@@ -1,0 +1,248 @@
+package docker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	dcontainer "github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/rollcage/rollcage/agent"
+	"github.com/rollcage/rollcage/sandbox"
+)
+
+// container is one sandbox: a Docker container and the agent client that
+// drives it.
+type container struct {
+	b      *Backend
+	id     string
+	image  string
+	runDir string
+	log    *slog.Logger
+	agent  *agent.Client // set by connect, then never changed
+
+	mu   sync.Mutex
+	name string // guarded by mu; changes when a warm container is handed out
+
+	closed    atomic.Bool
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ sandbox.Sandbox = (*container)(nil)
+
+func (c *container) ID() string { return c.id }
+
+func (c *container) shortID() string {
+	if len(c.id) > 12 {
+		return c.id[:12]
+	}
+	return c.id
+}
+
+func (c *container) nameNow() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.name
+}
+
+// connect dials the agent's socket, retrying while the agent starts, and
+// fails with the container's last log lines when it never listens.
+func (c *container) connect(ctx context.Context, lease time.Duration) error {
+	sock := filepath.Join(c.runDir, agentSockName)
+	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	var d net.Dialer
+	wait := time.Millisecond
+	for {
+		conn, err := d.DialContext(cctx, "unix", sock)
+		if err == nil {
+			c.agent = agent.NewClient(conn, agent.ClientOptions{Heartbeat: lease / 3, Logger: c.log})
+			return nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ECONNREFUSED) && cctx.Err() == nil {
+			return fmt.Errorf("docker: connect %s: dial agent: %w: %v", c.name, sandbox.ErrAgent, err)
+		}
+		// Poll the container too: an agent that crashed at start should
+		// fail the create now, not after the full timeout.
+		if wait >= 16*time.Millisecond {
+			if st, ierr := c.b.cli.ContainerInspect(cctx, c.id); ierr == nil && st.State != nil && !st.State.Running {
+				return fmt.Errorf("docker: connect %s: container exited (code %d) before its agent listened: %w; last logs: %s",
+					c.name, st.State.ExitCode, sandbox.ErrAgent, c.lastLogs(ctx))
+			}
+		}
+		select {
+		case <-cctx.Done():
+			if ctx.Err() != nil {
+				return fmt.Errorf("docker: connect %s: %w", c.name, ctx.Err())
+			}
+			return fmt.Errorf("docker: connect %s: agent did not listen on %s within %v: %w; last logs: %s",
+				c.name, sock, connectTimeout, sandbox.ErrAgent, c.lastLogs(ctx))
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 50*time.Millisecond)
+	}
+}
+
+// lastLogs returns the container's last log lines on one line, for error
+// messages.
+func (c *container) lastLogs(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	rc, err := c.b.cli.ContainerLogs(ctx, c.id, dcontainer.LogsOptions{ShowStdout: true, ShowStderr: true, Tail: "10"})
+	if err != nil {
+		return "(logs unavailable: " + err.Error() + ")"
+	}
+	defer rc.Close()
+	var buf bytes.Buffer
+	if _, err := stdcopy.StdCopy(&buf, &buf, io.LimitReader(rc, 64<<10)); err != nil && buf.Len() == 0 {
+		return "(logs unreadable: " + err.Error() + ")"
+	}
+	s := strings.TrimSpace(buf.String())
+	if s == "" {
+		return "(none)"
+	}
+	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " | ")), " ")
+}
+
+// configure hands the episode's settings to the agent.
+func (c *container) configure(ctx context.Context, spec sandbox.Spec) error {
+	err := c.agent.Configure(ctx, agent.Config{Workdir: spec.Workdir, Env: spec.Env, Canaries: spec.Canaries})
+	if err != nil {
+		return fmt.Errorf("docker: configure %s: %w", c.nameNow(), err)
+	}
+	return nil
+}
+
+// wrap gives an agent error the sandbox's name and operation.
+func (c *container) wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("sandbox %s: %s: %w", c.nameNow(), op, err)
+}
+
+func (c *container) errClosed(op string) error {
+	return fmt.Errorf("sandbox %s: %s: %w", c.nameNow(), op, sandbox.ErrClosed)
+}
+
+func (c *container) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+	if c.closed.Load() {
+		return sandbox.ExecResult{}, c.errClosed("exec")
+	}
+	res, err := c.agent.Exec(ctx, req)
+	return res, c.wrap("exec", err)
+}
+
+func (c *container) ReadFile(ctx context.Context, path string, max int64) ([]byte, bool, error) {
+	if c.closed.Load() {
+		return nil, false, c.errClosed("read file")
+	}
+	data, cut, err := c.agent.ReadFile(ctx, path, max)
+	return data, cut, c.wrap("read file "+path, err)
+}
+
+func (c *container) WriteFile(ctx context.Context, path string, data []byte, mode fs.FileMode) error {
+	if c.closed.Load() {
+		return c.errClosed("write file")
+	}
+	return c.wrap("write file "+path, c.agent.WriteFile(ctx, path, data, mode))
+}
+
+func (c *container) CopyIn(ctx context.Context, dir string, tar io.Reader) error {
+	if c.closed.Load() {
+		return c.errClosed("copy in")
+	}
+	return c.wrap("copy in "+dir, c.agent.CopyIn(ctx, dir, tar))
+}
+
+func (c *container) CopyOut(ctx context.Context, path string) (io.ReadCloser, error) {
+	if c.closed.Load() {
+		return nil, c.errClosed("copy out")
+	}
+	rc, err := c.agent.CopyOut(ctx, path)
+	return rc, c.wrap("copy out "+path, err)
+}
+
+// Snapshot commits the container's filesystem (bind mounts excluded, so
+// neither the agent nor its socket end up in the image) to ref.
+func (c *container) Snapshot(ctx context.Context, ref string) (string, error) {
+	if c.closed.Load() {
+		return "", c.errClosed("snapshot")
+	}
+	resp, err := c.b.cli.ContainerCommit(ctx, c.id, dcontainer.CommitOptions{
+		Reference: ref,
+		Comment:   "rollcage snapshot of " + c.nameNow(),
+		Pause:     true,
+	})
+	if err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return "", c.errClosed("snapshot")
+		}
+		return "", c.wrap("snapshot", c.b.engineErr("commit", err))
+	}
+	return resp.ID, nil
+}
+
+// Close shuts the agent down, removes the container and its host
+// directory. It runs once; later and concurrent calls return its result.
+func (c *container) Close(ctx context.Context) error {
+	c.closeOnce.Do(func() {
+		c.closed.Store(true)
+		c.closeErr = c.teardown(ctx)
+		c.b.forget(c)
+		c.log.Info("sandbox closed")
+	})
+	return c.closeErr
+}
+
+// teardown is Close without the bookkeeping; start uses it for containers
+// that never became sandboxes.
+func (c *container) teardown(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
+	defer cancel()
+	if c.agent != nil {
+		// A clean shutdown lets the agent kill its process groups; the
+		// forced remove below is what guarantees the container is gone.
+		sctx, scancel := context.WithTimeout(ctx, shutdownTimeout)
+		_ = c.agent.Shutdown(sctx)
+		scancel()
+		c.agent.Close()
+	}
+	var errs []error
+	if c.id != "" {
+		err := c.b.cli.ContainerRemove(ctx, c.id, dcontainer.RemoveOptions{Force: true, RemoveVolumes: true})
+		if err != nil && !cerrdefs.IsNotFound(err) && !isRemovalInProgress(err) {
+			errs = append(errs, c.b.engineErr("remove "+c.nameNow(), err))
+		}
+	}
+	if err := removeAll(c.runDir); err != nil {
+		errs = append(errs, fmt.Errorf("docker: remove run dir: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// isRemovalInProgress: a concurrent remove (the reaper, Backend.Close)
+// got there first; Docker answers 409 Conflict.
+func isRemovalInProgress(err error) bool { return cerrdefs.IsConflict(err) }
+
+func removeAll(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	return os.RemoveAll(dir)
+}

@@ -1,0 +1,101 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	cerrdefs "github.com/containerd/errdefs"
+	dcontainer "github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/client"
+)
+
+// Reap removes what rollcage processes that are gone left behind: every
+// container labelled rollcage.managed=1 whose owner (pid and start time,
+// on this boot) no longer runs, and every run directory in stateDir whose
+// owner no longer runs. Containers of live owners, this process included,
+// are left alone, so any number of rollcage processes can share an engine.
+// It returns how many containers and directories it removed.
+//
+// A container whose owner ran on another boot (or another host sharing the
+// engine) cannot be judged by pid; it is removed only once it has stopped,
+// which after a reboot it has.
+func Reap(ctx context.Context, cli client.APIClient, stateDir string, log *slog.Logger) (removed int, err error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	boot := bootID()
+	list, err := cli.ContainerList(ctx, dcontainer.ListOptions{
+		All:     true,
+		Filters: filters.NewArgs(filters.Arg("label", LabelManaged+"=1")),
+	})
+	if err != nil {
+		return 0, fmt.Errorf("docker: reap: list containers: %w", err)
+	}
+	var errs []error
+	for _, c := range list {
+		o, ok := ownerFromLabels(c.Labels)
+		switch {
+		case !ok:
+			continue // not one of ours after all
+		case o.Boot == boot || o.Boot == "":
+			if o.alive() {
+				continue
+			}
+		case c.State == "running":
+			continue // another host's or boot's; cannot judge a running one
+		}
+		err := cli.ContainerRemove(ctx, c.ID, dcontainer.RemoveOptions{Force: true, RemoveVolumes: true})
+		if err != nil && !cerrdefs.IsNotFound(err) && !isRemovalInProgress(err) {
+			errs = append(errs, fmt.Errorf("docker: reap: remove %s: %w", c.ID[:12], err))
+			continue
+		}
+		removed++
+		log.Info("reaped container", "id", c.ID[:12], "names", c.Names, "owner_pid", o.PID)
+		if d := c.Labels[LabelRunDir]; d != "" && stateDir != "" && filepath.Base(d) == d {
+			if err := os.RemoveAll(filepath.Join(stateDir, d)); err != nil {
+				errs = append(errs, fmt.Errorf("docker: reap: %w", err))
+			}
+		}
+	}
+	n, err := reapDirs(stateDir, log)
+	removed += n
+	if err != nil {
+		errs = append(errs, err)
+	}
+	return removed, errors.Join(errs...)
+}
+
+// reapDirs removes run directories whose owner is gone. Run dirs that the
+// container loop above already removed are simply not there any more.
+func reapDirs(stateDir string, log *slog.Logger) (int, error) {
+	if stateDir == "" {
+		return 0, nil
+	}
+	entries, err := os.ReadDir(stateDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("docker: reap: %w", err)
+	}
+	removed := 0
+	var errs []error
+	for _, e := range entries {
+		o, ok := ownerFromDirName(e.Name())
+		if !ok || !e.IsDir() || o.alive() {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(stateDir, e.Name())); err != nil {
+			errs = append(errs, fmt.Errorf("docker: reap: %w", err))
+			continue
+		}
+		removed++
+		log.Info("reaped run dir", "dir", e.Name(), "owner_pid", o.PID)
+	}
+	return removed, errors.Join(errs...)
+}

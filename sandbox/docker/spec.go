@@ -1,0 +1,137 @@
+package docker
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"strings"
+	"time"
+
+	dcontainer "github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
+
+	"github.com/rollcage/rollcage/sandbox"
+)
+
+// Paths inside the container. The agent and its run directory live under
+// /.rollcage, which no task image uses.
+const (
+	agentPath      = "/.rollcage/rollcage-agent"
+	runDirPath     = "/.rollcage/run"
+	agentSockName  = "agent.sock"
+	proxySockName  = "proxy.sock"
+	proxyListen    = "127.0.0.1:3128"
+	sandboxUser    = "1000:1000"
+	defaultWorkdir = "/workspace"
+)
+
+// capAdd are the capabilities the agent keeps: enough to create its socket,
+// chown files it copies in, switch to the sandbox user and kill its process
+// groups. The sandbox user's commands lose them all at the uid change.
+var capAdd = []string{"CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL"}
+
+// createParams is everything that decides a container's configuration.
+type createParams struct {
+	Name        string
+	Image       string
+	Labels      map[string]string
+	RunDir      string // host path, mounted at runDirPath
+	AgentBinary string // host path, mounted read-only at agentPath
+	ProxySocket string // host path; non-empty only in proxy mode
+	Limits      sandbox.Limits
+	Lease       time.Duration
+	SocketOwner string // "uid:gid" of the host process, "" when root
+}
+
+// containerConfig is the pure translation of createParams into Docker's
+// types, kept free of I/O so its security-relevant output is golden-tested.
+func containerConfig(p createParams) (*dcontainer.Config, *dcontainer.HostConfig) {
+	args := []string{
+		"--listen", "unix:" + runDirPath + "/" + agentSockName,
+		"--user", sandboxUser,
+		"--workdir", defaultWorkdir,
+		"--lease", p.Lease.String(),
+		"--shell", "auto",
+	}
+	if p.SocketOwner != "" {
+		args = append(args, "--socket-owner", p.SocketOwner)
+	}
+	mounts := []mount.Mount{
+		{Type: mount.TypeBind, Source: p.AgentBinary, Target: agentPath, ReadOnly: true},
+		{Type: mount.TypeBind, Source: p.RunDir, Target: runDirPath},
+	}
+	if p.ProxySocket != "" {
+		args = append(args, "--proxy-listen", proxyListen, "--proxy-socket", runDirPath+"/"+proxySockName)
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: p.ProxySocket, Target: runDirPath + "/" + proxySockName})
+	}
+	pids := p.Limits.Pids
+	cfg := &dcontainer.Config{
+		Image:      p.Image,
+		User:       "0:0", // the agent only; commands run as sandboxUser
+		Entrypoint: []string{agentPath},
+		// A non-empty Cmd replaces the image's CMD, which would otherwise
+		// be appended to the agent's arguments.
+		Cmd:        args,
+		WorkingDir: "/",
+		Labels:     maps.Clone(p.Labels),
+		// No TTY and no stdin: the agent speaks on its socket only.
+		AttachStdout: false,
+		AttachStderr: false,
+	}
+	host := &dcontainer.HostConfig{
+		NetworkMode:    "none",
+		Mounts:         mounts,
+		CapDrop:        []string{"ALL"},
+		CapAdd:         capAdd,
+		SecurityOpt:    []string{"no-new-privileges"},
+		IpcMode:        "private",
+		ReadonlyRootfs: false,
+		LogConfig: dcontainer.LogConfig{
+			Type:   "json-file",
+			Config: map[string]string{"max-size": "1m", "max-file": "1"},
+		},
+		Resources: dcontainer.Resources{
+			Memory:     p.Limits.MemoryBytes,
+			MemorySwap: p.Limits.MemoryBytes, // no swap beyond the limit
+			NanoCPUs:   int64(p.Limits.CPUs * 1e9),
+			PidsLimit:  &pids,
+		},
+	}
+	return cfg, host
+}
+
+// containerName builds rollcage-<episode>-<short random>, with the episode
+// id reduced to the characters Docker accepts in names.
+func containerName(episode, token string) string {
+	ep := sanitizeName(episode)
+	if ep == "" {
+		return "rollcage-" + token
+	}
+	return "rollcage-" + ep + "-" + token
+}
+
+func sanitizeName(s string) string {
+	b := []byte(s)
+	if len(b) > 48 {
+		b = b[:48] // names stay readable; the label keeps the full id
+	}
+	for i, c := range b {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '.', c == '-':
+		default:
+			b[i] = '-'
+		}
+	}
+	return strings.Trim(string(b), "-._")
+}
+
+// randomToken is 8 hex digits: enough to keep names unique among the
+// containers of one host.
+func randomToken() string {
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(fmt.Sprintf("crypto/rand: %v", err)) // never fails on Linux
+	}
+	return hex.EncodeToString(b[:])
+}

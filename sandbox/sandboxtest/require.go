@@ -1,0 +1,64 @@
+package sandboxtest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"testing"
+	"time"
+)
+
+// RequireDocker fails t when CI=true and no Docker engine answers a ping
+// at DOCKER_HOST (default unix:///var/run/docker.sock), and skips t when
+// not in CI. It speaks the engine's HTTP API directly, so packages that do
+// not otherwise depend on Docker's client can use it.
+func RequireDocker(t testing.TB) {
+	t.Helper()
+	if err := pingDocker(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("Docker is required in CI: %v: run 'make docker' or start dockerd", err)
+		}
+		t.Skipf("skipping: %v (run 'make docker' to run Docker-backed tests)", err)
+	}
+}
+
+func pingDocker() error {
+	host := os.Getenv("DOCKER_HOST")
+	if host == "" {
+		host = "unix:///var/run/docker.sock"
+	}
+	u, err := url.Parse(host)
+	if err != nil {
+		return fmt.Errorf("DOCKER_HOST=%q: %w", host, err)
+	}
+	tr := &http.Transport{}
+	base := "http://docker"
+	switch u.Scheme {
+	case "unix":
+		path := u.Path
+		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", path)
+		}
+	case "tcp", "http":
+		base = "http://" + u.Host
+	default:
+		// TLS and ssh setups are not probed; let the backend's own
+		// errors speak.
+		return nil
+	}
+	cli := &http.Client{Transport: tr, Timeout: 3 * time.Second}
+	defer tr.CloseIdleConnections()
+	resp, err := cli.Get(base + "/_ping")
+	if err != nil {
+		return fmt.Errorf("no Docker engine at DOCKER_HOST=%s: %w", host, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("Docker engine at %s answered %s to a ping", host, resp.Status)
+	}
+	return nil
+}
