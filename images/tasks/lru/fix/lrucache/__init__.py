@@ -1,0 +1,4 @@
+from .cache import LRUCache
+
+__all__ = ['LRUCache']
+__version__ = "0.4.1"

@@ -1,0 +1,4 @@
+from .roman import from_roman, to_roman
+
+__all__ = ['from_roman', 'to_roman']
+__version__ = "0.9.2"

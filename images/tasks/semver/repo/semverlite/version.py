@@ -1,0 +1,31 @@
+"""Parsing and precedence of Semantic Versioning 2.0.0 strings."""
+
+import re
+
+_RE = re.compile(
+    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
+    r"(?:-([0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?"
+    r"(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?$"
+)
+
+
+def parse(version):
+    """Return (major, minor, patch, prerelease identifiers) of version."""
+    m = _RE.match(version.strip())
+    if not m:
+        raise ValueError(f"invalid semantic version {version!r}")
+    major, minor, patch, pre = m.groups()
+    return int(major), int(minor), int(patch), tuple(pre.split(".")) if pre else ()
+
+
+def compare(a, b):
+    """Return -1, 0 or 1 as version a has lower, equal or higher precedence than b.
+
+    Build metadata is ignored.
+    """
+    pa, pb = parse(a), parse(b)
+    if pa[:3] != pb[:3]:
+        return -1 if pa[:3] < pb[:3] else 1
+    if pa[3] == pb[3]:
+        return 0
+    return -1 if pa[3] < pb[3] else 1

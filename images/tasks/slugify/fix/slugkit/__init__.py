@@ -1,0 +1,4 @@
+from .slug import slugify
+
+__all__ = ['slugify']
+__version__ = "3.0.2"
