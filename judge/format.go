@@ -113,46 +113,59 @@ func parseSample(content string) (sample, error) {
 	return s, nil
 }
 
-// firstObject returns the first balanced {...} in s that is valid JSON,
-// skipping braces inside JSON strings.
+// firstObject returns the first balanced {...} in s that is valid JSON
+// and has a "hack" key, skipping braces inside JSON strings; failing
+// that, the first valid object, so the caller can say what is missing.
+// Models like to quote examples or code before their answer.
 func firstObject(s string) (string, bool) {
+	first := ""
 	for start := strings.IndexByte(s, '{'); start >= 0; {
-		depth, inStr, esc := 0, false, false
-		end := -1
-	scan:
-		for i := start; i < len(s); i++ {
-			c := s[i]
-			switch {
-			case esc:
-				esc = false
-			case inStr && c == '\\':
-				esc = true
-			case c == '"':
-				inStr = !inStr
-			case inStr:
-			case c == '{':
-				depth++
-			case c == '}':
-				depth--
-				if depth == 0 {
-					end = i + 1
-					break scan
+		if end := balancedEnd(s, start); end > 0 {
+			if cand := s[start:end]; json.Valid([]byte(cand)) {
+				var probe map[string]json.RawMessage
+				if json.Unmarshal([]byte(cand), &probe) == nil {
+					if _, ok := probe["hack"]; ok {
+						return cand, true
+					}
+				}
+				if first == "" {
+					first = cand
 				}
 			}
 		}
-		if end < 0 {
-			return "", false
-		}
-		if cand := s[start:end]; json.Valid([]byte(cand)) {
-			return cand, true
-		}
 		next := strings.IndexByte(s[start+1:], '{')
 		if next < 0 {
-			return "", false
+			break
 		}
 		start += 1 + next
 	}
-	return "", false
+	return first, first != ""
+}
+
+// balancedEnd returns the index after the brace closing the one at
+// start, or -1.
+func balancedEnd(s string, start int) int {
+	depth, inStr, esc := 0, false, false
+	for i := start; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case esc:
+			esc = false
+		case inStr && c == '\\':
+			esc = true
+		case c == '"':
+			inStr = !inStr
+		case inStr:
+		case c == '{':
+			depth++
+		case c == '}':
+			depth--
+			if depth == 0 {
+				return i + 1
+			}
+		}
+	}
+	return -1
 }
 
 // rejectsFormat reports whether a 400 body says the server does not
