@@ -37,7 +37,11 @@ for dir in tasks/*/; do
     echo "missing  $ref"; status=1
   else
     echo "images: building $ref" >&2
-    docker build -q --build-arg "BASE=$base" -t "$ref" "$dir" >/dev/null
+    log=$(mktemp)
+    if ! docker build -q --build-arg "BASE=$base" -t "$ref" "$dir" >"$log" 2>&1; then
+      cat "$log" >&2; rm -f "$log"; exit 1
+    fi
+    rm -f "$log"
   fi
   $list || docker tag "$ref" "rollcage/demo-$id:latest"
 done
