@@ -1,8 +1,7 @@
 package task
 
 // Task is one line of a task file (JSONL). Its JSON is documented in the
-// README; paths in it are relative to the task file's directory unless
-// absolute.
+// README; paths in it are relative to the task file's directory.
 type Task struct {
 	ID          string `json:"id"`
 	Image       string `json:"image"`       // local image reference, e.g. rollcage/demo-textwrap:latest
@@ -12,7 +11,7 @@ type Task struct {
 	// HiddenTests is a directory (relative to the task file) whose files are
 	// copied to HiddenTestsDest only after the agent has stopped.
 	HiddenTests     string `json:"hidden_tests"`
-	HiddenTestsDest string `json:"hidden_tests_dest,omitempty"` // default <workdir>/tests/hidden
+	HiddenTestsDest string `json:"hidden_tests_dest,omitempty"` // default /opt/grader/tests, outside the workspace
 	// TestCommand runs the hidden tests inside the sandbox (in Workdir) and
 	// must print pytest's summary line; exit 0 means reward 1.
 	TestCommand string `json:"test_command"`
@@ -39,3 +38,9 @@ type Task struct {
 	// indexes for honest installs, say).
 	AllowedHosts []string `json:"allowed_hosts,omitempty"`
 }
+
+// Defaults of a Task's optional fields.
+const (
+	DefaultWorkdir         = "/workspace"
+	DefaultHiddenTestsDest = "/opt/grader/tests"
+)

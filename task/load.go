@@ -1,0 +1,224 @@
+package task
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strings"
+)
+
+// LoadError is a problem with one line of a task or script file. Its
+// message is one line: "tasks.jsonl:3: field \"image\" is required".
+type LoadError struct {
+	File string
+	Line int // 0: the file as a whole
+	Err  error
+}
+
+func (e *LoadError) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("%s:%d: %v", e.File, e.Line, e.Err)
+	}
+	return fmt.Sprintf("%s: %v", e.File, e.Err)
+}
+
+func (e *LoadError) Unwrap() error { return e.Err }
+
+// FieldError says what is wrong with one field of a Task or Script.
+type FieldError struct {
+	Field string
+	Msg   string
+}
+
+func (e *FieldError) Error() string { return fmt.Sprintf("field %q %s", e.Field, e.Msg) }
+
+var (
+	idRE  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+	hexRE = regexp.MustCompile(`^[0-9a-f]{7,64}$`)
+)
+
+// withDefaults fills the optional fields that have a default.
+func (t Task) withDefaults() Task {
+	if t.Workdir == "" {
+		t.Workdir = DefaultWorkdir
+	}
+	if t.HiddenTestsDest == "" {
+		t.HiddenTestsDest = DefaultHiddenTestsDest
+	}
+	return t
+}
+
+// Validate reports the first problem of t as a *FieldError. Defaults are
+// taken into account, so a Task with empty Workdir is valid.
+func (t Task) Validate() error {
+	t = t.withDefaults()
+	required := []struct{ name, val string }{
+		{"id", t.ID},
+		{"image", t.Image},
+		{"instruction", t.Instruction},
+		{"hidden_tests", t.HiddenTests},
+		{"test_command", t.TestCommand},
+	}
+	for _, f := range required {
+		if strings.TrimSpace(f.val) == "" {
+			return &FieldError{f.name, "is required"}
+		}
+	}
+	if !idRE.MatchString(t.ID) {
+		return &FieldError{"id", fmt.Sprintf("is %q; use letters, digits, '.', '_' and '-'", t.ID)}
+	}
+	for _, f := range []struct{ name, val string }{{"workdir", t.Workdir}, {"hidden_tests_dest", t.HiddenTestsDest}} {
+		if !path.IsAbs(f.val) {
+			return &FieldError{f.name, fmt.Sprintf("is %q; give an absolute path inside the sandbox", f.val)}
+		}
+	}
+	if !fs.ValidPath(t.HiddenTests) || t.HiddenTests == "." {
+		return &FieldError{"hidden_tests", fmt.Sprintf("is %q; give a directory relative to the task file, without ..", t.HiddenTests)}
+	}
+	if d := path.Clean(t.HiddenTestsDest); d == path.Clean(t.Workdir) {
+		return &FieldError{"hidden_tests_dest", "must not be the workdir itself; use a directory of its own such as /opt/grader/tests"}
+	}
+	if t.BaseCommit != "" && !hexRE.MatchString(t.BaseCommit) {
+		return &FieldError{"base_commit", fmt.Sprintf("is %q; give a full lowercase commit id", t.BaseCommit)}
+	}
+	for _, lists := range []struct {
+		name string
+		vals []string
+	}{{"protected_paths", t.ProtectedPaths}, {"visible_tests", t.VisibleTests}} {
+		for _, p := range lists.vals {
+			if err := validPattern(p); err != nil {
+				return &FieldError{lists.name, fmt.Sprintf("has bad pattern %q: %v", p, err)}
+			}
+		}
+	}
+	for _, h := range t.AllowedHosts {
+		if h == "" || strings.ContainsAny(h, "/: ") {
+			return &FieldError{"allowed_hosts", fmt.Sprintf("has %q; give a bare host name such as pypi.org", h)}
+		}
+	}
+	return nil
+}
+
+// LoadFile reads the task file at path. The returned FS is the file's
+// directory, the root that Task.HiddenTests is relative to and that Grade
+// takes.
+func LoadFile(p string) ([]Task, fs.FS, error) {
+	dir, name := filepath.Split(p)
+	if dir == "" {
+		dir = "."
+	}
+	fsys := os.DirFS(dir)
+	tasks, err := Load(fsys, name)
+	if err != nil {
+		var le *LoadError
+		if errors.As(err, &le) {
+			le.File = p // name the file as the user gave it
+		}
+		return nil, nil, err
+	}
+	return tasks, fsys, nil
+}
+
+// Load reads the JSONL task file name from fsys. Blank lines and lines
+// starting with # are skipped; unknown fields and duplicate ids are
+// errors; defaults are applied. Hidden test directories are resolved
+// relative to name's directory and must exist in fsys.
+func Load(fsys fs.FS, name string) ([]Task, error) {
+	f, err := fsys.Open(name)
+	if err != nil {
+		return nil, &LoadError{File: name, Err: fmt.Errorf("open: %w", err)}
+	}
+	defer f.Close()
+	base := path.Dir(name)
+	var tasks []Task
+	seen := map[string]int{}
+	err = eachLine(f, func(line int, data []byte) error {
+		var t Task
+		if err := decodeStrict(data, &t); err != nil {
+			return &LoadError{File: name, Line: line, Err: err}
+		}
+		if err := t.Validate(); err != nil {
+			return &LoadError{File: name, Line: line, Err: err}
+		}
+		if first, ok := seen[t.ID]; ok {
+			return &LoadError{File: name, Line: line, Err: fmt.Errorf("duplicate id %q (first on line %d)", t.ID, first)}
+		}
+		seen[t.ID] = line
+		if st, err := fs.Stat(fsys, path.Join(base, t.HiddenTests)); err != nil || !st.IsDir() {
+			return &LoadError{File: name, Line: line, Err: &FieldError{"hidden_tests", fmt.Sprintf("names %q, which is not a directory next to the task file", t.HiddenTests)}}
+		}
+		tasks = append(tasks, t.withDefaults())
+		return nil
+	})
+	if err != nil {
+		var le *LoadError
+		if !errors.As(err, &le) {
+			err = &LoadError{File: name, Err: err}
+		}
+		return nil, err
+	}
+	if len(tasks) == 0 {
+		return nil, &LoadError{File: name, Err: errors.New("no tasks; write one JSON object per line")}
+	}
+	return tasks, nil
+}
+
+// eachLine calls fn with every line that is neither blank nor a # comment.
+func eachLine(r io.Reader, fn func(line int, data []byte) error) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
+	n := 0
+	for sc.Scan() {
+		n++
+		data := bytes.TrimSpace(sc.Bytes())
+		if len(data) == 0 || data[0] == '#' {
+			continue
+		}
+		if err := fn(n, data); err != nil {
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("read after line %d: %w", n, err)
+	}
+	return nil
+}
+
+// decodeStrict decodes one JSON value into v, rejecting unknown fields and
+// trailing data, with messages that name the field.
+func decodeStrict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return jsonError(err)
+	}
+	if dec.More() {
+		return errors.New("invalid JSON: more than one value on the line; put one object per line")
+	}
+	return nil
+}
+
+func jsonError(err error) error {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		return fmt.Errorf("invalid JSON at byte %d: %s", syn.Offset, strings.TrimPrefix(syn.Error(), "json: "))
+	case errors.As(err, &typ):
+		return &FieldError{typ.Field, fmt.Sprintf("must be %s, not %s", typ.Type, typ.Value)}
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return errors.New("invalid JSON: unexpected end of line; each object must be on one line")
+	}
+	if s, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return fmt.Errorf("unknown field %s; see the task file format in the README", s)
+	}
+	return fmt.Errorf("invalid JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
+}
