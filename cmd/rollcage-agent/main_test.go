@@ -1,0 +1,108 @@
+package main
+
+import (
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rollcage/rollcage/agent"
+	"github.com/rollcage/rollcage/sandbox"
+)
+
+// TestMain lets the test binary stand in for rollcage-agent when a test
+// runs it as a subprocess.
+func TestMain(m *testing.M) {
+	if os.Getenv("ROLLCAGE_AGENT_TEST_MAIN") == "1" {
+		args := os.Args[1:]
+		if len(args) > 0 && args[0] == "serve" {
+			args = args[1:]
+		}
+		os.Exit(serve(args))
+	}
+	os.Exit(m.Run())
+}
+
+func TestParseFlags(t *testing.T) {
+	tests := []struct {
+		args    []string
+		wantErr string
+	}{
+		{nil, ""},
+		{[]string{"--stdio"}, ""},
+		{[]string{"--listen", "tcp:1.2.3.4:5"}, "give unix:"},
+		{[]string{"--proxy-listen", "127.0.0.1:3128"}, "go together"},
+		{[]string{"extra"}, "unexpected argument"},
+		{[]string{"--lease", "soon"}, "invalid value"},
+	}
+	for _, tc := range tests {
+		_, err := parseFlags(tc.args)
+		if (err == nil) != (tc.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
+			t.Errorf("parseFlags(%q): %v, want error containing %q", tc.args, err, tc.wantErr)
+		}
+	}
+}
+
+func TestAgentBinary(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "agent.sock")
+	cmd := exec.Command(os.Args[0], "serve", "--listen", "unix:"+sock, "--workdir", dir, "--lease", "30s",
+		"--proxy-listen", "127.0.0.1:0", "--proxy-socket", filepath.Join(dir, "proxy.sock"))
+	cmd.Env = append(os.Environ(), "ROLLCAGE_AGENT_TEST_MAIN=1", "IMAGE_VAR=from-image")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() { cmd.Process.Kill() })
+
+	var conn net.Conn
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var err error
+		if conn, err = net.Dial("unix", sock); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("agent never listened: %v", err)
+		}
+		select {
+		case werr := <-done:
+			t.Fatalf("agent exited before listening: %v", werr)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	fi, err := os.Stat(sock)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("socket mode %v, %v; want 0600", fi.Mode(), err)
+	}
+	c := agent.NewClient(conn, agent.ClientOptions{Heartbeat: time.Second})
+	defer c.Close()
+	ctx := t.Context()
+	if err := c.Configure(ctx, agent.Config{Env: map[string]string{"TASK": "t1"}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Exec(ctx, sandbox.ExecRequest{Command: `echo "$TASK $IMAGE_VAR $NO_PROXY"; pwd; case $HTTP_PROXY in http://127.0.0.1:*) echo proxied;; esac`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "t1 from-image localhost,127.0.0.1\n" + dir + "\nproxied\n"; res.Output != want {
+		t.Errorf("output %q, want %q", res.Output, want)
+	}
+	if err := c.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("agent exit: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("agent did not exit after Shutdown")
+	}
+}
+
