@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -23,7 +24,6 @@ type Log struct {
 	mu          sync.Mutex
 	f           *os.File     // guarded by mu
 	buf         bytes.Buffer // guarded by mu; reused encode buffer
-	enc         *json.Encoder
 	next        int64 // guarded by mu; the next offset
 	finished    bool  // guarded by mu
 	closed      bool  // guarded by mu
@@ -43,8 +43,6 @@ func (s *Store) openLog(id string, every time.Duration) (*Log, error) {
 		return nil, fmt.Errorf("trajectory: open log %s: %w", id, err)
 	}
 	l := &Log{store: s, id: id, path: p, every: every, f: f}
-	l.enc = json.NewEncoder(&l.buf)
-	l.enc.SetEscapeHTML(false)
 
 	r := bufio.NewReaderSize(f, 256<<10)
 	var good int64
@@ -140,8 +138,7 @@ func (l *Log) append(ev Event) (int64, []Event, error) {
 	if ev.Time.IsZero() {
 		ev.Time = time.Now().UTC()
 	}
-	l.buf.Reset()
-	if err := l.enc.Encode(&ev); err != nil {
+	if err := encodeEvent(&l.buf, &ev); err != nil {
 		return 0, nil, fmt.Errorf("trajectory: append to %s: %w: %v", l.id, ErrBadEvent, err)
 	}
 	// One write per event, newline included: a reader or a crash sees a
@@ -315,4 +312,65 @@ func (t *tail) Next() ([]byte, header, error) {
 	}
 }
 
+// atEnd reports whether nothing follows the last line read.
+func (t *tail) atEnd() bool {
+	_, err := t.r.Peek(1)
+	return errors.Is(err, io.EOF)
+}
+
 func (t *tail) Close() error { return t.f.Close() }
+
+// encodeEvent writes ev's JSON line (with its newline) into buf. It is
+// encoding/json's output for Event, written by hand because reflection and
+// compacting Data took half the time of an append; Data is only validated,
+// or compacted when it spans lines.
+func encodeEvent(buf *bytes.Buffer, ev *Event) error {
+	buf.Reset()
+	b := buf.AvailableBuffer()
+	b = append(b, `{"offset":`...)
+	b = strconv.AppendInt(b, ev.Offset, 10)
+	b = append(b, `,"episode_id":`...)
+	b = appendString(b, ev.EpisodeID)
+	b = append(b, `,"segment":`...)
+	b = strconv.AppendInt(b, int64(ev.Segment), 10)
+	b = append(b, `,"step":`...)
+	b = strconv.AppendInt(b, int64(ev.Step), 10)
+	b = append(b, `,"type":`...)
+	b = appendString(b, ev.Type)
+	b = append(b, `,"time":`...)
+	tb, err := ev.Time.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	b = append(b, tb...)
+	buf.Write(b)
+	if len(ev.Data) > 0 {
+		buf.WriteString(`,"data":`)
+		if bytes.IndexByte(ev.Data, '\n') >= 0 || bytes.IndexByte(ev.Data, '\r') >= 0 {
+			if err := json.Compact(buf, ev.Data); err != nil {
+				return err
+			}
+		} else {
+			if !json.Valid(ev.Data) {
+				return errors.New("data is not valid JSON")
+			}
+			buf.Write(ev.Data)
+		}
+	}
+	buf.WriteString("}\n")
+	return nil
+}
+
+// appendString appends s as a JSON string; plain ASCII (ids, types) is
+// copied as is.
+func appendString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
