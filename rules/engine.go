@@ -1,0 +1,326 @@
+package rules
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"sort"
+	"strings"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/loader"
+	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/storage/inmem"
+)
+
+//go:embed policy
+var policyFS embed.FS
+
+// Queries the engine prepares. Rule packages contribute to them through
+// the aggregator in policy/main.rego.
+const (
+	FlagsQuery   = "data.rollcage.flags"
+	NetworkQuery = "data.rollcage.network_flags"
+)
+
+// RuleEvalError is the rule id of the flag returned when evaluation fails:
+// the call is treated as certainly suspect rather than waved through.
+const RuleEvalError = "rules.eval_error"
+
+// Config configures an Engine. The zero value loads the embedded default
+// bundle only.
+type Config struct {
+	// PolicyDirs are files or directories of extra .rego modules and
+	// .json/.yaml data loaded on top of the default bundle. Files ending in
+	// _test.rego are ignored by the engine (RunTests runs them).
+	PolicyDirs []string
+	// DisableDefault drops the embedded bundle; PolicyDirs must then hold
+	// the whole policy, including a data.rollcage.flags aggregator.
+	DisableDefault bool
+	// Logger receives evaluation errors; nil discards.
+	Logger *slog.Logger
+}
+
+// Validate reports a configuration that cannot yield a policy.
+func (c Config) Validate() error {
+	if c.DisableDefault && len(c.PolicyDirs) == 0 {
+		return errors.New("rules: config: DisableDefault needs at least one PolicyDirs entry; add a policy directory or keep the default bundle")
+	}
+	for _, d := range c.PolicyDirs {
+		if strings.TrimSpace(d) == "" {
+			return errors.New("rules: config: empty PolicyDirs entry; remove it or name a directory")
+		}
+	}
+	return nil
+}
+
+// CompileError is a policy that does not parse or compile. Error() shows
+// the first problem as file:line: code: message; Errors holds all of them.
+type CompileError struct {
+	File    string
+	Line    int
+	Col     int
+	Code    string
+	Message string
+	Errors  []*CompileError
+}
+
+func (e *CompileError) Error() string {
+	code := e.Code
+	if code == "" {
+		code = "rego_error"
+	}
+	loc := e.File
+	if e.Line > 0 {
+		loc = fmt.Sprintf("%s:%d", e.File, e.Line)
+	}
+	if loc == "" {
+		return code + ": " + e.Message
+	}
+	return fmt.Sprintf("%s: %s: %s", loc, code, e.Message)
+}
+
+// Engine evaluates the compiled policy. It is safe for concurrent use.
+type Engine struct {
+	flagsQ rego.PreparedEvalQuery
+	netQ   rego.PreparedEvalQuery
+	log    *slog.Logger
+	rules  []RuleInfo
+}
+
+// New loads, compiles and prepares the policy once.
+func New(ctx context.Context, cfg Config) (*Engine, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	mods, docs, err := load(cfg.DisableDefault, cfg.PolicyDirs, false)
+	if err != nil {
+		return nil, err
+	}
+	compiler := ast.NewCompiler().WithEnablePrintStatements(false)
+	compiler.Compile(mods)
+	if compiler.Failed() {
+		return nil, compileError(compiler.Errors)
+	}
+	store := inmem.NewFromObject(docs)
+	prep := func(q string) (rego.PreparedEvalQuery, error) {
+		return rego.New(rego.Query(q), rego.Compiler(compiler), rego.Store(store)).PrepareForEval(ctx)
+	}
+	e := &Engine{log: log, rules: catalogue(compiler)}
+	if e.flagsQ, err = prep(FlagsQuery); err != nil {
+		return nil, fmt.Errorf("rules: prepare %s: %w", FlagsQuery, asCompileError(err))
+	}
+	if e.netQ, err = prep(NetworkQuery); err != nil {
+		return nil, fmt.Errorf("rules: prepare %s: %w", NetworkQuery, asCompileError(err))
+	}
+	return e, nil
+}
+
+// Eval evaluates one self-contained input document (see the README for
+// its JSON) — for one-off checks such as `rollcage rules check`. The hot
+// path uses Episode instead.
+func (e *Engine) Eval(ctx context.Context, input any) ([]Flag, error) {
+	v, err := toValue(input)
+	if err != nil {
+		return nil, fmt.Errorf("rules: eval: input: %w", err)
+	}
+	return e.eval(ctx, e.flagsQ, v)
+}
+
+// eval runs a prepared query and fails closed: an evaluation error becomes
+// one certain rule_error flag; only cancellation is returned.
+func (e *Engine) eval(ctx context.Context, q rego.PreparedEvalQuery, input ast.Value) ([]Flag, error) {
+	rs, err := q.Eval(ctx, rego.EvalParsedInput(input))
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return nil, fmt.Errorf("rules: eval: %w", ctxErr)
+		}
+		e.log.Error("rules: evaluation failed; failing closed", "err", err)
+		return []Flag{evalErrorFlag(err)}, nil
+	}
+	flags, err := decodeFlags(rs)
+	if err != nil {
+		e.log.Error("rules: malformed flags; failing closed", "err", err)
+		return []Flag{evalErrorFlag(err)}, nil
+	}
+	return flags, nil
+}
+
+func evalErrorFlag(err error) Flag {
+	return Flag{Rule: RuleEvalError, Category: CatRuleError, Severity: Certain, Reason: err.Error()}
+}
+
+func decodeFlags(rs rego.ResultSet) ([]Flag, error) {
+	if len(rs) == 0 || len(rs[0].Expressions) == 0 {
+		return nil, nil // no rule package defined anything
+	}
+	list, ok := rs[0].Expressions[0].Value.([]any)
+	if !ok {
+		return nil, fmt.Errorf("flags: want a set or array, got %T", rs[0].Expressions[0].Value)
+	}
+	flags := make([]Flag, 0, len(list))
+	for _, x := range list {
+		m, ok := x.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("flag: want an object, got %T", x)
+		}
+		f := Flag{Rule: str(m["rule"]), Category: str(m["category"]), Severity: str(m["severity"]), Reason: str(m["reason"]), Evidence: str(m["evidence"])}
+		if f.Rule == "" {
+			return nil, fmt.Errorf("flag without a rule id: %v", m)
+		}
+		if f.Severity != Certain {
+			f.Severity = Suspicious
+		}
+		flags = append(flags, f)
+	}
+	sort.Slice(flags, func(i, j int) bool {
+		if flags[i].Rule != flags[j].Rule {
+			return flags[i].Rule < flags[j].Rule
+		}
+		return flags[i].Evidence < flags[j].Evidence
+	})
+	return flags, nil
+}
+
+func str(x any) string {
+	switch v := x.(type) {
+	case string:
+		return v
+	case nil:
+		return ""
+	default:
+		return fmt.Sprint(v)
+	}
+}
+
+// toValue converts plain Go data (structs with JSON tags, maps, raw JSON)
+// to an AST value. It round-trips through JSON; callers do it once per
+// fact, not per evaluation.
+func toValue(x any) (ast.Value, error) {
+	if x == nil {
+		return ast.NewObject(), nil
+	}
+	if v, ok := x.(ast.Value); ok {
+		return v, nil
+	}
+	return ast.InterfaceToValue(x)
+}
+
+// load reads the default bundle (unless disabled) and dirs. withTests keeps
+// *_test.rego modules (for RunTests).
+func load(disableDefault bool, dirs []string, withTests bool) (map[string]*ast.Module, map[string]any, error) {
+	filter := func(abspath string, info fs.FileInfo, depth int) bool {
+		if info.IsDir() {
+			return false
+		}
+		if !withTests && strings.HasSuffix(info.Name(), "_test.rego") {
+			return true
+		}
+		return false
+	}
+	mods := map[string]*ast.Module{}
+	docs := map[string]any{}
+	add := func(res *loader.Result) error {
+		for _, m := range res.Modules {
+			mods[m.Name] = m.Parsed
+		}
+		return merge(docs, res.Documents, "data")
+	}
+	if !disableDefault {
+		res, err := loader.NewFileLoader().WithFS(policyFS).WithProcessAnnotation(true).
+			WithRegoVersion(ast.RegoV1).Filtered([]string{"policy"}, filter)
+		if err != nil {
+			return nil, nil, fmt.Errorf("rules: load default bundle: %w", asCompileError(err))
+		}
+		if err := add(res); err != nil {
+			return nil, nil, fmt.Errorf("rules: load default bundle: %w", err)
+		}
+	}
+	if len(dirs) > 0 {
+		res, err := loader.NewFileLoader().WithProcessAnnotation(true).
+			WithRegoVersion(ast.RegoV1).Filtered(dirs, filter)
+		if err != nil {
+			return nil, nil, fmt.Errorf("rules: load %s: %w", strings.Join(dirs, ", "), asCompileError(err))
+		}
+		if err := add(res); err != nil {
+			return nil, nil, fmt.Errorf("rules: load %s: %w", strings.Join(dirs, ", "), err)
+		}
+	}
+	return mods, docs, nil
+}
+
+func merge(dst, src map[string]any, path string) error {
+	for k, v := range src {
+		old, ok := dst[k]
+		if !ok {
+			dst[k] = v
+			continue
+		}
+		om, ok1 := old.(map[string]any)
+		nm, ok2 := v.(map[string]any)
+		if !ok1 || !ok2 {
+			return fmt.Errorf("data conflict at %s.%s; keep each data key in one file", path, k)
+		}
+		if err := merge(om, nm, path+"."+k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// asCompileError turns OPA's parse/compile errors into *CompileError and
+// leaves anything else (a missing directory, say) as it is.
+func asCompileError(err error) error {
+	var astErrs ast.Errors
+	var one *ast.Error
+	var lerrs loader.Errors
+	switch {
+	case errors.As(err, &astErrs):
+		return compileError(astErrs)
+	case errors.As(err, &lerrs):
+		var all ast.Errors
+		for _, e := range lerrs {
+			var ae ast.Errors
+			var a1 *ast.Error
+			switch {
+			case errors.As(e, &ae):
+				all = append(all, ae...)
+			case errors.As(e, &a1):
+				all = append(all, a1)
+			default:
+				return err
+			}
+		}
+		if len(all) == 0 {
+			return err
+		}
+		return compileError(all)
+	case errors.As(err, &one):
+		return compileError(ast.Errors{one})
+	}
+	return err
+}
+
+func compileError(errs ast.Errors) *CompileError {
+	all := make([]*CompileError, 0, len(errs))
+	for _, e := range errs {
+		ce := &CompileError{Code: e.Code, Message: e.Message}
+		if e.Location != nil {
+			ce.File, ce.Line, ce.Col = e.Location.File, e.Location.Row, e.Location.Col
+		}
+		all = append(all, ce)
+	}
+	if len(all) == 0 {
+		return &CompileError{Message: "unknown compile error"}
+	}
+	first := *all[0]
+	first.Errors = all
+	return &first
+}

@@ -1,0 +1,168 @@
+package rules
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+)
+
+// MaxHistory is how many earlier calls an Episode shows the rules.
+const MaxHistory = 50
+
+// Episode holds one episode's facts as AST values, converted once, and the
+// last MaxHistory calls, each converted once when recorded. Eval then only
+// converts the call at hand. It is safe for concurrent use.
+type Episode struct {
+	eng     *Engine
+	task    *ast.Term
+	sandbox *ast.Term
+
+	mu      sync.Mutex
+	history []*ast.Term // guarded by mu; oldest first, at most MaxHistory
+}
+
+// NetRequest is one request seen by the egress proxy.
+type NetRequest struct {
+	Method string `json:"method"`
+	Host   string `json:"host"` // lowercase, no port
+	Port   int    `json:"port,omitempty"`
+	URL    string `json:"url,omitempty"` // full URL when known (plain HTTP); empty for CONNECT
+}
+
+// NewEpisode starts per-episode state. task and sandbox are plain data
+// (task.Task-shaped structs, maps or ast values); see the README for the
+// fields the rules read. Values that do not convert are replaced by an
+// empty object and make every Eval fail closed.
+func (e *Engine) NewEpisode(task, sandbox any) *Episode {
+	ep := &Episode{eng: e}
+	var err error
+	t, err1 := toValue(task)
+	s, err2 := toValue(sandbox)
+	if err = firstErr(err1, err2); err != nil {
+		e.log.Error("rules: episode facts do not convert; every call will be flagged", "err", err)
+		t = ast.NewObject(ast.Item(ast.StringTerm("__invalid__"), ast.StringTerm(err.Error())))
+	}
+	ep.task, ep.sandbox = ast.NewTerm(t), ast.NewTerm(s)
+	return ep
+}
+
+func firstErr(errs ...error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// Eval evaluates one call (a monitor.ToolCall and its monitor.Normalized,
+// or equivalent plain data) against the episode's facts and history.
+// Rule failures are returned as a single certain rule_error flag; only a
+// cancelled ctx is an error.
+func (ep *Episode) Eval(ctx context.Context, call, normalized any) ([]Flag, error) {
+	c, err1 := toValue(call)
+	n, err2 := toValue(normalized)
+	if err := firstErr(err1, err2); err != nil {
+		ep.eng.log.Error("rules: call does not convert; failing closed", "err", err)
+		return []Flag{evalErrorFlag(fmt.Errorf("input: %w", err))}, nil
+	}
+	if err := ep.invalid(); err != nil {
+		return []Flag{evalErrorFlag(err)}, nil
+	}
+	input := ast.NewObject(
+		ast.Item(ast.StringTerm("call"), ast.NewTerm(c)),
+		ast.Item(ast.StringTerm("normalized"), ast.NewTerm(n)),
+		ast.Item(ast.StringTerm("task"), ep.task),
+		ast.Item(ast.StringTerm("sandbox"), ep.sandbox),
+		ast.Item(ast.StringTerm("history"), ast.NewTerm(ast.NewArray(ep.snapshot()...))),
+	)
+	return ep.eng.eval(ctx, ep.eng.flagsQ, input)
+}
+
+// EvalNetwork asks the rules about one egress request. It never returns an
+// error: failures, cancellation included, become a certain rule_error flag,
+// so the proxy denies.
+func (ep *Episode) EvalNetwork(ctx context.Context, req NetRequest) []Flag {
+	if err := ep.invalid(); err != nil {
+		return []Flag{evalErrorFlag(err)}
+	}
+	nr := ast.NewObject(
+		ast.Item(ast.StringTerm("method"), ast.StringTerm(req.Method)),
+		ast.Item(ast.StringTerm("host"), ast.StringTerm(req.Host)),
+		ast.Item(ast.StringTerm("port"), ast.IntNumberTerm(req.Port)),
+		ast.Item(ast.StringTerm("url"), ast.StringTerm(req.URL)),
+	)
+	input := ast.NewObject(
+		ast.Item(ast.StringTerm("network"), ast.NewTerm(nr)),
+		ast.Item(ast.StringTerm("task"), ep.task),
+		ast.Item(ast.StringTerm("sandbox"), ep.sandbox),
+	)
+	flags, err := ep.eng.eval(ctx, ep.eng.netQ, input)
+	if err != nil {
+		return []Flag{evalErrorFlag(err)}
+	}
+	return flags
+}
+
+// Record appends a call that has been decided to the history the rules see
+// on later calls, dropping the oldest beyond MaxHistory.
+func (ep *Episode) Record(call, normalized any, flags []Flag) {
+	c, err1 := toValue(call)
+	n, err2 := toValue(normalized)
+	if err := firstErr(err1, err2); err != nil {
+		ep.eng.log.Error("rules: history entry does not convert; recording the call as unparsed", "err", err)
+		c, n = ast.NewObject(), ast.NewObject(ast.Item(ast.StringTerm("unparsed"), ast.BooleanTerm(true)))
+	}
+	fl := make([]*ast.Term, 0, len(flags))
+	for _, f := range flags {
+		fl = append(fl, ast.ObjectTerm(
+			ast.Item(ast.StringTerm("rule"), ast.StringTerm(f.Rule)),
+			ast.Item(ast.StringTerm("category"), ast.StringTerm(f.Category)),
+			ast.Item(ast.StringTerm("severity"), ast.StringTerm(f.Severity)),
+			ast.Item(ast.StringTerm("reason"), ast.StringTerm(f.Reason)),
+			ast.Item(ast.StringTerm("evidence"), ast.StringTerm(f.Evidence)),
+		))
+	}
+	entry := ast.ObjectTerm(
+		ast.Item(ast.StringTerm("call"), ast.NewTerm(c)),
+		ast.Item(ast.StringTerm("normalized"), ast.NewTerm(n)),
+		ast.Item(ast.StringTerm("flags"), ast.ArrayTerm(fl...)),
+	)
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	if len(ep.history) == MaxHistory {
+		copy(ep.history, ep.history[1:])
+		ep.history = ep.history[:MaxHistory-1]
+	}
+	ep.history = append(ep.history, entry)
+}
+
+// Len is the number of calls in the history window.
+func (ep *Episode) Len() int {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	return len(ep.history)
+}
+
+func (ep *Episode) snapshot() []*ast.Term {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	out := make([]*ast.Term, len(ep.history))
+	copy(out, ep.history)
+	return out
+}
+
+func (ep *Episode) invalid() error {
+	obj, ok := ep.task.Value.(ast.Object)
+	if !ok {
+		return nil
+	}
+	if v := obj.Get(ast.StringTerm("__invalid__")); v != nil {
+		s, _ := strconv.Unquote(v.String())
+		return fmt.Errorf("episode facts: %s", s)
+	}
+	return nil
+}
