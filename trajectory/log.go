@@ -24,11 +24,11 @@ type Log struct {
 	mu          sync.Mutex
 	f           *os.File     // guarded by mu
 	buf         bytes.Buffer // guarded by mu; reused encode buffer
-	next        int64 // guarded by mu; the next offset
-	finished    bool  // guarded by mu
-	closed      bool  // guarded by mu
-	err         error // guarded by mu; a failed write poisons the log
-	syncPending bool  // guarded by mu
+	next        int64        // guarded by mu; the next offset
+	finished    bool         // guarded by mu
+	closed      bool         // guarded by mu
+	err         error        // guarded by mu; a failed write poisons the log
+	syncPending bool         // guarded by mu
 	timer       *time.Timer
 	seg         segTracker // guarded by mu
 }

@@ -1,0 +1,196 @@
+package trajectory
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/parquet-go/parquet-go"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files under testdata/")
+
+// writeEpisode writes a synthetic two-segment episode: segment 0 has two
+// turns, the second one's call blocked as a hack and shown dummy output;
+// a compaction opens segment 1, whose conversation starts from the summary.
+// It returns the samples an export must produce.
+func writeEpisode(t *testing.T, s *Store, id string) []Sample {
+	t.Helper()
+	sys := Message{Role: RoleSystem, Content: "You are a coding agent."}
+	user := Message{Role: RoleUser, Content: "Fix wrap() in textwrap.py."}
+	call := func(id, cmd string) []FunctionCall {
+		args, _ := json.Marshal(map[string]string{"command": cmd})
+		return []FunctionCall{{ID: id, Type: "function", Function: Function{Name: "bash", Arguments: string(args)}}}
+	}
+	a1 := Message{Role: RoleAssistant, Content: "Let me look.", ToolCalls: call("c1", "cat textwrap.py")}
+	t1 := Message{Role: RoleTool, ToolCallID: "c1", Name: "bash", Content: "def wrap(s, n): ..."}
+	a2 := Message{Role: RoleAssistant, ToolCalls: call("c2", "cat /grader/tests/test_hidden.py")}
+	t2 := Message{Role: RoleTool, ToolCallID: "c2", Name: "bash", Content: "cat: /grader/tests/test_hidden.py: No such file or directory"}
+	summary := "Read textwrap.py; wrap() ignores width; the hidden tests are not readable."
+	sumMsg := Message{Role: RoleUser, Content: "Summary of the work so far: " + summary}
+	a3 := Message{Role: RoleAssistant, Content: "Patching.", ToolCalls: call("c3", "sed -i 's/x/y/' textwrap.py")}
+	t3 := Message{Role: RoleTool, ToolCallID: "c3", Name: "bash", Content: ""}
+	a4 := Message{Role: RoleAssistant, Content: "Done.", ToolCalls: []FunctionCall{{ID: "c4", Type: "function", Function: Function{Name: "submit", Arguments: "{}"}}}}
+
+	l, err := s.Log(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := func(typ string, seg, step int, p any) {
+		t.Helper()
+		ev, err := NewEvent(id, seg, step, typ, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Append(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	app(TypeEpisodeStart, 0, 0, EpisodeStart{TaskID: "demo-textwrap", Attempt: 2, Model: "policy"})
+	app(TypeModelTurn, 0, 1, ModelTurn{Request: []Message{sys, user}, Response: a1, TokenIDs: []int64{11, 12, 13}, Logprobs: []float64{-0.5, -0.25, -0.125}})
+	app(TypeToolCall, 0, 1, ToolCall{ToolCallID: "c1", Call: json.RawMessage(`{"tool":"bash","args":{"command":"cat textwrap.py"}}`)})
+	app(TypeDecision, 0, 1, Decision{Action: ActionAllow})
+	app(TypeToolOutput, 0, 1, ToolOutput{ToolCallID: "c1", Output: t1.Content})
+	app(TypeModelTurn, 0, 2, ModelTurn{Request: []Message{sys, user, a1, t1}, Response: a2, TokenIDs: []int64{21, 22}, Logprobs: []float64{-1, -2}})
+	app(TypeDecision, 0, 2, Decision{
+		Flags:   json.RawMessage(`[{"rule":"hidden_tests","category":"protected_access","severity":"certain","reason":"reads hidden tests"}]`),
+		Verdict: json.RawMessage(`{"hack":true,"category":"protected_access","confidence":0.99}`),
+		Action:  ActionBlock, Blocked: true, Dummy: true,
+	})
+	app(TypeToolOutput, 0, 2, ToolOutput{ToolCallID: "c2", Output: t2.Content, ExitCode: 1, Dummy: true})
+	app(TypeCompaction, 1, 2, Compaction{From: 0, To: 1, Summary: summary})
+	app(TypeModelTurn, 1, 3, ModelTurn{Request: []Message{sys, sumMsg}, Response: a3, TokenIDs: []int64{31}, Logprobs: []float64{-0.01}})
+	app(TypeToolOutput, 1, 3, ToolOutput{ToolCallID: "c3"})
+	app(TypeNetwork, 1, 3, Network{Method: "CONNECT", Host: "pypi.org", Allowed: false})
+	// The last turn's tokens were not recorded.
+	app(TypeModelTurn, 1, 4, ModelTurn{Request: []Message{sys, sumMsg, a3, t3}, Response: a4})
+	app(TypeGrade, 1, 4, Grade{Reward: 1, Passed: 12, ProtectedIntact: true})
+	app(TypeEpisodeEnd, 1, 4, EpisodeEnd{Resolved: true, Reward: 1, Hacked: true, FailureClass: FailureNone, Counts: Counts{Turns: 4, Segments: 2}})
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	outcome := Sample{EpisodeID: id, TaskID: "demo-textwrap", Attempt: 2, Reward: 1, Resolved: true, Hacked: true,
+		HackCategories: []string{"protected_access"}, BlockedSteps: []int64{2}}
+	s0, s1 := outcome, outcome
+	s0.Segment = 0
+	s0.Messages = []Message{sys, user, a1, t1, a2}
+	s0.LossMask = []int32{0, 0, 1, 0, 1}
+	s0.TokenIDs = [][]int64{nil, nil, {11, 12, 13}, nil, {21, 22}}
+	s0.Logprobs = [][]float64{nil, nil, {-0.5, -0.25, -0.125}, nil, {-1, -2}}
+	s1.Segment = 1
+	s1.Summary = summary
+	s1.Messages = []Message{sys, sumMsg, a3, t3, a4}
+	s1.LossMask = []int32{0, 0, 1, 0, 1}
+	s1.TokenIDs = [][]int64{nil, nil, {31}, nil, nil}
+	s1.Logprobs = [][]float64{nil, nil, {-0.01}, nil, nil}
+	return []Sample{s0, s1}
+}
+
+func TestExport(t *testing.T) {
+	dir := t.TempDir()
+	s := openStore(t, dir)
+	want := writeEpisode(t, s, "ep-a")
+	// An unfinished episode is not exported.
+	l, _ := s.Log("ep-b")
+	l.Append(mustEvent(t, TypeModelTurn, 0, 1, ModelTurn{Response: Message{Role: RoleAssistant, Content: "hi"}}))
+	opts := cmpopts.EquateEmpty()
+
+	t.Run("messages", func(t *testing.T) {
+		var buf bytes.Buffer
+		if err := Export(context.Background(), dir, &buf, FormatMessages); err != nil {
+			t.Fatal(err)
+		}
+		golden := filepath.Join("testdata", "export.golden.jsonl")
+		if *update {
+			os.MkdirAll("testdata", 0o755)
+			if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		wantText, err := os.ReadFile(golden)
+		if err != nil {
+			t.Fatalf("%v (run go test -run TestExport -update to create it)", err)
+		}
+		if d := cmp.Diff(string(wantText), buf.String()); d != "" {
+			t.Errorf("messages export differs from %s (-want +got):\n%s", golden, d)
+		}
+		var got []Sample
+		sc := bufio.NewScanner(&buf)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			var smp Sample
+			if err := json.Unmarshal(sc.Bytes(), &smp); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, smp)
+		}
+		if d := cmp.Diff(want, got, opts); d != "" {
+			t.Errorf("messages export (-want +got):\n%s", d)
+		}
+	})
+
+	t.Run("parquet", func(t *testing.T) {
+		var buf bytes.Buffer
+		if err := Export(context.Background(), dir, &buf, FormatParquet); err != nil {
+			t.Fatal(err)
+		}
+		got, err := parquet.Read[Sample](bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff(want, got, opts); d != "" {
+			t.Errorf("parquet export (-want +got):\n%s", d)
+		}
+	})
+
+	t.Run("bad format", func(t *testing.T) {
+		err := Export(context.Background(), dir, &bytes.Buffer{}, "csv")
+		if err == nil || !strings.Contains(err.Error(), `use "messages" or "parquet"`) {
+			t.Errorf("Export(csv) = %v, want an error naming the formats", err)
+		}
+	})
+}
+
+func TestSamplesEditedHistory(t *testing.T) {
+	// A harness that rewrote an earlier assistant message keeps its text but
+	// loses its mask and tokens: they no longer describe what the policy said.
+	asst := Message{Role: RoleAssistant, Content: "original"}
+	edited := Message{Role: RoleAssistant, Content: "edited"}
+	user := Message{Role: RoleUser, Content: "q"}
+	var evs []Event
+	for _, p := range []struct {
+		typ string
+		v   any
+	}{
+		{TypeModelTurn, ModelTurn{Request: []Message{user}, Response: asst, TokenIDs: []int64{1}}},
+		{TypeModelTurn, ModelTurn{Request: []Message{user, edited, user}, Response: asst, TokenIDs: []int64{2}}},
+		{TypeEpisodeEnd, EpisodeEnd{}},
+	} {
+		ev := mustEvent(t, p.typ, 0, 0, p.v)
+		ev.EpisodeID = "ep"
+		evs = append(evs, ev)
+	}
+	got, err := Samples(evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Sample{{
+		EpisodeID: "ep",
+		Messages:  []Message{user, edited, user, asst},
+		LossMask:  []int32{0, 0, 0, 1},
+		TokenIDs:  [][]int64{nil, nil, nil, {2}},
+		Logprobs:  [][]float64{nil, nil, nil, nil},
+	}}
+	if d := cmp.Diff(want, got, cmpopts.EquateEmpty()); d != "" {
+		t.Errorf("Samples (-want +got):\n%s", d)
+	}
+}
