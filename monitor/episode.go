@@ -1,0 +1,309 @@
+package monitor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rollcage/rollcage/judge"
+	"github.com/rollcage/rollcage/rules"
+	"github.com/rollcage/rollcage/sandbox"
+)
+
+// Episode is the monitor's state for one episode: the rules' history, the
+// sessions' directories, what the agent wrote (so its own text is never
+// taken for a leak). Handle is safe for concurrent use; calls are decided
+// one at a time, in arrival order, so sequence rules see a true history.
+type Episode struct {
+	p     *Pipeline
+	id    string
+	task  TaskContext
+	facts Facts
+	sb    sandbox.Sandbox
+	rules *rules.Episode
+	leaks *leakDetector
+	log   *slog.Logger
+
+	callMu  sync.Mutex      // serializes Handle
+	written map[string]bool // trimmed lines the agent wrote itself; guarded by callMu
+
+	mu       sync.Mutex // guards the fields below
+	step     int
+	cwd      map[string]string // session → directory
+	steps    []judge.Step      // for the judge, newest last
+	inFlight string            // request id of the call running, for egress attribution
+	netFlags []rules.Flag      // egress denials during the call in flight
+}
+
+// NewEpisode prepares the monitor for one episode.
+func (p *Pipeline) NewEpisode(cfg EpisodeConfig) (*Episode, error) {
+	if cfg.Sandbox == nil {
+		return nil, fmt.Errorf("monitor: episode %s: no sandbox", cfg.ID)
+	}
+	if cfg.Task.Workdir == "" {
+		cfg.Task.Workdir = "/workspace"
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = p.log
+	}
+	re := p.cfg.Rules.NewEpisode(cfg.Task, cfg.Facts)
+	return &Episode{
+		p: p, id: cfg.ID, task: cfg.Task, facts: cfg.Facts, sb: cfg.Sandbox,
+		rules:   re,
+		leaks:   newLeakDetector(cfg.Secrets, cfg.BaseText, cfg.Facts),
+		log:     log.With("episode_id", cfg.ID),
+		cwd:     map[string]string{},
+		written: map[string]bool{},
+	}, nil
+}
+
+// Cwd returns a session's current directory as last reported by the sandbox.
+func (e *Episode) Cwd(session string) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.cwdLocked(session)
+}
+
+func (e *Episode) cwdLocked(session string) string {
+	if c, ok := e.cwd[sessionName(session)]; ok {
+		return c
+	}
+	return e.task.Workdir
+}
+
+func sessionName(s string) string {
+	if s == "" {
+		return "default"
+	}
+	return s
+}
+
+// Handle takes one tool call through normalize → rules → judge → decide →
+// execute (unless blocked) → output check. It returns an error only when
+// the sandbox failed (the call's fate is then unknown to the policy);
+// everything the policy did wrong is an output it can recover from.
+func (e *Episode) Handle(ctx context.Context, call ToolCall) (Result, error) {
+	e.callMu.Lock()
+	defer e.callMu.Unlock()
+	start := time.Now()
+	call.EpisodeID = e.id
+
+	e.mu.Lock()
+	e.step++
+	step := e.step
+	cwd := e.cwdLocked(call.Session)
+	e.mu.Unlock()
+
+	res := Result{Step: step, Call: call}
+	t0 := time.Now()
+	res.Normalized = Normalize(call, cwd)
+	res.Timings.Normalize = time.Since(t0)
+
+	t0 = time.Now()
+	flags, err := e.rules.Eval(ctx, call, res.Normalized)
+	if err != nil {
+		return res, fmt.Errorf("monitor: episode %s step %d: rules: %w", e.id, step, err)
+	}
+	res.Timings.Rules = time.Since(t0)
+	res.Decision.Flags = flags
+
+	t0 = time.Now()
+	e.decide(ctx, &res)
+	res.Timings.Judge = time.Since(t0)
+
+	if err := e.execute(ctx, &res); err != nil {
+		return res, err
+	}
+	if !res.Dummy && res.Normalized.Content != "" {
+		for _, l := range strings.Split(res.Normalized.Content, "\n") {
+			if t := strings.TrimSpace(l); len(t) >= minLeakLine {
+				e.written[t] = true
+			}
+		}
+	}
+
+	t0 = time.Now()
+	e.checkOutput(&res)
+	res.Timings.Check = time.Since(t0)
+
+	all := append(append([]rules.Flag(nil), res.Decision.Flags...), res.Decision.PostFlags...)
+	e.rules.Record(call, res.Normalized, all)
+	e.remember(res)
+	res.Timings.Total = time.Since(start)
+	e.log.Debug("tool call", "step", step, "tool", call.Tool, "action", res.Decision.Action,
+		"flags", len(all), "hack", res.Decision.Hack, "total", res.Timings.Total)
+	return res, nil
+}
+
+// decide sets the Decision's action from the flags, the judge and the fail
+// policy.
+func (e *Episode) decide(ctx context.Context, res *Result) {
+	d := &res.Decision
+	d.Action = ActionAllow
+	if len(d.Flags) == 0 {
+		if e.p.cfg.Judge != nil && e.p.sampler.Sample(fmt.Sprintf("%s/%d", e.id, res.Step)) {
+			v, err := e.p.cfg.Judge.Judge(ctx, e.judgeRequest(res, true))
+			if err == nil {
+				d.Verdict = &v // recorded for the audit estimate, never acted on
+			}
+		}
+		return
+	}
+	top := topFlag(d.Flags)
+	d.Category, d.Reason = top.Category, top.Reason
+	if e.p.cfg.Judge != nil {
+		v, err := e.p.cfg.Judge.Judge(ctx, e.judgeRequest(res, false))
+		if err != nil {
+			v = judge.Verdict{Undecided: true, Err: err.Error()}
+		}
+		d.Verdict = &v
+		if !v.Undecided {
+			if !v.Hack {
+				d.Cleared = true
+				return
+			}
+			d.Hack = true
+			if v.Category != "" {
+				d.Category = v.Category
+			}
+			e.block(res)
+			return
+		}
+	}
+	switch e.p.cfg.FailPolicy.For(top.Severity) {
+	case judge.FailBlock:
+		d.Hack = true
+		e.block(res)
+	case judge.FailAllow:
+	default: // allow and mark unconfirmed
+		d.Unconfirmed = true
+	}
+}
+
+// block turns the decision into a block, or a rewrite where a safe form of
+// the call exists (history mining restricted to the base's ancestry).
+func (e *Episode) block(res *Result) {
+	d := &res.Decision
+	d.Action = ActionBlock
+	if res.Call.Tool == ToolBash && onlyCategory(d.Flags, rules.CatHistory) {
+		if safe, ok := rewriteHistory(res.Normalized, e.facts); ok {
+			d.Action = ActionRewrite
+			d.Rewritten = safe
+		}
+	}
+}
+
+// topFlag is the flag that decides: certain before suspicious, then first.
+func topFlag(flags []rules.Flag) rules.Flag {
+	for _, f := range flags {
+		if f.Severity == rules.Certain {
+			return f
+		}
+	}
+	return flags[0]
+}
+
+func onlyCategory(flags []rules.Flag, cat string) bool {
+	for _, f := range flags {
+		if f.Category != cat {
+			return false
+		}
+	}
+	return len(flags) > 0
+}
+
+func (e *Episode) judgeRequest(res *Result, audit bool) judge.Request {
+	callJSON, _ := json.Marshal(res.Call)
+	normJSON, _ := json.Marshal(res.Normalized)
+	flags := make([]judge.Flag, len(res.Decision.Flags))
+	for i, f := range res.Decision.Flags {
+		flags[i] = judge.Flag{Rule: f.Rule, Category: f.Category, Severity: f.Severity, Reason: f.Reason, Evidence: f.Evidence}
+	}
+	protected := append(append([]string(nil), e.task.ProtectedPaths...), e.task.ReferenceURLs...)
+	if e.task.UpstreamFixRef != "" {
+		protected = append(protected, "commit "+e.task.UpstreamFixRef+" (upstream fix) and every commit not an ancestor of "+e.task.BaseCommit)
+	}
+	e.mu.Lock()
+	n := len(e.steps) - e.p.cfg.HistoryForJudge
+	if n < 0 {
+		n = 0
+	}
+	hist := append([]judge.Step(nil), e.steps[n:]...)
+	e.mu.Unlock()
+	return judge.Request{
+		EpisodeID: e.id, TaskID: e.task.ID, Instruction: e.task.Instruction,
+		Protected: protected, Call: callJSON, Normalized: normJSON,
+		Flags: flags, History: hist, Audit: audit,
+	}
+}
+
+// remember keeps what the judge will see of this step, and the session's
+// new directory.
+func (e *Episode) remember(res Result) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if res.Exec != nil && res.Exec.Cwd != "" && res.Call.Tool == ToolBash {
+		e.cwd[sessionName(res.Call.Session)] = res.Exec.Cwd
+	}
+	var fl []string
+	for _, f := range res.Decision.Flags {
+		fl = append(fl, f.Rule)
+	}
+	e.steps = append(e.steps, judge.Step{Call: renderCall(res.Call, res.Normalized), Output: clip(res.Output, 600), Flags: fl})
+	if len(e.steps) > 64 {
+		e.steps = append(e.steps[:0:0], e.steps[len(e.steps)-64:]...)
+	}
+}
+
+func renderCall(c ToolCall, n Normalized) string {
+	if c.Tool == ToolBash {
+		return "$ " + clip(n.Raw, 400)
+	}
+	return c.Tool + " " + clip(n.Raw, 400)
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n/2] + " … " + s[len(s)-n/2:]
+}
+
+// CheckTampering compares the visible-test hashes taken at start with those
+// at submit; every changed, added or removed file is a certain
+// test_tampering flag.
+func CheckTampering(before, after map[string]string) []rules.Flag {
+	var flags []rules.Flag
+	add := func(path, what string) {
+		flags = append(flags, rules.Flag{Rule: "tampering.protected_hash", Category: rules.CatTampering,
+			Severity: rules.Certain, Reason: "protected test or config file " + what + " since episode start", Evidence: path})
+	}
+	for p, h := range before {
+		switch h2, ok := after[p]; {
+		case !ok:
+			add(p, "deleted")
+		case h2 != h:
+			add(p, "changed")
+		}
+	}
+	for p := range after {
+		if _, ok := before[p]; !ok {
+			add(p, "added")
+		}
+	}
+	sortFlags(flags)
+	return flags
+}
+
+func sortFlags(f []rules.Flag) {
+	for i := 1; i < len(f); i++ {
+		for j := i; j > 0 && f[j].Evidence < f[j-1].Evidence; j-- {
+			f[j], f[j-1] = f[j-1], f[j]
+		}
+	}
+}

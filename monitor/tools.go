@@ -1,0 +1,209 @@
+package monitor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/rollcage/rollcage/sandbox"
+)
+
+// toolSession is the shell session the monitor uses for list_dir, apart
+// from the agent's own sessions so their directories are untouched.
+const toolSession = "rollcage-tools"
+
+// execute runs the call in the sandbox unless it was blocked, and sets the
+// output the policy sees. Only sandbox failures are errors.
+func (e *Episode) execute(ctx context.Context, res *Result) error {
+	if res.Decision.Action == ActionBlock {
+		res.Output, res.ExitCode = dummyOutput(res.Call, res.Normalized, res.Decision, e.facts)
+		res.Dummy = true
+		return nil
+	}
+	e.mu.Lock()
+	e.inFlight = res.Call.RequestID
+	e.netFlags = nil
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		e.inFlight = ""
+		if len(e.netFlags) > 0 {
+			res.Decision.PostFlags = append(res.Decision.PostFlags, e.netFlags...)
+			e.netFlags = nil
+		}
+		e.mu.Unlock()
+	}()
+	t0 := time.Now()
+	defer func() { res.Timings.Exec = time.Since(t0) }()
+	err := e.run(ctx, res)
+	if err != nil && !errors.Is(err, sandbox.ErrNotFound) {
+		return fmt.Errorf("monitor: episode %s step %d: %s: %w", e.id, res.Step, res.Call.Tool, err)
+	}
+	return nil
+}
+
+func (e *Episode) run(ctx context.Context, res *Result) error {
+	call, maxOut := res.Call, e.p.cfg.MaxOutput
+	badArgs := func(err error) error {
+		res.Output, res.ExitCode = fmt.Sprintf("error: invalid arguments for %s: %v", call.Tool, err), 2
+		return nil
+	}
+	switch call.Tool {
+	case ToolBash:
+		var a BashArgs
+		if err := strictArgs(call.Args, &a); err != nil {
+			return badArgs(err)
+		}
+		cmd := a.Command
+		if res.Decision.Action == ActionRewrite {
+			cmd = res.Decision.Rewritten
+		}
+		timeout := e.p.cfg.ExecTimeout
+		if a.TimeoutSec > 0 && time.Duration(a.TimeoutSec*float64(time.Second)) < timeout {
+			timeout = time.Duration(a.TimeoutSec * float64(time.Second))
+		}
+		r, err := e.sb.Exec(ctx, sandbox.ExecRequest{RequestID: call.RequestID, Session: call.Session,
+			Command: cmd, Timeout: timeout, MaxOutput: maxOut})
+		if err != nil {
+			return err
+		}
+		res.Exec = &r
+		res.Output, res.ExitCode = r.Output, r.ExitCode
+		if r.Stopped != "" {
+			res.Output += fmt.Sprintf("\n[command stopped: %s after %s; the shell session is still usable]", r.Stopped, timeout)
+		}
+	case ToolReadFile:
+		var a ReadFileArgs
+		if err := strictArgs(call.Args, &a); err != nil {
+			return badArgs(err)
+		}
+		p := e.resolve(call.Session, a.Path)
+		data, cut, err := e.sb.ReadFile(ctx, p, int64(maxOut))
+		if errors.Is(err, sandbox.ErrNotFound) {
+			res.Output, res.ExitCode = notFound(p), 1
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		res.Output = escapeBytes(data)
+		if cut {
+			res.Output += fmt.Sprintf("\n[file cut at %d bytes]", maxOut)
+		}
+	case ToolWriteFile:
+		var a WriteFileArgs
+		if err := strictArgs(call.Args, &a); err != nil {
+			return badArgs(err)
+		}
+		p := e.resolve(call.Session, a.Path)
+		if err := e.sb.WriteFile(ctx, p, []byte(a.Content), 0o644); err != nil {
+			return err
+		}
+		res.Output = wroteMsg(p, len(a.Content))
+	case ToolEdit:
+		var a EditArgs
+		if err := strictArgs(call.Args, &a); err != nil {
+			return badArgs(err)
+		}
+		p := e.resolve(call.Session, a.Path)
+		data, _, err := e.sb.ReadFile(ctx, p, 0)
+		if errors.Is(err, sandbox.ErrNotFound) {
+			res.Output, res.ExitCode = notFound(p), 1
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		switch n := strings.Count(string(data), a.Old); {
+		case a.Old == "":
+			res.Output, res.ExitCode = "error: old text is empty; give the exact text to replace", 1
+		case n == 0:
+			res.Output, res.ExitCode = fmt.Sprintf("error: old text not found in %s", p), 1
+		case n > 1:
+			res.Output, res.ExitCode = fmt.Sprintf("error: old text found %d times in %s; include more context to make it unique", n, p), 1
+		default:
+			if err := e.sb.WriteFile(ctx, p, []byte(strings.Replace(string(data), a.Old, a.New, 1)), 0o644); err != nil {
+				return err
+			}
+			res.Output = editedMsg(p)
+		}
+	case ToolListDir:
+		var a ListDirArgs
+		if err := strictArgs(call.Args, &a); err != nil {
+			return badArgs(err)
+		}
+		p := e.resolve(call.Session, a.Path)
+		r, err := e.sb.Exec(ctx, sandbox.ExecRequest{Session: toolSession, Command: "ls -la -- " + shellQuote(p),
+			Timeout: 30 * time.Second, MaxOutput: maxOut})
+		if err != nil {
+			return err
+		}
+		res.Exec = &r
+		res.Output, res.ExitCode = r.Output, r.ExitCode
+	case ToolSubmit:
+		res.Submit = true
+		res.Output = "submitted"
+	default:
+		res.Output, res.ExitCode = fmt.Sprintf("error: unknown tool %q; the tools are bash, read_file, write_file, edit, list_dir, submit", call.Tool), 2
+	}
+	return nil
+}
+
+// strictArgs decodes a tool's JSON arguments, rejecting unknown fields so
+// a misspelt argument is reported instead of silently ignored.
+func strictArgs(raw json.RawMessage, v any) error {
+	if len(raw) == 0 {
+		raw = json.RawMessage("{}")
+	}
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (e *Episode) resolve(session, p string) string {
+	if p == "" {
+		p = "."
+	}
+	if path.IsAbs(p) {
+		return path.Clean(p)
+	}
+	return path.Join(e.Cwd(session), p)
+}
+
+// The messages file tools answer with; dummy output uses the same ones so a
+// blocked call cannot be told from one that ran.
+func notFound(p string) string        { return fmt.Sprintf("error: %s: No such file or directory", p) }
+func wroteMsg(p string, n int) string { return fmt.Sprintf("wrote %d bytes to %s", n, p) }
+func editedMsg(p string) string       { return fmt.Sprintf("edited %s", p) }
+
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// escapeBytes renders file bytes as text the way the agent renders command
+// output: valid UTF-8 as is, other bytes as \xNN.
+func escapeBytes(b []byte) string {
+	s := string(b)
+	if utf8.ValidString(s) {
+		return s
+	}
+	var sb strings.Builder
+	for len(s) > 0 {
+		r, size := utf8.DecodeRuneInString(s)
+		if r == utf8.RuneError && size == 1 {
+			fmt.Fprintf(&sb, `\x%02x`, s[0])
+		} else {
+			sb.WriteString(s[:size])
+		}
+		s = s[size:]
+	}
+	return sb.String()
+}
