@@ -46,7 +46,7 @@ type Backend struct {
 	refillDone chan struct{}
 
 	mu     sync.Mutex
-	closed bool                     // guarded by mu
+	closed bool                    // guarded by mu
 	live   map[*container]struct{} // guarded by mu; handed out or warm
 
 	nCreating atomic.Int64

@@ -1,0 +1,146 @@
+package docker
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/client"
+
+	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/sandbox/sandboxtest"
+)
+
+// Environment of the tests.
+const (
+	envTestImage   = "ROLLCAGE_TEST_IMAGE"
+	envReaperChild = "ROLLCAGE_TEST_REAPER_CHILD" // set: run as the reaper test's victim
+)
+
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(envReaperChild); dir != "" {
+		os.Exit(reaperChild(dir))
+	}
+	cleanup, err := ensureAgentBinary()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	code := m.Run()
+	cleanup()
+	os.Exit(code)
+}
+
+// ensureAgentBinary builds the static agent into a temp dir when the
+// Makefile has not named one.
+func ensureAgentBinary() (cleanup func(), err error) {
+	if os.Getenv(AgentBinEnv) != "" {
+		return func() {}, nil
+	}
+	dir, err := os.MkdirTemp("", "rollcage-agent-*")
+	if err != nil {
+		return nil, err
+	}
+	bin := filepath.Join(dir, "rollcage-agent")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "../../cmd/rollcage-agent")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("build rollcage-agent for the tests (or set %s): %v\n%s", AgentBinEnv, err, out)
+	}
+	os.Setenv(AgentBinEnv, bin)
+	return func() { os.RemoveAll(dir) }, nil
+}
+
+func testImage() string {
+	if img := os.Getenv(envTestImage); img != "" {
+		return img
+	}
+	return "rollcage/base:latest"
+}
+
+// requireImage fails under CI and skips otherwise when the test image is
+// not built.
+func requireImage(t testing.TB, cli client.APIClient) {
+	t.Helper()
+	if _, err := cli.ImageInspect(t.Context(), testImage()); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("test image %s: %v: run 'make images'", testImage(), err)
+		}
+		t.Skipf("test image %s missing (run 'make images'): %v", testImage(), err)
+	}
+}
+
+// testClient is a Docker client for assertions made behind the backend's
+// back.
+func testClient(t testing.TB) *client.Client {
+	t.Helper()
+	sandboxtest.RequireDocker(t)
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	requireImage(t, cli)
+	return cli
+}
+
+// newTestBackend is New with a private state dir, closed at cleanup.
+func newTestBackend(t testing.TB, cfg Config) *Backend {
+	t.Helper()
+	testClient(t)
+	if cfg.StateDir == "" {
+		cfg.StateDir = t.TempDir()
+	}
+	if testing.Verbose() && cfg.Logger == nil {
+		cfg.Logger = testLogger(t)
+	}
+	b, err := New(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := b.Close(ctx); err != nil {
+			t.Errorf("Backend.Close: %v", err)
+		}
+	})
+	return b
+}
+
+func removeImage(cli client.APIClient) func(ctx context.Context, ref string) error {
+	return func(ctx context.Context, ref string) error {
+		_, err := cli.ImageRemove(ctx, ref, image.RemoveOptions{Force: true, PruneChildren: true})
+		return err
+	}
+}
+
+// reaperChild creates two sandboxes, prints their ids and waits to be
+// killed: the victim of TestReaper.
+func reaperChild(stateDir string) int {
+	ctx := context.Background()
+	b, err := New(ctx, Config{StateDir: stateDir})
+	if err != nil {
+		fmt.Println("ERROR", err)
+		return 1
+	}
+	w := bufio.NewWriter(os.Stdout)
+	for i := range 2 {
+		sb, err := b.Create(ctx, sandbox.Spec{Image: testImage(), EpisodeID: fmt.Sprintf("reaper-%d", i)})
+		if err != nil {
+			fmt.Println("ERROR", err)
+			return 1
+		}
+		fmt.Fprintln(w, "ID", sb.ID())
+	}
+	fmt.Fprintln(w, "READY")
+	w.Flush()
+	select {} // until kill -9
+}

@@ -1,0 +1,198 @@
+package docker
+
+import (
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/rollcage/rollcage/sandbox"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files under testdata/")
+
+// TestContainerConfigGolden pins the security-relevant container
+// configuration: a change here must be a decision, reviewed in the diff of
+// the golden file.
+func TestContainerConfigGolden(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		p    createParams
+	}{
+		{"default", createParams{
+			Name: "rollcage-ep1-0a1b2c3d", Image: "rollcage/base:latest",
+			Labels:      map[string]string{LabelManaged: "1", LabelEpisode: "ep1"},
+			RunDir:      "/var/lib/rollcage/run/1.2.0a1b2c3d",
+			AgentBinary: "/usr/local/bin/rollcage-agent",
+			Limits:      sandbox.Limits{MemoryBytes: DefaultMemoryBytes, CPUs: DefaultCPUs, Pids: DefaultPids},
+			Lease:       DefaultLease,
+		}},
+		{"proxy-nonroot", createParams{
+			Name: "rollcage-ep2-0a1b2c3d", Image: "rollcage/demo:latest",
+			Labels:      map[string]string{LabelManaged: "1", LabelEpisode: "ep2", "team": "rl"},
+			RunDir:      "/run/user/1001/rollcage/1.2.0a1b2c3d",
+			AgentBinary: "/opt/rollcage/rollcage-agent",
+			ProxySocket: "/run/user/1001/rollcage/proxy-ep2.sock",
+			Limits:      sandbox.Limits{MemoryBytes: 512 << 20, CPUs: 0.5, Pids: 64},
+			Lease:       30 * time.Second,
+			SocketOwner: "1001:1001",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, host := containerConfig(tc.p)
+			got, err := json.MarshalIndent(map[string]any{"config": cfg, "host_config": host}, "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, '\n')
+			golden := filepath.Join("testdata", tc.name+".golden.json")
+			if *update {
+				if err := os.WriteFile(golden, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test -update to create it)", err)
+			}
+			if diff := cmp.Diff(string(want), string(got)); diff != "" {
+				t.Errorf("container config changed (-golden +got); rerun with -update if intended:\n%s", diff)
+			}
+			// Invariants that must hold whatever the golden file says.
+			if host.NetworkMode != "none" {
+				t.Errorf("NetworkMode %q, want none", host.NetworkMode)
+			}
+			if host.Privileged || len(host.Binds) > 0 {
+				t.Error("privileged or raw binds")
+			}
+			for _, m := range host.Mounts {
+				if strings.Contains(m.Source, "docker.sock") {
+					t.Errorf("Docker socket mounted: %+v", m)
+				}
+			}
+			if diff := cmp.Diff([]string{"ALL"}, []string(host.CapDrop)); diff != "" {
+				t.Errorf("CapDrop (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestContainerName(t *testing.T) {
+	tests := []struct {
+		episode, want string
+	}{
+		{"ep-1", "rollcage-ep-1-abcd1234"},
+		{"", "rollcage-abcd1234"},
+		{"task/42 #3", "rollcage-task-42--3-abcd1234"},
+		{"../../etc", "rollcage-etc-abcd1234"},
+		{strings.Repeat("x", 100), "rollcage-" + strings.Repeat("x", 48) + "-abcd1234"},
+	}
+	for _, tc := range tests {
+		if got := containerName(tc.episode, "abcd1234"); got != tc.want {
+			t.Errorf("containerName(%q) = %q, want %q", tc.episode, got, tc.want)
+		}
+	}
+}
+
+func TestParseStatStart(t *testing.T) {
+	tests := []struct {
+		name, stat string
+		want       uint64
+		wantErr    bool
+	}{
+		{"plain", "1234 (rollcage) S 1 1234 1234 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 8 0 987654 1000000 500", 987654, false},
+		{"parens and spaces in comm", "1234 (a) b (c) S 1 1234 1234 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 8 0 42 1000000 500", 42, false},
+		{"truncated", "1234 (x) S 1 2", 0, true},
+		{"garbage", "no parens here", 0, true},
+	}
+	for _, tc := range tests {
+		got, err := parseStatStart([]byte(tc.stat))
+		if (err != nil) != tc.wantErr || got != tc.want {
+			t.Errorf("%s: got %d, %v; want %d, err %v", tc.name, got, err, tc.want, tc.wantErr)
+		}
+	}
+}
+
+func TestOwner(t *testing.T) {
+	self, err := selfOwner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !self.alive() {
+		t.Error("this process is not alive by its own owner record")
+	}
+	stale := self
+	stale.Start++ // same pid, another process
+	if stale.alive() {
+		t.Error("a reused pid with another start time counts as alive")
+	}
+	got, ok := ownerFromLabels(self.labels())
+	if !ok || got != self {
+		t.Errorf("labels round trip: %+v, %v; want %+v", got, ok, self)
+	}
+	fromDir, ok := ownerFromDirName(self.dirName("abcd"))
+	if want := (owner{PID: self.PID, Start: self.Start}); !ok || fromDir != want {
+		t.Errorf("dir name round trip: %+v, %v; want %+v", fromDir, ok, want)
+	}
+	for _, bad := range []string{"x", "1.2", "a.b.c", "1.2."} {
+		if _, ok := ownerFromDirName(bad); ok {
+			t.Errorf("ownerFromDirName(%q) accepted", bad)
+		}
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		cfg     Config
+		wantErr string // substring; "" means valid
+	}{
+		{"zero", Config{}, ""},
+		{"pool", Config{Pool: map[string]int{"rollcage/base:latest": 4}}, ""},
+		{"negative lease", Config{Lease: -time.Second}, "Lease"},
+		{"short lease", Config{Lease: time.Second}, "at least 3s"},
+		{"negative creating", Config{MaxCreating: -1}, "MaxCreating"},
+		{"pool fills alive", Config{MaxAlive: 4, Pool: map[string]int{"a": 2, "b": 2}}, "no room under MaxAlive"},
+		{"negative pool", Config{Pool: map[string]int{"a": -1}}, "negative"},
+		{"tiny memory", Config{DefaultLimits: sandbox.Limits{MemoryBytes: 1 << 20}}, "6 MiB"},
+		{"tiny pids", Config{DefaultLimits: sandbox.Limits{Pids: 2}}, "at least 8"},
+	}
+	for _, tc := range tests {
+		err := tc.cfg.Validate()
+		switch {
+		case tc.wantErr == "" && err != nil:
+			t.Errorf("%s: unexpected error %v", tc.name, err)
+		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("%s: error %v, want one mentioning %q", tc.name, err, tc.wantErr)
+		}
+	}
+}
+
+func TestWithDefaults(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "rollcage-agent")
+	if err := os.WriteFile(bin, []byte("#!"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(AgentBinEnv, bin)
+	got, err := Config{StateDir: "/x"}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Config{
+		AgentBinary: bin, StateDir: "/x", Lease: DefaultLease, MaxCreating: DefaultMaxCreating, MaxAlive: DefaultMaxAlive,
+		DefaultLimits: sandbox.Limits{MemoryBytes: DefaultMemoryBytes, CPUs: DefaultCPUs, Pids: DefaultPids},
+	}
+	got.Logger = nil
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("withDefaults (-want +got):\n%s", diff)
+	}
+	t.Setenv(AgentBinEnv, filepath.Join(t.TempDir(), "absent"))
+	if _, err := (Config{}).withDefaults(); err == nil || !strings.Contains(err.Error(), "make build") {
+		t.Errorf("missing agent binary: %v, want a hint to run make build", err)
+	}
+}
