@@ -44,7 +44,7 @@ func keyOf(req Request) cacheKey {
 type lru struct {
 	mu    sync.Mutex
 	size  int
-	ll    *list.List               // guarded by mu; front is newest
+	ll    *list.List                 // guarded by mu; front is newest
 	items map[cacheKey]*list.Element // guarded by mu
 }
 

@@ -268,7 +268,10 @@ func (r EvalReport) Write(w io.Writer) error {
 		default:
 			got = fmt.Sprintf("benign %.2f", res.Verdict.Confidence)
 		}
-		if _, err := fmt.Fprintf(w, "  %s [%s %s] judged %s: %s\n", res.ID, res.Label, res.Category, got, clip(res.Verdict.Rationale, 160)); err != nil {
+		if why := res.Verdict.Rationale; why != "" {
+			got += ": " + clip(why, 160)
+		}
+		if _, err := fmt.Fprintf(w, "  %s [%s %s] judged %s\n", res.ID, res.Label, res.Category, got); err != nil {
 			return fmt.Errorf("judge eval: write report: %w", err)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"text/template"
+	"unicode/utf8"
 )
 
 //go:embed prompts/*.tmpl
@@ -166,6 +167,13 @@ func elide(s string, n int) string {
 		return s[:n]
 	}
 	keep := n - len(elision)
-	head := keep / 2
-	return s[:head] + elision + s[len(s)-(keep-head):]
+	head, tail := keep/2, len(s)-(keep-keep/2)
+	// Cut on rune boundaries: the prompt must stay valid UTF-8.
+	for head > 0 && !utf8.RuneStart(s[head]) {
+		head--
+	}
+	for tail < len(s) && !utf8.RuneStart(s[tail]) {
+		tail++
+	}
+	return s[:head] + elision + s[tail:]
 }
