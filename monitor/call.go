@@ -89,9 +89,15 @@ type Normalized struct {
 
 	Git []GitOp `json:"git,omitempty"`
 
+	// Packages are package specs named to installers (pip, npm, yarn, go
+	// get) as written: "requests==2.31", "left-pad", "golang.org/x/net@latest".
+	Packages []string `json:"packages,omitempty"`
+
 	// Content is the text written by write_file / edit (New) and by heredocs
 	// or echo/printf redirected into files, for content rules.
 	Content string `json:"content,omitempty"`
+	// OldContent is the text an edit replaces (EditArgs.Old).
+	OldContent string `json:"old_content,omitempty"`
 	// Scripts are inline program texts found (python -c, perl -e, node -e,
 	// heredocs fed to interpreters), for rules that look inside them.
 	Scripts []string `json:"scripts,omitempty"`
@@ -104,7 +110,10 @@ type Command struct {
 	Name string   `json:"name"` // argv[0] without directory (python3, git, cat)
 	Argv []string `json:"argv"`
 	// Via says how it was reached: "" top level, "pipe", "subshell",
-	// "subst", "bash -c", "eval", "heredoc", "xargs", "find -exec".
+	// "subst", "bash -c", "eval", "heredoc", "xargs", "find -exec";
+	// also "stdin" (a script piped into a shell), "script" (a shell command
+	// inside a python/perl/... script) and a wrapper's name ("sudo", "env",
+	// "timeout", ...) for the command it runs.
 	Via string `json:"via,omitempty"`
 }
 
