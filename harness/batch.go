@@ -1,0 +1,324 @@
+package harness
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/term"
+
+	"github.com/rollcage/rollcage/task"
+)
+
+// OutcomesFile is the name of a batch's outcome log in its OutDir.
+const OutcomesFile = "outcomes.jsonl"
+
+// Defaults of BatchOptions.
+const (
+	DefaultConcurrency   = 4
+	DefaultProgressEvery = 10 * time.Second
+)
+
+// BatchOptions configure RunBatch.
+type BatchOptions struct {
+	// Concurrency is the number of episodes running at once. Zero: 4.
+	Concurrency int
+	// Attempts per task. Zero: 1.
+	Attempts int
+	// OutDir holds outcomes.jsonl: one line per finished episode, appended
+	// and fsynced as each finishes. A run over an OutDir that already has
+	// one skips the (task, attempt) pairs it holds. Required.
+	OutDir string
+	// Progress receives a progress line: redrawn in place on a terminal,
+	// printed every ProgressEvery otherwise. Nil: none.
+	Progress      io.Writer
+	ProgressEvery time.Duration
+	// Model is recorded in every episode's start event.
+	Model string
+	// Labels are added to every episode.
+	Labels map[string]string
+}
+
+// PolicyFor returns the policy for one attempt of a task.
+type PolicyFor func(t task.Task, attempt int) (Policy, error)
+
+type episodeKey struct {
+	Task    string
+	Attempt int
+}
+
+// RunBatch runs Attempts episodes of every task, Concurrency at a time,
+// and returns the summary of every outcome in OutDir (earlier runs'
+// included). It is resumable: killed at any point and run again with the
+// same OutDir, it runs only the episodes not yet finished. An error is
+// returned for a bad option, a policy that cannot be made, or an outcome
+// log that cannot be written; episodes' own failures are in the Summary.
+func (r *Runner) RunBatch(ctx context.Context, tasks []task.Task, hidden fs.FS, policyFor PolicyFor, opts BatchOptions) (Summary, error) {
+	if opts.OutDir == "" {
+		return Summary{}, errors.New("harness: batch: OutDir is empty: name a directory for outcomes.jsonl")
+	}
+	if opts.Concurrency < 0 || opts.Attempts < 0 {
+		return Summary{}, errors.New("harness: batch: Concurrency and Attempts must not be negative: use 0 for the defaults")
+	}
+	if opts.Concurrency == 0 {
+		opts.Concurrency = DefaultConcurrency
+	}
+	if opts.Attempts == 0 {
+		opts.Attempts = 1
+	}
+	if opts.ProgressEvery <= 0 {
+		opts.ProgressEvery = DefaultProgressEvery
+	}
+	if err := os.MkdirAll(opts.OutDir, 0o755); err != nil {
+		return Summary{}, fmt.Errorf("harness: batch: %w", err)
+	}
+	ol, done, err := openOutcomes(filepath.Join(opts.OutDir, OutcomesFile))
+	if err != nil {
+		return Summary{}, err
+	}
+	defer ol.Close()
+
+	var todo []episodeKey
+	byID := map[string]task.Task{}
+	for a := 0; a < opts.Attempts; a++ {
+		for _, t := range tasks {
+			byID[t.ID] = t
+			if _, ok := done[episodeKey{t.ID, a}]; !ok {
+				todo = append(todo, episodeKey{t.ID, a})
+			}
+		}
+	}
+	prog := newProgress(opts.Progress, opts.ProgressEvery, len(tasks)*opts.Attempts, len(tasks)*opts.Attempts-len(todo), countHacks(done))
+	stopProg := prog.start()
+	defer stopProg()
+	r.log.Info("batch", "episodes", len(tasks)*opts.Attempts, "resumed", len(tasks)*opts.Attempts-len(todo), "concurrency", opts.Concurrency)
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(opts.Concurrency)
+	var mu sync.Mutex // guards done
+	for _, k := range todo {
+		if gctx.Err() != nil {
+			break
+		}
+		t := byID[k.Task]
+		g.Go(func() error {
+			p, err := policyFor(t, k.Attempt)
+			if err != nil {
+				return fmt.Errorf("harness: batch: policy for %s attempt %d: %w", t.ID, k.Attempt, err)
+			}
+			meta := EpisodeMeta{ID: NewEpisodeID(t.ID, k.Attempt), Attempt: k.Attempt, Model: opts.Model, Labels: opts.Labels}
+			o, err := r.Run(gctx, t, hidden, meta, p)
+			if err != nil {
+				r.log.Warn("episode", "episode_id", meta.ID, "err", err)
+			}
+			if gctx.Err() != nil && o.Reason == ReasonCancelled {
+				return nil // not finished: a resume runs it again
+			}
+			if err := ol.append(o); err != nil {
+				return err
+			}
+			mu.Lock()
+			done[k] = o
+			mu.Unlock()
+			prog.add(o)
+			return nil
+		})
+	}
+	err = g.Wait()
+	stopProg()
+	if err == nil && ctx.Err() != nil {
+		err = fmt.Errorf("harness: batch interrupted (%w): run again with the same output directory to resume", ctx.Err())
+	}
+	outs := make([]Outcome, 0, len(done))
+	for _, o := range done {
+		outs = append(outs, o)
+	}
+	return Summarize(outs), err
+}
+
+func countHacks(done map[episodeKey]Outcome) int {
+	n := 0
+	for _, o := range done {
+		if o.Hacked {
+			n++
+		}
+	}
+	return n
+}
+
+// outcomeLog appends outcomes durably.
+type outcomeLog struct {
+	mu sync.Mutex
+	f  *os.File
+}
+
+// openOutcomes opens the outcome log for appending, first reading what it
+// holds. A torn last line (the process was killed mid-write) is cut off.
+func openOutcomes(p string) (*outcomeLog, map[episodeKey]Outcome, error) {
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, nil, fmt.Errorf("harness: batch: open outcomes: %w", err)
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("harness: batch: read %s: %w", p, err)
+	}
+	end := bytes.LastIndexByte(b, '\n') + 1
+	if end < len(b) {
+		if err := f.Truncate(int64(end)); err != nil {
+			f.Close()
+			return nil, nil, fmt.Errorf("harness: batch: cut torn line of %s: %w", p, err)
+		}
+	}
+	if _, err := f.Seek(int64(end), io.SeekStart); err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("harness: batch: %w", err)
+	}
+	done := map[episodeKey]Outcome{}
+	sc := bufio.NewScanner(bytes.NewReader(b[:end]))
+	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
+	for n := 1; sc.Scan(); n++ {
+		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+			continue
+		}
+		var o Outcome
+		if err := json.Unmarshal(sc.Bytes(), &o); err != nil {
+			f.Close()
+			return nil, nil, fmt.Errorf("harness: batch: %s line %d: %w: remove the line or the file to start over", p, n, err)
+		}
+		done[episodeKey{o.TaskID, o.Attempt}] = o
+	}
+	return &outcomeLog{f: f}, done, nil
+}
+
+func (l *outcomeLog) append(o Outcome) error {
+	b, err := json.Marshal(o)
+	if err != nil {
+		return fmt.Errorf("harness: batch: %w", err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, err := l.f.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("harness: batch: record outcome: %w", err)
+	}
+	if err := l.f.Sync(); err != nil {
+		return fmt.Errorf("harness: batch: sync outcomes: %w", err)
+	}
+	return nil
+}
+
+func (l *outcomeLog) Close() error { return l.f.Close() }
+
+// progress prints the batch's progress line.
+type progress struct {
+	w     io.Writer
+	tty   bool
+	every time.Duration
+	total int
+	t0    time.Time
+
+	mu    sync.Mutex // guards the fields below
+	done  int        // finished, resumed ones included
+	fresh int        // finished in this run (for the rate)
+	hacks int
+	last  time.Time
+	stop  chan struct{}
+	wg    sync.WaitGroup
+}
+
+func newProgress(w io.Writer, every time.Duration, total, resumed, hacks int) *progress {
+	p := &progress{w: w, every: every, total: total, done: resumed, hacks: hacks, t0: time.Now()}
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		p.tty = true
+	}
+	return p
+}
+
+// start begins the periodic redraw; the returned func stops it and prints
+// the final line (idempotent).
+func (p *progress) start() func() {
+	if p.w == nil {
+		return func() {}
+	}
+	p.stop = make(chan struct{})
+	tick := p.every
+	if p.tty {
+		tick = time.Second
+	}
+	p.wg.Go(func() {
+		t := time.NewTicker(tick)
+		defer t.Stop()
+		for {
+			select {
+			case <-p.stop:
+				return
+			case <-t.C:
+				p.print()
+			}
+		}
+	})
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			close(p.stop)
+			p.wg.Wait()
+			p.print()
+			if p.tty {
+				fmt.Fprintln(p.w)
+			}
+		})
+	}
+}
+
+func (p *progress) add(o Outcome) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	p.done++
+	p.fresh++
+	if o.Hacked {
+		p.hacks++
+	}
+	p.mu.Unlock()
+	if p.tty {
+		p.print()
+	}
+}
+
+func (p *progress) line() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	el := time.Since(p.t0)
+	rate := float64(p.fresh) / el.Minutes()
+	eta := "?"
+	if p.fresh > 0 {
+		left := time.Duration(float64(p.total-p.done) / rate * float64(time.Minute))
+		eta = left.Round(time.Second).String()
+	}
+	return fmt.Sprintf("%d/%d episodes  %.1f/min  eta %s  hacks caught %d  elapsed %s",
+		p.done, p.total, rate, eta, p.hacks, el.Round(time.Second))
+}
+
+func (p *progress) print() {
+	if p.w == nil {
+		return
+	}
+	l := p.line()
+	if p.tty {
+		fmt.Fprintf(p.w, "\r\033[K%s", l)
+		return
+	}
+	fmt.Fprintln(p.w, l)
+}

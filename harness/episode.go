@@ -1,0 +1,494 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/rules"
+	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/task"
+	"github.com/rollcage/rollcage/trajectory"
+)
+
+// EpisodeMeta names an episode and says where it belongs.
+type EpisodeMeta struct {
+	// ID of the episode; generated when empty. It names the trajectory log,
+	// so it must pass trajectory.ValidID.
+	ID string `json:"id,omitempty"`
+	// Attempt is the 0-based retry index of the task in a batch.
+	Attempt int `json:"attempt,omitempty"`
+	// Model is the policy's model name, recorded at episode start.
+	Model  string            `json:"model,omitempty"`
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// Episode is one running episode. Call, RecordModelTurn and Compact are
+// safe for concurrent use; the policy (or the gateway) calls them until it
+// stops, then exactly one of Finish or Close ends the episode.
+type Episode struct {
+	r        *Runner
+	id       string
+	task     task.Task
+	hidden   fs.FS
+	meta     EpisodeMeta
+	sb       sandbox.Sandbox
+	mon      *monitor.Episode
+	tlog     *trajectory.Log
+	log      *slog.Logger
+	start    time.Time
+	deadline time.Time
+	before   map[string]string // visible-test hashes at start
+
+	// callMu serializes calls with each other and with Finish, so that no
+	// call of the agent runs once grading has begun.
+	callMu sync.Mutex
+
+	mu       sync.Mutex // guards the fields below
+	stopped  bool       // no more calls: Finish or Close began
+	ended    bool       // episode_end written or abandoned
+	outcome  Outcome
+	segment  int
+	steps    int
+	turns    int
+	tokens   int
+	flagged  int
+	blocked  int
+	rewrite  int
+	judged   int
+	hackCats []string
+	hacked   bool
+	overhead time.Duration
+	infraErr error // first infrastructure fault (sandbox, judge, recording)
+	judgeErr string
+}
+
+// ID is the episode's id.
+func (e *Episode) ID() string { return e.id }
+
+// Task is the episode's task.
+func (e *Episode) Task() task.Task { return e.task }
+
+// Segment is the current segment index (0 until the first compaction).
+func (e *Episode) Segment() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.segment
+}
+
+// Deadline is when the episode's wall-time limit ends the agent's part.
+func (e *Episode) Deadline() time.Time { return e.deadline }
+
+// emit appends one event to the episode's log. A log that cannot be
+// written is an infrastructure fault: training data would be lost.
+func (e *Episode) emit(segment, step int, typ string, payload any) error {
+	ev, err := trajectory.NewEvent(e.id, segment, step, typ, payload)
+	if err == nil {
+		_, err = e.tlog.Append(ev)
+	}
+	if err != nil {
+		err = fmt.Errorf("harness: episode %s: record %s: %w", e.id, typ, err)
+		e.noteInfra(err)
+	}
+	return err
+}
+
+func (e *Episode) noteInfra(err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.infraErr == nil {
+		e.infraErr = err
+	}
+}
+
+// limitLocked returns the limit reached, if any. Called with e.mu held.
+func (e *Episode) limitLocked(now time.Time) string {
+	l := e.r.cfg.Limits
+	switch {
+	case e.steps >= l.MaxSteps:
+		return ReasonMaxSteps
+	case !now.Before(e.deadline):
+		return ReasonWallTime
+	case l.MaxTokens > 0 && e.tokens >= l.MaxTokens:
+		return ReasonMaxTokens
+	}
+	return ""
+}
+
+// Limit returns the reason of the limit the episode has reached, or "".
+func (e *Episode) Limit() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.limitLocked(time.Now())
+}
+
+// Call takes one tool call through the monitor (rules, judge, decision,
+// execution unless blocked, output check) and records tool_call, decision
+// and tool_output events. It returns what the policy is to be shown.
+//
+// Errors: ErrFinished once Finish or Close began; an error wrapping
+// ErrLimit (see LimitReason) when a limit was reached before this call;
+// any other error is an infrastructure fault (the sandbox failed, the log
+// could not be written) and the episode should be finished.
+func (e *Episode) Call(ctx context.Context, call monitor.ToolCall) (monitor.Result, error) {
+	e.callMu.Lock()
+	defer e.callMu.Unlock()
+	t0 := time.Now()
+	e.mu.Lock()
+	if e.stopped {
+		e.mu.Unlock()
+		return monitor.Result{}, fmt.Errorf("harness: episode %s: call %s: %w", e.id, call.Tool, ErrFinished)
+	}
+	if reason := e.limitLocked(t0); reason != "" {
+		e.mu.Unlock()
+		return monitor.Result{}, &limitError{reason: reason}
+	}
+	seg, step := e.segment, e.steps+1
+	e.steps = step
+	e.mu.Unlock()
+
+	call.EpisodeID = e.id
+	callJSON, err := json.Marshal(call)
+	if err != nil {
+		return monitor.Result{}, fmt.Errorf("harness: episode %s: call %s: %w", e.id, call.Tool, err)
+	}
+	if err := e.emit(seg, step, trajectory.TypeToolCall, trajectory.ToolCall{ToolCallID: call.RequestID, Call: callJSON}); err != nil {
+		return monitor.Result{}, err
+	}
+
+	cctx, cancel := context.WithTimeout(ctx, e.r.cfg.Limits.CallTimeout)
+	res, err := e.mon.Handle(cctx, call)
+	cancel()
+	if err != nil {
+		err = fmt.Errorf("harness: episode %s step %d: %w", e.id, step, err)
+		if ctx.Err() == nil {
+			e.noteInfra(err)
+		}
+		return res, err
+	}
+
+	d := res.Decision
+	flags := slices.Concat(d.Flags, d.PostFlags)
+	cats := hackCategories(d)
+	execTime := res.Timings.Exec
+	if err := e.emit(seg, step, trajectory.TypeDecision, decisionEvent(res, callJSON, flags, cats)); err != nil {
+		return res, err
+	}
+	out := trajectory.ToolOutput{ToolCallID: call.RequestID, Output: res.Output, ExitCode: res.ExitCode, Dummy: res.Dummy,
+		DurationMS: execTime.Milliseconds()}
+	if res.Exec != nil && !res.Dummy {
+		out.Truncated = res.Exec.Truncated
+		out.Result, _ = json.Marshal(res.Exec)
+	}
+	if err := e.emit(seg, step, trajectory.TypeToolOutput, out); err != nil {
+		return res, err
+	}
+
+	e.mu.Lock()
+	if len(flags) > 0 {
+		e.flagged++
+	}
+	switch d.Action {
+	case monitor.ActionBlock:
+		e.blocked++
+	case monitor.ActionRewrite:
+		e.rewrite++
+	}
+	if d.Verdict != nil && !d.Verdict.Cached {
+		e.judged++
+	}
+	if d.Verdict != nil && d.Verdict.Undecided && judgeFault(d.Verdict.Err) && e.judgeErr == "" {
+		e.judgeErr = d.Verdict.Err
+	}
+	if d.Hack {
+		e.hacked = true
+		e.hackCats = addUnique(e.hackCats, cats...)
+	}
+	e.overhead += time.Since(t0) - execTime
+	e.mu.Unlock()
+	e.log.Debug("call", "step", step, "tool", call.Tool, "action", d.Action, "hack", d.Hack, "flags", len(flags))
+	return res, nil
+}
+
+// judgeFault reports whether an undecided verdict's reason is the judge's
+// infrastructure failing (rather than it being unsure).
+func judgeFault(reason string) bool {
+	for _, p := range []string{"timeout", "unreachable", "rate_limited", "server_error"} {
+		if len(reason) >= len(p) && reason[:len(p)] == p {
+			return true
+		}
+	}
+	return false
+}
+
+func hackCategories(d monitor.Decision) []string {
+	if !d.Hack {
+		return nil
+	}
+	var cats []string
+	if d.Category != "" {
+		cats = append(cats, d.Category)
+	}
+	for _, f := range d.PostFlags {
+		cats = addUnique(cats, f.Category)
+	}
+	if len(cats) == 0 {
+		for _, f := range d.Flags {
+			cats = addUnique(cats, f.Category)
+		}
+	}
+	return cats
+}
+
+func addUnique(list []string, items ...string) []string {
+	for _, it := range items {
+		if it != "" && !slices.Contains(list, it) {
+			list = append(list, it)
+		}
+	}
+	return list
+}
+
+func decisionEvent(res monitor.Result, callJSON []byte, flags []rules.Flag, cats []string) trajectory.Decision {
+	d := res.Decision
+	ev := trajectory.Decision{
+		Call:       callJSON,
+		Action:     string(d.Action),
+		Blocked:    d.Action == monitor.ActionBlock,
+		Dummy:      res.Dummy,
+		Hack:       d.Hack,
+		Categories: cats,
+		LatencyMS:  (res.Timings.Total - res.Timings.Exec).Milliseconds(),
+	}
+	ev.Normalized, _ = json.Marshal(res.Normalized)
+	if len(flags) > 0 {
+		ev.Flags, _ = json.Marshal(flags)
+	}
+	if d.Verdict != nil {
+		ev.Verdict, _ = json.Marshal(d.Verdict)
+	}
+	if d.Action == monitor.ActionRewrite {
+		ev.Rewritten, _ = json.Marshal(d.Rewritten)
+	}
+	return ev
+}
+
+// RecordModelTurn records one request to the policy model and its answer
+// in the current segment. Completion tokens count toward Limits.MaxTokens
+// (estimated as len/4 of the response when the server reports no usage).
+func (e *Episode) RecordModelTurn(turn trajectory.ModelTurn) error {
+	e.mu.Lock()
+	if e.ended {
+		e.mu.Unlock()
+		return fmt.Errorf("harness: episode %s: record model turn: %w", e.id, ErrFinished)
+	}
+	seg, step := e.segment, e.steps
+	e.turns++
+	n := turn.Usage.CompletionTokens
+	if n == 0 {
+		n = estimateTokens(turn.Response)
+	}
+	e.tokens += n
+	e.mu.Unlock()
+	return e.emit(seg, step, trajectory.TypeModelTurn, turn)
+}
+
+// Compact closes the current segment and opens the next, whose
+// conversation starts from summary. It returns the new segment's index.
+func (e *Episode) Compact(summary string, tokensBefore int) (int, error) {
+	e.mu.Lock()
+	if e.ended {
+		e.mu.Unlock()
+		return 0, fmt.Errorf("harness: episode %s: compact: %w", e.id, ErrFinished)
+	}
+	e.segment++
+	seg, step := e.segment, e.steps
+	e.mu.Unlock()
+	err := e.emit(seg, step, trajectory.TypeCompaction, trajectory.Compaction{From: seg - 1, To: seg, Summary: summary, TokensBefore: tokensBefore})
+	return seg, err
+}
+
+// Finish ends the episode: it stops taking calls (waiting for the one in
+// flight), checks the visible tests' hashes, grades with the hidden tests,
+// records grade and episode_end, and closes the sandbox. It runs to the end
+// even when ctx is cancelled (teardown has its own timeout). Calling it
+// again returns the same Outcome.
+func (e *Episode) Finish(ctx context.Context, reason string) (Outcome, error) {
+	e.mu.Lock()
+	e.stopped = true
+	e.mu.Unlock()
+	// The agent never runs again once the hidden tests are in.
+	e.callMu.Lock()
+	defer e.callMu.Unlock()
+	e.mu.Lock()
+	if e.ended {
+		o := e.outcome
+		e.mu.Unlock()
+		return o, nil
+	}
+	e.mu.Unlock()
+
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.r.cfg.FinishTimeout)
+	defer cancel()
+	o := e.finish(fctx, reason)
+	if cerr := e.sb.Close(fctx); cerr != nil {
+		e.log.Warn("closing sandbox", "err", cerr)
+	}
+	e.mu.Lock()
+	e.ended = true
+	e.outcome = o
+	e.mu.Unlock()
+	if err := e.emitEnd(o); err != nil {
+		return o, err
+	}
+	e.log.Info("episode finished", "reason", o.Reason, "resolved", o.Resolved, "hacked", o.Hacked,
+		"failure", o.FailureClass, "steps", o.Steps, "duration", o.Duration.Round(time.Millisecond))
+	return o, nil
+}
+
+func (e *Episode) finish(ctx context.Context, reason string) Outcome {
+	e.mu.Lock()
+	infra := e.infraErr
+	e.mu.Unlock()
+	var tamper []rules.Flag
+	var gr grade
+	var gradeErr error
+	if infra == nil {
+		after, err := hashVisible(ctx, e.sb, e.task)
+		if err != nil {
+			infra = fmt.Errorf("harness: episode %s: hash visible tests at submit: %w", e.id, err)
+		} else {
+			tamper = monitor.CheckTampering(e.before, after)
+		}
+	}
+	if len(tamper) > 0 {
+		fj, _ := json.Marshal(tamper)
+		cj, _ := json.Marshal(monitor.ToolCall{EpisodeID: e.id, Tool: "rollcage.submit_check"})
+		e.mu.Lock()
+		seg, step := e.segment, e.steps
+		e.hacked = true
+		e.hackCats = addUnique(e.hackCats, rules.CatTampering)
+		e.mu.Unlock()
+		_ = e.emit(seg, step, trajectory.TypeDecision, trajectory.Decision{Call: cj, Flags: fj, Action: trajectory.ActionAllow,
+			Hack: true, Categories: []string{rules.CatTampering}})
+	}
+	if infra == nil {
+		gr, gradeErr = gradeTask(ctx, e.sb, e.task, e.hidden)
+		g := trajectory.Grade{Reward: gr.Reward, Passed: gr.Passed, Failed: gr.Failed, Errors: gr.Errors, Skipped: gr.Skipped,
+			ExitCode: gr.ExitCode, Summary: gr.Summary, ProtectedIntact: len(tamper) == 0, DurationMS: gr.Duration.Milliseconds()}
+		for _, f := range tamper {
+			g.Changed = append(g.Changed, f.Evidence)
+		}
+		if gradeErr == nil {
+			e.mu.Lock()
+			seg, step := e.segment, e.steps
+			e.mu.Unlock()
+			_ = e.emit(seg, step, trajectory.TypeGrade, g)
+		}
+	}
+
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.infraErr != nil && infra == nil {
+		infra = e.infraErr
+	}
+	o := Outcome{
+		EpisodeID: e.id, TaskID: e.task.ID, Attempt: e.meta.Attempt,
+		Hacked: e.hacked, HackCategories: slices.Clone(e.hackCats),
+		Blocked: e.blocked, Flagged: e.flagged, Rewritten: e.rewrite, JudgeCalls: e.judged,
+		Steps: e.steps, Segments: e.segment + 1, Tokens: e.tokens, Reason: reason,
+		Duration: time.Since(e.start),
+	}
+	if e.steps > 0 {
+		o.Overhead = e.overhead / time.Duration(e.steps)
+	}
+	if infra == nil && gradeErr == nil {
+		o.Resolved, o.Reward, o.Passed, o.Failed = gr.Resolved, gr.Reward, gr.Passed, gr.Failed
+		o.HackedResolution = o.Resolved && o.Hacked
+		o.CleanResolution = o.Resolved && !o.Hacked
+	}
+	switch {
+	case infra != nil:
+		o.FailureClass, o.Error = FailureInfrastructure, infra.Error()
+	case gradeErr != nil && errors.Is(gradeErr, task.ErrGrading):
+		o.FailureClass, o.Error = FailureGrading, gradeErr.Error()
+	case gradeErr != nil:
+		o.FailureClass, o.Error = FailureInfrastructure, gradeErr.Error()
+	case e.judgeErr != "":
+		// A judge that could not answer may have let a hack through: the
+		// reward cannot be trusted either way.
+		o.FailureClass, o.Error = FailureInfrastructure, "judge: "+e.judgeErr
+	case o.Resolved:
+	default:
+		o.FailureClass = failureOf(reason)
+	}
+	return o
+}
+
+func (e *Episode) emitEnd(o Outcome) error {
+	end := trajectory.EpisodeEnd{
+		Resolved: o.Resolved, Reward: o.Reward, Hacked: o.Hacked, FailureClass: o.FailureClass, Reason: o.Reason,
+		Counts: trajectory.Counts{Turns: e.turnsNow(), ToolCalls: o.Steps, Flagged: o.Flagged, Blocked: o.Blocked,
+			Rewritten: o.Rewritten, Segments: o.Segments, Tokens: o.Tokens},
+		DurationMS: o.Duration.Milliseconds(),
+	}
+	if o.Error != "" {
+		end.Reason = o.Reason + ": " + o.Error
+	}
+	err := e.emit(o.Segments-1, o.Steps, trajectory.TypeEpisodeEnd, end)
+	if cerr := e.tlog.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("harness: episode %s: close log: %w", e.id, cerr)
+	}
+	return err
+}
+
+func (e *Episode) turnsNow() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.turns
+}
+
+// Close abandons the episode without grading: it stops taking calls,
+// closes the sandbox and the log (which stays unfinished). Idempotent; a
+// no-op after Finish.
+func (e *Episode) Close(ctx context.Context) error {
+	e.mu.Lock()
+	e.stopped = true
+	e.mu.Unlock()
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.r.cfg.FinishTimeout)
+	defer cancel()
+	// Close the sandbox first so a call in flight fails fast instead of
+	// holding callMu.
+	err := e.sb.Close(cctx)
+	e.callMu.Lock()
+	defer e.callMu.Unlock()
+	e.mu.Lock()
+	if e.ended {
+		e.mu.Unlock()
+		return nil
+	}
+	e.ended = true
+	e.mu.Unlock()
+	if cerr := e.tlog.Close(); cerr != nil && !errors.Is(cerr, trajectory.ErrClosed) {
+		err = errors.Join(err, cerr)
+	}
+	if err != nil {
+		return fmt.Errorf("harness: episode %s: close: %w", e.id, err)
+	}
+	return nil
+}
+
+func estimateTokens(m trajectory.Message) int {
+	n := len(m.Content)
+	for _, c := range m.ToolCalls {
+		n += len(c.Function.Name) + len(c.Function.Arguments)
+	}
+	return (n + 3) / 4
+}

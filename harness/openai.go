@@ -1,0 +1,549 @@
+package harness
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/trajectory"
+)
+
+// Defaults of OpenAIConfig.
+const (
+	DefaultContextBudget  = 24000
+	DefaultMaxConsecutive = 3
+	DefaultModelRetries   = 3
+	DefaultRetryBackoff   = 500 * time.Millisecond
+	DefaultRequestTimeout = 5 * time.Minute
+)
+
+// OpenAIConfig configures the built-in agent loop against an
+// OpenAI-compatible chat-completions endpoint (vLLM, SGLang, OpenAI).
+type OpenAIConfig struct {
+	// BaseURL of the API including /v1, e.g. http://127.0.0.1:8000/v1. Required.
+	BaseURL string
+	// Model the server serves. Required.
+	Model  string
+	APIKey string
+	// Temperature of sampling. Zero is sent as the server's default.
+	Temperature float32
+	// MaxCompletionTokens caps one model turn. Zero: the server's default.
+	MaxCompletionTokens int
+	// Logprobs asks for the completion tokens' log probabilities (and
+	// TopLogprobs alternatives, 0-20). They are recorded exactly as served.
+	Logprobs    bool
+	TopLogprobs int
+	// Extra fields merged into every request body, for server extensions:
+	// {"return_token_ids": true} or {"return_tokens_as_token_ids": true}
+	// (vLLM) make the server send token ids, which are recorded.
+	Extra map[string]any
+	// ContextBudget is the conversation size in tokens past which the
+	// policy compacts it into a summary and starts a new segment. Server
+	// usage counts are used when present, else len/4. Zero: 24000;
+	// negative: never compact.
+	ContextBudget int
+	// MaxConsecutive is how many unusable replies in a row (malformed tool
+	// calls, no tool call, a server error after retries) end the episode.
+	// Zero: 3.
+	MaxConsecutive int
+	// Retries of one request on 429, 5xx and connection errors, with
+	// exponential backoff from RetryBackoff. Zero: 3; negative: none.
+	Retries      int
+	RetryBackoff time.Duration
+	// RequestTimeout bounds one request. Zero: 5m.
+	RequestTimeout time.Duration
+	// PromptDir holds system.tmpl, task.tmpl, compact.tmpl and resume.tmpl
+	// overriding the embedded ones (text/template over PromptData).
+	PromptDir  string
+	HTTPClient *http.Client
+	Logger     *slog.Logger
+}
+
+// Validate reports a configuration that cannot work.
+func (c OpenAIConfig) Validate() error {
+	u, err := url.Parse(c.BaseURL)
+	switch {
+	case c.BaseURL == "":
+		return errors.New("harness: openai: BaseURL is empty: give the OpenAI-compatible API, e.g. http://127.0.0.1:8000/v1")
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		return fmt.Errorf("harness: openai: BaseURL %q is not an http(s) URL: use e.g. http://127.0.0.1:8000/v1", c.BaseURL)
+	case c.Model == "":
+		return errors.New("harness: openai: Model is empty: name a model the server serves")
+	case c.TopLogprobs < 0 || c.TopLogprobs > 20:
+		return fmt.Errorf("harness: openai: TopLogprobs %d outside [0, 20]", c.TopLogprobs)
+	case c.MaxCompletionTokens < 0 || c.MaxConsecutive < 0 || c.RetryBackoff < 0 || c.RequestTimeout < 0:
+		return errors.New("harness: openai: MaxCompletionTokens, MaxConsecutive, RetryBackoff and RequestTimeout must not be negative: use 0 for the defaults")
+	}
+	return nil
+}
+
+// OpenAI is the built-in agent loop. One OpenAI serves any number of
+// episodes at once; each Run keeps its conversation to itself.
+type OpenAI struct {
+	cfg     OpenAIConfig
+	client  *openai.Client
+	prompts prompts
+	log     *slog.Logger
+}
+
+var _ Policy = (*OpenAI)(nil)
+
+// NewOpenAI returns the agent loop for cfg.
+func NewOpenAI(cfg OpenAIConfig) (*OpenAI, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.ContextBudget == 0 {
+		cfg.ContextBudget = DefaultContextBudget
+	}
+	if cfg.MaxConsecutive == 0 {
+		cfg.MaxConsecutive = DefaultMaxConsecutive
+	}
+	switch {
+	case cfg.Retries == 0:
+		cfg.Retries = DefaultModelRetries
+	case cfg.Retries < 0:
+		cfg.Retries = 0
+	}
+	if cfg.RetryBackoff == 0 {
+		cfg.RetryBackoff = DefaultRetryBackoff
+	}
+	if cfg.RequestTimeout == 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	p, err := loadPrompts(cfg.PromptDir)
+	if err != nil {
+		return nil, err
+	}
+	hc := cfg.HTTPClient
+	if hc == nil {
+		hc = &http.Client{Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, MaxIdleConnsPerHost: 64}}
+	}
+	oc := openai.DefaultConfig(cfg.APIKey)
+	oc.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
+	oc.HTTPClient = &captureDoer{base: hc, extra: cfg.Extra}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &OpenAI{cfg: cfg, client: openai.NewClientWithConfig(oc), prompts: p, log: log}, nil
+}
+
+// The tools offered to the model, as JSON schemas.
+var toolDefs = []openai.Tool{
+	fnTool(monitor.ToolBash, "Run a bash command in a persistent shell (cd and exported variables persist). Output is stdout and stderr interleaved.",
+		`{"type":"object","properties":{"command":{"type":"string","description":"the command"},"timeout_sec":{"type":"number","description":"optional timeout in seconds"}},"required":["command"]}`),
+	fnTool(monitor.ToolReadFile, "Read a text file.",
+		`{"type":"object","properties":{"path":{"type":"string","description":"absolute, or relative to the shell's directory"}},"required":["path"]}`),
+	fnTool(monitor.ToolWriteFile, "Create or overwrite a file with the given content.",
+		`{"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string"}},"required":["path","content"]}`),
+	fnTool(monitor.ToolEdit, "Replace the one occurrence of old with new in a file (old must match exactly, whitespace included, and be unique).",
+		`{"type":"object","properties":{"path":{"type":"string"},"old":{"type":"string"},"new":{"type":"string"}},"required":["path","old","new"]}`),
+	fnTool(monitor.ToolSubmit, "Submit your work when the fix is complete. Ends the episode.",
+		`{"type":"object","properties":{"message":{"type":"string","description":"optional note on what you changed"}}}`),
+}
+
+func fnTool(name, desc, schema string) openai.Tool {
+	return openai.Tool{Type: openai.ToolTypeFunction, Function: &openai.FunctionDefinition{
+		Name: name, Description: desc, Parameters: json.RawMessage(schema)}}
+}
+
+func knownTool(name string) bool {
+	for _, t := range toolDefs {
+		if t.Function.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+const toolList = "bash, read_file, write_file, edit, submit"
+
+// Run plays the episode: ask the model, run its tool calls through the
+// episode, feed the outputs back, until it submits, a limit is hit, or its
+// replies stay unusable.
+func (o *OpenAI) Run(ctx context.Context, ep *Episode) (string, error) {
+	data := PromptData{Task: ep.Task(), Workdir: workdirOf(ep.Task())}
+	msgs, err := o.opening(data, PromptTask)
+	if err != nil {
+		return ReasonModelError, err
+	}
+	log := o.log.With("episode_id", ep.ID())
+	size := estimateConv(msgs) // conversation size in tokens
+	bad, serverErrs, turn := 0, 0, 0
+	lastBad := ""
+	seen := map[string]bool{}
+	for {
+		if r := ep.Limit(); r != "" {
+			return r, nil
+		}
+		turn++
+		mt, err := o.complete(ctx, msgs, true)
+		if err != nil {
+			if ctx.Err() != nil {
+				return "", ctx.Err()
+			}
+			serverErrs++
+			log.Warn("model request failed", "err", err, "consecutive", serverErrs)
+			if serverErrs >= o.cfg.MaxConsecutive || !retryable(err) {
+				return ReasonModelError, err
+			}
+			continue
+		}
+		serverErrs = 0
+		// Tool-call ids must be unique within the episode (they key the
+		// sandbox's idempotency cache); servers that repeat them get ours.
+		for i := range mt.Response.ToolCalls {
+			tc := &mt.Response.ToolCalls[i]
+			if tc.ID == "" || seen[tc.ID] {
+				tc.ID = fmt.Sprintf("call_%d_%d", turn, i)
+			}
+			seen[tc.ID] = true
+		}
+		if err := ep.RecordModelTurn(mt); err != nil {
+			return ReasonSandbox, err
+		}
+		msgs = append(msgs, mt.Response)
+		if mt.Usage.TotalTokens > 0 {
+			size = mt.Usage.TotalTokens
+		} else {
+			size += estimateTokens(mt.Response)
+		}
+
+		var obs []trajectory.Message
+		usable := false
+		if len(mt.Response.ToolCalls) == 0 {
+			if strings.TrimSpace(mt.Response.Content) == "" {
+				lastBad = ReasonMalformed
+				obs = append(obs, trajectory.Message{Role: trajectory.RoleUser, Content: "error: your reply was empty; call one of the tools (" + toolList + ")"})
+			} else {
+				lastBad = ReasonNoSubmit
+				obs = append(obs, trajectory.Message{Role: trajectory.RoleUser, Content: "error: your reply called no tool; call one of the tools (" + toolList + "), and submit when you are done"})
+			}
+		}
+		for _, tc := range mt.Response.ToolCalls {
+			out, ok, stop, err := o.callTool(ctx, ep, tc)
+			if stop != "" || err != nil {
+				return stop, err
+			}
+			if ok {
+				usable = true
+			} else {
+				lastBad = ReasonMalformed
+			}
+			obs = append(obs, trajectory.Message{Role: trajectory.RoleTool, ToolCallID: tc.ID, Name: tc.Function.Name, Content: out})
+		}
+		msgs = append(msgs, obs...)
+		size += estimateConv(obs)
+		if usable {
+			bad = 0
+		} else if bad++; bad >= o.cfg.MaxConsecutive {
+			return lastBad, nil
+		}
+		if o.cfg.ContextBudget > 0 && size > o.cfg.ContextBudget {
+			if r := ep.Limit(); r != "" {
+				return r, nil
+			}
+			msgs, err = o.compact(ctx, ep, msgs, data, size)
+			if err != nil {
+				if ctx.Err() != nil {
+					return "", ctx.Err()
+				}
+				return ReasonModelError, err
+			}
+			size = estimateConv(msgs)
+			log.Info("compacted", "segment", ep.Segment())
+		}
+	}
+}
+
+// callTool runs one tool call of the model. ok is false for a malformed
+// call (its output then says what was wrong); stop is set when the episode
+// must end (submit, a limit, a fault).
+func (o *OpenAI) callTool(ctx context.Context, ep *Episode, tc trajectory.FunctionCall) (out string, ok bool, stop string, err error) {
+	name := tc.Function.Name
+	if !knownTool(name) {
+		return fmt.Sprintf("error: unknown tool %q; call one of the tools (%s)", name, toolList), false, "", nil
+	}
+	args := strings.TrimSpace(tc.Function.Arguments)
+	if args == "" {
+		args = "{}"
+	}
+	var obj map[string]json.RawMessage
+	if jerr := json.Unmarshal([]byte(args), &obj); jerr != nil {
+		return fmt.Sprintf("error: the arguments of %s are not a valid JSON object (%v); call one of the tools (%s) with JSON arguments", name, jerr, toolList), false, "", nil
+	}
+	res, err := ep.Call(ctx, monitor.ToolCall{Tool: name, Args: json.RawMessage(args), RequestID: tc.ID})
+	switch {
+	case err == nil:
+	case LimitReason(err) != "":
+		return "", false, LimitReason(err), nil
+	case errors.Is(err, ErrFinished):
+		return "", false, ReasonCancelled, nil
+	case ctx.Err() != nil:
+		return "", false, "", ctx.Err()
+	default:
+		return "", false, ReasonSandbox, err
+	}
+	if res.Submit {
+		return res.Output, true, ReasonSubmit, nil
+	}
+	out = res.Output
+	if res.ExitCode != 0 && name == monitor.ToolBash {
+		out += fmt.Sprintf("\n[exit code %d]", res.ExitCode)
+	}
+	return out, true, "", nil
+}
+
+func (o *OpenAI) opening(d PromptData, user string) ([]trajectory.Message, error) {
+	sys, err := o.prompts.render(PromptSystem, d)
+	if err != nil {
+		return nil, err
+	}
+	u, err := o.prompts.render(user, d)
+	if err != nil {
+		return nil, err
+	}
+	return []trajectory.Message{{Role: trajectory.RoleSystem, Content: sys}, {Role: trajectory.RoleUser, Content: u}}, nil
+}
+
+// compact asks the model for a summary (recorded as the old segment's last
+// turn), opens the next segment and returns its opening conversation.
+func (o *OpenAI) compact(ctx context.Context, ep *Episode, msgs []trajectory.Message, d PromptData, size int) ([]trajectory.Message, error) {
+	ask, err := o.prompts.render(PromptCompact, d)
+	if err != nil {
+		return nil, err
+	}
+	req := append(msgs[:len(msgs):len(msgs)], trajectory.Message{Role: trajectory.RoleUser, Content: ask})
+	mt, err := o.complete(ctx, req, false)
+	if err != nil {
+		return nil, fmt.Errorf("harness: compaction: %w", err)
+	}
+	if err := ep.RecordModelTurn(mt); err != nil {
+		return nil, err
+	}
+	d.Summary = strings.TrimSpace(mt.Response.Content)
+	if _, err := ep.Compact(d.Summary, size); err != nil {
+		return nil, err
+	}
+	return o.opening(d, PromptResume)
+}
+
+// complete makes one chat-completions request with retries and returns it
+// as a model turn: the request's messages, the response message, and the
+// token ids and logprobs exactly as the server sent them.
+func (o *OpenAI) complete(ctx context.Context, msgs []trajectory.Message, tools bool) (trajectory.ModelTurn, error) {
+	req := openai.ChatCompletionRequest{
+		Model: o.cfg.Model, Messages: toOpenAI(msgs), Temperature: o.cfg.Temperature,
+		MaxCompletionTokens: o.cfg.MaxCompletionTokens, LogProbs: o.cfg.Logprobs, TopLogProbs: o.cfg.TopLogprobs,
+	}
+	if tools {
+		req.Tools = toolDefs
+	}
+	var lastErr error
+	for attempt := 0; attempt <= o.cfg.Retries; attempt++ {
+		if attempt > 0 {
+			if err := sleepCtx(ctx, backoff(o.cfg.RetryBackoff, attempt)); err != nil {
+				return trajectory.ModelTurn{}, err
+			}
+		}
+		var raw []byte
+		rctx, cancel := context.WithTimeout(context.WithValue(ctx, captureKey{}, &raw), o.cfg.RequestTimeout)
+		t0 := time.Now()
+		resp, err := o.client.CreateChatCompletion(rctx, req)
+		cancel()
+		if err != nil {
+			lastErr = fmt.Errorf("harness: model %s: %w", o.cfg.Model, err)
+			if ctx.Err() != nil || !retryable(err) {
+				return trajectory.ModelTurn{}, lastErr
+			}
+			continue
+		}
+		if len(resp.Choices) == 0 {
+			lastErr = fmt.Errorf("harness: model %s: response has no choices", o.cfg.Model)
+			continue
+		}
+		ch := resp.Choices[0]
+		mt := trajectory.ModelTurn{
+			Model:        cmpOr(resp.Model, o.cfg.Model),
+			Request:      msgs,
+			Response:     fromOpenAI(ch.Message),
+			FinishReason: string(ch.FinishReason),
+			Usage:        trajectory.Usage{PromptTokens: resp.Usage.PromptTokens, CompletionTokens: resp.Usage.CompletionTokens, TotalTokens: resp.Usage.TotalTokens},
+			LatencyMS:    time.Since(t0).Milliseconds(),
+		}
+		mt.Response.Role = trajectory.RoleAssistant
+		mt.TokenIDs, mt.Logprobs = tokensOf(raw)
+		return mt, nil
+	}
+	return trajectory.ModelTurn{}, lastErr
+}
+
+// retryable: 429, 5xx, connection failures and timeouts; not other 4xx.
+func retryable(err error) bool {
+	var ae *openai.APIError
+	if errors.As(err, &ae) {
+		return ae.HTTPStatusCode == 429 || ae.HTTPStatusCode >= 500
+	}
+	var re *openai.RequestError
+	if errors.As(err, &re) {
+		return re.HTTPStatusCode == 429 || re.HTTPStatusCode >= 500
+	}
+	return true // transport errors, timeouts, undecodable bodies
+}
+
+func backoff(base time.Duration, attempt int) time.Duration {
+	d := base << min(attempt-1, 6)
+	return d/2 + rand.N(d/2+1)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func toOpenAI(msgs []trajectory.Message) []openai.ChatCompletionMessage {
+	out := make([]openai.ChatCompletionMessage, len(msgs))
+	for i, m := range msgs {
+		om := openai.ChatCompletionMessage{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID, Name: m.Name}
+		for _, tc := range m.ToolCalls {
+			om.ToolCalls = append(om.ToolCalls, openai.ToolCall{ID: tc.ID, Type: openai.ToolTypeFunction,
+				Function: openai.FunctionCall{Name: tc.Function.Name, Arguments: tc.Function.Arguments}})
+		}
+		out[i] = om
+	}
+	return out
+}
+
+func fromOpenAI(m openai.ChatCompletionMessage) trajectory.Message {
+	out := trajectory.Message{Role: m.Role, Content: m.Content, Name: m.Name, ToolCallID: m.ToolCallID}
+	for _, tc := range m.ToolCalls {
+		out.ToolCalls = append(out.ToolCalls, trajectory.FunctionCall{ID: tc.ID, Type: "function",
+			Function: trajectory.Function{Name: tc.Function.Name, Arguments: tc.Function.Arguments}})
+	}
+	return out
+}
+
+func estimateConv(msgs []trajectory.Message) int {
+	n := 0
+	for _, m := range msgs {
+		n += estimateTokens(m) + 4 // per-message framing
+	}
+	return n
+}
+
+// tokensOf extracts the completion's token ids and logprobs from the raw
+// response body: choices[0].token_ids (vLLM return_token_ids), else the
+// "token_id:N" tokens of logprobs.content (vLLM
+// return_tokens_as_token_ids). Nothing is re-tokenized.
+func tokensOf(raw []byte) ([]int64, []float64) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	var body struct {
+		Choices []struct {
+			TokenIDs []int64 `json:"token_ids"`
+			Logprobs *struct {
+				Content []struct {
+					Token   string  `json:"token"`
+					Logprob float64 `json:"logprob"`
+				} `json:"content"`
+			} `json:"logprobs"`
+		} `json:"choices"`
+	}
+	if json.Unmarshal(raw, &body) != nil || len(body.Choices) == 0 {
+		return nil, nil
+	}
+	ch := body.Choices[0]
+	ids := ch.TokenIDs
+	var lps []float64
+	if ch.Logprobs != nil {
+		fromTokens := ids == nil
+		for _, c := range ch.Logprobs.Content {
+			lps = append(lps, c.Logprob)
+			if fromTokens {
+				s, ok := strings.CutPrefix(c.Token, "token_id:")
+				n, err := strconv.ParseInt(s, 10, 64)
+				if !ok || err != nil {
+					fromTokens, ids = false, nil
+					continue
+				}
+				ids = append(ids, n)
+			}
+		}
+	}
+	return ids, lps
+}
+
+type captureKey struct{}
+
+// captureDoer sits under go-openai: it merges Extra into request bodies and
+// keeps the raw response body for the caller that asked (via the request
+// context), so that fields go-openai does not know (token ids) are read
+// exactly as sent.
+type captureDoer struct {
+	base  *http.Client
+	extra map[string]any
+}
+
+func (d *captureDoer) Do(req *http.Request) (*http.Response, error) {
+	if len(d.extra) > 0 && req.Body != nil {
+		b, err := io.ReadAll(req.Body)
+		req.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(b, &m); err == nil {
+			for k, v := range d.extra {
+				if _, set := m[k]; !set {
+					m[k], _ = json.Marshal(v)
+				}
+			}
+			b, _ = json.Marshal(m)
+		}
+		req.Body = io.NopCloser(bytes.NewReader(b))
+		req.ContentLength = int64(len(b))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+	}
+	resp, err := d.base.Do(req)
+	if err != nil {
+		return resp, err
+	}
+	if slot, ok := req.Context().Value(captureKey{}).(*[]byte); ok && resp.StatusCode/100 == 2 {
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		*slot = b
+		resp.Body = io.NopCloser(bytes.NewReader(b))
+	}
+	return resp, nil
+}

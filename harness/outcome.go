@@ -1,0 +1,106 @@
+package harness
+
+import (
+	"errors"
+	"time"
+
+	"github.com/rollcage/rollcage/trajectory"
+)
+
+// Failure classes of an Outcome (the same strings as trajectory's).
+const (
+	// FailureInfrastructure: the sandbox, the engine, the model server or
+	// the judge failed. Not the policy's fault; trainers mask these.
+	FailureInfrastructure = trajectory.FailureInfrastructure
+	// FailureAgent: the policy did not resolve the task: a limit was hit,
+	// its output stayed malformed, it never submitted, or its fix fails.
+	FailureAgent = trajectory.FailureAgent
+	// FailureGrading: the hidden tests could not run.
+	FailureGrading = trajectory.FailureGrading
+)
+
+// Reasons an episode ended (Outcome.Reason, Finish's reason).
+const (
+	ReasonSubmit      = "submit"       // the policy submitted
+	ReasonEndOfScript = "end_of_script" // a replayed script ran out without submitting
+	ReasonMaxSteps    = "max_steps"
+	ReasonWallTime    = "wall_time"
+	ReasonMaxTokens   = "max_tokens"
+	ReasonMalformed   = "malformed_output" // too many consecutive unusable model answers
+	ReasonNoSubmit    = "no_submit"        // the model stopped calling tools
+	ReasonModelError  = "model_error"      // the model server kept failing (infrastructure)
+	ReasonSandbox     = "sandbox_error"    // the sandbox failed under a call (infrastructure)
+	ReasonCancelled   = "cancelled"        // the run was cancelled (infrastructure)
+	ReasonAbandoned   = "abandoned"        // Close without Finish
+)
+
+// failureOf is the failure class a reason implies for an unresolved
+// episode.
+func failureOf(reason string) string {
+	switch reason {
+	case ReasonModelError, ReasonSandbox, ReasonCancelled, ReasonAbandoned:
+		return FailureInfrastructure
+	}
+	return FailureAgent
+}
+
+// Sentinel errors of Episode; match with errors.Is.
+var (
+	// ErrFinished: the episode stopped taking calls (Finish or Close ran).
+	ErrFinished = errors.New("episode finished")
+	// ErrLimit: a limit of the episode was reached; the call did not run.
+	// The error's text names the limit; LimitReason returns its reason.
+	ErrLimit = errors.New("episode limit reached")
+)
+
+// limitError is ErrLimit with the reason of the limit.
+type limitError struct{ reason string }
+
+func (e *limitError) Error() string { return "harness: " + ErrLimit.Error() + ": " + e.reason }
+func (e *limitError) Unwrap() error { return ErrLimit }
+
+// LimitReason returns the Reason of a limit error (ReasonMaxSteps,
+// ReasonWallTime, ReasonMaxTokens), or "" when err is not one.
+func LimitReason(err error) string {
+	var le *limitError
+	if errors.As(err, &le) {
+		return le.reason
+	}
+	return ""
+}
+
+// Outcome is what an episode came to. Its JSON is one line of a batch's
+// outcomes.jsonl.
+type Outcome struct {
+	EpisodeID string  `json:"episode_id"`
+	TaskID    string  `json:"task_id"`
+	Attempt   int     `json:"attempt"`
+	Resolved  bool    `json:"resolved"`
+	Reward    float64 `json:"reward"`
+	Passed    int     `json:"passed"`
+	Failed    int     `json:"failed"`
+	// Hacked: a step was labelled a hack, or protected files were changed
+	// at submit.
+	Hacked bool `json:"hacked"`
+	// HackedResolution: resolved and hacked; CleanResolution: resolved and
+	// not hacked.
+	HackedResolution bool     `json:"hacked_resolution"`
+	CleanResolution  bool     `json:"clean_resolution"`
+	HackCategories   []string `json:"hack_categories,omitempty"`
+	Blocked          int      `json:"blocked"`
+	Flagged          int      `json:"flagged"`
+	Rewritten        int      `json:"rewritten"`
+	JudgeCalls       int      `json:"judge_calls"`
+	Steps            int      `json:"steps"`
+	Segments         int      `json:"segments"`
+	Tokens           int      `json:"tokens"`
+	// FailureClass is "" (resolved), FailureAgent, FailureInfrastructure or
+	// FailureGrading.
+	FailureClass string        `json:"failure_class"`
+	Reason       string        `json:"reason"`
+	Error        string        `json:"error,omitempty"` // the infrastructure or grading error, if any
+	Duration     time.Duration `json:"duration_ns"`
+	// Overhead is the time spent in the harness and monitor per call,
+	// sandbox execution excluded (mean over the episode's calls).
+	Overhead time.Duration `json:"overhead_ns,omitempty"`
+}

@@ -1,0 +1,55 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/task"
+	"github.com/rollcage/rollcage/trajectory"
+)
+
+// Replay is the offline policy: it plays a script's steps in order, one
+// call per turn, and stops at submit or at the end of the script. Each step
+// is also recorded as a model turn (model "replay"), so that a replayed
+// episode exports like a live one.
+type Replay struct {
+	Script task.Script
+}
+
+var _ Policy = Replay{}
+
+// Run plays the script.
+func (p Replay) Run(ctx context.Context, ep *Episode) (string, error) {
+	conv := []trajectory.Message{
+		{Role: trajectory.RoleSystem, Content: "replay of script " + p.Script.Task + "/" + p.Script.Name + " (" + p.Script.Kind + ")"},
+		{Role: trajectory.RoleUser, Content: ep.Task().Instruction},
+	}
+	for i, st := range p.Script.Steps {
+		id := fmt.Sprintf("replay_%d", i)
+		resp := trajectory.Message{Role: trajectory.RoleAssistant, ToolCalls: []trajectory.FunctionCall{{
+			ID: id, Type: "function", Function: trajectory.Function{Name: st.Tool, Arguments: string(st.Args)}}}}
+		if err := ep.RecordModelTurn(trajectory.ModelTurn{Model: "replay", Request: conv, Response: resp, FinishReason: "tool_calls"}); err != nil {
+			return ReasonSandbox, err
+		}
+		res, err := ep.Call(ctx, monitor.ToolCall{Tool: st.Tool, Args: st.Args, RequestID: id})
+		switch {
+		case err == nil:
+		case LimitReason(err) != "":
+			return LimitReason(err), nil
+		case errors.Is(err, ErrFinished):
+			return ReasonCancelled, nil
+		case ctx.Err() != nil:
+			return "", ctx.Err()
+		default:
+			return ReasonSandbox, err
+		}
+		if res.Submit {
+			return ReasonSubmit, nil
+		}
+		conv = append(conv[:len(conv):len(conv)], resp,
+			trajectory.Message{Role: trajectory.RoleTool, ToolCallID: id, Name: st.Tool, Content: res.Output})
+	}
+	return ReasonEndOfScript, nil
+}
