@@ -211,7 +211,7 @@ func jsonError(err error) error {
 	var typ *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &syn):
-		return fmt.Errorf("invalid JSON at byte %d: %s", syn.Offset, strings.TrimPrefix(syn.Error(), "json: "))
+		return fmt.Errorf("invalid JSON near byte %d: %s", syn.Offset, strings.TrimPrefix(syn.Error(), "json: "))
 	case errors.As(err, &typ):
 		return &FieldError{typ.Field, fmt.Sprintf("must be %s, not %s", typ.Type, typ.Value)}
 	case errors.Is(err, io.ErrUnexpectedEOF):

@@ -10,14 +10,16 @@ import (
 // path.Match syntax per segment, plus "**", which matches any number of
 // segments (none included). A pattern without a slash matches a base name
 // at any depth, as in .gitignore. Absolute patterns match absolute names;
-// relative ones match names relative to the workdir.
+// relative ones match names relative to the workdir; a pattern starting
+// with ** matches both.
 func Match(pattern, name string) bool {
 	name = path.Clean(name)
 	if !strings.Contains(pattern, "/") {
 		ok, _ := path.Match(pattern, path.Base(name))
 		return ok
 	}
-	if strings.HasPrefix(pattern, "/") != strings.HasPrefix(name, "/") {
+	// A leading ** matches any prefix, absolute or not.
+	if !strings.HasPrefix(pattern, "**") && strings.HasPrefix(pattern, "/") != strings.HasPrefix(name, "/") {
 		return false
 	}
 	p := strings.Split(strings.Trim(pattern, "/"), "/")
