@@ -66,16 +66,7 @@ func cmdName(n Normalized) string {
 
 // missingDummy answers as the command would for a path that does not exist.
 func missingDummy(n Normalized, d Decision) (string, int) {
-	target := ""
-	for _, fl := range d.Flags {
-		if strings.HasPrefix(fl.Evidence, "/") {
-			target = strings.Fields(fl.Evidence)[0]
-			break
-		}
-	}
-	if target == "" {
-		target = firstOr(n.Reads, firstOr(n.Lists, ""))
-	}
+	target := protectedTarget(n, d.Flags)
 	name := cmdName(n)
 	for _, c := range n.Commands {
 		for _, a := range c.Argv[1:] {
@@ -100,6 +91,33 @@ func missingDummy(n Normalized, d Decision) (string, int) {
 		return fmt.Sprintf("Traceback (most recent call last):\n  File \"<string>\", line 1, in <module>\nFileNotFoundError: [Errno 2] No such file or directory: '%s'", target), 1
 	}
 	return fmt.Sprintf("%s: %s: No such file or directory", name, target), 1
+}
+
+// protectedTarget is the path a blocked call reached for: the first path it
+// reads or lists that a flag names (exactly or as a parent), else the first
+// path a flag names, else the first it reads.
+func protectedTarget(n Normalized, flags []rules.Flag) string {
+	var named []string
+	for _, f := range flags {
+		for _, ev := range strings.Fields(f.Evidence) {
+			if strings.HasPrefix(ev, "/") {
+				named = append(named, ev)
+			}
+		}
+	}
+	for _, list := range [][]string{n.Reads, n.Lists} {
+		for _, p := range list {
+			for _, ev := range named {
+				if p == ev || strings.HasPrefix(p, strings.TrimSuffix(ev, "/")+"/") {
+					return p
+				}
+			}
+		}
+	}
+	if len(named) > 0 {
+		return named[0]
+	}
+	return firstOr(n.Reads, firstOr(n.Lists, ""))
 }
 
 // networkDummy answers as the client would for a 404 or an unknown repo.

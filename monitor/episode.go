@@ -1,10 +1,12 @@
 package monitor
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -110,6 +112,7 @@ func (e *Episode) Handle(ctx context.Context, call ToolCall) (Result, error) {
 		return res, fmt.Errorf("monitor: episode %s step %d: rules: %w", e.id, step, err)
 	}
 	res.Timings.Rules = time.Since(t0)
+	sortFlags(flags)
 	res.Decision.Flags = flags
 
 	t0 = time.Now()
@@ -198,14 +201,33 @@ func (e *Episode) block(res *Result) {
 	}
 }
 
-// topFlag is the flag that decides: certain before suspicious, then first.
+// topFlag is the flag that decides: certain before suspicious, then by
+// the category whose failure the policy would see first (a curl of a
+// reference URL piped into git apply fails at the network).
 func topFlag(flags []rules.Flag) rules.Flag {
-	for _, f := range flags {
-		if f.Severity == rules.Certain {
-			return f
+	best := flags[0]
+	for _, f := range flags[1:] {
+		if rank(f) < rank(best) {
+			best = f
 		}
 	}
-	return flags[0]
+	return best
+}
+
+var categoryOrder = []string{rules.CatNetwork, rules.CatProtected, rules.CatHistory, rules.CatProbing,
+	rules.CatTampering, rules.CatEvaluator, rules.CatSpecialCase, rules.CatChained}
+
+func rank(f rules.Flag) int {
+	r := len(categoryOrder)
+	for i, c := range categoryOrder {
+		if c == f.Category {
+			r = i
+		}
+	}
+	if f.Severity != rules.Certain {
+		r += 100
+	}
+	return r
 }
 
 func onlyCategory(flags []rules.Flag, cat string) bool {
@@ -300,10 +322,10 @@ func CheckTampering(before, after map[string]string) []rules.Flag {
 	return flags
 }
 
+// sortFlags orders flags by rule, then evidence, so a set computed by the
+// rules always comes out the same way.
 func sortFlags(f []rules.Flag) {
-	for i := 1; i < len(f); i++ {
-		for j := i; j > 0 && f[j].Evidence < f[j-1].Evidence; j-- {
-			f[j], f[j-1] = f[j-1], f[j]
-		}
-	}
+	slices.SortFunc(f, func(a, b rules.Flag) int {
+		return cmp.Or(strings.Compare(a.Rule, b.Rule), strings.Compare(a.Evidence, b.Evidence))
+	})
 }

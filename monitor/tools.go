@@ -20,6 +20,11 @@ const toolSession = "rollcage-tools"
 // execute runs the call in the sandbox unless it was blocked, and sets the
 // output the policy sees. Only sandbox failures are errors.
 func (e *Episode) execute(ctx context.Context, res *Result) error {
+	if msg := argsError(res.Call); msg != "" {
+		// Nothing runs, blocked or not; the policy learns how to call the tool.
+		res.Output, res.ExitCode = msg, 2
+		return nil
+	}
 	if res.Decision.Action == ActionBlock {
 		res.Output, res.ExitCode = dummyOutput(res.Call, res.Normalized, res.Decision, e.facts)
 		res.Dummy = true
@@ -152,6 +157,31 @@ func (e *Episode) run(ctx context.Context, res *Result) error {
 		res.Output, res.ExitCode = fmt.Sprintf("error: unknown tool %q; the tools are bash, read_file, write_file, edit, list_dir, submit", call.Tool), 2
 	}
 	return nil
+}
+
+// argsError says what is wrong with a known tool's arguments, or "".
+func argsError(call ToolCall) string {
+	var v any
+	switch call.Tool {
+	case ToolBash:
+		v = new(BashArgs)
+	case ToolReadFile:
+		v = new(ReadFileArgs)
+	case ToolWriteFile:
+		v = new(WriteFileArgs)
+	case ToolEdit:
+		v = new(EditArgs)
+	case ToolListDir:
+		v = new(ListDirArgs)
+	case ToolSubmit:
+		v = new(SubmitArgs)
+	default:
+		return ""
+	}
+	if err := strictArgs(call.Args, v); err != nil {
+		return fmt.Sprintf("error: invalid arguments for %s: %v", call.Tool, err)
+	}
+	return ""
 }
 
 // strictArgs decodes a tool's JSON arguments, rejecting unknown fields so
