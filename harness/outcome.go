@@ -21,7 +21,7 @@ const (
 
 // Reasons an episode ended (Outcome.Reason, Finish's reason).
 const (
-	ReasonSubmit      = "submit"       // the policy submitted
+	ReasonSubmit      = "submit"        // the policy submitted
 	ReasonEndOfScript = "end_of_script" // a replayed script ran out without submitting
 	ReasonMaxSteps    = "max_steps"
 	ReasonWallTime    = "wall_time"

@@ -1,0 +1,371 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/rollcage/rollcage/trajectory"
+)
+
+// reply is one scripted answer of the fake chat-completions server.
+type reply struct {
+	status    int // 0: 200
+	content   string
+	calls     [][3]string // id, name, arguments
+	usage     *[3]int     // prompt, completion, total
+	tokenIDs  []int64     // sent as choices[0].token_ids
+	logprobs  []float64   // sent as logprobs.content[].logprob
+	asTokenID bool        // logprobs tokens are "token_id:N" for tokenIDs instead
+}
+
+// fakeLLM is an OpenAI-compatible server speaking the real wire format,
+// answering with its script in order (the last reply repeats).
+type fakeLLM struct {
+	t       testing.TB
+	replies []reply
+	srv     *httptest.Server
+
+	mu   sync.Mutex
+	reqs []map[string]any // request bodies; guarded by mu
+}
+
+func newFakeLLM(t testing.TB, replies ...reply) *fakeLLM {
+	f := &fakeLLM{t: t, replies: replies}
+	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *fakeLLM) url() string { return f.srv.URL + "/v1" }
+
+func (f *fakeLLM) requests() []map[string]any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.reqs)
+}
+
+func (f *fakeLLM) serve(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/v1/chat/completions" || r.Method != http.MethodPost {
+		http.Error(w, "not found", http.StatusNotFound)
+		return
+	}
+	var body map[string]any
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	f.mu.Lock()
+	n := len(f.reqs)
+	f.reqs = append(f.reqs, body)
+	f.mu.Unlock()
+	rp := f.replies[min(n, len(f.replies)-1)]
+	if rp.status != 0 && rp.status != 200 {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(rp.status)
+		fmt.Fprintf(w, `{"error":{"message":"scripted failure %d","type":"server_error","code":null}}`, rp.status)
+		return
+	}
+	msg := map[string]any{"role": "assistant", "content": rp.content}
+	finish := "stop"
+	if len(rp.calls) > 0 {
+		var tcs []any
+		for _, c := range rp.calls {
+			tcs = append(tcs, map[string]any{"id": c[0], "type": "function", "function": map[string]any{"name": c[1], "arguments": c[2]}})
+		}
+		msg["tool_calls"] = tcs
+		finish = "tool_calls"
+	}
+	choice := map[string]any{"index": 0, "message": msg, "finish_reason": finish}
+	if rp.tokenIDs != nil && !rp.asTokenID {
+		choice["token_ids"] = rp.tokenIDs
+	}
+	if rp.logprobs != nil {
+		var content []any
+		for i, lp := range rp.logprobs {
+			tok := fmt.Sprintf("t%d", i)
+			if rp.asTokenID {
+				tok = fmt.Sprintf("token_id:%d", rp.tokenIDs[i])
+			}
+			content = append(content, map[string]any{"token": tok, "logprob": lp, "top_logprobs": []any{}})
+		}
+		choice["logprobs"] = map[string]any{"content": content}
+	}
+	resp := map[string]any{"id": fmt.Sprintf("chatcmpl-%d", n), "object": "chat.completion", "created": 1, "model": "fake-model",
+		"choices": []any{choice}}
+	if rp.usage != nil {
+		resp["usage"] = map[string]any{"prompt_tokens": rp.usage[0], "completion_tokens": rp.usage[1], "total_tokens": rp.usage[2]}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(resp)
+}
+
+func toolCall(id, name, args string) reply { return reply{calls: [][3]string{{id, name, args}}} }
+
+// lastMessage returns the role and content of a request's last message.
+func lastMessage(t testing.TB, body map[string]any) (string, string) {
+	t.Helper()
+	msgs, _ := body["messages"].([]any)
+	if len(msgs) == 0 {
+		t.Fatalf("request without messages: %v", body)
+	}
+	m := msgs[len(msgs)-1].(map[string]any)
+	c, _ := m["content"].(string)
+	return m["role"].(string), c
+}
+
+func newTestOpenAI(t testing.TB, llm *fakeLLM, mod func(*OpenAIConfig)) *OpenAI {
+	t.Helper()
+	cfg := OpenAIConfig{BaseURL: llm.url(), Model: "fake-model", Retries: -1, RetryBackoff: time.Millisecond}
+	if mod != nil {
+		mod(&cfg)
+	}
+	p, err := NewOpenAI(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestOpenAILoopRecoversFromBadOutput(t *testing.T) {
+	submit := toolCall("call_s", "submit", `{"message":"done"}`)
+	submit.tokenIDs, submit.logprobs, submit.asTokenID = []int64{7, 8}, []float64{-1.5, -0.0625}, true
+	good := toolCall("call_b", "bash", `{"command":"echo hi"}`)
+	good.tokenIDs, good.logprobs = []int64{101, 102, 103}, []float64{-0.5, -0.25, -0.125}
+	good.usage = &[3]int{50, 3, 53}
+	cut := toolCall("call_1", "bash", `{"command": "echo hi"`)
+	cut.usage = &[3]int{40, 2, 42}
+	unknown := toolCall("call_2", "browse", `{"url":"x"}`)
+	unknown.usage = &[3]int{45, 4, 49}
+	submit.usage = &[3]int{60, 5, 65}
+	llm := newFakeLLM(t,
+		reply{status: 500},
+		cut,                              // JSON cut short
+		unknown,                          // unknown tool
+		reply{usage: &[3]int{47, 1, 48}}, // empty message
+		good,
+		submit,
+	)
+	p := newTestOpenAI(t, llm, func(c *OpenAIConfig) {
+		c.MaxConsecutive = 4
+		c.Logprobs, c.TopLogprobs = true, 2
+		c.Extra = map[string]any{"return_token_ids": true}
+	})
+	be := &fakeBackend{}
+	r, st := testRunner(t, be, Limits{})
+	o, err := r.Run(context.Background(), fakeTask, fakeHidden, EpisodeMeta{Model: "fake-model"}, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Outcome{TaskID: fakeTask.ID, Resolved: true, Reward: 1, Passed: 3, CleanResolution: true,
+		Steps: 2, Segments: 1, Tokens: 2 + 4 + 1 + 3 + 5, Reason: ReasonSubmit}
+	ignore := cmpIgnoreOutcome()
+	if diff := cmp.Diff(want, o, ignore); diff != "" {
+		t.Errorf("outcome (-want +got):\n%s", diff)
+	}
+
+	reqs := llm.requests()
+	if len(reqs) != 6 {
+		t.Fatalf("got %d requests, want 6", len(reqs))
+	}
+	for i, body := range reqs {
+		if body["return_token_ids"] != true || body["logprobs"] != true || body["top_logprobs"] != float64(2) {
+			t.Errorf("request %d: extras and logprobs not sent: %v %v %v", i, body["return_token_ids"], body["logprobs"], body["top_logprobs"])
+		}
+		var names []string
+		for _, tl := range body["tools"].([]any) {
+			names = append(names, tl.(map[string]any)["function"].(map[string]any)["name"].(string))
+		}
+		if diff := cmp.Diff([]string{"bash", "read_file", "write_file", "edit", "submit"}, names); diff != "" {
+			t.Errorf("request %d tools (-want +got):\n%s", i, diff)
+		}
+	}
+	observations := []struct {
+		req      int
+		role     string
+		contains string
+	}{
+		{2, "tool", "error: the arguments of bash are not a valid JSON object"},
+		{3, "tool", `error: unknown tool "browse"; call one of the tools`},
+		{4, "user", "error: your reply was empty; call one of the tools"},
+		{5, "tool", "hi\n"},
+	}
+	for _, ob := range observations {
+		role, content := lastMessage(t, reqs[ob.req])
+		if role != ob.role || !strings.Contains(content, ob.contains) {
+			t.Errorf("request %d: last message %s %q, want %s containing %q", ob.req, role, content, ob.role, ob.contains)
+		}
+	}
+	if got := be.created[0].agentExecs(); !slices.Equal(got, []string{"echo hi"}) {
+		t.Errorf("sandbox ran %q, want only the one well-formed call", got)
+	}
+
+	// Token ids and logprobs are recorded exactly as served.
+	var got [][2]any
+	for _, ev := range events(t, st, o.EpisodeID) {
+		if ev.Type != trajectory.TypeModelTurn {
+			continue
+		}
+		var mt trajectory.ModelTurn
+		if err := ev.Decode(&mt); err != nil {
+			t.Fatal(err)
+		}
+		if mt.TokenIDs != nil || mt.Logprobs != nil {
+			got = append(got, [2]any{mt.TokenIDs, mt.Logprobs})
+		}
+	}
+	wantTok := [][2]any{
+		{[]int64{101, 102, 103}, []float64{-0.5, -0.25, -0.125}},
+		{[]int64{7, 8}, []float64{-1.5, -0.0625}},
+	}
+	if diff := cmp.Diff(wantTok, got); diff != "" {
+		t.Errorf("recorded tokens (-want +got):\n%s", diff)
+	}
+}
+
+// cmpIgnoreOutcome ignores what varies between runs.
+func cmpIgnoreOutcome() cmp.Option {
+	return cmp.FilterPath(func(p cmp.Path) bool {
+		switch p.Last().String() {
+		case ".EpisodeID", ".Duration", ".Overhead":
+			return true
+		}
+		return false
+	}, cmp.Ignore())
+}
+
+func TestOpenAIStops(t *testing.T) {
+	bash := toolCall("c", "bash", `{"command":"echo again"}`)
+	bash.usage = &[3]int{100, 100, 200}
+	tests := []struct {
+		name     string
+		replies  []reply
+		limits   Limits
+		retries  int
+		reason   string
+		failure  string
+		steps    int
+		requests int
+	}{
+		{"malformed thrice", []reply{toolCall("c", "nope", "{}")}, Limits{}, -1, ReasonMalformed, FailureAgent, 0, 3},
+		{"talks without tools", []reply{{content: "I think it works now."}}, Limits{}, -1, ReasonNoSubmit, FailureAgent, 0, 3},
+		{"server down", []reply{{status: 503}}, Limits{}, 1, ReasonModelError, FailureInfrastructure, 0, 6},
+		{"bad request", []reply{{status: 400}}, Limits{}, 1, ReasonModelError, FailureInfrastructure, 0, 1},
+		{"max steps", []reply{bash}, Limits{MaxSteps: 2}, -1, ReasonMaxSteps, FailureAgent, 2, 2},
+		{"max tokens", []reply{bash}, Limits{MaxTokens: 150}, -1, ReasonMaxTokens, FailureAgent, 1, 2},
+		{"wall time", []reply{bash}, Limits{WallTime: time.Nanosecond}, -1, ReasonWallTime, FailureAgent, 0, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			llm := newFakeLLM(t, tc.replies...)
+			p := newTestOpenAI(t, llm, func(c *OpenAIConfig) { c.Retries = tc.retries })
+			be := &fakeBackend{passed: func(*fakeSandbox) bool { return false }}
+			r, st := testRunner(t, be, tc.limits)
+			o, err := r.Run(context.Background(), fakeTask, fakeHidden, EpisodeMeta{}, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o.Reason != tc.reason || o.FailureClass != tc.failure || o.Steps != tc.steps {
+				t.Errorf("outcome reason %q failure %q steps %d, want %q %q %d (error %q)", o.Reason, o.FailureClass, o.Steps,
+					tc.reason, tc.failure, tc.steps, o.Error)
+			}
+			if n := len(llm.requests()); n != tc.requests {
+				t.Errorf("%d requests, want %d", n, tc.requests)
+			}
+			types := eventTypes(events(t, st, o.EpisodeID))
+			if types[len(types)-1] != trajectory.TypeEpisodeEnd {
+				t.Errorf("last event %s, want episode_end", types[len(types)-1])
+			}
+			// Still graded, unless the failure was the infrastructure's.
+			graded := slices.Contains(types, trajectory.TypeGrade)
+			if graded != (tc.failure != FailureInfrastructure) || graded != be.created[0].graded {
+				t.Errorf("graded %v (hidden tests copied %v), want %v", graded, be.created[0].graded, tc.failure != FailureInfrastructure)
+			}
+		})
+	}
+}
+
+func TestOpenAICompaction(t *testing.T) {
+	one := toolCall("c1", "bash", `{"command":"echo one"}`)
+	one.usage = &[3]int{90, 10, 100}
+	two := toolCall("c2", "bash", `{"command":"echo two"}`)
+	two.usage = &[3]int{330, 20, 350}
+	summary := reply{content: "SUMMARY: ran echo one and echo two; nothing left but to submit.", usage: &[3]int{380, 15, 395}}
+	submit := toolCall("c3", "submit", `{}`)
+	submit.tokenIDs, submit.logprobs = []int64{5, 6}, []float64{-0.5, -0.5}
+	llm := newFakeLLM(t, one, two, summary, submit)
+	p := newTestOpenAI(t, llm, func(c *OpenAIConfig) { c.ContextBudget = 300 })
+	r, st := testRunner(t, &fakeBackend{}, Limits{})
+	o, err := r.Run(context.Background(), fakeTask, fakeHidden, EpisodeMeta{}, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Reason != ReasonSubmit || o.Segments != 2 || !o.Resolved {
+		t.Fatalf("outcome: reason %q segments %d resolved %v, want submit 2 true", o.Reason, o.Segments, o.Resolved)
+	}
+	reqs := llm.requests()
+	if _, ok := reqs[2]["tools"]; ok {
+		t.Errorf("the summary request offers tools")
+	}
+	if role, c := lastMessage(t, reqs[2]); role != "user" || !strings.Contains(c, "summary") {
+		t.Errorf("summary request ends with %s %q, want the compaction prompt", role, c)
+	}
+	msgs := reqs[3]["messages"].([]any)
+	if len(msgs) != 2 || !strings.Contains(msgs[1].(map[string]any)["content"].(string), "SUMMARY: ran echo one") {
+		t.Errorf("the new segment does not start from system + task + summary: %v", msgs)
+	}
+
+	evs := events(t, st, o.EpisodeID)
+	var comp trajectory.Compaction
+	for _, ev := range evs {
+		if ev.Type == trajectory.TypeCompaction {
+			if err := ev.Decode(&comp); err != nil {
+				t.Fatal(err)
+			}
+			if ev.Segment != 1 {
+				t.Errorf("compaction event in segment %d, want 1", ev.Segment)
+			}
+		}
+	}
+	if comp.From != 0 || comp.To != 1 || comp.TokensBefore <= 300 || !strings.HasPrefix(comp.Summary, "SUMMARY") {
+		t.Errorf("compaction event %+v", comp)
+	}
+	samples, err := trajectory.Samples(evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type sampleShape struct {
+		Segment  int64
+		Roles    []string
+		Mask     []int32
+		Reward   float64
+		Summary  bool
+		TokenIDs [][]int64
+	}
+	var got []sampleShape
+	for _, s := range samples {
+		sh := sampleShape{Segment: s.Segment, Mask: s.LossMask, Reward: s.Reward, Summary: s.Summary != "", TokenIDs: s.TokenIDs}
+		for _, m := range s.Messages {
+			sh.Roles = append(sh.Roles, m.Role)
+		}
+		got = append(got, sh)
+	}
+	want := []sampleShape{
+		{Segment: 0, Roles: []string{"system", "user", "assistant", "tool", "assistant", "tool", "user", "assistant"},
+			Mask: []int32{0, 0, 1, 0, 1, 0, 0, 1}, Reward: 1, TokenIDs: make([][]int64, 8)},
+		{Segment: 1, Roles: []string{"system", "user", "assistant"}, Mask: []int32{0, 0, 1}, Reward: 1, Summary: true,
+			TokenIDs: [][]int64{nil, nil, {5, 6}}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("exported samples (-want +got):\n%s", diff)
+	}
+}
