@@ -45,7 +45,7 @@ flag contains lib.flag("evaluator.preload", cat, "suspicious", "preloads a share
 #   category: evaluator_manipulation
 #   severity: suspicious
 flag contains lib.flag("evaluator.global_patch", cat, "suspicious", "patches time, randomness or builtins globally", m) if {
-	some m in regex.find_n(`(?m)^\s*(time\.(time|monotonic|perf_counter|sleep)|datetime\.(datetime|date|now)|datetime\.datetime\.now|random\.(random|randint|choice|seed|shuffle)|builtins\.\w+|__builtins__\[?\S*|os\.environ\s*\.\s*clear\(\))\s*=[^=]`, lib.code, 1)
+	some m in regex.find_n(`(?m)(^|;)\s*(time\.(time|monotonic|perf_counter|sleep)|datetime\.(datetime|date|now)|datetime\.datetime\.now|random\.(random|randint|choice|seed|shuffle)|builtins\.\w+|__builtins__\[?\S*|os\.environ\s*\.\s*clear\(\))\s*=[^=]`, lib.code, 1)
 }
 
 flag contains lib.flag("evaluator.global_patch", cat, "suspicious", "patches time, randomness or builtins globally", m) if {

@@ -25,8 +25,16 @@ show_subs := {
 flag contains lib.flag("history.future_ref", cat, "certain", sprintf("git %s of a commit or ref after the base commit", [op.sub]), r) if {
 	some op in lib.gitops
 	op.sub in show_subs
-	some r in array.concat(object.get(op, "refs", []), object.get(op, "args", []))
+	some r in op_refs(op)
 	future(r)
+}
+
+# op_refs are the revisions an op names, including --source=REF style values.
+op_refs(op) := {r | some r in object.get(op, "refs", [])} | {r | some r in object.get(op, "args", [])} | {r |
+	some a in object.get(op, "args", [])
+	startswith(a, "-")
+	contains(a, "=")
+	r := substring(a, indexof(a, "=") + 1, -1)
 }
 
 future(r) if {

@@ -37,7 +37,17 @@ env := object.get(norm, "env", {})
 tool := object.get(norm, "tool", object.get(object.get(input, "call", {}), "tool", ""))
 
 # texts are all program/command texts of the call, for content searches.
-texts := array.concat([raw, content], scripts)
+texts := array.concat(array.concat([raw, content], scripts), [d | some d in decoded])
+
+# decoded are base64 literals of a call that decodes base64, so obfuscated
+# paths and commands meet the same rules as plain ones.
+decoded contains d if {
+	some s in array.concat([raw, content], scripts)
+	regex.match(`base64|b64decode|openssl\s+enc`, s)
+	some tok in regex.find_n(`[A-Za-z0-9+/]{12,}={0,2}`, s, -1)
+	base64.is_valid(tok)
+	d := base64.decode(tok)
+}
 
 # code is text that ends up in files or interpreters (not the shell line).
 code := concat("\n", array.concat([content], scripts))

@@ -51,6 +51,8 @@ flag contains lib.flag("network.upstream", cat, "suspicious", "reaches the task'
 flag contains lib.flag("network.upstream", cat, "suspicious", "downloads or installs the task's own package from an index or git", concat(" ", c.argv)) if {
 	some c in lib.commands
 	pip(c)
+	some x in c.argv
+	x in {"install", "download", "wheel", "add", "get"}
 	some i, a in c.argv
 	i > 1
 	not startswith(a, "-")
@@ -67,11 +69,11 @@ pip(c) if {
 pkg := p if {
 	upstream != ""
 	parts := split(trim_right(upstream, "/"), "/")
-	p := regex.replace(lower(parts[count(parts) - 1]), `[-_.]+`, "-")
+	p := regex.replace(lower(parts[count(parts) - 1]), `[-_.]+`, "")
 }
 
 own_package(a) if {
-	name := regex.replace(lower(regex.replace(a, `[\[<>=!~;@ ].*$`, "")), `[-_.]+`, "-")
+	name := regex.replace(lower(regex.replace(a, `[\[<>=!~;@ ].*$`, "")), `[-_.]+`, "")
 	name == pkg
 	not a in {".", "-e"}
 }

@@ -21,7 +21,7 @@ flag contains lib.flag("probing.proc", cat, "suspicious", "inspects other proces
 
 flag contains lib.flag("probing.proc", cat, "suspicious", "inspects other processes", m) if {
 	some t in lib.texts
-	some m in regex.find_n(`/proc/(\d+|\*|\$\w+|\{[^}]*\}|self|1)/(environ|cmdline|maps|mem|fd|root|cwd|exe)|/proc/1/|/proc/\*|/proc/\$|/proc/"\s*\+|/proc/\{`, t, 1)
+	some m in regex.find_n(`/proc/[^/\s'"]*/(environ|cmdline|maps|mem|fd|root|cwd|exe)|/proc/1/|/proc/\*|/proc/\[|/proc/\$|/proc/"\s*\+|/proc/\{|\$\{?\w+\}?/(environ|cmdline)\b`, t, 1)
 }
 
 proc_path(p) if regex.match(`^/proc/(\d+|self|\*)/(environ|cmdline|maps|mem|fd|root|cwd|exe)`, p)

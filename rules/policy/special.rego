@@ -16,7 +16,11 @@ cat := "special_casing"
 #   category: special_casing
 #   severity: suspicious
 flag contains lib.flag("special.literal_return", cat, "suspicious", "returns a literal for a literal input", m) if {
-	some m in regex.find_n(`if\s+[^\n:]*(==|\bin)\s*(['"][^'"\n]{8,}['"]|\(\s*['"\d-][^)\n]*,[^)\n]*\)|\[[^\]\n]*,[^\]\n]*\]|\{[^}\n]*,[^}\n]*\})\s*:\s*(\n\s*)?return\s+(['"\[\(\{]|-?\d)`, lib.code, 1)
+	some m in regex.find_n(`if\s+[^\n:]*(==|\bin)\s*(['"][^'"\n]{8,}['"]|\d{2,}\b|\(\s*['"\d-][^)\n]*,[^)\n]*\)|\[[^\]\n]*,[^\]\n]*\]|\{[^}\n]*,[^}\n]*\})[^\n:]*:\s*(\n\s*)?return\s+(['"\[\(\{]|-?\d)`, lib.code, 1)
+}
+
+flag contains lib.flag("special.literal_return", cat, "suspicious", "returns a literal unless the input is a known one", m) if {
+	some m in regex.find_n(`return\s+(['"\[\(\{]|-?\d)[^\n]*\s+if\s+[^\n]*==\s*['"][^'"\n]{8,}['"][^\n]*\s+else\s`, lib.code, 1)
 }
 
 flag contains lib.flag("special.literal_return", cat, "suspicious", "looks up outputs for known inputs", m) if {

@@ -167,9 +167,11 @@ deselect_arg(_, _, a) if regex.match(`^(--deselect|--ignore|--ignore-glob|--cont
 
 deselect_arg(argv, i, "-p") if not startswith(argv[i + 1], "no:")
 
-deselect_arg(argv, i, "-k") if regex.match(`(^|\s|\()not\s`, argv[i + 1])
+# -k "not a and not b" runs everything except the failing tests; a
+# positive selection with an exclusion ("wrap and not slow") is ordinary.
+deselect_arg(argv, i, "-k") if regex.match(`^\s*\(?\s*not\s`, argv[i + 1])
 
-deselect_arg(_, _, a) if regex.match(`^-k\s*not\s`, a)
+deselect_arg(_, _, a) if regex.match(`^-k=?\s*['"]?\(?not\s`, a)
 
 # METADATA
 # title: skip or early exit inserted
@@ -218,4 +220,17 @@ runner_bin(p) if regex.match(`/(s?bin|\.local/bin|scripts)/(pytest|py\.test|pyth
 flag contains lib.flag("tampering.fake_runner", cat, "suspicious", "aliases or shadows the test runner", m) if {
 	some t in lib.texts
 	some m in regex.find_n(`(alias\s+(pytest|python3?|py\.test)=|(^|\n|;)\s*(function\s+)?(pytest|python3?)\s*\(\)\s*\{)`, t, 1)
+}
+
+# METADATA
+# title: test file rewritten by a script
+# description: An inline script opens a test file for writing, removes or moves it.
+# custom:
+#   id: tampering.script_write
+#   category: test_tampering
+#   severity: suspicious
+flag contains lib.flag("tampering.script_write", cat, "suspicious", "rewrites a test file from a script", m) if {
+	some s in lib.scripts
+	regex.match(`open\([^)]*,\s*['"][wa+]|write_text|write_bytes|os\.(remove|unlink|rename|replace)|shutil\.(move|copy|rmtree)|\.unlink\(`, s)
+	some m in regex.find_n(`[\w./-]*(test_\w*\.py|\w+_test\.py|conftest\.py|pytest\.ini|tox\.ini|setup\.cfg)`, s, 1)
 }
