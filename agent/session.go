@@ -68,12 +68,20 @@ func (s *session) unlock() { <-s.sem }
 // so user functions named printf or pwd cannot break the capture.
 const (
 	dumpBash = `__rc_status=$?; set +eu; trap - EXIT; IFS=$' \t\n'; ` +
-		`{ builtin printf 'C%s\0' "$(builtin pwd)"; ` +
-		`for __rc_n in $(builtin compgen -e); do builtin printf 'E%s=%s\0' "$__rc_n" "${!__rc_n}"; done; ` +
+		`{ builtin printf C; builtin pwd; builtin printf '\0'; ` +
+		`if ((BASH_VERSINFO[0]*100+BASH_VERSINFO[1] >= 404)); then ` +
+		`for __rc_n in ` + bashAllVars + `; do [[ ${!__rc_n@a} == *x* ]] && builtin printf 'E%s=%s\0' "$__rc_n" "${!__rc_n}"; done; ` +
+		`else for __rc_n in $(builtin compgen -e); do builtin printf 'E%s=%s\0' "$__rc_n" "${!__rc_n}"; done; fi; ` +
 		`builtin printf 'F'; builtin declare -f; builtin printf '\0'; } >&5 2>/dev/null; exit $__rc_status`
 	dumpSh = `__rc_status=$?; set +eu; trap - EXIT; ` +
-		`{ printf 'C%s\0' "$(pwd)"; printf 'X'; export -p; printf '\0'; } >&5 2>/dev/null; exit $__rc_status`
-	bootstrap = `. /dev/fd/3 2>/dev/null; exec 3<&-; trap "$__rc_dump" EXIT; . /dev/fd/4; eval "$__rc_dump"`
+		`{ printf C; pwd; printf '\0'; printf 'X'; export -p; printf '\0'; } >&5 2>/dev/null; exit $__rc_status`
+	// bashAllVars names every shell variable without forking (compgen -e in
+	// $(...) costs a fork per call); ${!name@a} needs bash 4.4.
+	bashAllVars = `${!a*} ${!b*} ${!c*} ${!d*} ${!e*} ${!f*} ${!g*} ${!h*} ${!i*} ${!j*} ${!k*} ${!l*} ${!m*} ${!n*} ${!o*} ${!p*} ${!q*} ${!r*} ${!s*} ${!t*} ${!u*} ${!v*} ${!w*} ${!x*} ${!y*} ${!z*} ${!A*} ${!B*} ${!C*} ${!D*} ${!E*} ${!F*} ${!G*} ${!H*} ${!I*} ${!J*} ${!K*} ${!L*} ${!M*} ${!N*} ${!O*} ${!P*} ${!Q*} ${!R*} ${!S*} ${!T*} ${!U*} ${!V*} ${!W*} ${!X*} ${!Y*} ${!Z*} ${!_*}`
+	// The shell's command line stays this short (what `ps` shows the
+	// policy); the rest of the bootstrap arrives on fd 3.
+	bootstrap = `. /dev/fd/3`
+	runTail   = "\nexec 3<&-; trap \"$__rc_dump\" EXIT; . /dev/fd/4; eval \"$__rc_dump\"\n"
 )
 
 // skipEnv are variables the shell maintains itself; restoring them would
@@ -149,12 +157,9 @@ func (s *session) run(ctx context.Context, e execEnv, req sandbox.ExecRequest, s
 	if e.shell == shellSh {
 		dump = dumpSh
 	}
-	// The dump script is a plain shell variable, so commands never see it in
-	// their environment.
-	script := "__rc_dump=" + shellQuote(dump) + "\n" + bootstrap
-	cmd := exec.Command(e.shellPath, "-c", script)
+	cmd := exec.Command(e.shellPath, "-c", bootstrap)
 	if e.shell == shellBash {
-		cmd.Args = []string{"bash", "--noprofile", "--norc", "-c", script}
+		cmd.Args = []string{"bash", "--noprofile", "--norc", "-c", bootstrap}
 	}
 	cmd.Env = s.environ(e)
 	cmd.Dir = "/"
@@ -180,7 +185,7 @@ func (s *session) run(ctx context.Context, e execEnv, req sandbox.ExecRequest, s
 		}
 	}
 
-	go writeAndClose(stateW, s.restoreScript(e))
+	go writeAndClose(stateW, s.restoreScript(e, dump))
 	go writeAndClose(cmdW, req.Command)
 	if stdinW != nil {
 		go writeAndClose(stdinW, req.Stdin)
@@ -313,9 +318,15 @@ func (s *session) environ(e execEnv) []string {
 	return append([]string(nil), e.baseEnv...)
 }
 
-// restoreScript brings a fresh shell to the session's state.
-func (s *session) restoreScript(e execEnv) string {
+// restoreScript brings a fresh shell to the session's state, then runs the
+// command from fd 4. The dump script is a plain shell variable, so commands
+// never see it in their environment. Restore errors (a readonly variable)
+// are silenced: they are the image's business, not the command's.
+func (s *session) restoreScript(e execEnv, dump string) string {
 	var b strings.Builder
+	b.WriteString("__rc_dump=")
+	b.WriteString(shellQuote(dump))
+	b.WriteString("\n{\n")
 	if e.shell == shellBash {
 		b.WriteString(s.funcs)
 	} else {
@@ -323,9 +334,10 @@ func (s *session) restoreScript(e execEnv) string {
 	}
 	b.WriteString("\ncd -- ")
 	b.WriteString(shellQuote(s.cwdOr(e.workdir)))
-	b.WriteString(" 2>/dev/null || cd -- ")
+	b.WriteString(" || cd -- ")
 	b.WriteString(shellQuote(e.workdir))
-	b.WriteString(" 2>/dev/null\n")
+	b.WriteString("\n} 2>/dev/null")
+	b.WriteString(runTail)
 	return b.String()
 }
 
@@ -358,7 +370,7 @@ func (s *session) absorb(e execEnv, dump []byte) {
 		v := string(r[1:])
 		switch r[0] {
 		case 'C':
-			cwd, gotCwd = v, true
+			cwd, gotCwd = strings.TrimSuffix(v, "\n"), true
 		case 'E':
 			name, _, _ := strings.Cut(v, "=")
 			if !skipEnv[name] && !strings.HasPrefix(name, "__rc_") {

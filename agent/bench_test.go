@@ -1,0 +1,54 @@
+package agent
+
+import (
+	"context"
+	"net"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/rollcage/rollcage/sandbox"
+)
+
+// BenchmarkExecTrue is the round trip of `true` from Client to Server over
+// a unix socket: frame, fresh shell with state restore and dump, reply.
+func BenchmarkExecTrue(b *testing.B) {
+	srv, err := NewServer(ServerConfig{Workdir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Close()
+	sock := b.TempDir() + "/agent.sock"
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		b.Fatal(err)
+	}
+	go srv.Serve(context.Background(), ln)
+	conn, err := net.Dial("unix", sock)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := NewClient(conn, ClientOptions{})
+	defer c.Close()
+	ctx := b.Context()
+	// Give the session some state so restore and dump do real work.
+	if _, err := c.Exec(ctx, sandbox.ExecRequest{Command: "export A=1 B=2; f() { :; }; cd /tmp"}); err != nil {
+		b.Fatal(err)
+	}
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for b.Loop() {
+		start := time.Now()
+		res, err := c.Exec(ctx, sandbox.ExecRequest{Command: "true"})
+		if err != nil || res.ExitCode != 0 {
+			b.Fatalf("exec: %+v %v", res, err)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	if len(lat) > 0 {
+		b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+	}
+}
