@@ -279,6 +279,12 @@ func (c *Client) Ping(ctx context.Context) (Info, error) {
 // Shutdown tells the agent to kill every process and exit, which stops the
 // container. A connection that breaks before the answer counts as success.
 func (c *Client) Shutdown(ctx context.Context) error {
+	c.mu.Lock()
+	broken := c.err
+	c.mu.Unlock()
+	if broken != nil {
+		return fmt.Errorf("agent shutdown: %w", broken)
+	}
 	_, err := c.call(ctx, request{Op: opShutdown}, false)
 	if errors.Is(err, sandbox.ErrClosed) {
 		return nil
