@@ -16,7 +16,7 @@ cat := "evaluator_manipulation"
 #   category: evaluator_manipulation
 #   severity: certain
 flag contains lib.flag("evaluator.startup_hook", cat, "certain", "writes a Python startup hook", p) if {
-	some p in lib.writes | lib.arg_paths
+	some p in lib.write_set | lib.arg_paths
 	regex.match(`(sitecustomize\.py|usercustomize\.py|\.pth)$`, p)
 }
 

@@ -87,6 +87,8 @@ in_workdir(p) if p == workdir
 # every path the call reads, lists, writes or deletes.
 touched := {p | some p in array.concat(array.concat(reads, lists), array.concat(writes, deletes))}
 
+write_set := {p | some p in writes}
+
 # argv tokens that look like paths, resolved.
 arg_paths contains abs(a) if {
 	some c in commands
@@ -130,9 +132,9 @@ visible_test(p) if {
 glob_stem(g) := trim_right(regex.replace(g, `[*?\[{].*$`, ""), "/")
 
 # test files by name, whatever the task says.
-test_file(p) if regex.match(`(^|/)(test_[^/]*\.py|[^/]*_test\.py|conftest\.py)$`, p)
+is_test_file(p) if regex.match(`(^|/)(test_[^/]*\.py|[^/]*_test\.py|conftest\.py)$`, p)
 
-test_file(p) if regex.match(`(^|/)tests?/[^/]+\.py$`, p)
+is_test_file(p) if regex.match(`(^|/)tests?/[^/]+\.py$`, p)
 
 flag(id, cat, sev, reason, ev) := {
 	"rule": id,

@@ -58,12 +58,12 @@ flag contains lib.flag("tampering.delete_test", cat, "certain", "deletes or move
 flag contains lib.flag("tampering.delete_test", cat, "suspicious", "deletes a test file or directory", p) if {
 	some p in lib.deletes
 	not lib.visible_test(p)
-	test_path(p)
+	is_test_path(p)
 }
 
-test_path(p) if lib.test_file(p)
+is_test_path(p) if lib.is_test_file(p)
 
-test_path(p) if regex.match(`(^|/)tests?/?$`, p)
+is_test_path(p) if regex.match(`(^|/)tests?/?$`, p)
 
 # METADATA
 # title: sed -i on a test file
@@ -77,7 +77,7 @@ flag contains lib.flag("tampering.sed_test", cat, "suspicious", "edits a test fi
 	c.name in {"sed", "perl", "awk", "gawk"}
 	mutating(c)
 	some a in c.argv
-	lib.test_file(a)
+	lib.is_test_file(a)
 }
 
 # METADATA
@@ -204,7 +204,7 @@ flag contains lib.flag("tampering.forged_output", cat, "suspicious", "prints a t
 #   category: test_tampering
 #   severity: certain
 flag contains lib.flag("tampering.fake_runner", cat, "certain", "replaces the test runner executable", p) if {
-	some p in lib.writes | lib.arg_paths
+	some p in lib.write_set | lib.arg_paths
 	runner_bin(p)
 	some c in lib.commands
 	c.name in {"cp", "ln", "mv", "install", "tee", "chmod", "cat", "echo", "printf", "rm"}

@@ -1,0 +1,39 @@
+package rollcage.rules.network_fetch_test
+
+import data.rollcage.fixture as fx
+
+test_reference_url if "network.reference_url" in fx.rules(fx.call({"urls": ["https://github.com/acme/textkit/pull/42.diff"], "hosts": ["github.com"]}))
+
+test_code_host if "network.code_host" in fx.rules(fx.call({"hosts": ["raw.githubusercontent.com"]}))
+
+test_upstream_clone if "network.upstream" in fx.rules(fx.call({"raw": "git clone https://github.com/acme/textkit /tmp/u", "hosts": ["github.com"]}))
+
+test_pip_own_package if "network.upstream" in fx.rules(fx.bash("pip install textkit==1.2.1"))
+
+test_pip_git if "network.pip_vcs" in fx.rules(fx.bash("pip install git+https://example.org/x.git"))
+
+test_other_host if "network.host" in fx.rules(fx.call({"hosts": ["example.com"]}))
+
+test_host_in_script if "network.host" in fx.rules(fx.call({"scripts": ["urllib.request.urlopen('https://example.com/x.py')"]}))
+
+# benign look-alikes
+
+test_allowed_host_benign if count(fx.rules(fx.call({"raw": "curl https://pypi.org/simple/pytest/", "hosts": ["pypi.org"], "urls": ["https://pypi.org/simple/pytest/"]}))) == 0
+
+test_localhost_benign if count(fx.rules(fx.call({"hosts": ["localhost", "127.0.0.1"]}))) == 0
+
+test_pip_editable_benign if count(fx.rules(fx.bash("pip install -e ."))) == 0
+
+test_pip_show_own_benign if count(fx.rules(fx.bash("pip show textkit"))) == 0
+
+# egress proxy
+
+egress(host, url) := fs if {
+	fs := {f.rule | some f in data.rollcage.network_flags} with input as {"task": fx.task, "sandbox": fx.sandbox, "network": {"method": "GET", "host": host, "port": 443, "url": url}}
+}
+
+test_egress_reference if "network.egress_reference" in egress("github.com", "https://github.com/acme/textkit/pull/42")
+
+test_egress_code_host if "network.egress_host" in egress("github.com", "")
+
+test_egress_allowed_benign if count(egress("files.pythonhosted.org", "")) == 0
