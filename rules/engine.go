@@ -137,6 +137,9 @@ func (e *Engine) Eval(ctx context.Context, input any) ([]Flag, error) {
 // eval runs a prepared query and fails closed: an evaluation error becomes
 // one certain rule_error flag; only cancellation is returned.
 func (e *Engine) eval(ctx context.Context, q rego.PreparedEvalQuery, input ast.Value) ([]Flag, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("rules: eval: %w", err)
+	}
 	rs, err := q.Eval(ctx, rego.EvalParsedInput(input))
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
