@@ -18,7 +18,7 @@ func (e *Episode) Allow(ctx context.Context, req EgressRequest) EgressDecision {
 	if len(flags) == 0 {
 		return EgressDecision{Allow: true}
 	}
-	sortFlags(flags)
+	flags = sortFlags(flags)
 	e.mu.Lock()
 	e.netFlags = append(e.netFlags, flags...)
 	e.mu.Unlock()

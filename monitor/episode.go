@@ -112,8 +112,7 @@ func (e *Episode) Handle(ctx context.Context, call ToolCall) (Result, error) {
 		return res, fmt.Errorf("monitor: episode %s step %d: rules: %w", e.id, step, err)
 	}
 	res.Timings.Rules = time.Since(t0)
-	sortFlags(flags)
-	res.Decision.Flags = flags
+	res.Decision.Flags = sortFlags(flags)
 
 	t0 = time.Now()
 	e.decide(ctx, &res)
@@ -318,14 +317,17 @@ func CheckTampering(before, after map[string]string) []rules.Flag {
 			add(p, "added")
 		}
 	}
-	sortFlags(flags)
-	return flags
+	return sortFlags(flags)
 }
 
-// sortFlags orders flags by rule, then evidence, so a set computed by the
-// rules always comes out the same way.
-func sortFlags(f []rules.Flag) {
+// sortFlags orders flags by rule, then evidence, and drops repeats, so a
+// set computed by the rules always comes out the same way and once.
+func sortFlags(f []rules.Flag) []rules.Flag {
 	slices.SortFunc(f, func(a, b rules.Flag) int {
-		return cmp.Or(strings.Compare(a.Rule, b.Rule), strings.Compare(a.Evidence, b.Evidence))
+		return cmp.Or(strings.Compare(a.Rule, b.Rule), strings.Compare(a.Evidence, b.Evidence),
+			strings.Compare(a.Severity, b.Severity), strings.Compare(a.Reason, b.Reason))
+	})
+	return slices.CompactFunc(f, func(a, b rules.Flag) bool {
+		return a.Rule == b.Rule && a.Evidence == b.Evidence && a.Severity == b.Severity
 	})
 }

@@ -1,6 +1,7 @@
 package monitor
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -31,7 +32,7 @@ func (e *Episode) execute(ctx context.Context, res *Result) error {
 		return nil
 	}
 	e.mu.Lock()
-	e.inFlight = res.Call.RequestID
+	e.inFlight = cmp.Or(res.Call.RequestID, fmt.Sprintf("step-%d", res.Step))
 	e.netFlags = nil
 	e.mu.Unlock()
 	defer func() {
