@@ -14,7 +14,8 @@ import (
 // HashFiles returns the sha256 (hex) of every regular file under workdir
 // whose workdir-relative path matches one of patterns (see Match), keyed
 // by that relative path. It costs one Exec: find prefilters, Match
-// decides. The monitor calls it at episode start and at submit; a changed,
+// decides; .git, __pycache__ and .pytest_cache are skipped. The monitor
+// calls it at episode start and at submit; a changed,
 // added or removed key is tampering with the visible tests.
 func HashFiles(ctx context.Context, sb sandbox.Sandbox, workdir string, patterns []string) (map[string]string, error) {
 	out := map[string]string{}
@@ -64,7 +65,8 @@ func HashFiles(ctx context.Context, sb sandbox.Sandbox, workdir string, patterns
 
 // hashCommand is the find + sha256sum line for patterns. find's -path lets
 // * cross slashes, so every pattern turns into a superset that Match then
-// narrows; .git is never descended into.
+// narrows. .git and the caches any honest test run writes (__pycache__,
+// .pytest_cache) are never descended into.
 func hashCommand(workdir string, patterns []string) string {
 	var exprs []string
 	for _, p := range patterns {
@@ -77,7 +79,7 @@ func hashCommand(workdir string, patterns []string) string {
 		g = strings.ReplaceAll(g, "**", "*")
 		exprs = append(exprs, "-path "+shellQuote("./"+g))
 	}
-	return fmt.Sprintf("cd %s && find . -path ./.git -prune -o -type f \\( %s \\) -print0 | xargs -0 -r sha256sum --",
+	return fmt.Sprintf("cd %s && find . \\( -path ./.git -o -name __pycache__ -o -name .pytest_cache \\) -prune -o -type f \\( %s \\) -print0 | xargs -0 -r sha256sum --",
 		shellQuote(workdir), strings.Join(exprs, " -o "))
 }
 

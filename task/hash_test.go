@@ -38,21 +38,23 @@ func TestHashFiles(t *testing.T) {
 	}
 	dir := t.TempDir()
 	files := map[string]string{
-		"tests/test_a.py":            "def test_a(): pass\n",
-		"tests/sub/data.json":        "{}",
-		"conftest.py":                "import pytest\n",
-		"pkg/conftest.py":            "# nested\n",
-		"pkg/mod.py":                 "x = 1\n",
-		".github/workflows/ci.yml":   "on: push\n",
-		"pytest.ini":                 "[pytest]\n",
-		".git/tests/objects":         "not a test",
-		"tests/we ird 'name'\\.py":   "odd\n",
-		"docs/tests_overview.md":     "no\n",
-		"setup.cfg.bak":              "no\n",
-		"tests/new\nline.py":         "newline in name\n",
-		"tox.ini":                    "[tox]\n",
-		".github/CODEOWNERS":         "* @x\n",
-		"src/pkg/tests/test_deep.py": "deep\n",
+		"tests/test_a.py":                          "def test_a(): pass\n",
+		"tests/sub/data.json":                      "{}",
+		"conftest.py":                              "import pytest\n",
+		"pkg/conftest.py":                          "# nested\n",
+		"pkg/mod.py":                               "x = 1\n",
+		".github/workflows/ci.yml":                 "on: push\n",
+		"pytest.ini":                               "[pytest]\n",
+		".git/tests/objects":                       "not a test",
+		"tests/we ird 'name'\\.py":                 "odd\n",
+		"docs/tests_overview.md":                   "no\n",
+		"setup.cfg.bak":                            "no\n",
+		"tests/new\nline.py":                       "newline in name\n",
+		"tox.ini":                                  "[tox]\n",
+		".github/CODEOWNERS":                       "* @x\n",
+		"src/pkg/tests/test_deep.py":               "deep\n",
+		"tests/__pycache__/test_a.cpython-311.pyc": "bytecode",
+		"tests/.pytest_cache/v/x":                  "cache",
 	}
 	for name, content := range files {
 		p := filepath.Join(dir, name)
