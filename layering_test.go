@@ -1,0 +1,80 @@
+package rollcage
+
+import (
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/rollcage/rollcage/"
+
+// allowed lists, per package, the packages of ours it may import (non-test
+// files). Dependencies point inward: sandbox imports none of ours.
+var allowed = map[string][]string{
+	"sandbox":             {},
+	"sandbox/docker":      {"sandbox", "agent"},
+	"sandbox/sandboxtest": {"sandbox"},
+	"agent":               {"sandbox"},
+	"cmd/rollcage-agent":  {"agent", "sandbox"},
+	"task":                {"sandbox"},
+	"demo":                {"task", "sandbox"},
+	"rules":               {},
+	"judge":               {},
+	"monitor":             {"rules", "judge", "sandbox"},
+	"trajectory":          {},
+	"harness":             {"monitor", "sandbox", "task", "trajectory", "rules", "judge"},
+	"audit":               {"monitor", "rules", "judge", "trajectory", "task"},
+	"server":              {"harness", "trajectory", "monitor", "task", "sandbox", "rules", "judge"},
+}
+
+// TestLayering fails on an import that breaks the design's layering, the
+// way tailscale's deptest does.
+func TestLayering(t *testing.T) {
+	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") && path != "." {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		pkg := filepath.ToSlash(filepath.Dir(path))
+		if pkg == "." || pkg == "cmd/rollcage" {
+			return nil // the root holds docs only; cmd/rollcage is wiring and may import everything
+		}
+		ok, known := allowed[pkg]
+		if !known {
+			t.Errorf("%s: package %s is not in the layering table; add it to layering_test.go and DESIGN's import table", path, pkg)
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		for _, imp := range f.Imports {
+			p := strings.Trim(imp.Path.Value, `"`)
+			ours, found := strings.CutPrefix(p, module)
+			if !found {
+				continue
+			}
+			permitted := false
+			for _, a := range ok {
+				if ours == a {
+					permitted = true
+				}
+			}
+			if !permitted {
+				t.Errorf("%s imports %s, which %s may not import (allowed: %v)", path, ours, pkg, ok)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
