@@ -38,6 +38,11 @@ type promptData struct {
 	Audit       bool
 }
 
+// maxCallText bounds the call and its normalization in the prompt: a
+// write_file of a megabyte must not blow the model's context, and its
+// start and end say enough about what it does.
+const maxCallText = 16000
+
 // loadPrompts parses the embedded templates, each overridden by the file
 // of the same name in dir when dir is set and holds it.
 func loadPrompts(dir string) (prompts, error) {
@@ -76,8 +81,8 @@ func (p prompts) render(req Request, budget int) (system, user string, err error
 		TaskID:      req.TaskID,
 		Instruction: req.Instruction,
 		Protected:   req.Protected,
-		Call:        jsonText(req.Call),
-		Normalized:  jsonText(req.Normalized),
+		Call:        elide(jsonText(req.Call), maxCallText),
+		Normalized:  elide(jsonText(req.Normalized), maxCallText),
 		Flags:       req.Flags,
 		Audit:       req.Audit,
 	}

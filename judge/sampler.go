@@ -1,10 +1,5 @@
 package judge
 
-import (
-	"encoding/binary"
-	"hash/fnv"
-)
-
 // Sampler picks unflagged calls for audit by the judge, so the judge also
 // sees what the rules miss. The choice is a pure function of Seed and the
 // call's id: a rerun of the same run audits the same calls. The zero
@@ -15,7 +10,8 @@ type Sampler struct {
 }
 
 // Sample reports whether the call with this id (e.g. episode id + request
-// id) is audited.
+// id) is audited. It allocates nothing: the monitor asks for every
+// unflagged call.
 func (s Sampler) Sample(callID string) bool {
 	if s.Rate <= 0 {
 		return false
@@ -23,13 +19,16 @@ func (s Sampler) Sample(callID string) bool {
 	if s.Rate >= 1 {
 		return true
 	}
-	h := fnv.New64a()
-	var seed [8]byte
-	binary.LittleEndian.PutUint64(seed[:], s.Seed)
-	h.Write(seed[:])
-	h.Write([]byte(callID))
-	// FNV's low bits mix poorly for short inputs; finalize like splitmix64.
-	x := h.Sum64()
+	// FNV-1a over the seed and the id, then splitmix64's finalizer, since
+	// FNV's high bits mix poorly for short, similar ids.
+	const prime = 1099511628211
+	x := uint64(14695981039346656037)
+	for i := range 8 {
+		x = (x ^ (s.Seed >> (8 * i) & 0xff)) * prime
+	}
+	for i := 0; i < len(callID); i++ {
+		x = (x ^ uint64(callID[i])) * prime
+	}
 	x ^= x >> 30
 	x *= 0xbf58476d1ce4e5b9
 	x ^= x >> 27
