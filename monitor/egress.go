@@ -1,0 +1,436 @@
+package monitor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rollcage/rollcage/rules"
+)
+
+// EgressPolicy decides whether one request out of a sandbox may leave it.
+// The monitor's implementation asks the rules about the host and URL; it
+// must be safe for concurrent use.
+type EgressPolicy interface {
+	Allow(ctx context.Context, req EgressRequest) EgressDecision
+}
+
+// EgressPolicyFunc adapts a function to EgressPolicy.
+type EgressPolicyFunc func(ctx context.Context, req EgressRequest) EgressDecision
+
+// Allow calls f.
+func (f EgressPolicyFunc) Allow(ctx context.Context, req EgressRequest) EgressDecision {
+	return f(ctx, req)
+}
+
+// EgressRequest is one request a sandbox makes through the proxy.
+type EgressRequest struct {
+	EpisodeID string `json:"episode_id,omitempty"`
+	Method    string `json:"method"` // CONNECT for TLS tunnels
+	Host      string `json:"host"`   // lowercase, no port
+	Port      int    `json:"port"`
+	// URL is the absolute URL of a plain HTTP request; empty for CONNECT,
+	// where the proxy sees only host and port (TLS is not intercepted).
+	URL string `json:"url,omitempty"`
+}
+
+// EgressDecision is the policy's answer.
+type EgressDecision struct {
+	Allow  bool         `json:"allow"`
+	Flags  []rules.Flag `json:"flags,omitempty"`
+	Reason string       `json:"reason,omitempty"`
+}
+
+// NetworkEvent records one request through the proxy, attributed to the
+// tool call in flight when it arrived.
+type NetworkEvent struct {
+	EpisodeID     string        `json:"episode_id,omitempty"`
+	CallRequestID string        `json:"call_request_id,omitempty"`
+	Method        string        `json:"method"`
+	Host          string        `json:"host"`
+	Port          int           `json:"port"`
+	URL           string        `json:"url,omitempty"`
+	Allowed       bool          `json:"allowed"`
+	Status        int           `json:"status"` // what the sandbox got: 200 for an open tunnel, 403, 502, the upstream's
+	Reason        string        `json:"reason,omitempty"`
+	Flags         []rules.Flag  `json:"flags,omitempty"`
+	BytesUp       int64         `json:"bytes_up"`   // sandbox → upstream (request body / tunnel)
+	BytesDown     int64         `json:"bytes_down"` // upstream → sandbox (response body / tunnel)
+	Time          time.Time     `json:"time"`       // when the request arrived
+	Duration      time.Duration `json:"duration_ns"`
+}
+
+// EgressConfig configures an EgressProxy. The zero value of every optional
+// field is usable.
+type EgressConfig struct {
+	EpisodeID string
+	// Policy decides each request. Required: a proxy without a policy
+	// would be an open door.
+	Policy EgressPolicy
+	// OnEvent receives every request after it finished (tunnels when they
+	// close). Called from the serving goroutine; keep it quick. Optional.
+	OnEvent func(NetworkEvent)
+	// CallInFlight returns the request id of the tool call running now, for
+	// attribution. Optional.
+	CallInFlight func() string
+	// DialTimeout bounds connecting upstream. Zero: 10s.
+	DialTimeout time.Duration
+	// Dial connects upstream. Nil: a net.Dialer with DialTimeout.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Logger gets Debug per request and Info for lifecycle. Nil: discard.
+	Logger *slog.Logger
+}
+
+// Validate reports a config that cannot work.
+func (c EgressConfig) Validate() error {
+	if c.Policy == nil {
+		return errors.New("egress: config: Policy is nil: pass the rules-backed policy (or an EgressPolicyFunc)")
+	}
+	if c.DialTimeout < 0 {
+		return fmt.Errorf("egress: config: DialTimeout %v is negative: use 0 for the 10s default", c.DialTimeout)
+	}
+	return nil
+}
+
+// EgressProxy is the HTTP/HTTPS forward proxy of one episode. A sandbox in
+// proxy mode reaches the network only through it: CONNECT tunnels are
+// decided on host and port, plain HTTP requests on host and URL; denied
+// requests get 403 Forbidden with "blocked by egress policy".
+type EgressProxy struct {
+	cfg       EgressConfig
+	log       *slog.Logger
+	srv       *http.Server
+	transport *http.Transport
+
+	mu      sync.Mutex
+	tunnels map[net.Conn]struct{} // hijacked client and upstream conns; guarded by mu
+	closed  bool                  // guarded by mu
+}
+
+var _ http.Handler = (*EgressProxy)(nil)
+
+// NewEgressProxy returns a proxy; start it with Serve.
+func NewEgressProxy(cfg EgressConfig) (*EgressProxy, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.DialTimeout == 0 {
+		cfg.DialTimeout = 10 * time.Second
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	p := &EgressProxy{cfg: cfg, log: log.With("episode_id", cfg.EpisodeID), tunnels: make(map[net.Conn]struct{})}
+	p.transport = &http.Transport{
+		Proxy:                 nil, // never chain to the host's own proxy settings
+		DialContext:           p.dial,
+		MaxIdleConns:          16,
+		IdleConnTimeout:       30 * time.Second,
+		ResponseHeaderTimeout: 60 * time.Second,
+		DisableCompression:    true, // pass bodies through as sent
+	}
+	p.srv = &http.Server{
+		Handler:           p,
+		ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
+	}
+	return p, nil
+}
+
+// ListenEgressSocket listens on a unix socket at path, replacing a stale one, and
+// makes it connectable by the sandbox user (the socket is bind-mounted into
+// the container, whose user is not the host's).
+func ListenEgressSocket(path string) (net.Listener, error) {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("egress: listen %s: remove stale socket: %w", path, err)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("egress: listen %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o666); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("egress: listen %s: chmod: %w", path, err)
+	}
+	return ln, nil
+}
+
+// Serve accepts connections on ln until Shutdown; it then returns nil.
+// Any listener works: the unix socket of the Docker backend or a TCP
+// loopback listener.
+func (p *EgressProxy) Serve(ln net.Listener) error {
+	p.log.Info("egress proxy serving", "addr", ln.Addr().String())
+	err := p.srv.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return fmt.Errorf("egress: serve: %w", err)
+}
+
+// Shutdown stops accepting, closes open tunnels and waits (until ctx ends)
+// for plain requests in progress.
+func (p *EgressProxy) Shutdown(ctx context.Context) error {
+	p.mu.Lock()
+	p.closed = true
+	for c := range p.tunnels {
+		c.Close()
+	}
+	p.mu.Unlock()
+	err := p.srv.Shutdown(ctx)
+	p.transport.CloseIdleConnections()
+	if err != nil {
+		p.srv.Close()
+		return fmt.Errorf("egress: shutdown: %w", err)
+	}
+	p.log.Info("egress proxy stopped")
+	return nil
+}
+
+func (p *EgressProxy) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.DialTimeout)
+	defer cancel()
+	if p.cfg.Dial != nil {
+		return p.cfg.Dial(ctx, network, addr)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, network, addr)
+}
+
+// track registers hijacked conns so Shutdown can close them; it reports
+// false (and closes them) when the proxy is already shutting down.
+func (p *EgressProxy) track(cs ...net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		for _, c := range cs {
+			c.Close()
+		}
+		return false
+	}
+	for _, c := range cs {
+		p.tunnels[c] = struct{}{}
+	}
+	return true
+}
+
+func (p *EgressProxy) untrack(cs ...net.Conn) {
+	p.mu.Lock()
+	for _, c := range cs {
+		delete(p.tunnels, c)
+	}
+	p.mu.Unlock()
+}
+
+// ServeHTTP handles one proxy request.
+func (p *EgressProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ev := NetworkEvent{EpisodeID: p.cfg.EpisodeID, Method: r.Method, Time: time.Now()}
+	if p.cfg.CallInFlight != nil {
+		ev.CallRequestID = p.cfg.CallInFlight()
+	}
+	defer func() {
+		ev.Duration = time.Since(ev.Time)
+		p.log.Debug("egress", "method", ev.Method, "host", ev.Host, "port", ev.Port, "url", ev.URL,
+			"allowed", ev.Allowed, "status", ev.Status, "call", ev.CallRequestID)
+		if p.cfg.OnEvent != nil {
+			p.cfg.OnEvent(ev)
+		}
+	}()
+
+	var hostport string
+	if r.Method == http.MethodConnect {
+		hostport = r.Host
+	} else {
+		if !r.URL.IsAbs() || r.URL.Host == "" {
+			ev.Status = http.StatusBadRequest
+			ev.Reason = "not a proxy request"
+			http.Error(w, "egress proxy: send absolute-form requests (http://host/path) via HTTP_PROXY", ev.Status)
+			return
+		}
+		if r.URL.Scheme != "http" {
+			ev.Status = http.StatusBadRequest
+			ev.Reason = "unsupported scheme " + r.URL.Scheme
+			http.Error(w, "egress proxy: only http:// is forwarded; use CONNECT for https", ev.Status)
+			return
+		}
+		hostport = r.URL.Host
+		ev.URL = r.URL.String()
+	}
+	host, port, err := splitHostPort(hostport, r.Method == http.MethodConnect)
+	if err != nil {
+		ev.Status = http.StatusBadRequest
+		ev.Reason = err.Error()
+		http.Error(w, "egress proxy: "+err.Error(), ev.Status)
+		return
+	}
+	ev.Host, ev.Port = host, port
+
+	d := p.cfg.Policy.Allow(r.Context(), EgressRequest{
+		EpisodeID: p.cfg.EpisodeID, Method: r.Method, Host: host, Port: port, URL: ev.URL,
+	})
+	ev.Allowed, ev.Reason, ev.Flags = d.Allow, d.Reason, d.Flags
+	if !d.Allow {
+		ev.Status = http.StatusForbidden
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(http.StatusForbidden)
+		io.WriteString(w, "blocked by egress policy\n")
+		return
+	}
+	target := net.JoinHostPort(host, strconv.Itoa(port))
+	if r.Method == http.MethodConnect {
+		p.tunnel(w, r, target, &ev)
+		return
+	}
+	p.forward(w, r, &ev)
+}
+
+// splitHostPort parses host[:port]; a missing port is 443 for CONNECT and
+// 80 otherwise.
+func splitHostPort(hp string, connect bool) (string, int, error) {
+	host, ps, err := net.SplitHostPort(hp)
+	if err != nil {
+		host, ps = hp, ""
+		if connect {
+			ps = "443"
+		} else {
+			ps = "80"
+		}
+	}
+	host = strings.ToLower(strings.TrimSuffix(strings.Trim(host, "[]"), "."))
+	if host == "" {
+		return "", 0, fmt.Errorf("no host in %q", hp)
+	}
+	port, err := strconv.Atoi(ps)
+	if err != nil || port <= 0 || port > 65535 {
+		return "", 0, fmt.Errorf("bad port in %q", hp)
+	}
+	return host, port, nil
+}
+
+// hopHeaders are meaningful to one connection only and are not forwarded.
+var hopHeaders = []string{
+	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
+	"Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+func (p *EgressProxy) forward(w http.ResponseWriter, r *http.Request, ev *NetworkEvent) {
+	out := r.Clone(r.Context())
+	out.RequestURI = ""
+	for _, h := range hopHeaders {
+		out.Header.Del(h)
+	}
+	var up countingReader
+	if r.Body != nil && r.Body != http.NoBody {
+		up.r = r.Body
+		out.Body = io.NopCloser(&up)
+	}
+	resp, err := p.transport.RoundTrip(out)
+	ev.BytesUp = up.n
+	if err != nil {
+		ev.Status = http.StatusBadGateway
+		ev.Reason = joinReason(ev.Reason, "upstream: "+err.Error())
+		http.Error(w, "egress proxy: upstream unreachable", http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	for _, h := range hopHeaders {
+		resp.Header.Del(h)
+	}
+	for k, vs := range resp.Header {
+		w.Header()[k] = vs
+	}
+	w.WriteHeader(resp.StatusCode)
+	ev.Status = resp.StatusCode
+	n, _ := io.Copy(w, resp.Body)
+	ev.BytesDown = n
+}
+
+func joinReason(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}
+
+func (p *EgressProxy) tunnel(w http.ResponseWriter, r *http.Request, target string, ev *NetworkEvent) {
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		ev.Status = http.StatusInternalServerError
+		http.Error(w, "egress proxy: connection cannot be tunnelled", ev.Status)
+		return
+	}
+	upstream, err := p.dial(r.Context(), "tcp", target)
+	if err != nil {
+		ev.Status = http.StatusBadGateway
+		ev.Reason = joinReason(ev.Reason, "upstream: "+err.Error())
+		http.Error(w, "egress proxy: upstream unreachable", http.StatusBadGateway)
+		return
+	}
+	client, brw, err := hj.Hijack()
+	if err != nil {
+		upstream.Close()
+		ev.Status = http.StatusInternalServerError
+		ev.Reason = joinReason(ev.Reason, "hijack: "+err.Error())
+		return
+	}
+	if !p.track(client, upstream) {
+		ev.Status = http.StatusServiceUnavailable
+		ev.Reason = joinReason(ev.Reason, "proxy shutting down")
+		return
+	}
+	defer func() {
+		p.untrack(client, upstream)
+		client.Close()
+		upstream.Close()
+	}()
+	if _, err := io.WriteString(client, "HTTP/1.1 200 Connection Established\r\n\r\n"); err != nil {
+		ev.Status = http.StatusOK
+		return
+	}
+	ev.Status = http.StatusOK
+
+	// Bytes the client sent right after its CONNECT may sit in the
+	// server's reader already.
+	var fromClient io.Reader = client
+	if n := brw.Reader.Buffered(); n > 0 {
+		fromClient = io.MultiReader(io.LimitReader(brw.Reader, int64(n)), client)
+	}
+	done := make(chan int64, 1)
+	go func() {
+		n, _ := io.Copy(upstream, fromClient)
+		closeWrite(upstream)
+		done <- n
+	}()
+	down, _ := io.Copy(client, upstream)
+	closeWrite(client)
+	ev.BytesDown = down
+	// The upstream finished; the client has nothing left to say to it.
+	client.SetReadDeadline(time.Now().Add(time.Second))
+	ev.BytesUp = <-done
+}
+
+func closeWrite(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+}
+
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	c.n += int64(n)
+	return n, err
+}
