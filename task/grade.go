@@ -176,9 +176,23 @@ var (
 // with or without the ==== frame of full output, colours stripped) and
 // returns its counts; ok is false when there is none.
 func ParseSummary(out string) (sum Summary, ok bool) {
-	lines := strings.Split(ansiRE.ReplaceAllString(out, ""), "\n")
-	for i := len(lines) - 1; i >= 0; i-- {
-		if s, ok := parseSummaryLine(strings.TrimSpace(lines[i])); ok {
+	if strings.IndexByte(out, 0x1b) >= 0 {
+		out = ansiRE.ReplaceAllString(out, "")
+	}
+	// The summary is near the end: walk lines backwards, and only lines
+	// that can be one reach the regexp.
+	for len(out) > 0 {
+		line := out
+		if i := strings.LastIndexByte(out, '\n'); i >= 0 {
+			line, out = out[i+1:], out[:i]
+		} else {
+			out = ""
+		}
+		line = strings.TrimSpace(line)
+		if !strings.Contains(line, " in ") {
+			continue
+		}
+		if s, ok := parseSummaryLine(line); ok {
 			return s, true
 		}
 	}
