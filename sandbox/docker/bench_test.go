@@ -1,0 +1,278 @@
+package docker
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	dcontainer "github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/client"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/rollcage/rollcage/sandbox"
+)
+
+// latencies records per-op wall times and reports their median, which says
+// more about a round trip than the mean b.N divides out.
+type latencies []time.Duration
+
+func (l *latencies) time(f func()) {
+	t0 := time.Now()
+	f()
+	*l = append(*l, time.Since(t0))
+}
+
+func (l latencies) p(q float64) time.Duration {
+	if len(l) == 0 {
+		return 0
+	}
+	s := slices.Clone(l)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(q*float64(len(s))))]
+}
+
+func (l latencies) report(b *testing.B) {
+	b.ReportMetric(float64(l.p(0.5).Microseconds()), "p50-µs")
+	b.ReportMetric(float64(l.p(0.99).Microseconds()), "p99-µs")
+}
+
+// BenchmarkRoundTrip compares running `true` through the agent with
+// running it through Docker's exec API (create, attach, inspect), the
+// usual alternative, in one container.
+func BenchmarkRoundTrip(b *testing.B) {
+	cli := testClient(b)
+	bk := newTestBackend(b, Config{})
+	sb, err := bk.Create(b.Context(), sandbox.Spec{Image: testImage(), EpisodeID: "bench-rt"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var agentP50 time.Duration
+	b.Run("agent", func(b *testing.B) {
+		var lat latencies
+		for b.Loop() {
+			lat.time(func() {
+				res, err := sb.Exec(b.Context(), sandbox.ExecRequest{Command: "true"})
+				if err != nil || res.ExitCode != 0 {
+					b.Fatalf("exec: %v %+v", err, res)
+				}
+			})
+		}
+		lat.report(b)
+		agentP50 = lat.p(0.5)
+	})
+	b.Run("docker-exec", func(b *testing.B) {
+		var lat latencies
+		for b.Loop() {
+			lat.time(func() {
+				if code, err := dockerExec(b.Context(), cli, sb.ID(), "true"); err != nil || code != 0 {
+					b.Fatalf("docker exec: exit %d, %v", code, err)
+				}
+			})
+		}
+		lat.report(b)
+		if agentP50 > 0 {
+			ratio := float64(lat.p(0.5)) / float64(agentP50)
+			b.ReportMetric(ratio, "x-agent-p50")
+		}
+	})
+}
+
+// dockerExec runs argv as the sandbox user the way `docker exec` does.
+func dockerExec(ctx context.Context, cli client.APIClient, id string, argv ...string) (int, error) {
+	ex, err := cli.ContainerExecCreate(ctx, id, dcontainer.ExecOptions{Cmd: argv, User: sandboxUser, AttachStdout: true, AttachStderr: true})
+	if err != nil {
+		return 0, err
+	}
+	att, err := cli.ContainerExecAttach(ctx, ex.ID, dcontainer.ExecAttachOptions{})
+	if err != nil {
+		return 0, err
+	}
+	_, err = io.Copy(io.Discard, att.Reader)
+	att.Close()
+	if err != nil {
+		return 0, err
+	}
+	st, err := cli.ContainerExecInspect(ctx, ex.ID)
+	return st.ExitCode, err
+}
+
+// BenchmarkStart measures an episode start up to its first command
+// finished: from the warm pool, and cold (create, start, connect).
+func BenchmarkStart(b *testing.B) {
+	img := testImage()
+	start := func(b *testing.B, bk *Backend, warm bool) {
+		var lat latencies
+		b.StopTimer()
+		for i := 0; i < b.N; i++ {
+			if warm {
+				waitWarmB(b, bk, img)
+			}
+			b.StartTimer()
+			var sb sandbox.Sandbox
+			lat.time(func() {
+				var err error
+				sb, err = bk.Create(b.Context(), sandbox.Spec{Image: img, EpisodeID: "bench-start"})
+				if err == nil {
+					_, err = sb.Exec(b.Context(), sandbox.ExecRequest{Command: "true"})
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			})
+			b.StopTimer()
+			sb.Close(b.Context())
+		}
+		lat.report(b)
+	}
+	b.Run("warm", func(b *testing.B) {
+		start(b, newTestBackend(b, Config{Pool: map[string]int{img: 2}}), true)
+	})
+	b.Run("cold", func(b *testing.B) {
+		start(b, newTestBackend(b, Config{}), false)
+	})
+}
+
+func waitWarmB(b *testing.B, bk *Backend, img string) {
+	deadline := time.Now().Add(time.Minute)
+	for bk.pool.count(img) == 0 {
+		if time.Now().After(deadline) {
+			b.Fatalf("pool never warmed: %+v", bk.Stats())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// BenchmarkAlive64 keeps 64 idle sandboxes alive and measures what they
+// cost the host (per sandbox: container memory, shim and daemon growth)
+// and the round trip of `true` under that load.
+func BenchmarkAlive64(b *testing.B) {
+	const n = 64
+	cli := testClient(b)
+	before := engineMemory()
+	bk := newTestBackend(b, Config{MaxCreating: 4})
+	sbs := make([]sandbox.Sandbox, n)
+	var g errgroup.Group
+	for i := range sbs {
+		g.Go(func() error {
+			sb, err := bk.Create(b.Context(), sandbox.Spec{Image: testImage(), EpisodeID: fmt.Sprintf("alive-%d", i)})
+			sbs[i] = sb
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		b.Fatal(err)
+	}
+	// Every agent has run one command, like an episode that has started.
+	for _, sb := range sbs {
+		if _, err := sb.Exec(b.Context(), sandbox.ExecRequest{Command: "true"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	time.Sleep(2 * time.Second) // let the runtime settle before measuring idle cost
+	var usage, rss int64
+	var mu sync.Mutex
+	g = errgroup.Group{}
+	g.SetLimit(8)
+	for _, sb := range sbs {
+		g.Go(func() error {
+			u, r, err := containerMemory(b.Context(), cli, sb.ID())
+			mu.Lock()
+			usage += u
+			rss += r
+			mu.Unlock()
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		b.Fatal(err)
+	}
+	after := engineMemory()
+
+	var lat latencies
+	i := 0
+	for b.Loop() {
+		sb := sbs[i%n]
+		i++
+		lat.time(func() {
+			if _, err := sb.Exec(b.Context(), sandbox.ExecRequest{Command: "true"}); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+	lat.report(b)
+	const mib = 1 << 20
+	b.ReportMetric(float64(usage)/n/mib, "cgroup-MiB/sandbox")
+	b.ReportMetric(float64(rss)/n/mib, "rss-MiB/sandbox")
+	b.ReportMetric(float64(after.shim-before.shim)/n/mib, "shim-MiB/sandbox")
+	b.ReportMetric(float64(after.daemons-before.daemons)/n/mib, "daemons-MiB/sandbox")
+}
+
+// containerMemory is the container's cgroup memory use without page cache,
+// and its resident anonymous memory, from the engine's one-shot stats.
+func containerMemory(ctx context.Context, cli client.APIClient, id string) (usage, rss int64, err error) {
+	st, err := cli.ContainerStatsOneShot(ctx, id)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer st.Body.Close()
+	var s dcontainer.StatsResponse
+	if err := json.NewDecoder(st.Body).Decode(&s); err != nil {
+		return 0, 0, err
+	}
+	m := s.MemoryStats
+	cache := m.Stats["total_inactive_file"]    // cgroup v1
+	if v, ok := m.Stats["inactive_file"]; ok { // cgroup v2
+		cache = v
+	}
+	rss = int64(m.Stats["total_rss"] + m.Stats["anon"])
+	return int64(m.Usage - cache), rss, nil
+}
+
+type engineMem struct{ shim, daemons int64 }
+
+// engineMemory sums the proportional set size of the containerd shims and
+// of dockerd and containerd, from /proc (shared pages split fairly).
+func engineMemory() engineMem {
+	var m engineMem
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		comm, err := os.ReadFile(d + "/comm")
+		if err != nil {
+			continue
+		}
+		name := strings.TrimSpace(string(comm))
+		switch {
+		case strings.HasPrefix(name, "containerd-shim"):
+			m.shim += pss(d)
+		case name == "dockerd" || name == "containerd":
+			m.daemons += pss(d)
+		}
+	}
+	return m
+}
+
+func pss(procDir string) int64 {
+	b, err := os.ReadFile(procDir + "/smaps_rollup")
+	if err != nil {
+		return 0
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		if f := strings.Fields(sc.Text()); len(f) >= 2 && f[0] == "Pss:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
