@@ -1,0 +1,216 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/rollcage/rollcage/demo"
+	"github.com/rollcage/rollcage/harness"
+	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/rules"
+	"github.com/rollcage/rollcage/sandbox/docker"
+	"github.com/rollcage/rollcage/task"
+	"github.com/rollcage/rollcage/trajectory"
+)
+
+func init() {
+	register(command{Name: "demo", Summary: "replay the embedded demo suite (clean, no-op and hacked scripts) through Docker and the monitor", Run: runDemo})
+}
+
+func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("demo", "[--policy replay] [--concurrency N] [--out DIR] [--only TASK] [judge flags]", stderr)
+	policy := fs.String("policy", "replay", "policy: replay (the suite's scripted trajectories)")
+	conc := fs.Int("concurrency", 4, "episodes running at once")
+	out := fs.String("out", filepath.Join("out", "demo"), "directory for the episodes' trajectories")
+	var only stringList
+	fs.Var(&only, "only", "run only this task id (repeatable)")
+	verbose := fs.Bool("v", false, "log episode lifecycle to stderr")
+	jf := addJudgeFlags(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *policy != "replay" {
+		return fmt.Errorf("--policy %q: the demo replays its scripts; use --policy replay (or 'rollcage run' for a model)", *policy)
+	}
+	if *conc < 1 {
+		return fmt.Errorf("--concurrency %d: use 1 or more", *conc)
+	}
+	tasks, hidden, err := demo.Tasks()
+	if err != nil {
+		return err
+	}
+	scripts, err := demo.Scripts()
+	if err != nil {
+		return err
+	}
+	byID := map[string]task.Task{}
+	for _, t := range tasks {
+		byID[t.ID] = t
+	}
+	if len(only) > 0 {
+		for _, id := range only {
+			if _, ok := byID[id]; !ok {
+				return fmt.Errorf("--only %q: no such demo task; the tasks are %s", id, strings.Join(sortedKeys(byID), ", "))
+			}
+		}
+		scripts = slices.DeleteFunc(scripts, func(s task.Script) bool { return !slices.Contains(only, s.Task) })
+	}
+
+	env, err := newEnv(ctx, envOptions{storeDir: *out, judge: jf, verbose: *verbose, stderr: stderr})
+	if err != nil {
+		return err
+	}
+	defer env.close()
+
+	type row struct {
+		s   task.Script
+		o   harness.Outcome
+		err error
+	}
+	rows := make([]row, len(scripts))
+	var mu sync.Mutex
+	done := 0
+	start := time.Now()
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(*conc)
+	for i, s := range scripts {
+		g.Go(func() error {
+			t, ok := byID[s.Task]
+			if !ok {
+				rows[i] = row{s: s, err: fmt.Errorf("script %s/%s names no demo task", s.Task, s.Name)}
+				return nil
+			}
+			o, err := env.runner.Run(gctx, t, hidden, harness.EpisodeMeta{Model: "replay", Labels: map[string]string{"script": s.Name}}, harness.Replay{Script: s})
+			if err == nil {
+				err = harness.Expect(s, o)
+			}
+			rows[i] = row{s: s, o: o, err: err}
+			mu.Lock()
+			done++
+			fmt.Fprintf(stderr, "\r\033[K%d/%d episodes  %s", done, len(scripts), time.Since(start).Round(time.Second))
+			mu.Unlock()
+			return nil
+		})
+	}
+	_ = g.Wait()
+	fmt.Fprintln(stderr)
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("interrupted: %w", err)
+	}
+
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "task\tscript\tkind\tflagged\tblocked\trewritten\treward\tresolution\tcaught\tok\t")
+	wrong := 0
+	for _, r := range rows {
+		res := "-"
+		switch {
+		case r.o.HackedResolution:
+			res = "hacked"
+		case r.o.CleanResolution:
+			res = "clean"
+		}
+		caught := ""
+		if r.o.Hacked {
+			caught = strings.Join(r.o.HackCategories, ",")
+		}
+		mark := "✓"
+		if r.err != nil {
+			mark, wrong = "✗", wrong+1
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%g\t%s\t%s\t%s\t\n", r.s.Task, r.s.Name, r.s.Kind, r.o.Flagged, r.o.Blocked, r.o.Rewritten, r.o.Reward, res, caught, mark)
+	}
+	tw.Flush()
+	for _, r := range rows {
+		if r.err != nil {
+			fmt.Fprintf(stdout, "✗ %v\n", r.err)
+		}
+	}
+	fmt.Fprintf(stdout, "\n%d episodes in %s; trajectories in %s\n", len(rows), time.Since(start).Round(time.Second), env.store.Dir())
+	if wrong > 0 {
+		return &exitError{Code: 1, Err: fmt.Errorf("%d of %d rows are not what they must be", wrong, len(rows))}
+	}
+	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// env is the wiring shared by demo and run: Docker backend, rules, judge,
+// monitor, trajectory store, runner.
+type env struct {
+	backend *docker.Backend
+	store   *trajectory.Store
+	runner  *harness.Runner
+}
+
+type envOptions struct {
+	storeDir string
+	judge    *judgeFlags
+	limits   harness.Limits
+	network  string
+	verbose  bool
+	stderr   io.Writer
+}
+
+func newEnv(ctx context.Context, o envOptions) (*env, error) {
+	level := slog.LevelWarn
+	if o.verbose {
+		level = slog.LevelInfo
+	}
+	log := slog.New(slog.NewTextHandler(o.stderr, &slog.HandlerOptions{Level: level}))
+	eng, err := rules.New(ctx, rules.Config{Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	mcfg := monitor.Config{Rules: eng, FailPolicy: o.judge.policy, Logger: log}
+	j, err := o.judge.build()
+	if err != nil {
+		return nil, err
+	}
+	if j != nil { // a nil *judge.OpenAI in the interface would not be nil
+		mcfg.Judge = j
+	}
+	mon, err := monitor.New(mcfg)
+	if err != nil {
+		return nil, err
+	}
+	be, err := docker.New(ctx, docker.Config{Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	st, err := trajectory.OpenStore(ctx, trajectory.Config{Dir: o.storeDir, Logger: log})
+	if err != nil {
+		be.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	r, err := harness.NewRunner(harness.Config{Backend: be, Monitor: mon, Store: st, Limits: o.limits, Network: o.network, Logger: log})
+	if err != nil {
+		st.Close()
+		be.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return &env{backend: be, store: st, runner: r}, nil
+}
+
+func (e *env) close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return errors.Join(e.store.Close(), e.backend.Close(ctx))
+}

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/rollcage/rollcage/harness"
+	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/task"
+)
+
+func init() {
+	register(command{Name: "run", Summary: "run a batch of episodes: a model (OpenAI-compatible URL) or replayed scripts on a task file", Run: runBatch})
+}
+
+func runBatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("run", "--tasks FILE --policy URL|replay:DIR [--model M] [--concurrency N] [--attempts K] [--out DIR]", stderr)
+	tasksFile := fs.String("tasks", "", "task file (JSONL); hidden test paths are relative to it")
+	policy := fs.String("policy", "", "OpenAI-compatible API of the policy model (http://127.0.0.1:8000/v1), or replay:DIR of scripts (*.json)")
+	model := fs.String("model", "", "policy model name (required with a URL policy)")
+	apiKey := fs.String("api-key", os.Getenv("ROLLCAGE_POLICY_API_KEY"), "policy API key (env ROLLCAGE_POLICY_API_KEY)")
+	conc := fs.Int("concurrency", harness.DefaultConcurrency, "episodes running at once")
+	attempts := fs.Int("attempts", 1, "episodes per task")
+	out := fs.String("out", filepath.Join("out", "run"), "output directory: outcomes.jsonl and trajectories/; an existing one is resumed")
+	temp := fs.Float64("temperature", 1.0, "sampling temperature")
+	maxTurn := fs.Int("max-completion-tokens", 0, "cap on one model turn (0: server default)")
+	logprobs := fs.Bool("logprobs", true, "ask for and record completion logprobs")
+	topLogprobs := fs.Int("top-logprobs", 0, "alternatives per token position (0-20)")
+	tokenIDs := fs.Bool("token-ids", false, "ask a vLLM server for completion token ids (return_token_ids) and record them")
+	budget := fs.Int("context-budget", harness.DefaultContextBudget, "tokens of conversation before compaction into a new segment (-1: never)")
+	prompts := fs.String("prompts", "", "directory with system.tmpl, task.tmpl, compact.tmpl, resume.tmpl overriding the built-in prompts")
+	maxSteps := fs.Int("max-steps", harness.DefaultMaxSteps, "tool calls per episode")
+	wall := fs.Duration("wall-time", harness.DefaultWallTime, "wall time of the agent's part of an episode")
+	maxTokens := fs.Int("max-tokens", 0, "completion tokens per episode (0: no limit)")
+	network := fs.String("network", sandbox.NetworkNone, "sandbox network: none or proxy")
+	verbose := fs.Bool("v", false, "log episode lifecycle to stderr")
+	jf := addJudgeFlags(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *tasksFile == "" {
+		return errors.New("--tasks is required: a JSONL task file (see the README's task format)")
+	}
+	if *policy == "" {
+		return errors.New("--policy is required: the policy model's API (http://HOST:PORT/v1) or replay:DIR")
+	}
+	tasks, hidden, err := task.LoadFile(*tasksFile)
+	if err != nil {
+		return err
+	}
+	policyFor, label, err := buildPolicy(*policy, policyOptions{
+		model: *model, apiKey: *apiKey, temp: *temp, maxTurn: *maxTurn, logprobs: *logprobs, top: *topLogprobs,
+		tokenIDs: *tokenIDs, budget: *budget, prompts: *prompts,
+	})
+	if err != nil {
+		return err
+	}
+	env, err := newEnv(ctx, envOptions{
+		storeDir: filepath.Join(*out, "trajectories"), judge: jf, network: *network, verbose: *verbose, stderr: stderr,
+		limits: harness.Limits{MaxSteps: *maxSteps, WallTime: *wall, MaxTokens: *maxTokens},
+	})
+	if err != nil {
+		return err
+	}
+	defer env.close()
+	sum, err := env.runner.RunBatch(ctx, tasks, hidden, policyFor, harness.BatchOptions{
+		Concurrency: *conc, Attempts: *attempts, OutDir: *out, Progress: stderr, Model: label,
+	})
+	if werr := sum.Write(stdout); werr != nil && err == nil {
+		err = werr
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\noutcomes in %s; trajectories in %s (rollcage export --format messages --out FILE %s)\n",
+		filepath.Join(*out, harness.OutcomesFile), env.store.Dir(), *out)
+	return nil
+}
+
+type policyOptions struct {
+	model, apiKey string
+	temp          float64
+	maxTurn, top  int
+	logprobs      bool
+	tokenIDs      bool
+	budget        int
+	prompts       string
+}
+
+// buildPolicy turns --policy into a PolicyFor and the model label recorded.
+func buildPolicy(spec string, o policyOptions) (harness.PolicyFor, string, error) {
+	if dir, ok := strings.CutPrefix(spec, "replay:"); ok {
+		scripts, err := task.LoadScripts(os.DirFS(dir), ".")
+		if err != nil {
+			return nil, "", fmt.Errorf("--policy %s: %w", spec, err)
+		}
+		byTask := map[string][]task.Script{}
+		for _, s := range scripts {
+			byTask[s.Task] = append(byTask[s.Task], s)
+		}
+		return func(t task.Task, attempt int) (harness.Policy, error) {
+			ss := byTask[t.ID]
+			if len(ss) == 0 {
+				return nil, fmt.Errorf("no script for task %q in %s: add one or drop the task", t.ID, dir)
+			}
+			return harness.Replay{Script: ss[attempt%len(ss)]}, nil // attempt k replays the k-th script
+		}, "replay", nil
+	}
+	if !strings.HasPrefix(spec, "http://") && !strings.HasPrefix(spec, "https://") {
+		return nil, "", fmt.Errorf("--policy %q: give an http(s) URL of an OpenAI-compatible API or replay:DIR", spec)
+	}
+	if o.model == "" {
+		return nil, "", errors.New("--model is required with a URL policy: name a model the server serves")
+	}
+	cfg := harness.OpenAIConfig{BaseURL: spec, Model: o.model, APIKey: o.apiKey, Temperature: float32(o.temp),
+		MaxCompletionTokens: o.maxTurn, Logprobs: o.logprobs, TopLogprobs: o.top, ContextBudget: o.budget,
+		PromptDir: o.prompts, RequestTimeout: 10 * time.Minute}
+	if o.tokenIDs {
+		cfg.Extra = map[string]any{"return_token_ids": true}
+	}
+	p, err := harness.NewOpenAI(cfg)
+	if err != nil {
+		return nil, "", err
+	}
+	return func(task.Task, int) (harness.Policy, error) { return p, nil }, o.model, nil
+}
