@@ -188,6 +188,10 @@ func (c *container) Snapshot(ctx context.Context, ref string) (string, error) {
 		Reference: ref,
 		Comment:   "rollcage snapshot of " + c.nameNow(),
 		Pause:     true,
+		// The image inherits the container's labels; without this, a
+		// container someone runs from it by hand would look like a
+		// leftover of ours to the reaper.
+		Changes: []string{"LABEL " + LabelManaged + "=snapshot"},
 	})
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {

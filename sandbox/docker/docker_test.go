@@ -274,8 +274,30 @@ func TestReaper(t *testing.T) {
 	if entries, _ := os.ReadDir(stateDir); len(entries) != 0 {
 		t.Errorf("run dirs survived the reaper: %v", entries)
 	}
-	if n, err := Reap(t.Context(), cli, stateDir, nil); n != 0 || err != nil {
-		t.Errorf("second Reap: %d removed, %v; want 0, nil", n, err)
+	if n, err := GC(t.Context(), Config{StateDir: stateDir}); n != 0 || err != nil {
+		t.Errorf("GC after the reap: %d removed, %v; want 0, nil", n, err)
+	}
+}
+
+func TestSnapshotNotManaged(t *testing.T) {
+	cli := testClient(t)
+	b := newTestBackend(t, Config{})
+	sb, err := b.Create(t.Context(), sandbox.Spec{Image: testImage(), EpisodeID: "snap-labels"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close(t.Context())
+	ref := "rollcage-test/snap-labels:" + randomToken()
+	if _, err := sb.Snapshot(t.Context(), ref); err != nil {
+		t.Fatal(err)
+	}
+	defer removeImage(cli)(context.Background(), ref)
+	img, err := cli.ImageInspect(t.Context(), ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := img.Config.Labels[LabelManaged]; got == "1" {
+		t.Errorf("snapshot image carries %s=1: containers run from it by hand would be reaped", LabelManaged)
 	}
 }
 

@@ -72,6 +72,20 @@ func Reap(ctx context.Context, cli client.APIClient, stateDir string, log *slog.
 
 // reapDirs removes run directories whose owner is gone. Run dirs that the
 // container loop above already removed are simply not there any more.
+// GC connects to the engine like New (without needing the agent binary)
+// and runs Reap on cfg.StateDir: the body of `rollcage gc`.
+func GC(ctx context.Context, cfg Config) (removed int, err error) {
+	if cfg.StateDir == "" {
+		cfg.StateDir = defaultStateDir()
+	}
+	cli, err := newClient(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer cli.Close()
+	return Reap(ctx, cli, cfg.StateDir, cfg.Logger)
+}
+
 func reapDirs(stateDir string, log *slog.Logger) (int, error) {
 	if stateDir == "" {
 		return 0, nil
