@@ -1,0 +1,335 @@
+package harness
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/rollcage/rollcage/demo"
+	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/task"
+	"github.com/rollcage/rollcage/trajectory"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func fakeTasks(n int) []task.Task {
+	var ts []task.Task
+	for i := 1; i <= n; i++ {
+		t := fakeTask
+		t.ID = fmt.Sprintf("t%d", i)
+		ts = append(ts, t)
+	}
+	return ts
+}
+
+var echoScript = task.Script{Task: "any", Name: "echo", Kind: task.KindClean, Steps: []task.Step{
+	{Tool: monitor.ToolBash, Args: json.RawMessage(`{"command":"echo fixed"}`)},
+	{Tool: monitor.ToolSubmit, Args: json.RawMessage(`{}`)},
+}}
+
+// blockPolicy never finishes on its own: it stands for an episode in
+// flight when the process is killed.
+type blockPolicy struct{ started chan<- struct{} }
+
+func (p blockPolicy) Run(ctx context.Context, ep *Episode) (string, error) {
+	if p.started != nil {
+		p.started <- struct{}{}
+	}
+	<-ctx.Done()
+	return "", ctx.Err()
+}
+
+// countingPolicies hands out echo replays and counts who asked.
+type countingPolicies struct {
+	mu  sync.Mutex
+	ran []string // guarded by mu
+}
+
+func (c *countingPolicies) policyFor(s task.Script) PolicyFor {
+	return func(t task.Task, attempt int) (Policy, error) {
+		c.mu.Lock()
+		c.ran = append(c.ran, fmt.Sprintf("%s#%d", t.ID, attempt))
+		c.mu.Unlock()
+		return Replay{Script: s}, nil
+	}
+}
+
+func (c *countingPolicies) got() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := slices.Clone(c.ran)
+	slices.Sort(out)
+	return out
+}
+
+func readOutcomes(t testing.TB, dir string) []Outcome {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, OutcomesFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var outs []Outcome
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		var o Outcome
+		if err := json.Unmarshal(sc.Bytes(), &o); err != nil {
+			t.Fatalf("outcomes line %q: %v", sc.Text(), err)
+		}
+		outs = append(outs, o)
+	}
+	return outs
+}
+
+func keysOf(outs []Outcome) []string {
+	var ks []string
+	for _, o := range outs {
+		ks = append(ks, fmt.Sprintf("%s#%d", o.TaskID, o.Attempt))
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+func TestRunBatchResumes(t *testing.T) {
+	r, _ := testRunner(t, &fakeBackend{}, Limits{})
+	out := t.TempDir()
+	tasks := fakeTasks(3)
+	var first countingPolicies
+	var progress bytes.Buffer
+	sum, err := r.RunBatch(context.Background(), tasks, fakeHidden, first.policyFor(echoScript),
+		BatchOptions{Concurrency: 2, Attempts: 2, OutDir: out, Progress: &progress})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := []string{"t1#0", "t1#1", "t2#0", "t2#1", "t3#0", "t3#1"}
+	if diff := cmp.Diff(all, first.got()); diff != "" {
+		t.Errorf("first run ran (-want +got):\n%s", diff)
+	}
+	if sum.Total.Episodes != 6 || sum.Total.CleanResolutions != 6 || len(sum.Tasks) != 3 {
+		t.Errorf("summary total %+v over %d tasks, want 6 clean resolutions over 3", sum.Total, len(sum.Tasks))
+	}
+	if !strings.Contains(progress.String(), "6/6 episodes") {
+		t.Errorf("progress never said 6/6: %q", progress.String())
+	}
+
+	// A torn line (a kill mid-write) is dropped, and its episode re-run.
+	outs := readOutcomes(t, out)
+	b, _ := json.Marshal(outs[len(outs)-1])
+	body, _ := os.ReadFile(filepath.Join(out, OutcomesFile))
+	body = bytes.TrimSuffix(body, append(b, '\n'))
+	torn := append(body, b[:len(b)/2]...)
+	if err := os.WriteFile(filepath.Join(out, OutcomesFile), torn, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var second countingPolicies
+	sum2, err := r.RunBatch(context.Background(), tasks, fakeHidden, second.policyFor(echoScript),
+		BatchOptions{Concurrency: 2, Attempts: 2, OutDir: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := outs[len(outs)-1]
+	if diff := cmp.Diff([]string{fmt.Sprintf("%s#%d", last.TaskID, last.Attempt)}, second.got()); diff != "" {
+		t.Errorf("resume ran (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(all, keysOf(readOutcomes(t, out))); diff != "" {
+		t.Errorf("outcomes after resume (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(sum, sum2); diff != "" {
+		t.Errorf("summary after resume differs (-first +second):\n%s", diff)
+	}
+}
+
+// batchChildEnv makes TestBatchChild the child process of the kill -9
+// tests: it runs a batch in which one episode never ends, until killed.
+const batchChildEnv = "ROLLCAGE_HARNESS_BATCH_CHILD"
+
+func TestBatchChild(t *testing.T) {
+	spec := os.Getenv(batchChildEnv)
+	if spec == "" {
+		t.Skip("child process of the kill -9 tests")
+	}
+	mode, out, _ := strings.Cut(spec, ":")
+	var (
+		b       sandbox.Backend
+		tasks   []task.Task
+		hidden  fs.FS
+		scripts map[string]task.Script
+	)
+	switch mode {
+	case "fake":
+		b, tasks, hidden = &fakeBackend{}, fakeTasks(4), fakeHidden
+	case "docker":
+		b = dockerBackend(t)
+		tasks, hidden, scripts = demoClean(t, 3)
+	}
+	st, err := trajectory.OpenStore(context.Background(), trajectory.Config{Dir: filepath.Join(out, "trajectories")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := testRunner(t, b, Limits{})
+	r.cfg.Store = st
+	blocked := tasks[len(tasks)-2].ID
+	_, err = r.RunBatch(context.Background(), tasks, hidden, func(tk task.Task, attempt int) (Policy, error) {
+		if tk.ID == blocked {
+			return blockPolicy{}, nil
+		}
+		if s, ok := scripts[tk.ID]; ok {
+			return Replay{Script: s}, nil
+		}
+		return Replay{Script: echoScript}, nil
+	}, BatchOptions{Concurrency: 2, OutDir: out})
+	t.Fatalf("the batch ended (%v); it should have been killed", err)
+}
+
+// demoClean returns the first n demo tasks and their clean scripts.
+func demoClean(t testing.TB, n int) ([]task.Task, fs.FS, map[string]task.Script) {
+	tasks, hidden, err := demo.Tasks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss, err := demo.Scripts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	clean := map[string]task.Script{}
+	for _, s := range ss {
+		if s.Kind == task.KindClean {
+			clean[s.Task] = s
+		}
+	}
+	return tasks[:n], hidden, clean
+}
+
+// killBatch starts the child batch, waits until want outcomes are on disk
+// (the blocked episode still running), kills it with SIGKILL and returns
+// the outcomes it left.
+func killBatch(t *testing.T, mode, out string, want int) []Outcome {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestBatchChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), batchChildEnv+"="+mode+":"+out)
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stderr, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	// Another process writes the file: poll it, bounded.
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(5 * time.Minute)
+	for {
+		select {
+		case err := <-exited:
+			t.Fatalf("child exited early (%v):\n%s", err, stderr.String())
+		case <-deadline:
+			cmd.Process.Kill()
+			t.Fatalf("child did not finish %d episodes in time:\n%s", want, stderr.String())
+		case <-tick.C:
+		}
+		b, _ := os.ReadFile(filepath.Join(out, OutcomesFile))
+		if bytes.Count(b, []byte{'\n'}) >= want {
+			break
+		}
+	}
+	if err := cmd.Process.Kill(); err != nil { // SIGKILL: no cleanup runs
+		t.Fatal(err)
+	}
+	<-exited
+	return readOutcomes(t, out)
+}
+
+func TestBatchKill9Resume(t *testing.T) {
+	out := t.TempDir()
+	before := killBatch(t, "fake", out, 3)
+	if diff := cmp.Diff([]string{"t1#0", "t2#0", "t4#0"}, keysOf(before)); diff != "" {
+		t.Fatalf("before the kill (-want +got):\n%s", diff)
+	}
+	r, _ := testRunner(t, &fakeBackend{}, Limits{})
+	var resume countingPolicies
+	sum, err := r.RunBatch(context.Background(), fakeTasks(4), fakeHidden, resume.policyFor(echoScript), BatchOptions{Concurrency: 2, OutDir: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"t3#0"}, resume.got()); diff != "" {
+		t.Errorf("resume ran (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"t1#0", "t2#0", "t3#0", "t4#0"}, keysOf(readOutcomes(t, out))); diff != "" {
+		t.Errorf("outcomes after resume (-want +got):\n%s", diff)
+	}
+	if sum.Total.Episodes != 4 || sum.Total.CleanResolutions != 4 {
+		t.Errorf("summary total %+v, want 4 clean resolutions", sum.Total)
+	}
+}
+
+func TestBatchKill9ResumeInDocker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs demo episodes in Docker")
+	}
+	b := dockerBackend(t)
+	tasks, hidden, clean := demoClean(t, 3)
+	requireImage(t, b, tasks[0])
+	out := t.TempDir()
+	before := killBatch(t, "docker", out, 2)
+	if diff := cmp.Diff([]string{tasks[0].ID + "#0", tasks[2].ID + "#0"}, keysOf(before)); diff != "" {
+		t.Fatalf("before the kill (-want +got):\n%s", diff)
+	}
+	r, _ := testRunner(t, b, Limits{})
+	var ran []string
+	sum, err := r.RunBatch(context.Background(), tasks, hidden, func(tk task.Task, attempt int) (Policy, error) {
+		ran = append(ran, tk.ID)
+		return Replay{Script: clean[tk.ID]}, nil
+	}, BatchOptions{Concurrency: 1, OutDir: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{tasks[1].ID}, ran); diff != "" {
+		t.Errorf("resume ran (-want +got):\n%s", diff)
+	}
+	if sum.Total.Episodes != 3 || sum.Total.CleanResolutions != 3 {
+		t.Errorf("summary total %+v, want 3 clean resolutions", sum.Total)
+	}
+}
+
+func TestSummaryWrite(t *testing.T) {
+	outs := []Outcome{
+		{TaskID: "lru", Resolved: true, Reward: 1, CleanResolution: true, JudgeCalls: 1},
+		{TaskID: "lru", Resolved: true, Reward: 1, Hacked: true, HackedResolution: true, Blocked: 2, JudgeCalls: 3},
+		{TaskID: "lru", FailureClass: FailureAgent, Reason: ReasonMaxSteps},
+		{TaskID: "csvquote", Hacked: true, Blocked: 1, FailureClass: FailureAgent},
+		{TaskID: "csvquote", FailureClass: FailureInfrastructure},
+		{TaskID: "csvquote", FailureClass: FailureGrading},
+	}
+	var buf bytes.Buffer
+	if err := Summarize(outs).Write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", "summary.golden")
+	if *update {
+		if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if diff := cmp.Diff(string(want), buf.String()); diff != "" {
+		t.Errorf("summary table (-want +got):\n%s", diff)
+	}
+}
