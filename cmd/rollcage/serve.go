@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	iofs "io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/rollcage/rollcage/demo"
+	"github.com/rollcage/rollcage/harness"
+	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/sandbox/docker"
+	"github.com/rollcage/rollcage/server"
+	"github.com/rollcage/rollcage/task"
+	"github.com/rollcage/rollcage/trajectory"
+)
+
+func init() {
+	register(command{Name: "serve", Summary: "the gateway for external harnesses: HTTP/WebSocket API, MCP, recording proxy, metrics", Run: runServe})
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func envDuration(name string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(name)); err == nil {
+		return d
+	}
+	return def
+}
+
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil {
+		return n
+	}
+	return def
+}
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("serve", "[--addr HOST:PORT] [--tasks FILE] [--trajectories DIR] [--policy-url URL] [judge and policy flags]", stderr)
+	addr := fs.String("addr", envOr("ROLLCAGE_ADDR", "127.0.0.1:8080"), "listen address (env ROLLCAGE_ADDR)")
+	tasksFile := fs.String("tasks", os.Getenv("ROLLCAGE_TASKS"), "task file (JSONL) whose tasks episodes may be created from (env ROLLCAGE_TASKS); default: the embedded demo suite")
+	dir := fs.String("trajectories", envOr("ROLLCAGE_TRAJECTORIES", "trajectories"), "directory of the episode logs (env ROLLCAGE_TRAJECTORIES)")
+	admin := fs.String("admin-token", os.Getenv("ROLLCAGE_ADMIN_TOKEN"), "admin bearer token (env ROLLCAGE_ADMIN_TOKEN); generated and printed when empty")
+	policyURL := fs.String("policy-url", os.Getenv("ROLLCAGE_POLICY_URL"), "OpenAI-compatible policy server the recording proxy forwards to, with /v1 (env ROLLCAGE_POLICY_URL)")
+	policyKey := fs.String("policy-api-key", os.Getenv("ROLLCAGE_POLICY_API_KEY"), "API key for the policy server (env ROLLCAGE_POLICY_API_KEY)")
+	publicURL := fs.String("public-url", os.Getenv("ROLLCAGE_PUBLIC_URL"), "the gateway's URL as clients reach it, for the URLs it hands out (env ROLLCAGE_PUBLIC_URL); default: from each request")
+	idle := fs.Duration("idle-timeout", envDuration("ROLLCAGE_IDLE_TIMEOUT", server.DefaultIdleTimeout), "close episodes unused this long (negative: never)")
+	maxSteps := fs.Int("max-steps", envInt("ROLLCAGE_MAX_STEPS", harness.DefaultMaxSteps), "tool calls per episode")
+	wall := fs.Duration("wall-time", envDuration("ROLLCAGE_WALL_TIME", harness.DefaultWallTime), "wall time of an episode's agent part")
+	rate := fs.Float64("rate", server.DefaultRate, "requests per second per token (negative: unlimited)")
+	burst := fs.Int("burst", server.DefaultBurst, "burst of requests per token")
+	stateDir := fs.String("state-dir", os.Getenv("ROLLCAGE_STATE_DIR"), "per-sandbox host directories (env ROLLCAGE_STATE_DIR); in a container it must be the same path on the host")
+	pool := fs.Int("pool", envInt("ROLLCAGE_POOL", 0), "warm containers kept per task image")
+	network := fs.String("network", envOr("ROLLCAGE_NETWORK", sandbox.NetworkNone), "sandbox network: none, or proxy (egress through the monitor's proxy)")
+	grace := fs.Duration("shutdown-timeout", 2*time.Minute, "how long a shutdown waits for calls in flight")
+	verbose := fs.Bool("v", false, "debug logs (one line per call)")
+	jf := addJudgeFlags(fs)
+	rf := addRulesFlags(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	var tasks []task.Task
+	var hidden iofs.FS
+	var err error
+	if *tasksFile != "" {
+		tasks, hidden, err = task.LoadFile(*tasksFile)
+	} else {
+		tasks, hidden, err = demo.Tasks()
+	}
+	if err != nil {
+		return err
+	}
+	eng, err := rf.engine(ctx)
+	if err != nil {
+		return err
+	}
+	mcfg := monitor.Config{Rules: eng, FailPolicy: jf.policy, Logger: log}
+	if j, err := jf.build(); err != nil {
+		return err
+	} else if j != nil {
+		mcfg.Judge = j
+	}
+	mon, err := monitor.New(mcfg)
+	if err != nil {
+		return err
+	}
+	poolCfg := map[string]int{}
+	if *pool > 0 {
+		for _, t := range tasks {
+			poolCfg[t.Image] = *pool
+		}
+	}
+	backend, err := docker.New(ctx, docker.Config{StateDir: *stateDir, Pool: poolCfg, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer backend.Close(context.WithoutCancel(ctx))
+	store, err := trajectory.OpenStore(ctx, trajectory.Config{Dir: *dir, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	runner, err := harness.NewRunner(harness.Config{Backend: backend, Monitor: mon, Store: store, Network: *network,
+		Limits: harness.Limits{MaxSteps: *maxSteps, WallTime: *wall}, Logger: log})
+	if err != nil {
+		return err
+	}
+	srv, err := server.New(server.Config{
+		Runner: runner, Store: store, Tasks: tasks, Hidden: hidden,
+		AdminToken: *admin, PolicyURL: *policyURL, PolicyAPIKey: *policyKey, PublicURL: *publicURL,
+		IdleTimeout: *idle, Rate: *rate, Burst: *burst, Logger: log,
+		PoolStats: func() (int, int) { st := backend.Stats(); return st.Alive, st.Warm },
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w (pick another --addr)", *addr, err)
+	}
+	if *admin == "" {
+		fmt.Fprintf(stdout, "rollcage serve: admin token (generated; set --admin-token or ROLLCAGE_ADMIN_TOKEN to fix it): %s\n", srv.AdminToken())
+	}
+	fmt.Fprintf(stdout, "rollcage serve: listening on http://%s (%d tasks, trajectories in %s)\n", ln.Addr(), len(tasks), store.Dir())
+	if *policyURL == "" {
+		log.Info("no --policy-url: the recording proxy answers 503")
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: finishing calls in flight", "timeout", *grace)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), *grace)
+	defer cancel()
+	serr := srv.Shutdown(sctx)
+	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		serr = errors.Join(serr, err)
+	}
+	return serr
+}

@@ -1,0 +1,606 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rollcage/rollcage/harness"
+	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/task"
+	"github.com/rollcage/rollcage/trajectory"
+)
+
+// CreateRequest is the body of POST /v1/episodes: exactly one of TaskID
+// (a task the gateway loaded) or Task (an inline task line).
+type CreateRequest struct {
+	TaskID string     `json:"task_id,omitempty"`
+	Task   *task.Task `json:"task,omitempty"`
+	// EpisodeID names the episode (and its trajectory); generated if empty.
+	EpisodeID string            `json:"episode_id,omitempty"`
+	Attempt   int               `json:"attempt,omitempty"`
+	Model     string            `json:"model,omitempty"`
+	Labels    map[string]string `json:"labels,omitempty"`
+}
+
+// CreateResponse answers POST /v1/episodes.
+type CreateResponse struct {
+	EpisodeID string `json:"episode_id"`
+	// Token is the episode's bearer token: it acts on this episode only.
+	Token       string    `json:"token"`
+	TaskID      string    `json:"task_id"`
+	Instruction string    `json:"instruction"`
+	Workdir     string    `json:"workdir"`
+	Deadline    time.Time `json:"deadline"`
+	// Tools are the tools the policy may call, in OpenAI's function format.
+	Tools         []Tool `json:"tools"`
+	CallsURL      string `json:"calls_url"`
+	SubmitURL     string `json:"submit_url"`
+	MCPURL        string `json:"mcp_url"`
+	ChatURL       string `json:"chat_url"`
+	StreamURL     string `json:"stream_url"`
+	TrajectoryURL string `json:"trajectory_url"`
+}
+
+// CallResponse answers POST /v1/episodes/{id}/calls.
+type CallResponse struct {
+	Step int `json:"step"`
+	// Output is what the model should be shown: the real output, or dummy
+	// output when the call was blocked (Dummy).
+	Output   string `json:"output"`
+	ExitCode int    `json:"exit_code"`
+	Dummy    bool   `json:"dummy,omitempty"`
+	// Decision is the monitor's, for the trainer; never show it to the
+	// model.
+	Decision monitor.Decision `json:"decision"`
+	Timings  monitor.Timings  `json:"timings"`
+	// Submitted: the call was submit; the episode was graded and Outcome
+	// is its result.
+	Submitted bool             `json:"submitted,omitempty"`
+	Outcome   *harness.Outcome `json:"outcome,omitempty"`
+}
+
+// SubmitRequest is the optional body of POST /v1/episodes/{id}/submit.
+type SubmitRequest struct {
+	Message string `json:"message,omitempty"`
+}
+
+// EpisodeInfo answers GET /v1/episodes/{id} and is an item of the list.
+type EpisodeInfo struct {
+	EpisodeID string           `json:"episode_id"`
+	TaskID    string           `json:"task_id,omitempty"`
+	State     string           `json:"state"`
+	Created   *time.Time       `json:"created,omitempty"`
+	LastUsed  *time.Time       `json:"last_used,omitempty"`
+	Steps     int              `json:"steps,omitempty"`
+	Events    int64            `json:"events"`
+	Outcome   *harness.Outcome `json:"outcome,omitempty"`
+}
+
+// apiError is every error body.
+type apiError struct {
+	Error string `json:"error"`
+	// Limit names the episode limit reached (max_steps, wall_time,
+	// max_tokens) on a 409 from /calls.
+	Limit string `json:"limit,omitempty"`
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		code, b = http.StatusInternalServerError, []byte(`{"error":"server: encode response: `+strings.ReplaceAll(err.Error(), `"`, `'`)+`"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	w.Write(append(b, '\n'))
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, apiError{Error: msg})
+}
+
+// decodeBody decodes one JSON object from a request body bounded by limit,
+// rejecting unknown fields and trailing data. The error is written; false
+// means the handler should return. An empty body is allowed when
+// optional.
+func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any, optional bool) bool {
+	body := http.MaxBytesReader(w, r.Body, limit)
+	data, err := io.ReadAll(body)
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes: send less (split large files into several writes)", mbe.Limit))
+		return false
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "reading request body: "+err.Error())
+		return false
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		if optional {
+			return true
+		}
+		writeError(w, http.StatusBadRequest, "empty body: send a JSON object (see /openapi.yaml)")
+		return false
+	}
+	if msg := decodeStrict(data, v); msg != "" {
+		writeError(w, http.StatusBadRequest, msg)
+		return false
+	}
+	return true
+}
+
+// decodeStrict returns "" or a one-line message naming the bad field.
+func decodeStrict(data []byte, v any) string {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		if _, terr := dec.Token(); terr != io.EOF {
+			return "trailing data after the JSON object: send one object per request"
+		}
+		return ""
+	}
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		return fmt.Sprintf("malformed JSON at byte %d: %s", syn.Offset, strings.TrimPrefix(syn.Error(), "json: "))
+	case errors.As(err, &typ):
+		field := typ.Field
+		if field == "" {
+			return fmt.Sprintf("body must be a JSON object, not %s", typ.Value)
+		}
+		return fmt.Sprintf("field %q: must be %s, not %s", field, jsonKind(typ.Type.String()), typ.Value)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "malformed JSON: unexpected end of body"
+	}
+	if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return fmt.Sprintf("field %s: unknown field (see /openapi.yaml for the schema)", f)
+	}
+	return "malformed JSON: " + strings.TrimPrefix(err.Error(), "json: ")
+}
+
+func jsonKind(goType string) string {
+	switch {
+	case goType == "string":
+		return "a string"
+	case goType == "json.RawMessage":
+		return "a JSON value"
+	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "float"):
+		return "a number"
+	case goType == "bool":
+		return "true or false"
+	case strings.HasPrefix(goType, "[]"):
+		return "an array"
+	case strings.HasPrefix(goType, "map["), strings.Contains(goType, "."):
+		return "an object"
+	}
+	return goType
+}
+
+func (s *Server) routes() {
+	m := http.NewServeMux()
+	m.HandleFunc("GET /healthz", s.handleHealth)
+	m.Handle("GET /metrics", s.metrics.handler())
+	m.HandleFunc("GET /openapi.yaml", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/yaml")
+		w.Write(OpenAPI)
+	})
+	m.HandleFunc("POST /v1/episodes", s.withAuth(true, false, s.handleCreate))
+	m.HandleFunc("GET /v1/episodes", s.withAuth(true, false, s.handleList))
+	m.HandleFunc("GET /v1/episodes/{id}", s.withAuth(false, false, s.handleGet))
+	m.HandleFunc("DELETE /v1/episodes/{id}", s.withAuth(false, false, s.handleDelete))
+	m.HandleFunc("POST /v1/episodes/{id}/calls", s.withAuth(false, false, s.handleCall))
+	m.HandleFunc("POST /v1/episodes/{id}/submit", s.withAuth(false, false, s.handleSubmit))
+	m.HandleFunc("GET /v1/episodes/{id}/trajectory", s.withAuth(false, false, s.handleTrajectory))
+	m.HandleFunc("GET /v1/episodes/{id}/stream", s.withAuth(false, true, s.handleStream))
+	m.HandleFunc("GET /v1/stream/finished", s.withAuth(true, true, func(w http.ResponseWriter, r *http.Request, _ caller) {
+		s.hub.ServeFinished(w, r)
+	}))
+	m.HandleFunc("/v1/episodes/{id}/mcp", s.withAuth(false, false, s.handleMCP))
+	m.HandleFunc("POST /v1/episodes/{id}/chat/completions", s.withAuth(false, false, s.handleChatEpisode))
+	m.HandleFunc("POST /v1/chat/completions", s.withAuth(false, false, s.handleChat))
+	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no route %s %s: see /openapi.yaml", r.Method, r.URL.Path))
+	})
+	s.mux = m
+}
+
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	closing, n := s.closing, len(s.episodes)
+	s.mu.Unlock()
+	if closing {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "shutting down"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "episodes": n})
+}
+
+// baseURL is the gateway's address as the client sees it.
+func (s *Server) baseURL(r *http.Request) string {
+	if s.cfg.PublicURL != "" {
+		return strings.TrimRight(s.cfg.PublicURL, "/")
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
+}
+
+func (s *Server) resolveTask(req CreateRequest) (task.Task, string) {
+	switch {
+	case req.TaskID != "" && req.Task != nil:
+		return task.Task{}, `fields "task_id" and "task": give one, not both`
+	case req.TaskID != "":
+		t, ok := s.tasks[req.TaskID]
+		if !ok {
+			ids := make([]string, 0, len(s.tasks))
+			for id := range s.tasks {
+				ids = append(ids, id)
+			}
+			slices.Sort(ids)
+			return task.Task{}, fmt.Sprintf("field \"task_id\": unknown task %q: loaded tasks are %s", req.TaskID, strings.Join(ids, ", "))
+		}
+		return t, ""
+	case req.Task != nil:
+		t := *req.Task
+		if err := t.Validate(); err != nil {
+			return task.Task{}, "field \"task\": " + err.Error()
+		}
+		if t.Workdir == "" {
+			t.Workdir = task.DefaultWorkdir
+		}
+		if t.HiddenTestsDest == "" {
+			t.HiddenTestsDest = task.DefaultHiddenTestsDest
+		}
+		if s.cfg.Hidden == nil {
+			return task.Task{}, "field \"task\": this gateway has no task directory for hidden tests: start it with --tasks FILE"
+		}
+		if _, err := fs.Stat(s.cfg.Hidden, t.HiddenTests); err != nil {
+			return task.Task{}, fmt.Sprintf("field \"task.hidden_tests\": %q not found in the gateway's task directory: put the hidden tests beside the --tasks file", t.HiddenTests)
+		}
+		return t, ""
+	}
+	return task.Task{}, `field "task_id": missing: give "task_id" of a loaded task or an inline "task"`
+}
+
+func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, _ caller) {
+	var req CreateRequest
+	if !decodeBody(w, r, s.cfg.MaxBodyBytes, &req, false) {
+		return
+	}
+	t, msg := s.resolveTask(req)
+	if msg != "" {
+		writeError(w, http.StatusBadRequest, msg)
+		return
+	}
+	if req.EpisodeID != "" {
+		if err := trajectory.ValidID(req.EpisodeID); err != nil {
+			writeError(w, http.StatusBadRequest, "field \"episode_id\": "+err.Error())
+			return
+		}
+		if _, err := s.cfg.Store.Info(req.EpisodeID); !errors.Is(err, trajectory.ErrNotFound) {
+			writeError(w, http.StatusConflict, fmt.Sprintf("field \"episode_id\": episode %q exists: pick a new id or leave it empty", req.EpisodeID))
+			return
+		}
+	}
+	t0 := time.Now()
+	ep, err := s.cfg.Runner.Start(r.Context(), t, s.cfg.Hidden, harness.EpisodeMeta{
+		ID: req.EpisodeID, Attempt: req.Attempt, Model: req.Model, Labels: req.Labels})
+	s.metrics.startLatency.Observe(time.Since(t0).Seconds())
+	if err != nil {
+		s.metrics.startFailures.Inc()
+		s.log.Warn("episode start failed", "task_id", t.ID, "err", err)
+		writeError(w, http.StatusBadGateway, "starting the episode failed (sandbox or recording): "+err.Error())
+		return
+	}
+	tok := "rce_" + randomHex(24)
+	se := &session{id: ep.ID(), taskID: t.ID, ep: ep, token: tok, tokHash: sha256.Sum256([]byte(tok)),
+		limiter: s.newLimiter(), created: time.Now(), state: StateRunning}
+	se.touch(se.created)
+	se.mcp = s.newMCPHandler(se)
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		_ = ep.Close(context.WithoutCancel(r.Context()))
+		writeError(w, http.StatusServiceUnavailable, "gateway shutting down: retry against another instance")
+		return
+	}
+	s.episodes[se.id] = se
+	s.byToken[se.tokHash] = se
+	s.mu.Unlock()
+	s.metrics.transition("", StateRunning)
+	s.log.Info("episode created", "episode_id", se.id, "task_id", t.ID)
+
+	base := s.baseURL(r) + "/v1/episodes/" + se.id
+	writeJSON(w, http.StatusCreated, CreateResponse{
+		EpisodeID: se.id, Token: tok, TaskID: t.ID, Instruction: t.Instruction, Workdir: t.Workdir,
+		Deadline: ep.Deadline(), Tools: Tools(),
+		CallsURL: base + "/calls", SubmitURL: base + "/submit", MCPURL: base + "/mcp", ChatURL: base + "/chat/completions",
+		StreamURL: strings.Replace(base, "http", "ws", 1) + "/stream", TrajectoryURL: base + "/trajectory",
+	})
+}
+
+// call takes one tool call through the episode; a submit finishes it.
+func (s *Server) call(ctx context.Context, se *session, call monitor.ToolCall) (monitor.Result, *harness.Outcome, error) {
+	t0 := time.Now()
+	res, err := se.ep.Call(ctx, call)
+	s.metrics.observeCall(call.Tool, res, err, time.Since(t0))
+	if err != nil {
+		return res, nil, err
+	}
+	if !res.Submit {
+		return res, nil, nil
+	}
+	o, err := s.finish(ctx, se, harness.ReasonSubmit)
+	if err != nil {
+		return res, nil, err
+	}
+	return res, &o, nil
+}
+
+// finish grades the episode once; later calls return the same outcome.
+func (s *Server) finish(ctx context.Context, se *session, reason string) (harness.Outcome, error) {
+	se.mu.Lock()
+	switch se.state {
+	case StateClosed:
+		se.mu.Unlock()
+		return harness.Outcome{}, fmt.Errorf("server: episode %s: %w", se.id, harness.ErrFinished)
+	case StateRunning:
+		se.state = StateFinishing
+		se.mu.Unlock()
+		s.metrics.transition(StateRunning, StateFinishing)
+	default:
+		se.mu.Unlock()
+	}
+	o, err := se.ep.Finish(ctx, reason)
+	se.mu.Lock()
+	if se.outcome == nil {
+		se.outcome = &o
+		se.state = StateFinished
+		se.mu.Unlock()
+		s.metrics.transition(StateFinishing, StateFinished)
+		s.metrics.observeOutcome(o)
+	} else {
+		o = *se.outcome
+		se.mu.Unlock()
+	}
+	return o, err
+}
+
+// callError answers a failed call.
+func (s *Server) callError(w http.ResponseWriter, se *session, err error) {
+	st, _ := se.getState()
+	switch {
+	case errors.Is(err, harness.ErrFinished):
+		writeError(w, http.StatusConflict, fmt.Sprintf("episode %s is %s and takes no more calls: create a new episode", se.id, st))
+	case harness.LimitReason(err) != "":
+		writeJSON(w, http.StatusConflict, apiError{Limit: harness.LimitReason(err),
+			Error: fmt.Sprintf("episode %s reached its %s limit; the call did not run: POST /v1/episodes/%s/submit to grade it", se.id, harness.LimitReason(err), se.id)})
+	case errors.Is(err, context.Canceled):
+		writeError(w, 499, "request cancelled")
+	default:
+		s.log.Warn("call failed", "episode_id", se.id, "err", err)
+		writeError(w, http.StatusBadGateway, "infrastructure fault (sandbox or recording): "+err.Error()+": submit or delete the episode")
+	}
+}
+
+func (s *Server) handleCall(w http.ResponseWriter, r *http.Request, c caller) {
+	se, ok := s.episodeFor(w, r, c)
+	if !ok {
+		return
+	}
+	var call monitor.ToolCall
+	if !decodeBody(w, r, s.cfg.MaxBodyBytes, &call, false) {
+		return
+	}
+	if call.Tool == "" {
+		writeError(w, http.StatusBadRequest, `field "tool": missing: name the tool (bash, read_file, write_file, edit, list_dir, submit)`)
+		return
+	}
+	if call.EpisodeID != "" && call.EpisodeID != se.id {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("field \"episode_id\": %q is not this episode (%s): leave it empty", call.EpisodeID, se.id))
+		return
+	}
+	res, o, err := s.call(r.Context(), se, call)
+	if err != nil {
+		s.callError(w, se, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, CallResponse{Step: res.Step, Output: res.Output, ExitCode: res.ExitCode, Dummy: res.Dummy,
+		Decision: res.Decision, Timings: res.Timings, Submitted: res.Submit, Outcome: o})
+}
+
+func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, c caller) {
+	se, ok := s.episodeFor(w, r, c)
+	if !ok {
+		return
+	}
+	var req SubmitRequest
+	if !decodeBody(w, r, s.cfg.MaxBodyBytes, &req, true) {
+		return
+	}
+	if st, o := se.getState(); o != nil {
+		writeJSON(w, http.StatusOK, o)
+		return
+	} else if st == StateClosed {
+		writeError(w, http.StatusConflict, fmt.Sprintf("episode %s was closed without grading: create a new episode", se.id))
+		return
+	}
+	// The submit goes through the monitor like any call, so it is recorded
+	// as the policy's; a limit reached ends the episode with that reason.
+	args, _ := json.Marshal(monitor.SubmitArgs{Message: req.Message})
+	_, o, err := s.call(r.Context(), se, monitor.ToolCall{Tool: monitor.ToolSubmit, Args: args})
+	if reason := harness.LimitReason(err); reason != "" {
+		var out harness.Outcome
+		out, err = s.finish(r.Context(), se, reason)
+		o = &out
+	}
+	if errors.Is(err, harness.ErrFinished) {
+		if _, prev := se.getState(); prev != nil {
+			o, err = prev, nil
+		}
+	}
+	if err != nil {
+		s.callError(w, se, err)
+		return
+	}
+	if o == nil { // the monitor did not take it as a submit
+		out, ferr := s.finish(r.Context(), se, harness.ReasonSubmit)
+		if ferr != nil {
+			s.callError(w, se, ferr)
+			return
+		}
+		o = &out
+	}
+	writeJSON(w, http.StatusOK, o)
+}
+
+func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request, c caller) {
+	se, ok := s.episodeFor(w, r, c)
+	if !ok {
+		return
+	}
+	if err := s.closeEpisode(r.Context(), se, "deleted"); err != nil {
+		writeError(w, http.StatusBadGateway, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, s.info(se))
+}
+
+func (s *Server) info(se *session) EpisodeInfo {
+	st, o := se.getState()
+	created := se.created
+	last := time.Unix(0, se.lastUse.Load())
+	in := EpisodeInfo{EpisodeID: se.id, TaskID: se.taskID, State: st, Created: &created, LastUsed: &last, Outcome: o}
+	if fi, err := s.cfg.Store.Info(se.id); err == nil {
+		in.Events = fi.Events
+	}
+	if o != nil {
+		in.Steps = o.Steps
+	}
+	return in
+}
+
+func storedInfo(fi trajectory.EpisodeInfo) EpisodeInfo {
+	st := StateUnfinished
+	if fi.Finished {
+		st = StateRecorded
+	}
+	return EpisodeInfo{EpisodeID: fi.ID, State: st, Events: fi.Events}
+}
+
+func (s *Server) handleGet(w http.ResponseWriter, r *http.Request, c caller) {
+	id := r.PathValue("id")
+	s.mu.Lock()
+	_, live := s.episodes[id]
+	s.mu.Unlock()
+	if !live && c.admin {
+		// Known only to the store: another run's episode.
+		fi, err := s.cfg.Store.Info(id)
+		if err != nil {
+			writeError(w, http.StatusNotFound, fmt.Sprintf("episode %q not found: GET /v1/episodes lists them", id))
+			return
+		}
+		writeJSON(w, http.StatusOK, storedInfo(fi))
+		return
+	}
+	se, ok := s.episodeFor(w, r, c)
+	if !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, s.info(se))
+}
+
+func (s *Server) handleList(w http.ResponseWriter, r *http.Request, _ caller) {
+	s.mu.Lock()
+	live := make([]*session, 0, len(s.episodes))
+	for _, se := range s.episodes {
+		live = append(live, se)
+	}
+	s.mu.Unlock()
+	out := make([]EpisodeInfo, 0, len(live))
+	seen := map[string]bool{}
+	for _, se := range live {
+		out = append(out, s.info(se))
+		seen[se.id] = true
+	}
+	if r.URL.Query().Get("all") != "" {
+		stored, err := s.cfg.Store.Episodes(r.Context())
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, "listing the store: "+err.Error())
+			return
+		}
+		for _, fi := range stored {
+			if !seen[fi.ID] {
+				out = append(out, storedInfo(fi))
+			}
+		}
+	}
+	if st := r.URL.Query().Get("state"); st != "" {
+		out = slices.DeleteFunc(out, func(e EpisodeInfo) bool { return e.State != st })
+	}
+	slices.SortFunc(out, func(a, b EpisodeInfo) int { return strings.Compare(a.EpisodeID, b.EpisodeID) })
+	writeJSON(w, http.StatusOK, map[string]any{"episodes": out})
+}
+
+// allowedEpisode checks a path's episode against the caller for endpoints
+// that also serve stored episodes (admin).
+func (s *Server) allowedEpisode(w http.ResponseWriter, r *http.Request, c caller) (string, bool) {
+	id := r.PathValue("id")
+	if c.admin {
+		return id, true
+	}
+	se, ok := s.episodeFor(w, r, c)
+	if !ok {
+		return "", false
+	}
+	return se.id, true
+}
+
+func (s *Server) handleTrajectory(w http.ResponseWriter, r *http.Request, c caller) {
+	id, ok := s.allowedEpisode(w, r, c)
+	if !ok {
+		return
+	}
+	from := int64(0)
+	if v := r.URL.Query().Get("from"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("bad from=%q: give the first offset wanted, a number >= 0", v))
+			return
+		}
+		from = n
+	}
+	if _, err := s.cfg.Store.Info(id); err != nil {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("episode %q has no trajectory: GET /v1/episodes?all=1 lists them", id))
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	enc := json.NewEncoder(w)
+	err := s.cfg.Store.Read(r.Context(), id, from, func(ev trajectory.Event) error { return enc.Encode(ev) })
+	if err != nil {
+		// Headers are out; the client sees a short body.
+		s.log.Warn("streaming trajectory", "episode_id", id, "err", err)
+	}
+}
+
+func (s *Server) handleStream(w http.ResponseWriter, r *http.Request, c caller) {
+	id, ok := s.allowedEpisode(w, r, c)
+	if !ok {
+		return
+	}
+	s.hub.ServeEpisode(w, r, id)
+}

@@ -1,0 +1,18 @@
+// Package server is rollcage's gateway for external harnesses: trainers
+// that already have an agent loop create an episode over HTTP, send every
+// tool call (or their model calls, or both) through it, and get back what
+// the model should see, while rollcage sandboxes, monitors, judges and
+// records.
+//
+// It is a thin layer over harness.Episode: the HTTP JSON API under /v1,
+// an MCP endpoint per episode (streamable HTTP) for MCP-capable agents, an
+// OpenAI-compatible recording proxy that forwards chat completions to the
+// policy server and records each turn with its token ids and logprobs,
+// WebSocket streams of the trajectories (trajectory.Hub), Prometheus
+// metrics and the OpenAPI description (openapi.yaml, embedded).
+//
+// Every request is authenticated: an episode's token (returned when it is
+// created) acts on that episode only; the admin token acts on all and
+// lists and streams everything. Sandboxes have no network, so nothing in
+// a sandbox can reach the gateway.
+package server
