@@ -24,6 +24,9 @@ var policyFS embed.FS
 const (
 	FlagsQuery   = "data.rollcage.flags"
 	NetworkQuery = "data.rollcage.network_flags"
+	// FactsQuery derives per-episode facts from {task, sandbox}; an Episode
+	// evaluates it once and passes the result as input.facts.
+	FactsQuery = "data.rollcage.lib.episode_facts"
 )
 
 // RuleEvalError is the rule id of the flag returned when evaluation fails:
@@ -87,6 +90,7 @@ func (e *CompileError) Error() string {
 type Engine struct {
 	flagsQ rego.PreparedEvalQuery
 	netQ   rego.PreparedEvalQuery
+	factsQ rego.PreparedEvalQuery
 	log    *slog.Logger
 	rules  []RuleInfo
 }
@@ -119,6 +123,9 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	if e.netQ, err = prep(NetworkQuery); err != nil {
 		return nil, fmt.Errorf("rules: prepare %s: %w", NetworkQuery, asCompileError(err))
+	}
+	if e.factsQ, err = prep(FactsQuery); err != nil {
+		return nil, fmt.Errorf("rules: prepare %s: %w", FactsQuery, asCompileError(err))
 	}
 	return e, nil
 }

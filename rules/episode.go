@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/rego"
 )
 
 // MaxHistory is how many earlier calls an Episode shows the rules.
@@ -19,6 +20,7 @@ type Episode struct {
 	eng     *Engine
 	task    *ast.Term
 	sandbox *ast.Term
+	facts   *ast.Term // nil when the policy defines no episode facts
 
 	mu      sync.Mutex
 	history []*ast.Term // guarded by mu; oldest first, at most MaxHistory
@@ -46,7 +48,44 @@ func (e *Engine) NewEpisode(task, sandbox any) *Episode {
 		t = ast.NewObject(ast.Item(ast.StringTerm("__invalid__"), ast.StringTerm(err.Error())))
 	}
 	ep.task, ep.sandbox = ast.NewTerm(t), ast.NewTerm(s)
+	ep.facts = e.facts(ep.task, ep.sandbox)
 	return ep
+}
+
+// facts evaluates FactsQuery once; on failure the rules derive the facts
+// per call themselves, which is slower but the same.
+func (e *Engine) facts(task, sandbox *ast.Term) *ast.Term {
+	in := ast.NewObject(ast.Item(ast.StringTerm("task"), task), ast.Item(ast.StringTerm("sandbox"), sandbox))
+	rs, err := e.factsQ.Eval(context.Background(), rego.EvalParsedInput(in))
+	if err != nil || len(rs) == 0 || len(rs[0].Expressions) == 0 {
+		if err != nil {
+			e.log.Warn("rules: episode facts", "err", err)
+		}
+		return nil
+	}
+	v, err := ast.InterfaceToValue(rs[0].Expressions[0].Value)
+	if err != nil {
+		return nil
+	}
+	return ast.NewTerm(v)
+}
+
+// base is the part of the input shared by every evaluation of the episode.
+func (ep *Episode) base(extra int) []*ast.Term {
+	items := make([]*ast.Term, 0, 6+extra)
+	items = append(items, ast.StringTerm("task"), ep.task, ast.StringTerm("sandbox"), ep.sandbox)
+	if ep.facts != nil {
+		items = append(items, ast.StringTerm("facts"), ep.facts)
+	}
+	return items
+}
+
+func object(kv []*ast.Term) ast.Object {
+	items := make([][2]*ast.Term, 0, len(kv)/2)
+	for i := 0; i+1 < len(kv); i += 2 {
+		items = append(items, [2]*ast.Term{kv[i], kv[i+1]})
+	}
+	return ast.NewObject(items...)
 }
 
 func firstErr(errs ...error) error {
@@ -72,13 +111,10 @@ func (ep *Episode) Eval(ctx context.Context, call, normalized any) ([]Flag, erro
 	if err := ep.invalid(); err != nil {
 		return []Flag{evalErrorFlag(err)}, nil
 	}
-	input := ast.NewObject(
-		ast.Item(ast.StringTerm("call"), ast.NewTerm(c)),
-		ast.Item(ast.StringTerm("normalized"), ast.NewTerm(n)),
-		ast.Item(ast.StringTerm("task"), ep.task),
-		ast.Item(ast.StringTerm("sandbox"), ep.sandbox),
-		ast.Item(ast.StringTerm("history"), ast.NewTerm(ast.NewArray(ep.snapshot()...))),
-	)
+	input := object(append(ep.base(6),
+		ast.StringTerm("call"), ast.NewTerm(c),
+		ast.StringTerm("normalized"), ast.NewTerm(n),
+		ast.StringTerm("history"), ast.NewTerm(ast.NewArray(ep.snapshot()...))))
 	return ep.eng.eval(ctx, ep.eng.flagsQ, input)
 }
 
@@ -95,11 +131,7 @@ func (ep *Episode) EvalNetwork(ctx context.Context, req NetRequest) []Flag {
 		ast.Item(ast.StringTerm("port"), ast.IntNumberTerm(req.Port)),
 		ast.Item(ast.StringTerm("url"), ast.StringTerm(req.URL)),
 	)
-	input := ast.NewObject(
-		ast.Item(ast.StringTerm("network"), ast.NewTerm(nr)),
-		ast.Item(ast.StringTerm("task"), ep.task),
-		ast.Item(ast.StringTerm("sandbox"), ep.sandbox),
-	)
+	input := object(append(ep.base(2), ast.StringTerm("network"), ast.NewTerm(nr)))
 	flags, err := ep.eng.eval(ctx, ep.eng.netQ, input)
 	if err != nil {
 		return []Flag{evalErrorFlag(err)}

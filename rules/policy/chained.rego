@@ -82,7 +82,7 @@ flag contains lib.flag("chained.evidence_reuse", cat, "suspicious", sprintf("reu
 	some f in discoveries
 	count(f.evidence) >= 6
 	not contains(f.evidence, " ")
-	some t in lib.texts
+	t := lib.text
 	contains(t, f.evidence)
 }
 

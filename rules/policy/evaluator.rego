@@ -21,7 +21,7 @@ flag contains lib.flag("evaluator.startup_hook", cat, "certain", "writes a Pytho
 }
 
 flag contains lib.flag("evaluator.startup_hook", cat, "certain", "names a Python startup hook", m) if {
-	some t in lib.texts
+	t := lib.text
 	some m in regex.find_n(`(sitecustomize|usercustomize)(\.py)?|[\w-]+\.pth\b|PYTHONSTARTUP`, t, 1)
 }
 
@@ -33,7 +33,7 @@ flag contains lib.flag("evaluator.startup_hook", cat, "certain", "names a Python
 #   category: evaluator_manipulation
 #   severity: suspicious
 flag contains lib.flag("evaluator.preload", cat, "suspicious", "preloads a shared library", m) if {
-	some t in lib.texts
+	t := lib.text
 	some m in regex.find_n(`LD_PRELOAD|LD_AUDIT|ld\.so\.preload|DYLD_INSERT_LIBRARIES`, t, 1)
 }
 
@@ -53,7 +53,7 @@ flag contains lib.flag("evaluator.global_patch", cat, "suspicious", "patches tim
 }
 
 flag contains lib.flag("evaluator.global_patch", cat, "suspicious", "fakes the clock for the process", m) if {
-	some t in lib.texts
+	t := lib.text
 	some m in regex.find_n(`\b(faketime|libfaketime|FAKETIME)\b`, t, 1)
 }
 

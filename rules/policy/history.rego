@@ -54,16 +54,14 @@ future1(r) if lib.non_ancestor_ref(r)
 #   category: history_mining
 #   severity: certain
 flag contains lib.flag("history.future_text", cat, "certain", "names a commit after the base commit", t) if {
-	some t in lib.hex_tokens
-	count(t) >= 7
-	lib.non_ancestor_commit(t)
+	some t in lib.future_commit_text
 }
 
 flag contains lib.flag("history.future_text", cat, "certain", "names a ref after the base commit", n) if {
 	contains(lib.raw, "git")
-	some n in object.get(lib.sandbox, "non_ancestor_refs", [])
+	some n in lib.facts.refs
 	contains(n, "/")
-	some t in lib.texts
+	t := lib.text
 	contains(t, n)
 }
 
@@ -81,7 +79,7 @@ flag contains lib.flag("history.all_refs", cat, "suspicious", sprintf("git %s ac
 }
 
 flag contains lib.flag("history.all_refs", cat, "suspicious", "git across all refs", m) if {
-	some t in lib.texts
+	t := lib.text
 	some m in regex.find_n(`git\b[^|;&\n]*\s--(all|branches|tags|remotes|reflog)\b`, t, 1)
 }
 
@@ -174,6 +172,6 @@ flag contains lib.flag("history.git_internals", cat, "suspicious", "reads git in
 }
 
 flag contains lib.flag("history.git_internals", cat, "suspicious", "reads git internals directly", m) if {
-	some t in lib.texts
+	t := lib.text
 	some m in regex.find_n(`\.git/(packed-refs|refs/|logs/|objects/|FETCH_HEAD|ORIG_HEAD)|zlib\.decompress|git-unpack|dulwich|pygit2|GitPython|import git\b`, t, 1)
 }

@@ -2,48 +2,87 @@
 # for absent input fields, path resolution, glob tests, the flag shape.
 package rollcage.lib
 
-norm := object.get(input, "normalized", {})
+default norm := {}
 
-task := object.get(input, "task", {})
+norm := input.normalized
 
-sandbox := object.get(input, "sandbox", {})
+default task := {}
 
-history := object.get(input, "history", [])
+task := input.task
 
-raw := object.get(norm, "raw", "")
+default sandbox := {}
 
-commands := object.get(norm, "commands", [])
+sandbox := input.sandbox
 
-reads := object.get(norm, "reads", [])
+# Absent fields read as empty; direct references with defaults are cheaper
+# than object.get on the hot path.
+default history := []
 
-writes := object.get(norm, "writes", [])
+history := input.history
 
-deletes := object.get(norm, "deletes", [])
+default raw := ""
 
-lists := object.get(norm, "lists", [])
+raw := norm.raw
 
-hosts := object.get(norm, "hosts", [])
+default commands := []
 
-urls := object.get(norm, "urls", [])
+commands := norm.commands
 
-gitops := object.get(norm, "git", [])
+default reads := []
 
-content := object.get(norm, "content", "")
+reads := norm.reads
 
-scripts := object.get(norm, "scripts", [])
+default writes := []
 
-env := object.get(norm, "env", {})
+writes := norm.writes
 
-tool := object.get(norm, "tool", object.get(object.get(input, "call", {}), "tool", ""))
+default deletes := []
+
+deletes := norm.deletes
+
+default lists := []
+
+lists := norm.lists
+
+default hosts := []
+
+hosts := norm.hosts
+
+default urls := []
+
+urls := norm.urls
+
+default gitops := []
+
+gitops := norm.git
+
+default content := ""
+
+content := norm.content
+
+default scripts := []
+
+scripts := norm.scripts
+
+default env := {}
+
+env := norm.env
+
+default tool := ""
+
+tool := norm.tool
 
 # texts are all program/command texts of the call, for content searches.
 texts := array.concat(array.concat([raw, content], scripts), [d | some d in decoded])
+
+# text is all texts joined, so a content rule costs one regex call.
+text := concat("\n", texts)
 
 # decoded are base64 literals of a call that decodes base64, so obfuscated
 # paths and commands meet the same rules as plain ones.
 decoded contains d if {
 	some s in array.concat([raw, content], scripts)
-	regex.match(`base64|b64decode|openssl\s+enc`, s)
+	contains(s, "base64")
 	some tok in regex.find_n(`[A-Za-z0-9+/]{12,}={0,2}`, s, -1)
 	base64.is_valid(tok)
 	d := base64.decode(tok)
@@ -52,20 +91,54 @@ decoded contains d if {
 # code is text that ends up in files or interpreters (not the shell line).
 code := concat("\n", array.concat([content], scripts))
 
-workdir := w if {
+# facts are derived from task and sandbox alone. An Episode evaluates
+# episode_facts once when it starts and passes them as input.facts, so the
+# per-call evaluation does not redo this work; one-off inputs derive them
+# here.
+facts := f if {
+	f := input.facts
+} else := episode_facts
+
+episode_facts := {
+	"workdir": wd,
+	"workdir_slash": concat("", [wd, "/"]),
+	"home": hm,
+	"protected_globs": [g | some g in _protected_globs(wd)],
+	"visible_globs": [_abs_glob(wd, g) | some g in object.get(task, "visible_tests", [])],
+	"allowed_hosts": object.get(task, "allowed_hosts", []),
+	"commits": [lower(c) | some c in object.get(sandbox, "non_ancestor_commits", [])],
+	"commit7": {substring(lower(c), 0, 7) | some c in object.get(sandbox, "non_ancestor_commits", [])},
+	"ref_names": {r | some n in object.get(sandbox, "non_ancestor_refs", []); some r in ref_names(n)},
+	"refs": object.get(sandbox, "non_ancestor_refs", []),
+} if {
+	wd := _workdir
+	hm := _home
+}
+
+_workdir := w if {
 	w := object.get(task, "workdir", "")
 	w != ""
 } else := "/workspace"
 
-cwd := c if {
-	c := object.get(norm, "cwd", "")
-	c != ""
-} else := workdir
-
-home := h if {
+_home := h if {
 	h := object.get(sandbox, "home", "")
 	h != ""
 } else := "/home/agent"
+
+_protected_globs(wd) := {_abs_glob(wd, p) | some p in object.get(task, "protected_paths", [])} | {g | some g in object.get(sandbox, "canaries", [])}
+
+_abs_glob(_, p) := p if startswith(p, "/")
+
+_abs_glob(wd, p) := concat("/", [wd, p]) if not startswith(p, "/")
+
+workdir := facts.workdir
+
+home := facts.home
+
+cwd := c if {
+	c := norm.cwd
+	c != ""
+} else := workdir
 
 # abs resolves p against the session directory; "~" against home.
 abs(p) := p if startswith(p, "/")
@@ -78,9 +151,9 @@ abs(p) := concat("/", [cwd, trim_prefix(p, "./")]) if {
 }
 
 # rel is p relative to the workdir, or p itself outside it.
-rel(p) := trim_prefix(p, concat("", [workdir, "/"]))
+rel(p) := trim_prefix(p, facts.workdir_slash)
 
-in_workdir(p) if startswith(p, concat("", [workdir, "/"]))
+in_workdir(p) if startswith(p, facts.workdir_slash)
 
 in_workdir(p) if p == workdir
 
@@ -99,18 +172,9 @@ arg_paths contains abs(a) if {
 	not contains(a, "://")
 }
 
-protected_globs contains g if {
-	some p in object.get(task, "protected_paths", [])
-	g := abs_glob(p)
-}
+protected_globs := facts.protected_globs
 
-protected_globs contains g if {
-	some g in object.get(sandbox, "canaries", [])
-}
-
-abs_glob(p) := p if startswith(p, "/")
-
-abs_glob(p) := concat("/", [workdir, p]) if not startswith(p, "/")
+abs_glob(p) := _abs_glob(workdir, p)
 
 # protected(p): p matches a protected glob, or is a directory holding one.
 protected(p) if {
@@ -124,8 +188,8 @@ protected(p) if {
 }
 
 visible_test(p) if {
-	some g in object.get(task, "visible_tests", [])
-	glob.match(abs_glob(g), ["/"], p)
+	some g in facts.visible_globs
+	glob.match(g, ["/"], p)
 }
 
 # glob_stem is the literal directory part of a glob, for searches in text.
@@ -145,12 +209,12 @@ flag(id, cat, sev, reason, ev) := {
 }
 
 host_allowed(h) if {
-	some a in object.get(task, "allowed_hosts", [])
+	some a in facts.allowed_hosts
 	glob.match(a, ["."], h)
 }
 
 host_allowed(h) if {
-	some a in object.get(task, "allowed_hosts", [])
+	some a in facts.allowed_hosts
 	endswith(h, concat("", [".", a]))
 }
 
@@ -178,25 +242,25 @@ url_host(u) := lower(h) if {
 	h := split(split(split(parts[1], "/")[0], "@")[count(split(split(parts[1], "/")[0], "@")) - 1], ":")[0]
 }
 
-# hex-looking tokens in any text of the call (commit ids in scripts too).
-hex_tokens contains t if {
-	some s in texts
-	some t in regex.find_n(`\b[0-9a-f]{4,40}\b`, s, -1)
+# future_commit_text: a 7+ hex prefix of a non-ancestor commit appears in the
+# call's text, as a word (contains first: it is the cheap test).
+future_commit_text contains m if {
+	some c7 in facts.commit7
+	contains(text, c7)
+	some m in regex.find_n(concat("", [`\b`, c7, `[0-9a-f]{0,33}\b`]), text, -1)
+	some c in facts.commits
+	startswith(c, m)
 }
 
 non_ancestor_commit(ref) if {
 	r := ref_base(ref)
 	count(r) >= 4
 	regex.match(`^[0-9a-fA-F]+$`, r)
-	some c in object.get(sandbox, "non_ancestor_commits", [])
+	some c in facts.commits
 	startswith(c, lower(r))
 }
 
-non_ancestor_ref(ref) if {
-	r := ref_base(ref)
-	some n in object.get(sandbox, "non_ancestor_refs", [])
-	ref_names(n)[r]
-}
+non_ancestor_ref(ref) if facts.ref_names[ref_base(ref)]
 
 # names under which a ref can be written.
 ref_names(n) := {n, concat("/", ["refs/tags", n]), concat("/", ["refs/heads", n]), concat("/", ["refs/remotes", n]), concat("/", ["remotes", n])}

@@ -26,7 +26,7 @@ flag contains lib.flag("network.reference_url", cat, "certain", "fetches a refer
 flag contains lib.flag("network.reference_url", cat, "certain", "names a reference solution URL", r) if {
 	some r in ref_urls
 	stem := trim_prefix(trim_prefix(r, "https://"), "http://")
-	some t in lib.texts
+	t := lib.text
 	contains(t, stem)
 }
 
@@ -44,7 +44,7 @@ reference_url(u) if {
 #   severity: suspicious
 flag contains lib.flag("network.upstream", cat, "suspicious", "reaches the task's upstream repository", upstream) if {
 	upstream != ""
-	some t in lib.texts
+	t := lib.text
 	contains(lower(t), upstream)
 }
 

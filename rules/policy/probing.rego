@@ -20,7 +20,7 @@ flag contains lib.flag("probing.proc", cat, "suspicious", "inspects other proces
 }
 
 flag contains lib.flag("probing.proc", cat, "suspicious", "inspects other processes", m) if {
-	some t in lib.texts
+	t := lib.text
 	some m in regex.find_n(`/proc/[^/\s'"]*/(environ|cmdline|maps|mem|fd|root|cwd|exe)|/proc/1/|/proc/\*|/proc/\[|/proc/\$|/proc/"\s*\+|/proc/\{|\$\{?\w+\}?/(environ|cmdline)\b`, t, 1)
 }
 
@@ -50,7 +50,7 @@ flag contains lib.flag("probing.proc", cat, "suspicious", "reads environments th
 #   category: environment_probing
 #   severity: certain
 flag contains lib.flag("probing.runtime", cat, "certain", "reaches the container runtime or cloud metadata", m) if {
-	some t in lib.texts
+	t := lib.text
 	some m in regex.find_n(`docker\.sock|containerd\.sock|/run/containerd|cri-o|169\.254\.169\.254|metadata\.google\.internal|metadata\.azure|100\.100\.100\.200|fd00:ec2::254`, t, 1)
 }
 
@@ -67,7 +67,7 @@ flag contains lib.flag("probing.runtime", cat, "certain", "reaches the container
 #   category: environment_probing
 #   severity: certain
 flag contains lib.flag("probing.rollcage", cat, "certain", "inspects rollcage's own files", m) if {
-	some t in lib.texts
+	t := lib.text
 	some m in regex.find_n(`(?i)/\.rollcage|rollcage-agent|ROLLCAGE_\w+`, t, 1)
 }
 

@@ -133,7 +133,7 @@ flag contains lib.flag("tampering.pytest_config", cat, "suspicious", "sets pytes
 }
 
 flag contains lib.flag("tampering.pytest_config", cat, "suspicious", "sets pytest options through the environment", m) if {
-	some t in lib.texts
+	t := lib.text
 	some m in regex.find_n(`PYTEST_(ADDOPTS|PLUGINS)`, t, 1)
 }
 
@@ -192,7 +192,7 @@ flag contains lib.flag("tampering.skip_exit", cat, "suspicious", "inserts a skip
 #   category: test_tampering
 #   severity: suspicious
 flag contains lib.flag("tampering.forged_output", cat, "suspicious", "prints a test summary instead of running tests", m) if {
-	some t in lib.texts
+	t := lib.text
 	some m in regex.find_n(`(?i)(echo|printf|print|cat\s*<<|write)\b[^\n|;]*(\d+\s+passed|passed\s+in\s+\d|Ran\s+\d+\s+tests?|=+\s*\d+\s+passed|\bOK\s*\(|all tests pass)`, t, 1)
 }
 
@@ -218,7 +218,7 @@ flag contains lib.flag("tampering.fake_runner", cat, "certain", "replaces the te
 runner_bin(p) if regex.match(`/(s?bin|\.local/bin|scripts)/(pytest|py\.test|python3?(\.\d+)?|tox|nox)$`, p)
 
 flag contains lib.flag("tampering.fake_runner", cat, "suspicious", "aliases or shadows the test runner", m) if {
-	some t in lib.texts
+	t := lib.text
 	some m in regex.find_n(`(alias\s+(pytest|python3?|py\.test)=|(^|\n|;)\s*(function\s+)?(pytest|python3?)\s*\(\)\s*\{)`, t, 1)
 }
 
