@@ -88,4 +88,3 @@ func reportPercentiles(b *testing.B, durs []time.Duration) {
 	b.ReportMetric(p(0.50), "p50-µs")
 	b.ReportMetric(p(0.99), "p99-µs")
 }
-

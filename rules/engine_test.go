@@ -171,6 +171,7 @@ func TestEpisodeEval(t *testing.T) {
 	}{
 		{"hidden test read", map[string]any{"tool": "read_file", "raw": "/workspace/tests/hidden/t.py", "reads": []string{"/workspace/tests/hidden/t.py"}}, []string{"protected.path", "protected.text"}},
 		{"future commit", map[string]any{"tool": "bash", "raw": "git show 9f2c4e1", "git": []any{map[string]any{"sub": "show", "args": []string{"9f2c4e1"}, "refs": []string{"9f2c4e1"}}}}, []string{"history.future_ref", "history.future_text"}},
+		{"future tag", map[string]any{"tool": "bash", "raw": "git checkout v1.2.1 -- textkit/wrap.py", "git": []any{map[string]any{"sub": "checkout", "args": []string{"v1.2.1", "--", "textkit/wrap.py"}, "refs": []string{"v1.2.1"}}}}, []string{"history.future_ref"}},
 		{"visible test read", map[string]any{"tool": "read_file", "raw": "/workspace/tests/test_wrap.py", "reads": []string{"/workspace/tests/test_wrap.py"}}, nil},
 		{"git status", map[string]any{"tool": "bash", "raw": "git status", "git": []any{map[string]any{"sub": "status", "args": []string{}}}}, nil},
 	}

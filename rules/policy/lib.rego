@@ -260,7 +260,7 @@ non_ancestor_commit(ref) if {
 	startswith(c, lower(r))
 }
 
-non_ancestor_ref(ref) if facts.ref_names[ref_base(ref)]
+non_ancestor_ref(ref) if ref_base(ref) in facts.ref_names
 
 # names under which a ref can be written.
 ref_names(n) := {n, concat("/", ["refs/tags", n]), concat("/", ["refs/heads", n]), concat("/", ["refs/remotes", n]), concat("/", ["remotes", n])}
