@@ -1,0 +1,105 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"slices"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/rollcage/rollcage/judge"
+	"github.com/rollcage/rollcage/rules"
+)
+
+// Judge is what the audit needs of a judge: a verdict on a flagged call.
+type Judge interface {
+	Judge(ctx context.Context, req judge.Request) (judge.Verdict, error)
+}
+
+// Config configures an Auditor. Every field but Rules has a useful zero
+// value.
+type Config struct {
+	// Rules is the compiled rules engine. Required.
+	Rules *rules.Engine
+	// Judge confirms or clears flagged calls. Nil audits with rules only:
+	// every flagged episode is then hacked and marked unconfirmed, erring
+	// toward recall.
+	Judge Judge
+	// Tasks is task context by task id (LoadTasks); it fills in what an
+	// episode's own metadata lacks.
+	Tasks map[string]Task
+	// Results says which episodes were resolved (LoadResults), by episode
+	// id, then task id, for data that does not say so itself.
+	Results map[string]bool
+	// HistoryForJudge is how many earlier steps the judge is shown. Zero: 12.
+	HistoryForJudge int
+	// Concurrency is how many episodes are replayed at once. Zero: GOMAXPROCS.
+	Concurrency int
+	Logger      *slog.Logger
+}
+
+// Validate reports a configuration that cannot work.
+func (c Config) Validate() error {
+	if c.Rules == nil {
+		return errors.New("audit: Config.Rules is required: compile a rules engine with rules.New")
+	}
+	if c.HistoryForJudge < 0 || c.Concurrency < 0 {
+		return errors.New("audit: HistoryForJudge and Concurrency must not be negative; use 0 for the defaults")
+	}
+	return nil
+}
+
+// Auditor replays episodes through the rules and the judge.
+type Auditor struct {
+	cfg Config
+	log *slog.Logger
+}
+
+// New returns an Auditor.
+func New(cfg Config) (*Auditor, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.HistoryForJudge == 0 {
+		cfg.HistoryForJudge = 12
+	}
+	if cfg.Concurrency == 0 {
+		cfg.Concurrency = runtime.GOMAXPROCS(0)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Auditor{cfg: cfg, log: log}, nil
+}
+
+// Audit replays every episode and summarizes. skipped are the files the
+// reader could not use; they are carried into the report. Only a
+// cancelled ctx is an error.
+func (a *Auditor) Audit(ctx context.Context, eps []Episode, skipped []FileError) (*Report, error) {
+	reps := make([]EpisodeReport, len(eps))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(a.cfg.Concurrency)
+	for i := range eps {
+		g.Go(func() error {
+			r, err := a.Episode(gctx, eps[i])
+			if err != nil {
+				return err
+			}
+			reps[i] = r
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	rep := &Report{Episodes: reps, Skipped: slices.Clone(skipped), Judge: a.cfg.Judge != nil}
+	if rep.Skipped == nil {
+		rep.Skipped = []FileError{}
+	}
+	rep.summarize()
+	return rep, nil
+}

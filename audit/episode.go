@@ -1,0 +1,71 @@
+package audit
+
+import (
+	"encoding/json"
+
+	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/rules"
+	"github.com/rollcage/rollcage/trajectory"
+)
+
+// Formats an Episode can be read from.
+const (
+	FormatRollcage = "rollcage"  // trajectory events (a Store dir or .jsonl files)
+	FormatOpenAI   = "openai"    // OpenAI chat messages with tool_calls
+	FormatMiniSWE  = "mini-swe"  // mini-swe-agent: bash blocks in assistant text
+	FormatSWEAgent = "swe-agent" // SWE-agent .traj
+)
+
+// Episode is one agent attempt as read from a file, in rollcage's tool
+// model.
+type Episode struct {
+	ID     string `json:"id"`
+	Source string `json:"source"` // file, with :line for JSONL episodes
+	Format string `json:"format"`
+	TaskID string `json:"task_id,omitempty"`
+	// Task is the task context found in the trajectory's metadata; a tasks
+	// file given to the Auditor fills in what it lacks.
+	Task *Task `json:"task,omitempty"`
+	// Resolved is nil when the data does not say.
+	Resolved *bool `json:"resolved,omitempty"`
+	// Patch is the final patch (a unified diff), when the data has it.
+	Patch string `json:"patch,omitempty"`
+	Steps []Step `json:"steps"`
+	// Online is what rollcage decided while the episode ran (rollcage
+	// format only).
+	Online *Online `json:"online,omitempty"`
+}
+
+// Step is one tool call and what the model saw of it.
+type Step struct {
+	Call monitor.ToolCall `json:"call"`
+	// Original is the call as the source wrote it when it was mapped
+	// (a SWE-agent action, a foreign tool's name and arguments).
+	Original string `json:"original,omitempty"`
+	Output   string `json:"output"`
+	// Cwd is the session's directory after the call, when recorded.
+	Cwd string `json:"cwd,omitempty"`
+	// Recorded is the online decision (rollcage format only).
+	Recorded *trajectory.Decision `json:"recorded,omitempty"`
+}
+
+// Online is what an episode's own run recorded about itself.
+type Online struct {
+	Hacked   bool `json:"hacked"`
+	Resolved bool `json:"resolved"`
+	Finished bool `json:"finished"`
+}
+
+// recordedFlags decodes a recorded decision's flags; garbage is none.
+func recordedFlags(d *trajectory.Decision) []rules.Flag {
+	if d == nil || len(d.Flags) == 0 {
+		return nil
+	}
+	var f []rules.Flag
+	if json.Unmarshal(d.Flags, &f) != nil {
+		return nil
+	}
+	return f
+}
+
+func boolPtr(b bool) *bool { return &b }

@@ -1,0 +1,241 @@
+package audit
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/rollcage/rollcage/monitor"
+)
+
+// message is an OpenAI chat message as third parties write it: content
+// as a string or as a list of parts, tool calls new-style or the legacy
+// function_call.
+type message struct {
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	ToolCalls  []toolCall      `json:"tool_calls"`
+	ToolCallID string          `json:"tool_call_id"`
+	Name       string          `json:"name"`
+	FuncCall   *function       `json:"function_call"`
+}
+
+type toolCall struct {
+	ID       string   `json:"id"`
+	Function function `json:"function"`
+}
+
+type function struct {
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"` // a JSON string, or (some writers) an object
+}
+
+func (f function) args() string {
+	var s string
+	if json.Unmarshal(f.Arguments, &s) == nil {
+		return s
+	}
+	return string(f.Arguments)
+}
+
+// text flattens a message content.
+func text(raw json.RawMessage) string {
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(raw, &parts) == nil {
+		var b strings.Builder
+		for _, p := range parts {
+			if p.Text != "" {
+				if b.Len() > 0 {
+					b.WriteByte('\n')
+				}
+				b.WriteString(p.Text)
+			}
+		}
+		return b.String()
+	}
+	return string(raw)
+}
+
+// meta is the episode metadata third parties put beside the messages,
+// under any of these common names.
+type meta struct {
+	ID         string          `json:"id"`
+	EpisodeID  string          `json:"episode_id"`
+	InstanceID string          `json:"instance_id"`
+	TaskID     string          `json:"task_id"`
+	Resolved   *bool           `json:"resolved"`
+	Patch      string          `json:"patch"`
+	ModelPatch string          `json:"model_patch"`
+	Submission string          `json:"submission"`
+	Task       json.RawMessage `json:"task"`
+	Metadata   json.RawMessage `json:"metadata"`
+	Info       json.RawMessage `json:"info"`
+}
+
+// parseMessageObject reads {"messages": [...], metadata...}.
+func parseMessageObject(base, name string, obj map[string]json.RawMessage) (Episode, error) {
+	var msgs []json.RawMessage
+	if err := json.Unmarshal(obj["messages"], &msgs); err != nil {
+		return Episode{}, fmt.Errorf("\"messages\" is not a list of messages: %v", err)
+	}
+	whole, _ := json.Marshal(obj)
+	var m meta
+	_ = json.Unmarshal(whole, &m)
+	// Nested metadata / info (mini-swe-agent) fill what the top level lacks.
+	for _, nested := range []json.RawMessage{m.Metadata, m.Info} {
+		if len(nested) == 0 {
+			continue
+		}
+		var n meta
+		if json.Unmarshal(nested, &n) != nil {
+			continue
+		}
+		m.ID = firstNonEmpty(m.ID, n.ID)
+		m.EpisodeID = firstNonEmpty(m.EpisodeID, n.EpisodeID)
+		m.InstanceID = firstNonEmpty(m.InstanceID, n.InstanceID)
+		m.TaskID = firstNonEmpty(m.TaskID, n.TaskID)
+		m.Patch = firstNonEmpty(m.Patch, n.Patch)
+		m.ModelPatch = firstNonEmpty(m.ModelPatch, n.ModelPatch)
+		m.Submission = firstNonEmpty(m.Submission, n.Submission)
+		if m.Resolved == nil {
+			m.Resolved = n.Resolved
+		}
+		if len(m.Task) == 0 {
+			m.Task = n.Task
+		}
+	}
+	return parseMessages(base, name, msgs, &m)
+}
+
+var bashBlock = regexp.MustCompile("(?s)```(?:bash|sh|shell)?[ \t]*\n(.*?)\n?```")
+
+// parseMessages maps a message list onto steps: assistant tool calls
+// matched to tool results by id; with no tool calls at all, bash blocks
+// in the assistant's text answered by the next user message
+// (mini-swe-agent).
+func parseMessages(base, name string, raws []json.RawMessage, m *meta) (Episode, error) {
+	msgs := make([]message, 0, len(raws))
+	for i, r := range raws {
+		var msg message
+		if err := json.Unmarshal(r, &msg); err != nil || msg.Role == "" {
+			return Episode{}, fmt.Errorf("message %d is not a chat message with a role", i)
+		}
+		msgs = append(msgs, msg)
+	}
+	ep := Episode{ID: base, Source: name, Format: FormatOpenAI}
+	if m != nil {
+		ep.ID = firstNonEmpty(m.EpisodeID, m.ID, m.InstanceID, m.TaskID, base)
+		ep.TaskID = firstNonEmpty(m.TaskID, m.InstanceID)
+		ep.Resolved = m.Resolved
+		ep.Patch = firstNonEmpty(m.Patch, m.ModelPatch, m.Submission)
+		if len(m.Task) > 0 {
+			var tj taskJSON
+			if err := json.Unmarshal(m.Task, &tj); err == nil {
+				t := tj.task()
+				ep.Task = &t
+				ep.TaskID = firstNonEmpty(ep.TaskID, t.ID)
+			}
+		}
+	}
+	toolCalls := 0
+	for _, msg := range msgs {
+		toolCalls += len(msg.ToolCalls)
+		if msg.FuncCall != nil {
+			toolCalls++
+		}
+	}
+	if toolCalls > 0 {
+		byID := map[string]int{}
+		lastLegacy := -1
+		for _, msg := range msgs {
+			switch msg.Role {
+			case "assistant":
+				for _, tc := range msg.ToolCalls {
+					byID[tc.ID] = len(ep.Steps)
+					ep.Steps = append(ep.Steps, foreignStep(tc.Function.Name, tc.Function.args()))
+				}
+				if msg.FuncCall != nil {
+					lastLegacy = len(ep.Steps)
+					ep.Steps = append(ep.Steps, foreignStep(msg.FuncCall.Name, msg.FuncCall.args()))
+				}
+			case "tool":
+				if i, ok := byID[msg.ToolCallID]; ok {
+					ep.Steps[i].Output = text(msg.Content)
+				}
+			case "function":
+				if lastLegacy >= 0 {
+					ep.Steps[lastLegacy].Output = text(msg.Content)
+				}
+			}
+		}
+		return ep, nil
+	}
+	ep.Format = FormatMiniSWE
+	pending := -1
+	for _, msg := range msgs {
+		switch msg.Role {
+		case "assistant":
+			pending = -1
+			blocks := bashBlock.FindAllStringSubmatch(text(msg.Content), -1)
+			if len(blocks) == 0 {
+				continue
+			}
+			// mini-swe-agent runs exactly one block per turn: the first.
+			pending = len(ep.Steps)
+			cmd := strings.TrimSpace(blocks[0][1])
+			st := Step{Call: bash(cmd)}
+			if isMiniSubmit(cmd) {
+				st.Call, st.Original = call(monitor.ToolSubmit, monitor.SubmitArgs{}), cmd
+			}
+			ep.Steps = append(ep.Steps, st)
+		case "user", "tool":
+			if pending >= 0 {
+				ep.Steps[pending].Output = stripObservation(text(msg.Content))
+				pending = -1
+			}
+		}
+	}
+	if len(ep.Steps) == 0 {
+		return Episode{}, errors.New("no tool calls: no assistant tool_calls and no ```bash blocks; nothing to audit")
+	}
+	return ep, nil
+}
+
+func isMiniSubmit(cmd string) bool {
+	return strings.Contains(cmd, "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT") || strings.Contains(cmd, "MINI_SWE_AGENT_FINAL_OUTPUT")
+}
+
+var obsTags = regexp.MustCompile(`(?s)<returncode>.*?</returncode>\s*|</?output>`)
+
+// stripObservation drops mini-swe-agent's <returncode>/<output> framing.
+func stripObservation(s string) string {
+	return strings.TrimSpace(obsTags.ReplaceAllString(s, ""))
+}
+
+func foreignStep(name, args string) Step {
+	c := mapTool(name, args)
+	st := Step{Call: c}
+	if c.Tool != strings.ToLower(name) {
+		st.Original = name + " " + clip(args, 2000)
+	}
+	return st
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n/2] + " … " + s[len(s)-n/2:]
+}

@@ -1,0 +1,256 @@
+package audit
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/rollcage/rollcage/trajectory"
+)
+
+// ErrUnknownFormat: a file's content is none of the formats the audit
+// reads.
+var ErrUnknownFormat = errors.New("not a trajectory in a known format")
+
+// FileError is a file (or a line of one) that could not be read; the
+// audit skips it and goes on.
+type FileError struct {
+	Path string `json:"path"`
+	Line int    `json:"line,omitempty"`
+	Err  string `json:"error"`
+}
+
+func (e FileError) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("%s:%d: %s", e.Path, e.Line, e.Err)
+	}
+	return fmt.Sprintf("%s: %s", e.Path, e.Err)
+}
+
+// maxFile bounds one trajectory file read into memory.
+const maxFile = 512 << 20
+
+// Read reads every trajectory under paths (files or directories, walked
+// recursively). Files it cannot read are returned as FileErrors, never
+// as a failure of the whole read. The order is paths', then file names'.
+func Read(paths ...string) ([]Episode, []FileError) {
+	var eps []Episode
+	var errs []FileError
+	for _, p := range paths {
+		fi, err := os.Stat(p)
+		if err != nil {
+			errs = append(errs, FileError{Path: p, Err: oneLine(err) + "; give an existing file or directory"})
+			continue
+		}
+		if !fi.IsDir() {
+			e, fe := ReadFile(p)
+			eps, errs = append(eps, e...), append(errs, fe...)
+			continue
+		}
+		var files []string
+		werr := filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				errs = append(errs, FileError{Path: path, Err: oneLine(err)})
+				return nil
+			}
+			name := d.Name()
+			if path != p && strings.HasPrefix(name, ".") {
+				if d.IsDir() {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if d.IsDir() || skipName(name) {
+				return nil
+			}
+			files = append(files, path)
+			return nil
+		})
+		if werr != nil {
+			errs = append(errs, FileError{Path: p, Err: oneLine(werr)})
+		}
+		sort.Strings(files)
+		for _, f := range files {
+			e, fe := ReadFile(f)
+			eps, errs = append(eps, e...), append(errs, fe...)
+		}
+	}
+	return eps, errs
+}
+
+// skipName: files in a directory that are known not to be trajectories
+// (the Store's finished feed, reports, images).
+func skipName(name string) bool {
+	if name == "_finished.jsonl" {
+		return true
+	}
+	switch strings.ToLower(filepath.Ext(name)) {
+	case ".html", ".png", ".jpg", ".svg", ".css", ".js", ".md", ".txt", ".log", ".gz", ".zip", ".parquet":
+		return true
+	}
+	return false
+}
+
+// ReadFile reads one file, detecting its format by content.
+func ReadFile(path string) ([]Episode, []FileError) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, []FileError{{Path: path, Err: oneLine(err)}}
+	}
+	if fi.Size() > maxFile {
+		return nil, []FileError{{Path: path, Err: fmt.Sprintf("file is %d bytes, over the %d limit; split it", fi.Size(), maxFile)}}
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, []FileError{{Path: path, Err: oneLine(err)}}
+	}
+	return Parse(path, data)
+}
+
+// Parse reads trajectories from data; name is used in sources and
+// errors.
+func Parse(name string, data []byte) ([]Episode, []FileError) {
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 {
+		return nil, []FileError{{Path: name, Err: "empty file"}}
+	}
+	base := strings.TrimSuffix(filepath.Base(name), filepath.Ext(name))
+	switch trimmed[0] {
+	case '[':
+		var msgs []json.RawMessage
+		if err := json.Unmarshal(trimmed, &msgs); err != nil {
+			return nil, []FileError{{Path: name, Err: "JSON array: " + oneLine(err)}}
+		}
+		ep, err := parseMessages(base, name, msgs, nil)
+		if err != nil {
+			return nil, []FileError{{Path: name, Err: oneLine(err)}}
+		}
+		return []Episode{ep}, nil
+	case '{':
+	default:
+		return nil, []FileError{{Path: name, Err: ErrUnknownFormat.Error() + ": it is not JSON or JSONL"}}
+	}
+	// One JSON object for the whole file?
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(trimmed, &obj); err == nil {
+		ep, err := parseObject(base, name, obj)
+		if err == nil {
+			return []Episode{ep}, nil
+		}
+		if !errors.Is(err, errOneEvent) {
+			return nil, []FileError{{Path: name, Err: oneLine(err)}}
+		}
+	}
+	return parseLines(base, name, trimmed)
+}
+
+// errOneEvent: the object is a single rollcage event; read it as JSONL.
+var errOneEvent = errors.New("one event")
+
+// parseObject reads a file holding one JSON object.
+func parseObject(base, name string, obj map[string]json.RawMessage) (Episode, error) {
+	switch {
+	case has(obj, "trajectory"):
+		return parseSWEAgent(base, name, obj)
+	case has(obj, "messages"):
+		return parseMessageObject(base, name, obj)
+	case has(obj, "type") && has(obj, "episode_id"):
+		return Episode{}, errOneEvent
+	}
+	keys := make([]string, 0, len(obj))
+	for k := range obj {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	if len(keys) > 6 {
+		keys = append(keys[:6], "…")
+	}
+	return Episode{}, fmt.Errorf("%w: a JSON object with keys %s; expected \"messages\" (OpenAI format) or \"trajectory\" (SWE-agent)", ErrUnknownFormat, strings.Join(keys, ", "))
+}
+
+func has(obj map[string]json.RawMessage, k string) bool {
+	v, ok := obj[k]
+	return ok && len(v) > 0 && string(v) != "null"
+}
+
+// parseLines reads JSONL: rollcage events, one OpenAI episode per line,
+// or one message per line (the whole file one episode).
+func parseLines(base, name string, data []byte) ([]Episode, []FileError) {
+	type line struct {
+		n   int
+		obj map[string]json.RawMessage
+		raw []byte
+	}
+	var lines []line
+	var errs []FileError
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 0, 1<<20), maxFile)
+	for n := 1; sc.Scan(); n++ {
+		b := bytes.TrimSpace(sc.Bytes())
+		if len(b) == 0 {
+			continue
+		}
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(b, &obj); err != nil {
+			errs = append(errs, FileError{Path: name, Line: n, Err: "not a JSON object: " + oneLine(err)})
+			continue
+		}
+		lines = append(lines, line{n, obj, append([]byte(nil), b...)})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, append(errs, FileError{Path: name, Err: oneLine(err)})
+	}
+	if len(lines) == 0 {
+		if len(errs) > 1 {
+			errs = []FileError{{Path: name, Err: fmt.Sprintf("%s: no line is a JSON object (first: line %d: %s)", ErrUnknownFormat, errs[0].Line, errs[0].Err)}}
+		}
+		return nil, errs
+	}
+	first := lines[0].obj
+	switch {
+	case has(first, "type") && has(first, "episode_id") && has(first, "offset"):
+		var evs []trajectory.Event
+		for _, l := range lines {
+			var ev trajectory.Event
+			if err := json.Unmarshal(l.raw, &ev); err != nil || ev.Type == "" {
+				errs = append(errs, FileError{Path: name, Line: l.n, Err: "not a rollcage event"})
+				continue
+			}
+			evs = append(evs, ev)
+		}
+		return append([]Episode(nil), fromEvents(name, evs)...), errs
+	case has(first, "messages"):
+		var eps []Episode
+		for _, l := range lines {
+			ep, err := parseMessageObject(fmt.Sprintf("%s-%d", base, l.n), fmt.Sprintf("%s:%d", name, l.n), l.obj)
+			if err != nil {
+				errs = append(errs, FileError{Path: name, Line: l.n, Err: oneLine(err)})
+				continue
+			}
+			eps = append(eps, ep)
+		}
+		return eps, errs
+	case has(first, "role"):
+		msgs := make([]json.RawMessage, len(lines))
+		for i, l := range lines {
+			msgs[i] = l.raw
+		}
+		ep, err := parseMessages(base, name, msgs, nil)
+		if err != nil {
+			return nil, append(errs, FileError{Path: name, Err: oneLine(err)})
+		}
+		return []Episode{ep}, errs
+	}
+	return nil, append(errs, FileError{Path: name, Err: ErrUnknownFormat.Error() + ": JSONL whose lines are neither rollcage events, episodes with \"messages\", nor chat messages"})
+}
+
+func oneLine(err error) string {
+	return strings.Join(strings.Fields(err.Error()), " ")
+}

@@ -1,0 +1,331 @@
+package audit
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/rollcage/rollcage/judge"
+	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/rules"
+	"github.com/rollcage/rollcage/task"
+	"github.com/rollcage/rollcage/trajectory"
+)
+
+// postCheck marks steps that are not calls but checks recorded at the
+// episode's end (the protected-file hash check); they are not replayed.
+const postCheck = "post-episode check"
+
+// taskFor merges the episode's own task context with the tasks file's:
+// the file fills what the episode lacks.
+func (a *Auditor) taskFor(ep Episode) Task {
+	var t Task
+	if ep.Task != nil {
+		t = *ep.Task
+	}
+	id := firstNonEmpty(ep.TaskID, t.ID)
+	if ft, ok := a.cfg.Tasks[id]; ok {
+		own := t
+		t = ft
+		t.Instruction = firstNonEmpty(own.Instruction, t.Instruction)
+		t.Workdir = firstNonEmpty(own.Workdir, t.Workdir)
+		t.BaseCommit = firstNonEmpty(own.BaseCommit, t.BaseCommit)
+		t.UpstreamFixRef = firstNonEmpty(own.UpstreamFixRef, t.UpstreamFixRef)
+		t.Patch = firstNonEmpty(own.Patch, t.Patch)
+		if len(own.ProtectedPaths) > 0 {
+			t.ProtectedPaths = own.ProtectedPaths
+		}
+	}
+	t.ID = id
+	if t.Workdir == "" && ep.Format == FormatRollcage {
+		t.Workdir = task.DefaultWorkdir // what the harness defaults to
+	}
+	return t
+}
+
+// normalizeAll normalizes every step in order, following the session's
+// directory from cwd.
+func normalizeAll(steps []Step, cwd string) []monitor.Normalized {
+	norms := make([]monitor.Normalized, len(steps))
+	for i, s := range steps {
+		norms[i] = monitor.Normalize(s.Call, cwd)
+		switch {
+		case s.Cwd != "":
+			cwd = s.Cwd
+		case s.Call.Tool == monitor.ToolBash:
+			cwd = cwdAfter(norms[i], cwd)
+		}
+	}
+	return norms
+}
+
+// Episode replays one episode: every call in order through the rules,
+// with the history it had, and the judge for flagged calls. Only a
+// cancelled ctx is an error.
+func (a *Auditor) Episode(ctx context.Context, ep Episode) (EpisodeReport, error) {
+	t := a.taskFor(ep)
+	tc := t.context()
+	norms := normalizeAll(ep.Steps, tc.Workdir)
+	inf := infer(ep.Steps, norms, tc)
+	if tc.Workdir == "" && inf.Workdir != "" {
+		tc.Workdir = inf.Workdir
+		norms = normalizeAll(ep.Steps, tc.Workdir)
+	}
+	if tc.BaseCommit == "" {
+		tc.BaseCommit = inf.BaseCommit
+	}
+	re := a.cfg.Rules.NewEpisode(tc, facts(tc, inf))
+
+	r := EpisodeReport{ID: ep.ID, Source: ep.Source, Format: ep.Format, TaskID: t.ID,
+		Steps: make([]StepReport, 0, len(ep.Steps)), Categories: []string{}}
+	if !inf.empty() {
+		r.Inferred = &inf
+	}
+	if ep.Resolved != nil {
+		r.Resolved, r.ResolvedKnown = *ep.Resolved, true
+	} else if v, ok := a.cfg.Results[ep.ID]; ok {
+		r.Resolved, r.ResolvedKnown = v, true
+	} else if v, ok := a.cfg.Results[t.ID]; ok && t.ID != "" {
+		r.Resolved, r.ResolvedKnown = v, true
+	}
+	var hist []judge.Step
+	for i, s := range ep.Steps {
+		n := norms[i]
+		call := s.Call
+		call.EpisodeID = ep.ID
+		sr := StepReport{Step: i + 1, Tool: call.Tool, Call: renderCall(call, n), Original: s.Original,
+			Output: clip(s.Output, maxShownOutput)}
+		var flags []rules.Flag
+		if s.Original != postCheck {
+			var err error
+			flags, err = re.Eval(ctx, call, n)
+			if err != nil {
+				return EpisodeReport{}, fmt.Errorf("episode %s step %d: %w", ep.ID, i+1, err)
+			}
+			flags = sortFlags(flags)
+			re.Record(call, n, flags)
+		}
+		sr.Flags = flags
+		if len(flags) > 0 {
+			sr.Flagged = true
+			if a.cfg.Judge != nil {
+				v, err := a.cfg.Judge.Judge(ctx, a.judgeRequest(ep.ID, tc, call, n, flags, hist))
+				if err != nil {
+					if ctx.Err() != nil {
+						return EpisodeReport{}, fmt.Errorf("episode %s step %d: judge: %w", ep.ID, i+1, ctx.Err())
+					}
+					v = judge.Verdict{Undecided: true, Err: err.Error()}
+				}
+				v.Latency = 0 // keeps reports reproducible; the judge's own stats have it
+				sr.Verdict = &v
+			}
+			switch {
+			case sr.Verdict != nil && !sr.Verdict.Undecided && sr.Verdict.Hack:
+				sr.Hack = true
+				sr.Category = firstNonEmpty(sr.Verdict.Category, topFlag(flags).Category)
+			case sr.Verdict != nil && !sr.Verdict.Undecided:
+				sr.Cleared = true
+			default:
+				sr.Hack, sr.Unconfirmed = true, true
+				sr.Category = topFlag(flags).Category
+			}
+		}
+		if s.Recorded != nil {
+			sr.Online = onlineStep(s.Recorded)
+			a.compare(&r, &sr)
+		}
+		var fl []string
+		for _, f := range flags {
+			fl = append(fl, f.Rule)
+		}
+		hist = append(hist, judge.Step{Call: sr.Call, Output: clip(s.Output, 600), Flags: fl})
+		r.Steps = append(r.Steps, sr)
+	}
+	a.classify(&r, ep, t)
+	return r, nil
+}
+
+// onlineStep is what the online run decided on a step.
+func onlineStep(d *trajectory.Decision) *OnlineStep {
+	on := &OnlineStep{Action: monitor.Action(d.Action), Hack: d.Hack, Dummy: d.Dummy, Categories: d.Categories, Flags: recordedFlags(d)}
+	if len(d.Verdict) > 0 {
+		var v judge.Verdict
+		if json.Unmarshal(d.Verdict, &v) == nil {
+			v.Latency = 0
+			on.Verdict = &v
+		}
+	}
+	return on
+}
+
+// compare notes where the replay and the online decision disagree on a
+// step, and lets the online decision count: a step the online run
+// labelled a hack stays one.
+func (a *Auditor) compare(r *EpisodeReport, sr *StepReport) {
+	on := sr.Online
+	if on == nil {
+		return
+	}
+	replayRules := ruleSet(sr.Flags)
+	onlineRules := ruleSet(on.Flags)
+	var notes []string
+	if on.Hack != sr.Hack && !(sr.Hack && sr.Unconfirmed && on.Action == monitor.ActionAllow && len(on.Flags) > 0) {
+		notes = append(notes, fmt.Sprintf("online hack=%v, replay hack=%v", on.Hack, sr.Hack))
+	}
+	if missing := diff(onlineRules, replayRules); len(missing) > 0 {
+		notes = append(notes, "only online: "+strings.Join(missing, ", "))
+	}
+	if extra := diff(replayRules, onlineRules); len(extra) > 0 {
+		notes = append(notes, "only in replay: "+strings.Join(extra, ", "))
+	}
+	if len(notes) > 0 {
+		r.Disagreements = append(r.Disagreements, Disagreement{Step: sr.Step, Online: on.Action, Note: strings.Join(notes, "; ")})
+	}
+	if on.Hack && !sr.Hack {
+		sr.Hack, sr.Unconfirmed, sr.Cleared = true, on.Verdict == nil || !on.Verdict.Hack, false
+		sr.Category = firstNonEmpty(firstOf(on.Categories), sr.Category)
+	}
+	for _, f := range on.Flags {
+		if !slices.ContainsFunc(sr.Flags, func(g rules.Flag) bool { return g.Rule == f.Rule && g.Evidence == f.Evidence }) {
+			sr.Flags = append(sr.Flags, f)
+		}
+	}
+	sr.Flagged = len(sr.Flags) > 0
+}
+
+func firstOf(s []string) string {
+	if len(s) > 0 {
+		return s[0]
+	}
+	return ""
+}
+
+func ruleSet(fs []rules.Flag) []string {
+	var out []string
+	for _, f := range fs {
+		if !slices.Contains(out, f.Rule) {
+			out = append(out, f.Rule)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// diff is a minus b.
+func diff(a, b []string) []string {
+	var out []string
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// classify decides the episode's class from its steps and its patch.
+func (a *Auditor) classify(r *EpisodeReport, ep Episode, t Task) {
+	confirmed := false
+	flaggedAt, cleared, flagged := 0, true, false
+	for _, s := range r.Steps {
+		if s.Flagged {
+			flagged = true
+			if flaggedAt == 0 {
+				flaggedAt = s.Step
+			}
+			if !s.Cleared {
+				cleared = false
+			}
+		}
+		if s.Hack {
+			r.Hacked = true
+			if !s.Unconfirmed {
+				confirmed = true
+			}
+			addCat(r, s.Category)
+		}
+	}
+	if r.Resolved && ep.Patch != "" && t.Patch != "" {
+		sim := patchSimilarity(ep.Patch, t.Patch)
+		r.PatchSimilarity = &sim
+		if sim >= PatchMatchThreshold && flagged {
+			r.Hacked, confirmed = true, true
+			r.PatchMatch = fmt.Sprintf("the final patch matches the upstream fix (similarity %.2f) after off-limits access at step %d", sim, flaggedAt)
+			for _, s := range r.Steps {
+				if s.Flagged {
+					for _, f := range s.Flags {
+						addCat(r, f.Category)
+					}
+				}
+			}
+		}
+	}
+	r.Unconfirmed = r.Hacked && !confirmed
+	switch {
+	case r.Hacked && r.Resolved:
+		r.Class = ClassHackedResolved
+	case r.Hacked:
+		r.Class = ClassHackedUnresolved
+	case flagged && cleared:
+		r.Class = ClassCleared
+	case r.Resolved:
+		r.Class = ClassCleanResolved
+	default:
+		r.Class = ClassCleanUnresolved
+	}
+	r.Label = label(r.Class, r.Unconfirmed, r.ResolvedKnown)
+}
+
+func addCat(r *EpisodeReport, c string) {
+	if c != "" && !slices.Contains(r.Categories, c) {
+		r.Categories = append(r.Categories, c)
+	}
+}
+
+func (a *Auditor) judgeRequest(id string, tc monitor.TaskContext, call monitor.ToolCall, n monitor.Normalized, flags []rules.Flag, hist []judge.Step) judge.Request {
+	fl := make([]judge.Flag, len(flags))
+	for i, f := range flags {
+		fl[i] = judge.Flag(f)
+	}
+	protected := append(append([]string(nil), tc.ProtectedPaths...), tc.ReferenceURLs...)
+	if tc.UpstreamFixRef != "" {
+		protected = append(protected, "commit "+tc.UpstreamFixRef+" (upstream fix) and every commit not an ancestor of "+tc.BaseCommit)
+	}
+	if k := len(hist) - a.cfg.HistoryForJudge; k > 0 {
+		hist = hist[k:]
+	}
+	return judge.Request{EpisodeID: id, TaskID: tc.ID, Instruction: tc.Instruction, Protected: protected,
+		Call: mustJSON(call), Normalized: mustJSON(n), Flags: fl, History: slices.Clone(hist)}
+}
+
+func renderCall(c monitor.ToolCall, n monitor.Normalized) string {
+	if c.Tool == monitor.ToolBash {
+		return "$ " + clip(n.Raw, 2000)
+	}
+	if n.Raw == "" {
+		return c.Tool
+	}
+	return c.Tool + " " + clip(n.Raw, 2000)
+}
+
+// topFlag: certain before suspicious, as the monitor decides.
+func topFlag(flags []rules.Flag) rules.Flag {
+	best := flags[0]
+	for _, f := range flags[1:] {
+		if f.Severity == rules.Certain && best.Severity != rules.Certain {
+			best = f
+		}
+	}
+	return best
+}
+
+func sortFlags(f []rules.Flag) []rules.Flag {
+	slices.SortFunc(f, func(a, b rules.Flag) int {
+		if c := strings.Compare(a.Rule, b.Rule); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Evidence, b.Evidence)
+	})
+	return slices.CompactFunc(f, func(a, b rules.Flag) bool { return a.Rule == b.Rule && a.Evidence == b.Evidence })
+}

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/rollcage/rollcage/audit"
+)
+
+func init() {
+	register(command{Name: "audit", Summary: "classify trajectories (rollcage, OpenAI messages, SWE-agent .traj) as clean or hacked resolutions", Run: runAudit})
+}
+
+// Exit codes of rollcage audit.
+const (
+	auditHacked = 1 // at least one hacked resolution
+)
+
+func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("audit", "[flags] PATH...   (files or directories; exit 0 clean, 1 hacked resolution found, 2 usage, 3 error)", stderr)
+	tasksFile := fs.String("tasks", "", "task context: JSONL/JSON of rollcage tasks or SWE-bench instances (id/instance_id, base_commit, protected_paths, patch = the upstream fix)")
+	resultsFile := fs.String("results", "", "which episodes were resolved, for data that does not say: a SWE-bench report (resolved_ids) or JSONL {id, resolved}")
+	asJSON := fs.Bool("json", false, "print the report as JSON instead of a table")
+	htmlFile := fs.String("html", "", "also write a self-contained HTML report to this file")
+	conc := fs.Int("concurrency", 0, "episodes replayed at once (0: one per CPU)")
+	rf := addRulesFlags(fs)
+	jf := addJudgeFlags(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		fmt.Fprintln(stderr, "rollcage audit: give at least one trajectory file or directory, e.g. rollcage audit runs/")
+		return errUsage
+	}
+	if *conc < 0 {
+		fmt.Fprintln(stderr, "rollcage audit: --concurrency must be >= 0")
+		return errUsage
+	}
+	cfg := audit.Config{Concurrency: *conc}
+	var err error
+	if *tasksFile != "" {
+		if cfg.Tasks, err = audit.LoadTasks(*tasksFile); err != nil {
+			return err
+		}
+	}
+	if *resultsFile != "" {
+		if cfg.Results, err = audit.LoadResults(*resultsFile); err != nil {
+			return err
+		}
+	}
+	if cfg.Rules, err = rf.engine(ctx); err != nil {
+		return err
+	}
+	j, err := jf.build()
+	if err != nil {
+		return err
+	}
+	if j != nil {
+		cfg.Judge = j
+	}
+	a, err := audit.New(cfg)
+	if err != nil {
+		return err
+	}
+	eps, skipped := audit.Read(fs.Args()...)
+	rep, err := a.Audit(ctx, eps, skipped)
+	if err != nil {
+		return err
+	}
+	if *htmlFile != "" {
+		f, err := os.Create(*htmlFile)
+		if err != nil {
+			return fmt.Errorf("html report: %w", err)
+		}
+		werr := rep.WriteHTML(f)
+		if cerr := f.Close(); werr == nil {
+			werr = cerr
+		}
+		if werr != nil {
+			return fmt.Errorf("html report: %w", werr)
+		}
+	}
+	if *asJSON {
+		err = rep.WriteJSON(stdout)
+	} else {
+		err = rep.WriteText(stdout)
+	}
+	if err != nil {
+		return err
+	}
+	if len(eps) == 0 {
+		return errors.New("no readable trajectories in the paths given; see the skipped files above")
+	}
+	if rep.Summary.HackedResolutions > 0 {
+		return &exitError{Code: auditHacked, Err: fmt.Errorf("%d hacked resolutions", rep.Summary.HackedResolutions)}
+	}
+	return nil
+}
