@@ -1,0 +1,214 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/rollcage/rollcage/trajectory"
+)
+
+// policyServer is an OpenAI-compatible chat-completions server speaking
+// the real wire format, vLLM extensions included (token_ids). A streamed
+// answer waits on next between its chunks, so the test can prove that
+// chunks reach the client as they come.
+type policyServer struct {
+	t        *testing.T
+	next     chan struct{}
+	requests chan map[string]any
+	auth     chan string
+}
+
+func (p *policyServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/v1/chat/completions" {
+		http.Error(w, "no route "+r.URL.Path, 404)
+		return
+	}
+	var req map[string]any
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		http.Error(w, err.Error(), 400)
+		return
+	}
+	p.requests <- req
+	p.auth <- r.Header.Get("Authorization")
+	if req["stream"] != true {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"id":"c1","object":"chat.completion","model":"policy-7b","choices":[{"index":0,
+			"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"bash","arguments":"{\"command\":\"ls\"}"}}]},
+			"finish_reason":"tool_calls","token_ids":[11,12,13],
+			"logprobs":{"content":[{"token":"a","logprob":-0.5,"bytes":null,"top_logprobs":[]},{"token":"b","logprob":-0.25,"bytes":null,"top_logprobs":[]},{"token":"c","logprob":-0.125,"bytes":null,"top_logprobs":[]}]}}],
+			"usage":{"prompt_tokens":20,"completion_tokens":3,"total_tokens":23}}`)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	fl := w.(http.Flusher)
+	chunks := []string{
+		`{"id":"s1","object":"chat.completion.chunk","model":"policy-7b","choices":[{"index":0,"delta":{"role":"assistant","content":"Let me "},"logprobs":{"content":[{"token":"token_id:101","logprob":-0.1}]}}]}`,
+		`{"id":"s1","object":"chat.completion.chunk","model":"policy-7b","choices":[{"index":0,"delta":{"content":"look."},"logprobs":{"content":[{"token":"token_id:102","logprob":-0.2}]}}]}`,
+		`{"id":"s1","object":"chat.completion.chunk","model":"policy-7b","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_9","type":"function","function":{"name":"read_file","arguments":"{\"path\":"}}]},"logprobs":{"content":[{"token":"token_id:103","logprob":-0.3}]}}]}`,
+		`{"id":"s1","object":"chat.completion.chunk","model":"policy-7b","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\"a.py\"}"}}]},"finish_reason":"tool_calls","logprobs":{"content":[{"token":"token_id:104","logprob":-0.4}]}}]}`,
+		`{"id":"s1","object":"chat.completion.chunk","model":"policy-7b","choices":[],"usage":{"prompt_tokens":30,"completion_tokens":4,"total_tokens":34}}`,
+	}
+	for i, c := range chunks {
+		fmt.Fprintf(w, "data: %s\n\n", c)
+		fl.Flush()
+		if i == 0 {
+			<-p.next
+		}
+	}
+	fmt.Fprint(w, "data: [DONE]\n\n")
+}
+
+func newPolicy(t *testing.T) (*policyServer, string) {
+	p := &policyServer{t: t, next: make(chan struct{}), requests: make(chan map[string]any, 4), auth: make(chan string, 4)}
+	hs := httptest.NewServer(p)
+	t.Cleanup(hs.Close)
+	return p, hs.URL + "/v1"
+}
+
+func modelTurns(t *testing.T, e *env, id string) []trajectory.ModelTurn {
+	t.Helper()
+	var out []trajectory.ModelTurn
+	for _, ev := range e.events(id) {
+		if ev.Type == trajectory.TypeModelTurn {
+			var mt trajectory.ModelTurn
+			if err := ev.Decode(&mt); err != nil {
+				t.Fatal(err)
+			}
+			mt.LatencyMS = 0
+			out = append(out, mt)
+		}
+	}
+	return out
+}
+
+func TestProxyNonStreaming(t *testing.T) {
+	p, url := newPolicy(t)
+	e := newEnv(t, &fakeBackend{}, func(c *Config) { c.PolicyURL, c.PolicyAPIKey = url, "policy-key" })
+	cr := e.create()
+	// The trainer's own OpenAI client, pointed at the gateway with the
+	// episode token, through the token-routed path.
+	cfg := openai.DefaultConfig(cr.Token)
+	cfg.BaseURL = e.http.URL + "/v1"
+	client := openai.NewClientWithConfig(cfg)
+	resp, err := client.CreateChatCompletion(context.Background(), openai.ChatCompletionRequest{
+		Model: "policy-7b", LogProbs: true,
+		Messages: []openai.ChatCompletionMessage{{Role: "system", Content: "be good"}, {Role: "user", Content: "fix it"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Choices) != 1 || resp.Choices[0].Message.ToolCalls[0].Function.Name != "bash" {
+		t.Fatalf("response: %+v", resp)
+	}
+	if got := <-p.auth; got != "Bearer policy-key" {
+		t.Errorf("policy server saw Authorization %q, want the policy key (never the episode token)", got)
+	}
+	if req := <-p.requests; req["logprobs"] != true {
+		t.Errorf("request not forwarded unchanged: %v", req)
+	}
+	want := []trajectory.ModelTurn{{
+		Model:   "policy-7b",
+		Request: []trajectory.Message{{Role: "system", Content: "be good"}, {Role: "user", Content: "fix it"}},
+		Response: trajectory.Message{Role: "assistant", ToolCalls: []trajectory.FunctionCall{{ID: "call_1", Type: "function",
+			Function: trajectory.Function{Name: "bash", Arguments: `{"command":"ls"}`}}}},
+		TokenIDs: []int64{11, 12, 13}, Logprobs: []float64{-0.5, -0.25, -0.125}, FinishReason: "tool_calls",
+		Usage: trajectory.Usage{PromptTokens: 20, CompletionTokens: 3, TotalTokens: 23},
+	}}
+	if diff := cmp.Diff(want, modelTurns(t, e, cr.EpisodeID)); diff != "" {
+		t.Errorf("recorded turns (-want +got):\n%s", diff)
+	}
+}
+
+func TestProxyStreaming(t *testing.T) {
+	p, url := newPolicy(t)
+	e := newEnv(t, &fakeBackend{}, func(c *Config) { c.PolicyURL = url })
+	cr := e.create()
+	body := `{"model":"policy-7b","stream":true,"stream_options":{"include_usage":true},"logprobs":true,
+		"messages":[{"role":"user","content":[{"type":"text","text":"fix "},{"type":"text","text":"it"}]},
+		{"role":"assistant","content":null,"tool_calls":[{"id":"c0","type":"function","function":{"name":"bash","arguments":"{}"}}]},
+		{"role":"tool","tool_call_id":"c0","content":"ok"}]}`
+	req, _ := http.NewRequest("POST", cr.ChatURL, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+cr.Token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("content type %q", ct)
+	}
+	br := bufio.NewReader(resp.Body)
+	// The first chunk arrives while the policy server still holds the rest.
+	first, err := br.ReadString('\n')
+	if err != nil || !strings.Contains(first, `"content":"Let me "`) {
+		t.Fatalf("first chunk: %q %v", first, err)
+	}
+	close(p.next)
+	rest, err := io.ReadAll(br)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(string(rest), "data: [DONE]\n\n") || strings.Count(string(rest), "data: ") != 5 {
+		t.Errorf("rest of the stream: %q", rest)
+	}
+	<-p.auth
+	want := []trajectory.ModelTurn{{
+		Model: "policy-7b",
+		Request: []trajectory.Message{{Role: "user", Content: "fix it"},
+			{Role: "assistant", ToolCalls: []trajectory.FunctionCall{{ID: "c0", Type: "function", Function: trajectory.Function{Name: "bash", Arguments: "{}"}}}},
+			{Role: "tool", ToolCallID: "c0", Content: "ok"}},
+		Response: trajectory.Message{Role: "assistant", Content: "Let me look.", ToolCalls: []trajectory.FunctionCall{{ID: "call_9", Type: "function",
+			Function: trajectory.Function{Name: "read_file", Arguments: `{"path":"a.py"}`}}}},
+		TokenIDs: []int64{101, 102, 103, 104}, Logprobs: []float64{-0.1, -0.2, -0.3, -0.4}, FinishReason: "tool_calls",
+		Usage: trajectory.Usage{PromptTokens: 30, CompletionTokens: 4, TotalTokens: 34},
+	}}
+	if diff := cmp.Diff(want, modelTurns(t, e, cr.EpisodeID)); diff != "" {
+		t.Errorf("recorded turns (-want +got):\n%s", diff)
+	}
+}
+
+func TestProxyErrors(t *testing.T) {
+	_, url := newPolicy(t)
+	e := newEnv(t, &fakeBackend{}, func(c *Config) { c.PolicyURL, c.MaxChatBytes = url, 256 })
+	cr := e.create()
+	tests := []struct {
+		name, path, token, body string
+		want                    int
+		msg                     string
+	}{
+		{"admin on token route", "/v1/chat/completions", testAdmin, `{"messages":[{"role":"user","content":"x"}]}`, 400, "names no episode"},
+		{"no messages", "/v1/chat/completions", cr.Token, `{"model":"m"}`, 400, `field "messages"`},
+		{"bad json", "/v1/chat/completions", cr.Token, `{"model":`, 400, "malformed JSON"},
+		{"wrong type", "/v1/chat/completions", cr.Token, `{"messages":"hi"}`, 400, `field "messages": must be an array`},
+		{"oversized", "/v1/chat/completions", cr.Token, `{"messages":[{"role":"user","content":"` + strings.Repeat("x", 300) + `"}]}`, 413, "compact the conversation"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var ae apiError
+			code, _ := e.do("POST", tc.path, tc.token, tc.body, &ae)
+			if code != tc.want || !strings.Contains(ae.Error, tc.msg) {
+				t.Errorf("got %d %q, want %d with %q", code, ae.Error, tc.want, tc.msg)
+			}
+		})
+	}
+	if n := len(modelTurns(t, e, cr.EpisodeID)); n != 0 {
+		t.Errorf("%d turns recorded from bad requests", n)
+	}
+	// No policy server configured.
+	e2 := newEnv(t, &fakeBackend{}, nil)
+	cr2 := e2.create()
+	var ae apiError
+	if code, _ := e2.do("POST", "/v1/chat/completions", cr2.Token, `{"messages":[{"role":"user","content":"x"}]}`, &ae); code != 503 || !strings.Contains(ae.Error, "--policy-url") {
+		t.Errorf("no policy: %d %q", code, ae.Error)
+	}
+}
