@@ -70,7 +70,7 @@ type sweMapper struct {
 // or the shell commands they stand for; anything else is a shell command.
 func (m *sweMapper) action(a, obs string) monitor.ToolCall {
 	first, rest, _ := strings.Cut(a, "\n")
-	fields := strings.Fields(first)
+	fields := shellWords(first)
 	if len(fields) == 0 {
 		return bash(a)
 	}
