@@ -104,6 +104,11 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 	} else if n > 0 {
 		b.log.Info("reaped leftovers of dead rollcage processes", "removed", n)
 	}
+	if os.Geteuid() == 1000 {
+		// The run dirs are 0700 and owned by us; a sandbox user with our
+		// uid would own them too and could drive its own agent.
+		b.log.Warn("rollcage runs as uid 1000, the sandbox user's uid: sandboxed commands could reach the agent socket; run as another user")
+	}
 	b.pool = newPool(cfg.Pool)
 	refillCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	b.stopRefill = stop

@@ -32,11 +32,11 @@ type container struct {
 	id     string
 	image  string
 	runDir string
-	log    *slog.Logger
 	agent  *agent.Client // set by connect, then never changed
 
 	mu   sync.Mutex
-	name string // guarded by mu; changes when a warm container is handed out
+	name string       // guarded by mu; changes when a warm container is handed out
+	log  *slog.Logger // guarded by mu; rescoped to the episode at hand-out
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -52,6 +52,12 @@ func (c *container) shortID() string {
 		return c.id[:12]
 	}
 	return c.id
+}
+
+func (c *container) logger() *slog.Logger {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.log
 }
 
 func (c *container) nameNow() string {
@@ -71,7 +77,7 @@ func (c *container) connect(ctx context.Context, lease time.Duration) error {
 	for {
 		conn, err := d.DialContext(cctx, "unix", sock)
 		if err == nil {
-			c.agent = agent.NewClient(conn, agent.ClientOptions{Heartbeat: lease / 3, Logger: c.log})
+			c.agent = agent.NewClient(conn, agent.ClientOptions{Heartbeat: lease / 3, Logger: c.logger()})
 			return nil
 		}
 		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ECONNREFUSED) && cctx.Err() == nil {
@@ -209,7 +215,7 @@ func (c *container) Close(ctx context.Context) error {
 		c.closed.Store(true)
 		c.closeErr = c.teardown(ctx)
 		c.b.forget(c)
-		c.log.Info("sandbox closed")
+		c.logger().Info("sandbox closed")
 	})
 	return c.closeErr
 }

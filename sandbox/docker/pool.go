@@ -122,13 +122,13 @@ func (b *Backend) takeWarm(ctx context.Context, spec sandbox.Spec, log *slog.Log
 		if err := b.cli.ContainerRename(ctx, c.id, newName); err != nil {
 			// The name is for humans; the episode runs regardless.
 			log.Warn("rename warm container", "container", c.nameNow(), "err", err)
-		} else {
-			c.mu.Lock()
-			c.name = newName
-			c.mu.Unlock()
+			newName = c.nameNow()
 		}
-		c.log = b.log.With("episode_id", spec.EpisodeID, "container", c.nameNow())
-		c.log.Info("sandbox handed out from warm pool", "id", c.shortID())
+		c.mu.Lock()
+		c.name = newName
+		c.log = b.log.With("episode_id", spec.EpisodeID, "container", newName)
+		c.mu.Unlock()
+		c.logger().Info("sandbox handed out from warm pool", "id", c.shortID())
 		return c
 	}
 }
