@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -302,5 +303,44 @@ test_fails if count(fx.rules(fx.call({"reads": ["/opt/grader/x"]}))) == 0
 	}
 	if !strings.Contains(out.String(), "test_fails") {
 		t.Errorf("report does not name the failing test:\n%s", out.String())
+	}
+}
+
+// Eval, EvalNetwork and Record may run concurrently on one episode (the
+// proxy and the pipeline share it).
+func TestEpisodeConcurrent(t *testing.T) {
+	e := newEngine(t, Config{})
+	ep := e.NewEpisode(demoTask, demoSandbox)
+	ctx := context.Background()
+	n := map[string]any{"tool": "bash", "raw": "ls"}
+	done := make(chan error, 3)
+	for w := range 3 {
+		go func() {
+			for range 20 {
+				switch w {
+				case 0:
+					ep.Record(map[string]any{"tool": "bash"}, n, nil)
+				case 1:
+					if _, err := ep.Eval(ctx, map[string]any{"tool": "bash"}, n); err != nil {
+						done <- err
+						return
+					}
+				case 2:
+					if f := ep.EvalNetwork(ctx, NetRequest{Host: "pypi.org"}); len(f) != 0 {
+						done <- fmt.Errorf("pypi.org flagged: %+v", f)
+						return
+					}
+				}
+			}
+			done <- nil
+		}()
+	}
+	for range 3 {
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}
+	if ep.Len() != 20 {
+		t.Errorf("Len() = %d, want 20", ep.Len())
 	}
 }
