@@ -1,0 +1,124 @@
+package audit
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// chromiumPath finds Debian's chromium; it fails the test under CI=true
+// when it is missing and skips elsewhere (apt-get install -y chromium).
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	for _, p := range []string{"/usr/bin/chromium", "/usr/bin/chromium-browser"} {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	if p, err := exec.LookPath("chromium"); err == nil {
+		return p
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("chromium not found at /usr/bin/chromium: apt-get install -y chromium")
+	}
+	t.Skip("chromium not found at /usr/bin/chromium (apt-get install -y chromium)")
+	return ""
+}
+
+// browser starts headless Chromium with no network features and a fresh
+// profile, and returns a tab's context.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromiumPath(t)),
+		chromedp.Flag("headless", true),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true),
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 1400),
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(cancel)
+	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
+	t.Cleanup(acancel)
+	bctx, bcancel := chromedp.NewContext(actx)
+	t.Cleanup(bcancel)
+	return bctx
+}
+
+// TestHTMLReportInChromium renders the corpus report in headless Chromium,
+// checks what it shows, and saves docs/audit-report.png for the README.
+func TestHTMLReportInChromium(t *testing.T) {
+	ctx := browser(t)
+	rep := auditCorpus(t, nil)
+	file := filepath.Join(t.TempDir(), "report.html")
+	f, err := os.Create(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.WriteHTML(f); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	if err := chromedp.Do(ctx, chromedp.Navigate("file://"+file), chromedp.WaitVisible(chromedp.CSS("#episodes"))); err != nil {
+		t.Fatal(err)
+	}
+	rows := eval[int](t, ctx, `document.querySelectorAll('#episodes tr.ep-row').length`)
+	hackSteps := eval[int](t, ctx, `document.querySelectorAll('li.step.hack').length`)
+	bars := eval[int](t, ctx, `document.querySelectorAll('svg.chart rect.bar').length`)
+	chartSVGs := eval[int](t, ctx, `document.querySelectorAll('svg#chart-category, svg#chart-task').length`)
+	hacked := eval[string](t, ctx, `document.querySelector('#hacked-resolutions').textContent`)
+	firstHack := eval[string](t, ctx, `(function(){var s=document.querySelector('li.step.hack'); return s.textContent + ' | ' + getComputedStyle(s).backgroundColor})()`)
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rows != len(rep.Episodes) {
+		t.Errorf("episode rows = %d, want %d", rows, len(rep.Episodes))
+	}
+	if hackSteps == 0 {
+		t.Error("no highlighted hack step")
+	}
+	if chartSVGs != 2 || bars == 0 {
+		t.Errorf("charts: %d svgs, %d bars; want 2 charts with bars", chartSVGs, bars)
+	}
+	if hacked != "2" {
+		t.Errorf("hacked resolutions shown %q, want 2", hacked)
+	}
+	if want := "rgb(253, 236, 234)"; !strings.Contains(firstHack, want) || !strings.Contains(firstHack, "history.") {
+		t.Errorf("first hack step %q: want the history evidence on a %s background", firstHack, want)
+	}
+	// The filter hides every row but the chosen class.
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#filters button[data-class="clean_resolved"]`))); err != nil {
+		t.Fatal(err)
+	}
+	visible := eval[int](t, ctx, `Array.from(document.querySelectorAll('#episodes tr.ep-row')).filter(r => r.style.display !== 'none').length`)
+	if visible != rep.Summary.Classes[ClassCleanResolved] {
+		t.Errorf("after filtering clean_resolved: %d rows visible, want %d", visible, rep.Summary.Classes[ClassCleanResolved])
+	}
+	if err := os.WriteFile(filepath.Join("..", "docs", "audit-report.png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// eval evaluates a JavaScript expression in the page.
+func eval[T any](t *testing.T, ctx context.Context, expr string) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return v
+}
