@@ -28,7 +28,7 @@ func addJudgeFlags(fs *flag.FlagSet) *judgeFlags {
 	fs.IntVar(&j.cfg.Samples, "judge-samples", 1, "samples per flagged call, majority vote")
 	fs.DurationVar(&j.cfg.Timeout, "judge-timeout", 20*time.Second, "bound on one judge decision, retries included")
 	fs.StringVar(&j.cfg.PromptDir, "judge-prompts", "", "directory with system.tmpl / user.tmpl overriding the judge's prompts")
-	fs.Var(&j.policy, "fail-policy", "what to do when the judge is absent or undecided, per severity (default certain=block,suspicious=allow_unconfirmed)")
+	fs.Var(&j.policy, "fail-policy", "what to do when the judge is absent or undecided, per severity: block, allow or allow_unconfirmed")
 	return j
 }
 
