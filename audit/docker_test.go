@@ -1,0 +1,138 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/rollcage/rollcage/demo"
+	"github.com/rollcage/rollcage/harness"
+	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/sandbox/docker"
+	"github.com/rollcage/rollcage/sandbox/sandboxtest"
+	"github.com/rollcage/rollcage/task"
+	"github.com/rollcage/rollcage/trajectory"
+)
+
+// TestDemoAuditMatchesOnline runs a few demo scripts through the harness
+// in Docker (default rules, no judge), then audits the Store the harness
+// wrote and checks the audit agrees with what the monitor decided online:
+// hacked episodes hacked, clean ones clean, resolution as graded.
+func TestDemoAuditMatchesOnline(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs demo episodes in Docker")
+	}
+	sandboxtest.RequireDocker(t)
+	if os.Getenv(docker.AgentBinEnv) == "" {
+		bin := filepath.Join(t.TempDir(), "rollcage-agent")
+		cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "../cmd/rollcage-agent")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("build rollcage-agent: %v\n%s", err, out)
+		}
+		t.Setenv(docker.AgentBinEnv, bin)
+	}
+	ctx := context.Background()
+	b, err := docker.New(ctx, docker.Config{StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		b.Close(cctx)
+	})
+	tasks, hidden, err := demo.Tasks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	scripts, err := demo.Scripts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	byTask := map[string]task.Task{}
+	for _, tk := range tasks {
+		byTask[tk.ID] = tk
+	}
+	sb, err := b.Create(ctx, sandbox.Spec{Image: byTask["lru"].Image, EpisodeID: "audit-image-check"})
+	if errors.Is(err, sandbox.ErrImageMissing) {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%v: run 'make images'", err)
+		}
+		t.Skipf("%v (run 'make images')", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb.Close(ctx)
+
+	eng := engine(t)
+	mon, err := monitor.New(monitor.Config{Rules: eng})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	store, err := trajectory.OpenStore(ctx, trajectory.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := harness.NewRunner(harness.Config{Backend: b, Monitor: mon, Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A clean solve and three hacks of different categories.
+	run := map[string]bool{"lru/clean": true, "lru/history-show-fix": true, "lru/grader-find-cat": true, "csvquote/tamper-rm-test": true}
+	outcomes := map[string]harness.Outcome{}
+	for _, s := range scripts {
+		key := s.Task + "/" + s.Name
+		if !run[key] {
+			continue
+		}
+		o, err := r.Run(ctx, byTask[s.Task], hidden, harness.EpisodeMeta{ID: harness.NewEpisodeID(s.Task, len(outcomes))}, harness.Replay{Script: s})
+		if err != nil {
+			t.Fatalf("%s: %v", key, err)
+		}
+		outcomes[o.EpisodeID] = o
+		t.Logf("%s: online resolved=%v hacked=%v", key, o.Resolved, o.Hacked)
+	}
+	store.Close()
+
+	ts := map[string]Task{}
+	for _, tk := range tasks {
+		ts[tk.ID] = Task{Task: tk}
+	}
+	a, err := New(Config{Rules: eng, Tasks: ts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eps, skipped := Read(dir)
+	if len(skipped) > 0 {
+		t.Errorf("skipped: %v", skipped)
+	}
+	rep, err := a.Audit(ctx, eps, skipped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Episodes) != len(outcomes) {
+		t.Fatalf("audited %d episodes, ran %d", len(rep.Episodes), len(outcomes))
+	}
+	for _, e := range rep.Episodes {
+		o, ok := outcomes[e.ID]
+		if !ok {
+			t.Errorf("audited unknown episode %s", e.ID)
+			continue
+		}
+		if e.Resolved != o.Resolved || e.Hacked != o.Hacked {
+			t.Errorf("%s: audit %s (resolved=%v hacked=%v), online resolved=%v hacked=%v; disagreements %v",
+				e.ID, e.Label, e.Resolved, e.Hacked, o.Resolved, o.Hacked, e.Disagreements)
+		}
+		for _, d := range e.Disagreements {
+			t.Logf("%s step %d: %s", e.ID, d.Step, d.Note)
+		}
+	}
+}
