@@ -33,7 +33,9 @@ func (w *walker) script(src string) {
 	}
 	a := w.a
 	a.add(&a.n.Scripts, src)
-	for _, m := range reOpen.FindAllStringSubmatch(src, -1) {
+	// Each pattern runs only when its anchor text occurs: most scripts
+	// touch one or two of these APIs and the regexps are the cost.
+	for _, m := range findAll(reOpen, src, "open(") {
 		p := w.path(m[1])
 		mode := m[2]
 		if strings.ContainsAny(mode, "wax+") {
@@ -45,7 +47,7 @@ func (w *walker) script(src string) {
 			a.add(&a.n.Reads, p)
 		}
 	}
-	for _, m := range rePathOp.FindAllStringSubmatch(src, -1) {
+	for _, m := range findAll(rePathOp, src, "Path(") {
 		p := w.path(m[1])
 		switch m[2] {
 		case "read_text", "read_bytes", "open":
@@ -59,14 +61,20 @@ func (w *walker) script(src string) {
 		}
 	}
 	for _, re := range []struct {
-		re   *regexp.Regexp
-		list *[]string
-	}{{reFSRead, &a.n.Reads}, {reFSWrite, &a.n.Writes}, {reFSDelete, &a.n.Deletes}, {reFSList, &a.n.Lists}} {
-		for _, m := range re.re.FindAllStringSubmatch(src, -1) {
+		re      *regexp.Regexp
+		list    *[]string
+		anchors []string
+	}{
+		{reFSRead, &a.n.Reads, []string{"File.", "IO.", "read", "Read", "fopen", "file_get", ".load"}},
+		{reFSWrite, &a.n.Writes, []string{"File.", "rite", "ppend", "file_put", "os."}},
+		{reFSDelete, &a.n.Deletes, []string{"os.", "shutil.", "Sync", "File.", "FileUtils."}},
+		{reFSList, &a.n.Lists, []string{"os.", "glob", "readdir", "Dir."}},
+	} {
+		for _, m := range findAll(re.re, src, re.anchors...) {
 			a.add(re.list, w.path(m[1]))
 		}
 	}
-	for _, m := range reCopy.FindAllStringSubmatch(src, -1) {
+	for _, m := range findAll(reCopy, src, "shutil.") {
 		if m[1] == "move" {
 			a.add(&a.n.Deletes, w.path(m[2]))
 		} else {
@@ -74,16 +82,16 @@ func (w *walker) script(src string) {
 		}
 		a.add(&a.n.Writes, w.path(m[3]))
 	}
-	for _, u := range reURL.FindAllString(src, -1) {
+	for _, u := range urls(src) {
 		a.url(strings.TrimRight(u, ".,;"))
 	}
-	for _, m := range reHTTPConn.FindAllStringSubmatch(src, -1) {
+	for _, m := range findAll(reHTTPConn, src, "Connection(") {
 		a.host(m[1])
 	}
-	for _, m := range reSocket.FindAllStringSubmatch(src, -1) {
+	for _, m := range findAll(reSocket, src, "connect") {
 		a.host(m[1])
 	}
-	for _, m := range reSubList.FindAllStringSubmatch(src, -1) {
+	for _, m := range findAll(reSubList, src, "subprocess", "os.exec", "os.spawn") {
 		var argv []string
 		for _, q := range reQuoted.FindAllStringSubmatch(m[1], -1) {
 			argv = append(argv, q[1]+q[2])
@@ -92,12 +100,12 @@ func (w *walker) script(src string) {
 			w.scriptCall(argv)
 		}
 	}
-	for _, m := range reSystem.FindAllStringSubmatch(src, -1) {
+	for _, m := range findAll(reSystem, src, "system", "popen", "subprocess", "exec", "spawn", "getoutput", "passthru") {
 		if c := m[1] + m[2]; c != "" {
 			w.nested(c, "script")
 		}
 	}
-	for _, m := range reBacktick.FindAllStringSubmatch(src, -1) {
+	for _, m := range findAll(reBacktick, src, "`", "%x{") {
 		w.nested(m[1], "script")
 	}
 }
@@ -234,4 +242,21 @@ func (a *acc) scanLoose(src, cwd string) {
 			a.add(&a.n.Reads, resolvePath(m[1], cwd))
 		}
 	}
+}
+
+// findAll runs re only when one of the anchors occurs in src.
+func findAll(re *regexp.Regexp, src string, anchors ...string) [][]string {
+	for _, a := range anchors {
+		if strings.Contains(src, a) {
+			return re.FindAllStringSubmatch(src, -1)
+		}
+	}
+	return nil
+}
+
+func urls(src string) []string {
+	if !strings.Contains(src, "://") {
+		return nil
+	}
+	return reURL.FindAllString(src, -1)
 }
