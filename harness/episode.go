@@ -47,6 +47,9 @@ type Episode struct {
 	deadline time.Time
 	before   map[string]string // visible-test hashes at start
 
+	egress    *monitor.EgressProxy // network mode proxy only
+	egressDir string
+
 	// callMu serializes calls with each other and with Finish, so that no
 	// call of the agent runs once grading has begun.
 	callMu sync.Mutex
@@ -341,6 +344,7 @@ func (e *Episode) Finish(ctx context.Context, reason string) (Outcome, error) {
 	if cerr := e.sb.Close(fctx); cerr != nil {
 		e.log.Warn("closing sandbox", "err", cerr)
 	}
+	e.stopEgress(fctx)
 	e.mu.Lock()
 	e.ended = true
 	e.outcome = o
@@ -467,6 +471,7 @@ func (e *Episode) Close(ctx context.Context) error {
 	// Close the sandbox first so a call in flight fails fast instead of
 	// holding callMu.
 	err := e.sb.Close(cctx)
+	e.stopEgress(cctx)
 	e.callMu.Lock()
 	defer e.callMu.Unlock()
 	e.mu.Lock()

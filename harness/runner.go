@@ -120,6 +120,11 @@ func (e *Episode) begin(ctx context.Context) error {
 		Image: t.Image, EpisodeID: e.id, Workdir: workdir, Network: r.cfg.Network,
 		Canaries: canaries, Lease: r.cfg.Lease, Limits: r.cfg.SandboxLimits, Labels: e.meta.Labels,
 	}
+	if spec.Network == sandbox.NetworkProxy {
+		if spec.ProxySocket, err = e.startEgress(); err != nil {
+			return fmt.Errorf("harness: episode %s: %w", e.id, err)
+		}
+	}
 	sb, err := r.cfg.Backend.Create(ctx, spec)
 	if err != nil {
 		return fmt.Errorf("harness: episode %s: create sandbox: %w", e.id, err)
@@ -146,7 +151,7 @@ func (e *Episode) begin(ctx context.Context) error {
 	if base == "" {
 		base = probe.BaseCommit
 	}
-	e.mon, err = r.cfg.Monitor.NewEpisode(monitor.EpisodeConfig{
+	mon, err := r.cfg.Monitor.NewEpisode(monitor.EpisodeConfig{
 		ID: e.id,
 		Task: monitor.TaskContext{
 			ID: t.ID, Instruction: t.Instruction, Workdir: workdir,
@@ -159,6 +164,9 @@ func (e *Episode) begin(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("harness: episode %s: %w", e.id, err)
 	}
+	e.mu.Lock()
+	e.mon = mon
+	e.mu.Unlock()
 	return e.emitStart()
 }
 
@@ -186,6 +194,7 @@ func (e *Episode) abort(ctx context.Context, cause error) {
 			e.log.Warn("closing sandbox after failed start", "err", err)
 		}
 	}
+	e.stopEgress(cctx)
 	info, _ := e.r.cfg.Store.Info(e.id)
 	if info.Events == 0 {
 		_ = e.emitStart()

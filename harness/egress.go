@@ -1,0 +1,84 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+
+	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/trajectory"
+)
+
+// startEgress starts the episode's host-side egress proxy on a unix socket
+// the backend mounts into the sandbox (network mode proxy). The proxy asks
+// the monitor episode about every request; until that exists (the sandbox
+// starts first) every request is denied.
+func (e *Episode) startEgress() (string, error) {
+	dir, err := os.MkdirTemp("", "rollcage-egress-")
+	if err != nil {
+		return "", fmt.Errorf("egress: %w", err)
+	}
+	sock := filepath.Join(dir, "proxy.sock")
+	ln, err := monitor.ListenEgressSocket(sock)
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", err
+	}
+	policy := monitor.EgressPolicyFunc(func(ctx context.Context, req monitor.EgressRequest) monitor.EgressDecision {
+		if m := e.monitor(); m != nil {
+			return m.Allow(ctx, req)
+		}
+		return monitor.EgressDecision{Reason: "episode not started"}
+	})
+	p, err := monitor.NewEgressProxy(monitor.EgressConfig{
+		EpisodeID: e.id, Policy: policy, Logger: e.log,
+		CallInFlight: func() string {
+			if m := e.monitor(); m != nil {
+				return m.CallInFlight()
+			}
+			return ""
+		},
+		OnEvent: func(ev monitor.NetworkEvent) {
+			e.mu.Lock()
+			seg, step := e.segment, e.steps
+			e.mu.Unlock()
+			if err := e.emit(seg, step, trajectory.TypeNetwork, trajectory.Network{Method: ev.Method, Host: ev.Host, URL: ev.URL,
+				Allowed: ev.Allowed, Status: ev.Status, Reason: ev.Reason, Bytes: ev.BytesUp + ev.BytesDown}); err != nil {
+				e.log.Warn("recording network event", "err", err)
+			}
+		},
+	})
+	if err != nil {
+		ln.Close()
+		os.RemoveAll(dir)
+		return "", err
+	}
+	go func() {
+		if err := p.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			e.log.Warn("egress proxy stopped", "err", err)
+		}
+	}()
+	e.egress, e.egressDir = p, dir
+	return sock, nil
+}
+
+// stopEgress closes the proxy and removes its socket directory.
+func (e *Episode) stopEgress(ctx context.Context) {
+	if e.egress == nil {
+		return
+	}
+	if err := e.egress.Shutdown(ctx); err != nil {
+		e.log.Warn("egress proxy shutdown", "err", err)
+	}
+	os.RemoveAll(e.egressDir)
+	e.egress = nil
+}
+
+func (e *Episode) monitor() *monitor.Episode {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.mon
+}
