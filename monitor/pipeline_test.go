@@ -343,3 +343,19 @@ func TestCheckTampering(t *testing.T) {
 		t.Error("unchanged files flagged")
 	}
 }
+
+// TestReservedSessions: the policy cannot use rollcage's own sessions
+// (grading, probing), where planted shell state would run with the grader.
+func TestReservedSessions(t *testing.T) {
+	sb := newFake(nil)
+	ep := newEpisode(t, Config{}, sb)
+	c := bash("greet() { echo hi; }")
+	c.Session = "rollcage-grade"
+	res, err := ep.Handle(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(res.Output, `session name "rollcage-grade" is reserved`) || len(sb.commands()) != 0 {
+		t.Errorf("output %q, ran %q", res.Output, sb.commands())
+	}
+}

@@ -162,6 +162,11 @@ func (e *Episode) run(ctx context.Context, res *Result) error {
 
 // argsError says what is wrong with a known tool's arguments, or "".
 func argsError(call ToolCall) string {
+	if strings.HasPrefix(call.Session, "rollcage-") {
+		// rollcage's own sessions (probe, grading, hashing) are off limits:
+		// state planted there could run with the grader.
+		return fmt.Sprintf("error: session name %q is reserved; use another name", call.Session)
+	}
 	var v any
 	switch call.Tool {
 	case ToolBash:

@@ -78,7 +78,7 @@ func Grade(ctx context.Context, sb sandbox.Sandbox, t Task, hidden fs.FS) (Resul
 	}
 	ex, err := sb.Exec(ctx, sandbox.ExecRequest{
 		Session:   gradeSession,
-		Command:   "cd " + shellQuote(t.Workdir) + " && " + t.TestCommand,
+		Command:   gradeCommand(t),
 		Timeout:   GradeTimeout,
 		MaxOutput: gradeMaxOutput,
 	})
@@ -248,3 +248,12 @@ func lastLine(s string) string {
 }
 
 func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// gradeCommand runs the test command in a clean environment: nothing the
+// agent exported, no startup files, a HOME it could not have planted a
+// usercustomize.py or a fake tool in.
+func gradeCommand(t Task) string {
+	return "cd " + shellQuote(t.Workdir) + " && exec /usr/bin/env -i" +
+		" PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/nonexistent LANG=C.UTF-8" +
+		" /bin/bash --noprofile --norc -c " + shellQuote(t.TestCommand)
+}

@@ -197,7 +197,8 @@ func TestGradeCopiesHiddenTestsAsRoot(t *testing.T) {
 		t.Errorf("tar entries (-want +got):\n%s", diff)
 	}
 	req := sb.reqs[0]
-	if req.Command != "cd '/srv/my repo' && python3 -m pytest -q /opt/grader/tests" || req.Session != gradeSession || req.Timeout != GradeTimeout {
+	wantCmd := "cd '/srv/my repo' && exec /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/nonexistent LANG=C.UTF-8 /bin/bash --noprofile --norc -c 'python3 -m pytest -q /opt/grader/tests'"
+	if req.Command != wantCmd || req.Session != gradeSession || req.Timeout != GradeTimeout {
 		t.Errorf("exec request = %+v", req)
 	}
 }
