@@ -6,7 +6,7 @@ export ROLLCAGE_AGENT_BIN := $(BIN)/rollcage-agent
 # Tests that need Docker fail (never skip) when CI=true and no engine answers.
 TESTFLAGS ?= -race -count=1 -timeout 30m
 
-.PHONY: all build docker images test demo bench gc clean
+.PHONY: all build docker images test-deps test demo bench gc clean
 
 all: build
 
@@ -16,13 +16,17 @@ build:
 
 # docker: a Docker engine that answers (installs Debian's docker.io if needed).
 docker:
-	@images/docker-engine.sh
+	@scripts/docker-engine.sh
 
 # images: the base and demo task images, built locally; present ones are skipped.
 images: docker
 	@images/build.sh
 
-test: build images
+# test-deps: Chromium and docker-compose, from Debian's packages.
+test-deps:
+	@scripts/test-deps.sh
+
+test: build images test-deps
 	$(GO) vet ./...
 	$(GO) test $(TESTFLAGS) ./...
 
