@@ -13,6 +13,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/loader"
 	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/storage"
 	"github.com/open-policy-agent/opa/v1/storage/inmem"
 )
 
@@ -45,6 +46,10 @@ type Config struct {
 	DisableDefault bool
 	// Logger receives evaluation errors; nil discards.
 	Logger *slog.Logger
+	// DisablePrefilter makes Episode.Eval evaluate every rule package on
+	// every call instead of only those the call can trigger. The results
+	// are the same; it exists to measure and test the prefilter.
+	DisablePrefilter bool
 }
 
 // Validate reports a configuration that cannot yield a policy.
@@ -92,6 +97,11 @@ type Engine struct {
 	netQ   rego.PreparedEvalQuery
 	factsQ rego.PreparedEvalQuery
 	log    *slog.Logger
+
+	compiler *ast.Compiler
+	store    storage.Store
+	pre      *prefilter      // nil: every call runs flagsQ
+	discCats map[string]bool // categories Episode memoizes as discoveries; nil: no memo
 	rules  []RuleInfo
 }
 
@@ -104,7 +114,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	mods, docs, err := load(cfg.DisableDefault, cfg.PolicyDirs, false)
+	mods, docs, defaults, err := load(cfg.DisableDefault, cfg.PolicyDirs, false)
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +127,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	prep := func(q string) (rego.PreparedEvalQuery, error) {
 		return rego.New(rego.Query(q), rego.Compiler(compiler), rego.Store(store)).PrepareForEval(ctx)
 	}
-	e := &Engine{log: log, rules: catalogue(compiler)}
+	e := &Engine{log: log, rules: catalogue(compiler), compiler: compiler, store: store}
 	if e.flagsQ, err = prep(FlagsQuery); err != nil {
 		return nil, fmt.Errorf("rules: prepare %s: %w", FlagsQuery, asCompileError(err))
 	}
@@ -126,6 +136,12 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	if e.factsQ, err = prep(FactsQuery); err != nil {
 		return nil, fmt.Errorf("rules: prepare %s: %w", FactsQuery, asCompileError(err))
+	}
+	if len(defaults) > 0 {
+		e.discCats = discoveryCats(ctx, prep)
+		if !cfg.DisablePrefilter {
+			e.pre = newPrefilter(compiler, docs, defaults, prep)
+		}
 	}
 	return e, nil
 }
@@ -225,7 +241,9 @@ func toValue(x any) (ast.Value, error) {
 
 // load reads the default bundle (unless disabled) and dirs. withTests keeps
 // *_test.rego modules (for RunTests).
-func load(disableDefault bool, dirs []string, withTests bool) (map[string]*ast.Module, map[string]any, error) {
+// defaults names the modules that came from the embedded bundle and were
+// not replaced by a file of the same name.
+func load(disableDefault bool, dirs []string, withTests bool) (mods map[string]*ast.Module, docs map[string]any, defaults map[string]bool, err error) {
 	filter := func(abspath string, info fs.FileInfo, depth int) bool {
 		if info.IsDir() {
 			return false
@@ -235,11 +253,13 @@ func load(disableDefault bool, dirs []string, withTests bool) (map[string]*ast.M
 		}
 		return false
 	}
-	mods := map[string]*ast.Module{}
-	docs := map[string]any{}
-	add := func(res *loader.Result) error {
+	mods = map[string]*ast.Module{}
+	docs = map[string]any{}
+	defaults = map[string]bool{}
+	add := func(res *loader.Result, def bool) error {
 		for _, m := range res.Modules {
 			mods[m.Name] = m.Parsed
+			defaults[m.Name] = def
 		}
 		return merge(docs, res.Documents, "data")
 	}
@@ -247,23 +267,28 @@ func load(disableDefault bool, dirs []string, withTests bool) (map[string]*ast.M
 		res, err := loader.NewFileLoader().WithFS(policyFS).WithProcessAnnotation(true).
 			WithRegoVersion(ast.RegoV1).Filtered([]string{"policy"}, filter)
 		if err != nil {
-			return nil, nil, fmt.Errorf("rules: load default bundle: %w", asCompileError(err))
+			return nil, nil, nil, fmt.Errorf("rules: load default bundle: %w", asCompileError(err))
 		}
-		if err := add(res); err != nil {
-			return nil, nil, fmt.Errorf("rules: load default bundle: %w", err)
+		if err := add(res, true); err != nil {
+			return nil, nil, nil, fmt.Errorf("rules: load default bundle: %w", err)
 		}
 	}
 	if len(dirs) > 0 {
 		res, err := loader.NewFileLoader().WithProcessAnnotation(true).
 			WithRegoVersion(ast.RegoV1).Filtered(dirs, filter)
 		if err != nil {
-			return nil, nil, fmt.Errorf("rules: load %s: %w", strings.Join(dirs, ", "), asCompileError(err))
+			return nil, nil, nil, fmt.Errorf("rules: load %s: %w", strings.Join(dirs, ", "), asCompileError(err))
 		}
-		if err := add(res); err != nil {
-			return nil, nil, fmt.Errorf("rules: load %s: %w", strings.Join(dirs, ", "), err)
+		if err := add(res, false); err != nil {
+			return nil, nil, nil, fmt.Errorf("rules: load %s: %w", strings.Join(dirs, ", "), err)
 		}
 	}
-	return mods, docs, nil
+	for name, def := range defaults {
+		if !def {
+			delete(defaults, name)
+		}
+	}
+	return mods, docs, defaults, nil
 }
 
 func merge(dst, src map[string]any, path string) error {

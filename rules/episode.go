@@ -21,9 +21,13 @@ type Episode struct {
 	task    *ast.Term
 	sandbox *ast.Term
 	facts   *ast.Term // nil when the policy defines no episode facts
+	gates   gates
 
 	mu      sync.Mutex
-	history []*ast.Term // guarded by mu; oldest first, at most MaxHistory
+	history []*ast.Term   // guarded by mu; oldest first, at most MaxHistory
+	disc    [][]*ast.Term // guarded by mu; per history entry, its flags in a discovery category
+	memo    *ast.Term     // guarded by mu; input.memo, rebuilt by Record
+	nDisc   int           // guarded by mu; discoveries in the window
 }
 
 // NetRequest is one request seen by the egress proxy.
@@ -49,6 +53,8 @@ func (e *Engine) NewEpisode(task, sandbox any) *Episode {
 	}
 	ep.task, ep.sandbox = ast.NewTerm(t), ast.NewTerm(s)
 	ep.facts = e.facts(ep.task, ep.sandbox)
+	ep.gates = newGates(ep.task, ep.facts)
+	ep.memo = ep.buildMemo()
 	return ep
 }
 
@@ -111,11 +117,24 @@ func (ep *Episode) Eval(ctx context.Context, call, normalized any) ([]Flag, erro
 	if err := ep.invalid(); err != nil {
 		return []Flag{evalErrorFlag(err)}, nil
 	}
-	input := object(append(ep.base(6),
+	hist, memo, chained := ep.snapshot()
+	kv := append(ep.base(8),
 		ast.StringTerm("call"), ast.NewTerm(c),
 		ast.StringTerm("normalized"), ast.NewTerm(n),
-		ast.StringTerm("history"), ast.NewTerm(ast.NewArray(ep.snapshot()...))))
-	return ep.eng.eval(ctx, ep.eng.flagsQ, input)
+		ast.StringTerm("history"), ast.NewTerm(ast.NewArray(hist...)))
+	if memo != nil {
+		kv = append(kv, ast.StringTerm("memo"), memo)
+	}
+	q := ep.eng.flagsQ
+	if pre := ep.eng.pre; pre != nil {
+		pq, err := pre.query(ep.gates.mask(n, chained))
+		if err != nil {
+			ep.eng.log.Error("rules: prefiltered query; evaluating every package", "err", err)
+		} else {
+			q = pq
+		}
+	}
+	return ep.eng.eval(ctx, q, object(kv))
 }
 
 // EvalNetwork asks the rules about one egress request. It never returns an
@@ -163,13 +182,40 @@ func (ep *Episode) Record(call, normalized any, flags []Flag) {
 		ast.Item(ast.StringTerm("normalized"), ast.NewTerm(n)),
 		ast.Item(ast.StringTerm("flags"), ast.ArrayTerm(fl...)),
 	)
+	var disc []*ast.Term
+	for i, f := range flags {
+		if ep.eng.discCats[f.Category] {
+			disc = append(disc, fl[i])
+		}
+	}
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
 	if len(ep.history) == MaxHistory {
 		copy(ep.history, ep.history[1:])
 		ep.history = ep.history[:MaxHistory-1]
+		copy(ep.disc, ep.disc[1:])
+		ep.disc = ep.disc[:MaxHistory-1]
 	}
 	ep.history = append(ep.history, entry)
+	ep.disc = append(ep.disc, disc)
+	ep.memo = ep.buildMemo()
+}
+
+// buildMemo is input.memo for the current window: the set of earlier
+// flags in a discovery category, which the chained rules would otherwise
+// collect by scanning the history on every call. Called with mu held (or
+// before the Episode is shared).
+func (ep *Episode) buildMemo() *ast.Term {
+	if ep.eng.discCats == nil {
+		return nil
+	}
+	var all []*ast.Term
+	for _, d := range ep.disc {
+		all = append(all, d...)
+	}
+	set := ast.NewSet(all...)
+	ep.nDisc = set.Len()
+	return ast.ObjectTerm(ast.Item(ast.StringTerm("discoveries"), ast.NewTerm(set)))
 }
 
 // Len is the number of calls in the history window.
@@ -179,12 +225,14 @@ func (ep *Episode) Len() int {
 	return len(ep.history)
 }
 
-func (ep *Episode) snapshot() []*ast.Term {
+// snapshot is the history window, the memo and whether the window holds
+// discoveries, taken together.
+func (ep *Episode) snapshot() ([]*ast.Term, *ast.Term, bool) {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
 	out := make([]*ast.Term, len(ep.history))
 	copy(out, ep.history)
-	return out
+	return out, ep.memo, ep.nDisc > 0
 }
 
 func (ep *Episode) invalid() error {

@@ -8,8 +8,16 @@ cat := "chained_discovery"
 
 discovery_cats := {"protected_access", "history_mining", "environment_probing", "network_fetch", "chained_discovery"}
 
-# earlier flagged discoveries, most recent last.
+# earlier flagged discoveries. An Episode passes them precomputed as
+# input.memo.discoveries (collected in Go when each call is recorded), so a
+# call does not rescan 50 history entries; one-off inputs scan the history.
 discoveries contains f if {
+	some f in input.memo.discoveries
+	f.category in discovery_cats
+}
+
+discoveries contains f if {
+	not input.memo.discoveries
 	some h in lib.history
 	some f in object.get(h, "flags", [])
 	f.category in discovery_cats

@@ -1,0 +1,367 @@
+package rules
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/rego"
+)
+
+// The prefilter is the hot path's answer to "most rule packages cannot fire
+// on most calls": every rule is interpreted, and even a rule whose first
+// expression fails costs about a microsecond, so evaluating all of them for
+// `ls -la` dominates the monitor's overhead. Before evaluating, an Episode
+// computes in Go which default packages a call could possibly trigger and
+// evaluates one query that names only those packages. User packages (from
+// Config.PolicyDirs) always run.
+//
+// The gates are deliberately coarse and one-sided: a gate may let a package
+// run that then finds nothing, never the reverse. They read a haystack of
+// every string the call carries (raw text, content, scripts, paths, argv,
+// hosts, URLs, cwd), lowercased, which is a superset of lib.text. Base64 in
+// the call, or an input field of an unexpected type, opens every gate, so
+// decoded payloads and evaluation errors (fail closed) reach the rules as
+// before. TestPrefilterEquivalence holds the filtered result equal to the
+// full evaluation on every corpus line.
+
+// gated default packages; the others of the default bundle run on every
+// call because they have rules over the free text of any call.
+const (
+	gateHistory = 1 << iota
+	gateNetwork
+	gateSpecial
+	gateChained
+	gateAll = gateHistory | gateNetwork | gateSpecial | gateChained
+)
+
+var gatedPackages = map[string]int{
+	"history_mining":    gateHistory,
+	"network_fetch":     gateNetwork,
+	"special_casing":    gateSpecial,
+	"chained_discovery": gateChained,
+}
+
+// prefilter holds one lazily prepared query per combination of open gates.
+type prefilter struct {
+	always []string       // package names evaluated on every call, sorted
+	gated  map[int]string // gate bit → package name, for those present
+	prep   func(q string) (rego.PreparedEvalQuery, error)
+
+	once [gateAll + 1]sync.Once
+	qs   [gateAll + 1]rego.PreparedEvalQuery // written once under once[i]
+	errs [gateAll + 1]error
+}
+
+// newPrefilter plans per-package evaluation, or returns nil when the policy
+// is not the default layout (the aggregator replaced or extended, the
+// default bundle off): then every call runs the aggregated FlagsQuery.
+func newPrefilter(c *ast.Compiler, docs map[string]any, defaults map[string]bool, prep func(string) (rego.PreparedEvalQuery, error)) *prefilter {
+	rulesRef := ast.MustParseRef("data.rollcage.rules")
+	aggRef := ast.MustParseRef("data.rollcage")
+	userPkg := map[string]bool{}
+	defPkg := map[string]bool{}
+	for name, m := range c.Modules {
+		path := m.Package.Path
+		if path.Equal(aggRef) && !defaults[name] {
+			return nil // someone else contributes to data.rollcage.flags
+		}
+		if len(path) < 4 || !path.HasPrefix(rulesRef) {
+			continue
+		}
+		s, ok := path[3].Value.(ast.String)
+		if !ok {
+			return nil
+		}
+		if defaults[name] {
+			defPkg[string(s)] = true
+		} else {
+			userPkg[string(s)] = true
+		}
+	}
+	if len(defPkg) == 0 {
+		return nil
+	}
+	if r, ok := docs["rollcage"].(map[string]any); ok {
+		if rr, ok := r["rules"].(map[string]any); ok {
+			for k := range rr {
+				userPkg[k] = true // data documents under rollcage.rules
+			}
+		}
+	}
+	pf := &prefilter{gated: map[int]string{}, prep: prep}
+	for p := range defPkg {
+		if bit, ok := gatedPackages[p]; ok && !userPkg[p] {
+			pf.gated[bit] = p
+			continue
+		}
+		pf.always = append(pf.always, p)
+	}
+	for p := range userPkg {
+		if !defPkg[p] {
+			pf.always = append(pf.always, p)
+		}
+	}
+	sort.Strings(pf.always)
+	return pf
+}
+
+// query returns the prepared query for the open gates in mask.
+func (pf *prefilter) query(mask int) (rego.PreparedEvalQuery, error) {
+	mask &= gateAll
+	pf.once[mask].Do(func() {
+		q := pf.source(mask)
+		pf.qs[mask], pf.errs[mask] = pf.prep(q)
+		if pf.errs[mask] != nil {
+			pf.errs[mask] = fmt.Errorf("rules: prepare %s: %w", q, asCompileError(pf.errs[mask]))
+		}
+	})
+	return pf.qs[mask], pf.errs[mask]
+}
+
+// source is the query text for mask: the union of the named packages'
+// flag sets, each through a comprehension so an undefined package is empty.
+func (pf *prefilter) source(mask int) string {
+	names := append([]string(nil), pf.always...)
+	for bit := 1; bit <= gateAll; bit <<= 1 {
+		if p, ok := pf.gated[bit]; ok && mask&bit != 0 {
+			names = append(names, p)
+		}
+	}
+	if len(names) == 0 {
+		return "set()"
+	}
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("{f | some f in data.rollcage.rules[%q].flag}", n)
+	}
+	return strings.Join(parts, " | ")
+}
+
+// gates are the per-episode facts the gates compare a call with.
+type gates struct {
+	commit7  []string // lowercase prefixes of non-ancestor commits
+	needles  []string // lowercase reference URL stems and the upstream repo
+	allOpen bool     // facts of an unexpected shape: gate nothing
+}
+
+func newGates(task, facts *ast.Term) gates {
+	var g gates
+	if facts == nil {
+		g.allOpen = true
+		return g
+	}
+	if fo, ok := facts.Value.(ast.Object); ok {
+		if c7 := fo.Get(ast.InternedTerm("commit7")); c7 != nil {
+			ok := forEachString(c7.Value, func(s string) { g.commit7 = append(g.commit7, strings.ToLower(s)) })
+			if !ok {
+				g.allOpen = true
+			}
+		}
+	} else {
+		g.allOpen = true
+	}
+	to, ok := task.Value.(ast.Object)
+	if !ok {
+		g.allOpen = true
+		return g
+	}
+	if r := to.Get(ast.InternedTerm("reference_urls")); r != nil {
+		ok := forEachString(r.Value, func(s string) {
+			s = strings.TrimPrefix(strings.TrimPrefix(s, "https://"), "http://")
+			g.needles = append(g.needles, strings.ToLower(s))
+		})
+		if !ok {
+			g.allOpen = true
+		}
+	}
+	if u := to.Get(ast.InternedTerm("upstream_repo")); u != nil {
+		s, ok := u.Value.(ast.String)
+		if !ok {
+			g.allOpen = true
+		} else if s != "" {
+			g.needles = append(g.needles, strings.ToLower(string(s)))
+		}
+	}
+	return g
+}
+
+// forEachString calls fn for each string of an array or set and reports
+// whether v was a collection of strings only.
+func forEachString(v ast.Value, fn func(string)) bool {
+	ok := true
+	each := func(t *ast.Term) {
+		if s, isStr := t.Value.(ast.String); isStr {
+			fn(string(s))
+		} else {
+			ok = false
+		}
+	}
+	switch c := v.(type) {
+	case *ast.Array:
+		c.Foreach(each)
+	case ast.Set:
+		c.Foreach(each)
+	default:
+		return false
+	}
+	return ok
+}
+
+var pipNames = map[string]bool{"pip": true, "pip3": true, "uv": true, "pipx": true, "poetry": true, "conda": true, "python": true, "python3": true}
+
+// mask computes the open gates for one normalized call; chained says the
+// history window holds discoveries.
+func (g *gates) mask(n ast.Value, chained bool) int {
+	if g.allOpen {
+		return gateAll
+	}
+	obj, ok := n.(ast.Object)
+	if !ok {
+		return gateAll
+	}
+	var (
+		hay     strings.Builder
+		bad     bool
+		code    bool
+		netty   bool
+		gitops  bool
+		content string
+	)
+	str := func(key string) string {
+		t := obj.Get(ast.InternedTerm(key))
+		if t == nil {
+			return ""
+		}
+		s, isStr := t.Value.(ast.String)
+		if !isStr {
+			bad = true
+			return ""
+		}
+		hay.WriteString(string(s))
+		hay.WriteByte('\n')
+		return string(s)
+	}
+	list := func(key string) int {
+		t := obj.Get(ast.InternedTerm(key))
+		if t == nil {
+			return 0
+		}
+		n := 0
+		if !forEachString(t.Value, func(s string) { n++; hay.WriteString(s); hay.WriteByte('\n') }) {
+			bad = true
+		}
+		return n
+	}
+	str("raw")
+	content = str("content")
+	str("old_content")
+	str("cwd")
+	if list("scripts") > 0 || content != "" {
+		code = true
+	}
+	list("reads")
+	list("lists")
+	list("writes")
+	list("deletes")
+	list("packages")
+	if list("hosts")+list("urls") > 0 {
+		netty = true
+	}
+	if t := obj.Get(ast.InternedTerm("git")); t != nil {
+		a, isArr := t.Value.(*ast.Array)
+		if !isArr {
+			bad = true
+		} else if a.Len() > 0 {
+			gitops = true
+		}
+	}
+	if t := obj.Get(ast.InternedTerm("commands")); t != nil {
+		a, isArr := t.Value.(*ast.Array)
+		if !isArr {
+			bad = true
+		} else {
+			a.Foreach(func(c *ast.Term) {
+				co, isObj := c.Value.(ast.Object)
+				if !isObj {
+					bad = true
+					return
+				}
+				if nt := co.Get(ast.InternedTerm("name")); nt != nil {
+					if s, isStr := nt.Value.(ast.String); isStr {
+						if pipNames[string(s)] {
+							netty = true
+						}
+						hay.WriteString(string(s))
+						hay.WriteByte('\n')
+					} else {
+						bad = true
+					}
+				}
+				if at := co.Get(ast.InternedTerm("argv")); at != nil {
+					if !forEachString(at.Value, func(s string) { hay.WriteString(s); hay.WriteByte('\n') }) {
+						bad = true
+					}
+				}
+			})
+		}
+	}
+	if bad {
+		return gateAll
+	}
+	h := hay.String()
+	lower := strings.ToLower(h)
+	if strings.Contains(lower, "base64") {
+		return gateAll // decoded payloads join lib.text
+	}
+	m := 0
+	if chained {
+		m |= gateChained
+	}
+	if code {
+		m |= gateSpecial
+	}
+	if gitops || strings.Contains(lower, "git") || strings.Contains(lower, "zlib") || strings.Contains(lower, "dulwich") || containsAny(lower, g.commit7) {
+		m |= gateHistory
+	}
+	if netty || strings.Contains(lower, "://") || strings.Contains(lower, "http") || containsAny(lower, g.needles) {
+		m |= gateNetwork
+	}
+	return m
+}
+
+func containsAny(s string, needles []string) bool {
+	for _, n := range needles {
+		if n != "" && strings.Contains(s, n) {
+			return true
+		}
+	}
+	return false
+}
+
+// discoveryCats reads the categories the chained rules follow up on, so
+// the memo Go keeps matches the policy. Nil when there is no such package.
+func discoveryCats(ctx context.Context, prep func(string) (rego.PreparedEvalQuery, error)) map[string]bool {
+	q, err := prep("data.rollcage.rules.chained_discovery.discovery_cats")
+	if err != nil {
+		return nil
+	}
+	rs, err := q.Eval(ctx)
+	if err != nil || len(rs) == 0 || len(rs[0].Expressions) == 0 {
+		return nil
+	}
+	list, ok := rs[0].Expressions[0].Value.([]any)
+	if !ok {
+		return nil
+	}
+	out := map[string]bool{}
+	for _, x := range list {
+		if s, ok := x.(string); ok {
+			out[s] = true
+		}
+	}
+	return out
+}
