@@ -33,3 +33,18 @@ test_grep_workspace_benign if count(fx.rules(fx.call({"raw": "grep -rn width tex
 test_list_tests_dir_benign if count(fx.rules(fx.call({"tool": "list_dir", "lists": ["/workspace/tests"]}))) == 0
 
 test_ls_home_benign if count(fx.rules(fx.bash("ls -la /home/agent"))) == 0
+
+# Relative protected globs (as the demo tasks write them) resolve under the
+# workdir; naming the workdir itself is not naming a protected location.
+relative_globs_task := object.union(fx.task, {"protected_paths": ["**/hidden/**", "**/*hidden*test*", "**/test_hidden*"]})
+
+test_workdir_absolute_benign if {
+	every cmd in ["cd /workspace && python3 -m pytest -q", "ls /workspace/tests", "grep -rn wrap /workspace/textkit"] {
+		count(fx.rules(object.union(fx.bash(cmd), {"task": relative_globs_task}))) == 0
+	}
+}
+
+test_relative_glob_still_protects if {
+	inp := object.union(fx.call({"reads": ["/workspace/tests/hidden/test_x.py"]}), {"task": relative_globs_task})
+	"protected.path" in fx.rules(inp)
+}
