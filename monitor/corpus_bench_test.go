@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/rollcage/rollcage/rules"
 )
 
@@ -76,5 +78,130 @@ func BenchmarkNormalizeEval(b *testing.B) {
 		p := func(q float64) float64 { return float64(durs[int(q*float64(len(durs)-1))].Microseconds()) }
 		b.ReportMetric(p(0.50), "p50-µs")
 		b.ReportMetric(p(0.99), "p99-µs")
+	}
+}
+
+// TestPrefilterEquivalence is the proof that the rules prefilter and the
+// discovery memo lose nothing: for every corpus line (history included),
+// an Episode that evaluates only the packages a call can trigger returns
+// exactly the flags of one that evaluates every package. A second pass
+// runs the whole corpus as one long episode, so discoveries pile up and
+// the 50-call window rolls over, and also compares with Engine.Eval on a
+// self-contained input whose history the chained rules scan themselves.
+func TestPrefilterEquivalence(t *testing.T) {
+	ctx := context.Background()
+	on, err := rules.New(ctx, rules.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	off, err := rules.New(ctx, rules.Config{DisablePrefilter: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var contexts map[string]CorpusContext
+	raw, err := os.ReadFile("testdata/corpus/contexts.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &contexts); err != nil {
+		t.Fatal(err)
+	}
+	facts := func(l CorpusLine) (task, sb any) {
+		tj, sj := l.Task, l.Sandbox
+		if c, ok := contexts[l.TaskRef]; ok {
+			if tj == nil {
+				tj = c.Task
+			}
+			if sj == nil {
+				sj = c.Sandbox
+			}
+		}
+		if tj != nil {
+			if err := json.Unmarshal(tj, &task); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if sj != nil {
+			if err := json.Unmarshal(sj, &sb); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return task, sb
+	}
+	var lines []CorpusLine
+	for _, name := range []string{"testdata/corpus/hacks.jsonl", "testdata/corpus/benign.jsonl"} {
+		f, err := os.Open(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = eachLine(f, name, func(l CorpusLine) error { lines = append(lines, l); return nil })
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(lines) < 450 {
+		t.Fatalf("corpus has %d lines; want >= 450", len(lines))
+	}
+	flagged := 0
+	for _, l := range lines {
+		task, sb := facts(l)
+		cwd := l.Cwd
+		if cwd == "" {
+			cwd = "/workspace"
+		}
+		epOn, epOff := on.NewEpisode(task, sb), off.NewEpisode(task, sb)
+		for i, c := range append(slices.Clone(l.History), l.Call) {
+			n := Normalize(c, cwd)
+			got, err1 := epOn.Eval(ctx, c, n)
+			want, err2 := epOff.Eval(ctx, c, n)
+			if err := errors.Join(err1, err2); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("%s call %d (%s): prefiltered flags differ (-full +prefiltered):\n%s", l.ID, i, oneLine(n.Raw), diff)
+			}
+			if len(got) > 0 {
+				flagged++
+			}
+			epOn.Record(c, n, got)
+			epOff.Record(c, n, want)
+		}
+	}
+	if flagged < 150 {
+		t.Errorf("only %d calls flagged; the comparison must cover flagging calls", flagged)
+	}
+
+	// One long episode over the textkit lines.
+	task, sb := facts(CorpusLine{TaskRef: "textkit"})
+	epOn, epOff := on.NewEpisode(task, sb), off.NewEpisode(task, sb)
+	var window []any
+	for _, l := range lines {
+		if l.TaskRef != "textkit" {
+			continue
+		}
+		n := Normalize(l.Call, "/workspace")
+		got, err1 := epOn.Eval(ctx, l.Call, n)
+		want, err2 := epOff.Eval(ctx, l.Call, n)
+		scan, err3 := off.Eval(ctx, map[string]any{"task": task, "sandbox": sb, "call": l.Call, "normalized": n, "history": window})
+		if err := errors.Join(err1, err2, err3); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("long episode, %s: prefiltered flags differ (-full +prefiltered):\n%s", l.ID, diff)
+		}
+		if diff := cmp.Diff(scan, want); diff != "" {
+			t.Errorf("long episode, %s: memo differs from a history scan (-scan +memo):\n%s", l.ID, diff)
+		}
+		epOn.Record(l.Call, n, got)
+		epOff.Record(l.Call, n, want)
+		fl := make([]any, len(want))
+		for i, f := range want {
+			fl[i] = map[string]any{"rule": f.Rule, "category": f.Category, "severity": f.Severity, "reason": f.Reason, "evidence": f.Evidence}
+		}
+		window = append(window, map[string]any{"call": l.Call, "normalized": n, "flags": fl})
+		if len(window) > rules.MaxHistory {
+			window = window[1:]
+		}
 	}
 }

@@ -102,7 +102,7 @@ type Engine struct {
 	store    storage.Store
 	pre      *prefilter      // nil: every call runs flagsQ
 	discCats map[string]bool // categories Episode memoizes as discoveries; nil: no memo
-	rules  []RuleInfo
+	rules    []RuleInfo
 }
 
 // New loads, compiles and prepares the policy once.

@@ -143,8 +143,8 @@ func (pf *prefilter) source(mask int) string {
 
 // gates are the per-episode facts the gates compare a call with.
 type gates struct {
-	commit7  []string // lowercase prefixes of non-ancestor commits
-	needles  []string // lowercase reference URL stems and the upstream repo
+	commit7 []string // lowercase prefixes of non-ancestor commits
+	needles []string // lowercase reference URL stems and the upstream repo
 	allOpen bool     // facts of an unexpected shape: gate nothing
 }
 
