@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rollcage/rollcage/rules"
 	"github.com/rollcage/rollcage/sandbox"
 )
 
@@ -30,9 +31,37 @@ var realisticCalls = []string{
 // with a sandbox that answers instantly. It reports p50 and p99 of
 // Normalize+Rules (the targets: p50 ≤ 50 µs, p99 ≤ 500 µs) and of
 // the whole Handle.
+//
+// Sub-benchmarks compare the rules prefilter (the default) with every
+// package evaluated on every call, in one process.
 func BenchmarkMonitorOverhead(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		cfg  rules.Config
+	}{
+		{"prefilter", rules.Config{}},
+		{"full", rules.Config{DisablePrefilter: true}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			eng, err := rules.New(context.Background(), bc.cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			benchOverhead(b, eng)
+		})
+	}
+}
+
+func benchOverhead(b *testing.B, eng *rules.Engine) {
 	sb := newFake(func(string) sandbox.ExecResult { return sandbox.ExecResult{Output: "ok\n", Shell: "bash", Cwd: "/workspace"} })
-	ep := newEpisode(b, Config{}, sb)
+	p, err := New(Config{Rules: eng})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ep, err := p.NewEpisode(EpisodeConfig{ID: "ep1", Task: testTask, Facts: testFacts, Sandbox: sb})
+	if err != nil {
+		b.Fatal(err)
+	}
 	ctx := context.Background()
 	for i := 0; i < 50; i++ { // the history the rules see
 		if _, err := ep.Handle(ctx, bash(realisticCalls[i%len(realisticCalls)])); err != nil {
