@@ -53,7 +53,9 @@ func BenchmarkMonitorOverhead(b *testing.B) {
 }
 
 func benchOverhead(b *testing.B, eng *rules.Engine) {
-	sb := newFake(func(string) sandbox.ExecResult { return sandbox.ExecResult{Output: "ok\n", Shell: "bash", Cwd: "/workspace"} })
+	sb := newFake(func(string) sandbox.ExecResult {
+		return sandbox.ExecResult{Output: "ok\n", Shell: "bash", Cwd: "/workspace"}
+	})
 	p, err := New(Config{Rules: eng})
 	if err != nil {
 		b.Fatal(err)
