@@ -6,7 +6,7 @@
 #   ROLLCAGE_URL=http://127.0.0.1:8080 ROLLCAGE_ADMIN_TOKEN=... examples/curl-episode.sh [TASK_ID]
 set -euo pipefail
 url=${ROLLCAGE_URL:-http://127.0.0.1:8080}
-admin=${ROLLCAGE_ADMIN_TOKEN:?set ROLLCAGE_ADMIN_TOKEN to the gateway's admin token}
+admin=${ROLLCAGE_ADMIN_TOKEN:?set ROLLCAGE_ADMIN_TOKEN to the admin token of the gateway}
 task=${1:-textwrap}
 
 # field NAME: the value of a top-level string field of the JSON on stdin
@@ -30,5 +30,5 @@ api POST "/v1/episodes/$id/calls" "$token" '{"tool": "bash", "args": {"command":
 echo "--- submit"
 api POST "/v1/episodes/$id/submit" "$token" '{}'
 echo "--- trajectory (event types)"
-api GET "/v1/episodes/$id/trajectory" "$token" | sed -n 's/.*"type":"\([a-z_]*\)".*/\1/p' | tr '\n' ' '
+api GET "/v1/episodes/$id/trajectory" "$token" | awk -F'"type":"' '{split($2, a, "\""); printf "%s ", a[1]}'
 echo
