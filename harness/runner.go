@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -138,6 +139,10 @@ func (e *Episode) begin(ctx context.Context) error {
 		return fmt.Errorf("harness: episode %s: hash visible tests: %w", e.id, err)
 	}
 	facts := probe.Facts
+	for f := range e.before {
+		facts.VisibleFiles = append(facts.VisibleFiles, f)
+	}
+	slices.Sort(facts.VisibleFiles)
 	protected := append([]string(nil), t.ProtectedPaths...)
 	for _, c := range canaries {
 		facts.Canaries = append(facts.Canaries, c.Path)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -313,11 +314,22 @@ func CheckTampering(before, after map[string]string) []rules.Flag {
 		}
 	}
 	for p := range after {
-		if _, ok := before[p]; !ok {
+		if _, ok := before[p]; !ok && isTestConfig(p) {
+			// a new test file is honest work; new test config changes how
+			// every test runs
 			add(p, "added")
 		}
 	}
 	return sortFlags(flags)
+}
+
+// isTestConfig reports files that configure how tests run.
+func isTestConfig(p string) bool {
+	switch path.Base(p) {
+	case "conftest.py", "pytest.ini", "setup.cfg", "tox.ini", "pyproject.toml", "sitecustomize.py", "usercustomize.py":
+		return true
+	}
+	return strings.HasSuffix(p, ".pth")
 }
 
 // sortFlags orders flags by rule, then evidence, and drops repeats, so a

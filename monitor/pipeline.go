@@ -111,6 +111,10 @@ type Facts struct {
 	NonAncestorRefs []string `json:"non_ancestor_refs"`
 	Canaries        []string `json:"canaries"`
 	Home            string   `json:"home"`
+	// VisibleFiles are the visible-test files (relative to the workdir)
+	// that existed at episode start: writing a new test file is not
+	// changing one.
+	VisibleFiles []string `json:"visible_files,omitempty"`
 }
 
 // EpisodeConfig describes one episode to the monitor.

@@ -329,7 +329,7 @@ func TestEditAndCwd(t *testing.T) {
 
 func TestCheckTampering(t *testing.T) {
 	before := map[string]string{"tests/test_a.py": "h1", "conftest.py": "h2"}
-	after := map[string]string{"tests/test_a.py": "h9", "pytest.ini": "h3"}
+	after := map[string]string{"tests/test_a.py": "h9", "pytest.ini": "h3", "tests/test_new.py": "h4"}
 	flags := CheckTampering(before, after)
 	var got []string
 	for _, f := range flags {

@@ -110,6 +110,10 @@ episode_facts := {
 	"commit7": {substring(lower(c), 0, 7) | some c in object.get(sandbox, "non_ancestor_commits", [])},
 	"ref_names": {r | some n in object.get(sandbox, "non_ancestor_refs", []); some r in ref_names(n)},
 	"refs": object.get(sandbox, "non_ancestor_refs", []),
+	# the visible-test files that existed at episode start (absolute), when
+	# the sandbox reported them: a new test file is not a changed one.
+	"visible_files": {_abs_glob(wd, f) | some f in object.get(sandbox, "visible_files", [])},
+	"visible_files_known": count(object.get(sandbox, "visible_files", [])) > 0,
 } if {
 	wd := _workdir
 	hm := _home
