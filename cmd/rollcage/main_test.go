@@ -1,0 +1,42 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+// TestCLI checks exit codes and the one-line errors of commands that need
+// no Docker.
+func TestCLI(t *testing.T) {
+	tests := []struct {
+		args     []string
+		code     int
+		out, err string // substrings of stdout / stderr
+	}{
+		{[]string{}, 0, "commands:", ""},
+		{[]string{"nope"}, 2, "", `unknown command "nope"; run 'rollcage --help'`},
+		{[]string{"demo", "--help"}, 0, "", "usage: rollcage demo"},
+		{[]string{"rules"}, 2, "", "rollcage rules test"},
+		{[]string{"rules", "eval", "../../monitor/testdata/corpus"}, 0, "all hacks", ""},
+		{[]string{"rules", "eval", "/nonexistent"}, 3, "", "a corpus directory holds hacks.jsonl"},
+		{[]string{"rules", "test"}, 0, " passed, 0 failed", ""},
+		{[]string{"judge", "eval"}, 3, "", "--data is required"},
+		{[]string{"judge", "eval", "--data", "x.jsonl"}, 3, "", "no judge configured: pass --judge-url"},
+		{[]string{"demo", "--no-such-flag"}, 2, "", "flag provided but not defined"},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			t.Setenv("ROLLCAGE_JUDGE_URL", "")
+			var out, errb bytes.Buffer
+			code := run(context.Background(), tc.args, &out, &errb)
+			if code != tc.code || !strings.Contains(out.String(), tc.out) || !strings.Contains(errb.String(), tc.err) {
+				t.Errorf("exit %d, want %d\nstdout: %s\nstderr: %s", code, tc.code, out.String(), errb.String())
+			}
+			if tc.code == 3 && strings.Count(strings.TrimSpace(errb.String()), "\n") != 0 {
+				t.Errorf("error is not one line: %q", errb.String())
+			}
+		})
+	}
+}
