@@ -6,7 +6,7 @@ export ROLLCAGE_AGENT_BIN := $(BIN)/rollcage-agent
 # Tests that need Docker fail (never skip) when CI=true and no engine answers.
 TESTFLAGS ?= -race -count=1 -timeout 30m
 
-.PHONY: all build docker images test-deps test demo bench gc clean
+.PHONY: all build docker images test-deps test demo bench gc clean gateway-image
 
 all: build
 
@@ -35,6 +35,13 @@ demo: build images
 
 bench: build images
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# gateway-image: rollcage/gateway, FROM the local base (see docker-compose.yml).
+gateway-image: build images
+	rm -rf $(BIN)/gateway-ctx && mkdir -p $(BIN)/gateway-ctx
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/gateway-ctx/rollcage ./cmd/rollcage
+	cp $(BIN)/rollcage-agent Dockerfile $(BIN)/gateway-ctx/
+	docker build -q -t rollcage/gateway:latest $(BIN)/gateway-ctx >/dev/null
 
 gc: build
 	$(BIN)/rollcage gc
