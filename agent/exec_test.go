@@ -316,3 +316,30 @@ func TestCancelKillsGroup(t *testing.T) {
 		t.Errorf("after cancel: %q", got)
 	}
 }
+
+// TestOutputSurvivesLateReader: when the drain deadline has passed before
+// the reading goroutine runs (a loaded machine), what the shell wrote
+// before exiting, and its state dump, are still read.
+func TestOutputSurvivesLateReader(t *testing.T) {
+	old := drainAfterExit
+	drainAfterExit = -time.Second // the deadline is already over when reading starts
+	t.Cleanup(func() { drainAfterExit = old })
+	_, c := newTestServer(t, ServerConfig{})
+	ctx := context.Background()
+	for i := 0; i < 20; i++ {
+		res, err := c.Exec(ctx, sandbox.ExecRequest{Session: "late", Command: fmt.Sprintf("echo line-%d; export N=%d", i, i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Output != fmt.Sprintf("line-%d\n", i) {
+			t.Fatalf("call %d: output %q", i, res.Output)
+		}
+		res, err = c.Exec(ctx, sandbox.ExecRequest{Session: "late", Command: "echo $N"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Output != fmt.Sprintf("%d\n", i) {
+			t.Fatalf("call %d: state lost, $N = %q", i, res.Output)
+		}
+	}
+}

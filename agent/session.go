@@ -16,13 +16,13 @@ import (
 	"github.com/rollcage/rollcage/sandbox"
 )
 
-// Defaults of an ExecRequest.
-const (
-	DefaultTimeout = 60 * time.Second
-	// drainAfterExit bounds how long output is still read after the shell
-	// exited, for background processes that keep the pipe open.
-	drainAfterExit = 20 * time.Millisecond
-)
+// DefaultTimeout is an ExecRequest's timeout when it gives none.
+const DefaultTimeout = 60 * time.Second
+
+// drainAfterExit bounds how long output is still read after the shell
+// exited, for background processes that keep the pipe open. A variable so a
+// test can make it pass before the reader runs, as a loaded machine does.
+var drainAfterExit = 20 * time.Millisecond
 
 // Shell kinds.
 const (
@@ -199,7 +199,18 @@ func (s *session) run(ctx context.Context, e execEnv, req sandbox.ExecRequest, s
 	dumpDone := make(chan struct{})
 	go func() {
 		defer close(dumpDone)
-		io.Copy(&dumpBuf, dumpR) // ends at EOF or at the drain deadline
+		buf := make([]byte, 4<<10)
+		for { // ends at EOF or at the drain deadline
+			n, err := dumpR.Read(buf)
+			dumpBuf.Write(buf[:n])
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				drainNow(dumpR, func(b []byte) { dumpBuf.Write(b) })
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
 	}()
 
 	waitCh := make(chan error, 1)
@@ -287,12 +298,39 @@ func readCapped(r *os.File, out *capBuffer, lastOut *atomic.Int64, done chan str
 			continue
 		}
 		if !finished && errors.Is(err, os.ErrDeadlineExceeded) {
+			drainNow(r, func(b []byte) {
+				out.Write(b)
+				lastOut.Store(time.Now().UnixNano())
+			})
 			finish()
 			r.SetReadDeadline(time.Time{})
 			continue
 		}
 		return
 	}
+}
+
+// drainNow reads what the pipe holds at this moment without waiting. A
+// read deadline that passed while the reading goroutine was not scheduled
+// (a loaded machine) makes Read fail before it looks at the pipe; what the
+// shell wrote before it exited is still there and must not be lost.
+func drainNow(r *os.File, write func([]byte)) {
+	rc, err := r.SyscallConn()
+	if err != nil {
+		return
+	}
+	buf := make([]byte, 32<<10)
+	rc.Control(func(fd uintptr) {
+		for {
+			n, err := syscall.Read(int(fd), buf)
+			if n > 0 {
+				write(buf[:n])
+			}
+			if err != nil || n <= 0 { // EAGAIN: empty for now; 0: EOF
+				return
+			}
+		}
+	})
 }
 
 func writeAndClose(w *os.File, s string) {

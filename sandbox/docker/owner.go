@@ -15,6 +15,10 @@ type owner struct {
 	PID   int
 	Start uint64
 	Boot  string
+	// PidNS is the owner's pid namespace (/proc/self/ns/pid): a pid is only
+	// meaningful there, so a rollcage in a container (the compose gateway)
+	// never judges the host's processes, nor the host its.
+	PidNS string
 }
 
 // selfOwner is the identity of this process.
@@ -24,7 +28,16 @@ func selfOwner() (owner, error) {
 	if err != nil {
 		return owner{}, fmt.Errorf("docker: own process start time: %w", err)
 	}
-	return owner{PID: pid, Start: start, Boot: bootID()}, nil
+	return owner{PID: pid, Start: start, Boot: bootID(), PidNS: pidNS()}, nil
+}
+
+// pidNS names this process's pid namespace, e.g. "pid:[4026531836]".
+func pidNS() string {
+	ns, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil {
+		return ""
+	}
+	return ns
 }
 
 // alive reports whether the process o names still runs: same pid, same
@@ -78,6 +91,7 @@ const (
 	LabelOwnerPID   = "rollcage.owner.pid"
 	LabelOwnerStart = "rollcage.owner.start"
 	LabelOwnerBoot  = "rollcage.owner.boot"
+	LabelOwnerPidNS = "rollcage.owner.pidns"
 	LabelPool       = "rollcage.pool"
 	// LabelRunDir names the host directory of the container, so the reaper
 	// removes exactly the one it belongs to.
@@ -90,6 +104,7 @@ func (o owner) labels() map[string]string {
 		LabelOwnerPID:   strconv.Itoa(o.PID),
 		LabelOwnerStart: strconv.FormatUint(o.Start, 10),
 		LabelOwnerBoot:  o.Boot,
+		LabelOwnerPidNS: o.PidNS,
 	}
 }
 
@@ -101,7 +116,7 @@ func ownerFromLabels(l map[string]string) (o owner, ok bool) {
 	if err1 != nil || err2 != nil {
 		return owner{}, false
 	}
-	return owner{PID: pid, Start: start, Boot: l[LabelOwnerBoot]}, true
+	return owner{PID: pid, Start: start, Boot: l[LabelOwnerBoot], PidNS: l[LabelOwnerPidNS]}, true
 }
 
 // dirName is the name of a run directory: the owner is encoded in it so

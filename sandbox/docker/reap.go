@@ -37,16 +37,26 @@ func Reap(ctx context.Context, cli client.APIClient, stateDir string, log *slog.
 		return 0, fmt.Errorf("docker: reap: list containers: %w", err)
 	}
 	var errs []error
+	ns := pidNS()
+	inUse := map[string]bool{} // run dirs of containers left alone
 	for _, c := range list {
 		o, ok := ownerFromLabels(c.Labels)
 		switch {
 		case !ok:
 			continue // not one of ours after all
+		case o.PidNS != "" && o.PidNS != ns:
+			// another pid namespace's rollcage: its pid means nothing here
+			if c.State == "running" {
+				inUse[c.Labels[LabelRunDir]] = true
+				continue
+			}
 		case o.Boot == boot || o.Boot == "":
 			if o.alive() {
+				inUse[c.Labels[LabelRunDir]] = true
 				continue
 			}
 		case c.State == "running":
+			inUse[c.Labels[LabelRunDir]] = true
 			continue // another host's or boot's; cannot judge a running one
 		}
 		err := cli.ContainerRemove(ctx, c.ID, dcontainer.RemoveOptions{Force: true, RemoveVolumes: true})
@@ -62,7 +72,7 @@ func Reap(ctx context.Context, cli client.APIClient, stateDir string, log *slog.
 			}
 		}
 	}
-	n, err := reapDirs(stateDir, log)
+	n, err := reapDirs(stateDir, inUse, log)
 	removed += n
 	if err != nil {
 		errs = append(errs, err)
@@ -86,7 +96,7 @@ func GC(ctx context.Context, cfg Config) (removed int, err error) {
 	return Reap(ctx, cli, cfg.StateDir, cfg.Logger)
 }
 
-func reapDirs(stateDir string, log *slog.Logger) (int, error) {
+func reapDirs(stateDir string, inUse map[string]bool, log *slog.Logger) (int, error) {
 	if stateDir == "" {
 		return 0, nil
 	}
@@ -101,7 +111,7 @@ func reapDirs(stateDir string, log *slog.Logger) (int, error) {
 	var errs []error
 	for _, e := range entries {
 		o, ok := ownerFromDirName(e.Name())
-		if !ok || !e.IsDir() || o.alive() {
+		if !ok || !e.IsDir() || o.alive() || inUse[e.Name()] {
 			continue
 		}
 		if err := os.RemoveAll(filepath.Join(stateDir, e.Name())); err != nil {
