@@ -1,0 +1,46 @@
+package docker
+
+import (
+	"testing"
+
+	dcontainer "github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/network"
+)
+
+// TestReapOtherPidNamespace: a running container owned by a rollcage in
+// another pid namespace (the compose gateway, say) is never reaped from
+// here, since its owner's pid means nothing in this namespace; one owned
+// by a dead process of this namespace is.
+func TestReapOtherPidNamespace(t *testing.T) {
+	cli := testClient(t)
+	ctx := t.Context()
+	start := func(ns string) string {
+		t.Helper()
+		labels := owner{PID: 999999, Start: 1, Boot: bootID(), PidNS: ns}.labels()
+		c, err := cli.ContainerCreate(ctx, &dcontainer.Config{Image: testImage(), Cmd: []string{"sleep", "300"}, Labels: labels},
+			&dcontainer.HostConfig{NetworkMode: "none", AutoRemove: false}, &network.NetworkingConfig{}, nil, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cli.ContainerRemove(ctx, c.ID, dcontainer.RemoveOptions{Force: true}) })
+		if err := cli.ContainerStart(ctx, c.ID, dcontainer.StartOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		return c.ID
+	}
+	foreign := start("pid:[1]")
+	local := start(pidNS())
+	if _, err := Reap(ctx, cli, t.TempDir(), testLogger(t)); err != nil {
+		t.Fatal(err)
+	}
+	exists := func(id string) bool {
+		_, err := cli.ContainerInspect(ctx, id)
+		return err == nil
+	}
+	if !exists(foreign) {
+		t.Error("reaped a running container of another pid namespace")
+	}
+	if exists(local) {
+		t.Error("left a container whose owner (pid 999999 of this namespace) is gone")
+	}
+}
