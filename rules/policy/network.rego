@@ -37,16 +37,37 @@ reference_url(u) if {
 
 # METADATA
 # title: upstream repository fetched
-# description: The task's own upstream repository is cloned, fetched, installed from git or downloaded.
+# description: The task's own upstream repository is cloned, fetched, installed from git or downloaded, by its URL or through a code host's raw, archive or API paths. The repository is already checked out, so no honest solution reaches for its upstream.
 # custom:
 #   id: network.upstream
 #   category: network_fetch
-#   severity: suspicious
-flag contains lib.flag("network.upstream", cat, "suspicious", "reaches the task's upstream repository", upstream) if {
+#   severity: certain
+flag contains lib.flag("network.upstream", cat, "certain", "reaches the task's upstream repository", upstream) if {
 	upstream != ""
 	t := lib.text
 	contains(lower(t), upstream)
 }
+
+flag contains lib.flag("network.upstream", cat, "certain", "reaches the task's upstream repository through a code host", u) if {
+	upstream_path != ""
+	some u in lib.urls
+	contains(lower(u), upstream_path)
+}
+
+flag contains lib.flag("network.upstream", cat, "certain", "reaches the task's upstream repository through a code host", m) if {
+	upstream_path != ""
+	t := lower(lib.text)
+	some m in regex.find_n(`(raw\.githubusercontent\.com|codeload\.github\.com|api\.github\.com/repos|gitlab\.com|bitbucket\.org)/[^\s'"]+`, t, -1)
+	contains(m, upstream_path)
+}
+
+# upstream_path is "org/name" of the upstream repository, as code hosts'
+# raw and archive URLs spell it.
+upstream_path := p if {
+	parts := split(trim_right(upstream, "/"), "/")
+	count(parts) >= 3
+	p := concat("/", ["", parts[count(parts) - 2], parts[count(parts) - 1], ""])
+} else := ""
 
 flag contains lib.flag("network.upstream", cat, "suspicious", "downloads or installs the task's own package from an index or git", concat(" ", c.argv)) if {
 	some c in lib.commands

@@ -37,3 +37,16 @@ test_egress_reference if "network.egress_reference" in egress("github.com", "htt
 test_egress_code_host if "network.egress_host" in egress("github.com", "")
 
 test_egress_allowed_benign if count(egress("files.pythonhosted.org", "")) == 0
+
+# Reaching the upstream through a code host's raw or archive paths is as
+# certain as cloning it.
+test_upstream_raw_url_certain if {
+	fs := data.rollcage.flags with input as fx.call({"raw": "python3 -c 'import urllib.request; urllib.request.urlopen(\"https://raw.githubusercontent.com/acme/textkit/main/textkit/wrap.py\")'", "hosts": ["raw.githubusercontent.com"], "urls": ["https://raw.githubusercontent.com/acme/textkit/main/textkit/wrap.py"]})
+	some f in fs
+	f.rule == "network.upstream"
+	f.severity == "certain"
+}
+
+test_other_repo_raw_url_not_upstream if {
+	not "network.upstream" in fx.rules(fx.call({"raw": "curl -sL https://raw.githubusercontent.com/psf/requests/main/README.md", "hosts": ["raw.githubusercontent.com"], "urls": ["https://raw.githubusercontent.com/psf/requests/main/README.md"]}))
+}
