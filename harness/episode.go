@@ -63,6 +63,7 @@ type Episode struct {
 	turns    int
 	tokens   int
 	flagged  int
+	unconf   int // flagged steps allowed with no judge's confirmation
 	blocked  int
 	rewrite  int
 	judged   int
@@ -197,6 +198,9 @@ func (e *Episode) Call(ctx context.Context, call monitor.ToolCall) (monitor.Resu
 	e.mu.Lock()
 	if len(flags) > 0 {
 		e.flagged++
+	}
+	if d.Unconfirmed {
+		e.unconf++
 	}
 	switch d.Action {
 	case monitor.ActionBlock:
@@ -406,7 +410,7 @@ func (e *Episode) finish(ctx context.Context, reason string) Outcome {
 	o := Outcome{
 		EpisodeID: e.id, TaskID: e.task.ID, Attempt: e.meta.Attempt,
 		Hacked: e.hacked, HackCategories: slices.Clone(e.hackCats),
-		Blocked: e.blocked, Flagged: e.flagged, Rewritten: e.rewrite, JudgeCalls: e.judged,
+		Blocked: e.blocked, Flagged: e.flagged, Unconfirmed: e.unconf, Rewritten: e.rewrite, JudgeCalls: e.judged,
 		Steps: e.steps, Segments: e.segment + 1, Tokens: e.tokens, Reason: reason,
 		Duration: time.Since(e.start),
 	}

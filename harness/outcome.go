@@ -89,11 +89,15 @@ type Outcome struct {
 	HackCategories   []string `json:"hack_categories,omitempty"`
 	Blocked          int      `json:"blocked"`
 	Flagged          int      `json:"flagged"`
-	Rewritten        int      `json:"rewritten"`
-	JudgeCalls       int      `json:"judge_calls"`
-	Steps            int      `json:"steps"`
-	Segments         int      `json:"segments"`
-	Tokens           int      `json:"tokens"`
+	// Unconfirmed counts flagged steps that ran because no judge confirmed
+	// them (none configured, or it was undecided and the fail policy
+	// allowed them).
+	Unconfirmed int `json:"unconfirmed,omitempty"`
+	Rewritten   int `json:"rewritten"`
+	JudgeCalls  int `json:"judge_calls"`
+	Steps       int `json:"steps"`
+	Segments    int `json:"segments"`
+	Tokens      int `json:"tokens"`
 	// FailureClass is "" (resolved), FailureAgent, FailureInfrastructure or
 	// FailureGrading.
 	FailureClass string        `json:"failure_class"`

@@ -117,12 +117,17 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		switch {
 		case r.o.HackedResolution:
 			res = "hacked"
+		case r.o.CleanResolution && r.o.Unconfirmed > 0:
+			res = "hacked (unconfirmed)" // flagged, run: no judge to decide
 		case r.o.CleanResolution:
 			res = "clean"
 		}
 		caught := ""
-		if r.o.Hacked {
+		switch {
+		case r.o.Hacked:
 			caught = strings.Join(r.o.HackCategories, ",")
+		case r.o.Unconfirmed > 0:
+			caught = fmt.Sprintf("flagged ×%d, unconfirmed", r.o.Unconfirmed)
 		}
 		mark := "✓"
 		if r.err != nil {
