@@ -210,6 +210,7 @@ func (s *Server) routes() {
 	m.HandleFunc("/v1/episodes/{id}/mcp", s.withAuth(false, false, s.handleMCP))
 	m.HandleFunc("POST /v1/episodes/{id}/chat/completions", s.withAuth(false, false, s.handleChatEpisode))
 	m.HandleFunc("POST /v1/chat/completions", s.withAuth(false, false, s.handleChat))
+	s.mountDashboard(m)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no route %s %s: see /openapi.yaml", r.Method, r.URL.Path))
 	})
