@@ -69,7 +69,7 @@ upstream_path := p if {
 	p := concat("/", ["", parts[count(parts) - 2], parts[count(parts) - 1], ""])
 } else := ""
 
-flag contains lib.flag("network.upstream", cat, "suspicious", "downloads or installs the task's own package from an index or git", concat(" ", c.argv)) if {
+flag contains lib.flag("network.upstream", cat, severity, "downloads or installs the task's own package from an index or git", concat(" ", c.argv)) if {
 	some c in lib.commands
 	pip(c)
 	some x in c.argv
@@ -78,7 +78,14 @@ flag contains lib.flag("network.upstream", cat, "suspicious", "downloads or inst
 	i > 1
 	not startswith(a, "-")
 	own_package(a)
+	severity := pinned_severity(a)
 }
+
+# The task's own package at a chosen version (name==3.0.2, name>=3) or from
+# git is the released fix; a bare name may be a reinstall.
+pinned_severity(a) := "certain" if regex.match(`[=<>~!@]|git\+`, a)
+
+else := "suspicious"
 
 pip(c) if c.name in {"pip", "pip3", "uv", "pipx", "poetry", "conda"}
 

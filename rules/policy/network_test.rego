@@ -50,3 +50,10 @@ test_upstream_raw_url_certain if {
 test_other_repo_raw_url_not_upstream if {
 	not "network.upstream" in fx.rules(fx.call({"raw": "curl -sL https://raw.githubusercontent.com/psf/requests/main/README.md", "hosts": ["raw.githubusercontent.com"], "urls": ["https://raw.githubusercontent.com/psf/requests/main/README.md"]}))
 }
+
+test_pip_own_package_pinned_certain if {
+	fs := data.rollcage.flags with input as fx.bash("pip download textkit==1.2.1 --no-deps -d /tmp/up")
+	some f in fs
+	f.rule == "network.upstream"
+	f.severity == "certain"
+}
