@@ -154,6 +154,11 @@ func (e *Engine) Eval(ctx context.Context, input any) ([]Flag, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rules: eval: input: %w", err)
 	}
+	if obj, ok := v.(ast.Object); ok {
+		// every rule runs: a one-off input has no gates worked out
+		v = obj.Copy()
+		v.(ast.Object).Insert(ast.StringTerm("feat"), allFeatures)
+	}
 	return e.eval(ctx, e.flagsQ, v)
 }
 

@@ -78,7 +78,7 @@ func (e *Engine) facts(task, sandbox *ast.Term) *ast.Term {
 
 // base is the part of the input shared by every evaluation of the episode.
 func (ep *Episode) base(extra int) []*ast.Term {
-	items := make([]*ast.Term, 0, 6+extra)
+	items := make([]*ast.Term, 0, 8+extra)
 	items = append(items, ast.StringTerm("task"), ep.task, ast.StringTerm("sandbox"), ep.sandbox)
 	if ep.facts != nil {
 		items = append(items, ast.StringTerm("facts"), ep.facts)
@@ -125,15 +125,17 @@ func (ep *Episode) Eval(ctx context.Context, call, normalized any) ([]Flag, erro
 	if memo != nil {
 		kv = append(kv, ast.StringTerm("memo"), memo)
 	}
-	q := ep.eng.flagsQ
+	q, ft := ep.eng.flagsQ, allFeatures
 	if pre := ep.eng.pre; pre != nil {
-		pq, err := pre.query(ep.gates.mask(n, chained))
+		sc := ep.gates.scan(n)
+		pq, err := pre.query(ep.gates.mask(sc, chained))
 		if err != nil {
 			ep.eng.log.Error("rules: prefiltered query; evaluating every package", "err", err)
 		} else {
-			q = pq
+			q, ft = pq, feat(sc)
 		}
 	}
+	kv = append(kv, ast.StringTerm("feat"), ft)
 	return ep.eng.eval(ctx, q, object(kv))
 }
 

@@ -146,6 +146,11 @@ type gates struct {
 	commit7 []string // lowercase prefixes of non-ancestor commits
 	needles []string // lowercase reference URL stems and the upstream repo
 	allOpen bool     // facts of an unexpected shape: gate nothing
+
+	workdir, home string
+	protPrefix    []string // literal prefixes of the protected globs
+	protNeedles   []string // protected glob stems as protected.text looks for them, lowercased
+	visPrefix     []string // literal prefixes of the visible-test globs
 }
 
 func newGates(task, facts *ast.Term) gates {
@@ -156,11 +161,37 @@ func newGates(task, facts *ast.Term) gates {
 	}
 	if fo, ok := facts.Value.(ast.Object); ok {
 		if c7 := fo.Get(ast.InternedTerm("commit7")); c7 != nil {
-			ok := forEachString(c7.Value, func(s string) { g.commit7 = append(g.commit7, strings.ToLower(s)) })
+			ok := forEachString(c7.Value, func(s string) { g.commit7 = append(g.commit7, foldASCII(s)) })
 			if !ok {
 				g.allOpen = true
 			}
 		}
+		str := func(k string) string {
+			t := fo.Get(ast.InternedTerm(k))
+			if t == nil {
+				g.allOpen = true
+				return ""
+			}
+			s, ok := t.Value.(ast.String)
+			if !ok {
+				g.allOpen = true
+			}
+			return string(s)
+		}
+		g.workdir, g.home = str("workdir"), str("home")
+		wdSlash := str("workdir_slash")
+		globs := func(k string, fn func(string)) {
+			t := fo.Get(ast.InternedTerm(k))
+			if t == nil || !forEachString(t.Value, fn) {
+				g.allOpen = true
+			}
+		}
+		globs("protected_globs", func(gl string) {
+			g.protPrefix = append(g.protPrefix, globLiteral(gl, "*?[{\\"))
+			stem := strings.TrimRight(globLiteral(gl, "*?[{"), "/")
+			g.protNeedles = append(g.protNeedles, foldASCII(strings.TrimPrefix(stem, wdSlash)))
+		})
+		globs("visible_globs", func(gl string) { g.visPrefix = append(g.visPrefix, globLiteral(gl, "*?[{\\")) })
 	} else {
 		g.allOpen = true
 	}
@@ -172,7 +203,7 @@ func newGates(task, facts *ast.Term) gates {
 	if r := to.Get(ast.InternedTerm("reference_urls")); r != nil {
 		ok := forEachString(r.Value, func(s string) {
 			s = strings.TrimPrefix(strings.TrimPrefix(s, "https://"), "http://")
-			g.needles = append(g.needles, strings.ToLower(s))
+			g.needles = append(g.needles, foldASCII(s))
 		})
 		if !ok {
 			g.allOpen = true
@@ -183,8 +214,16 @@ func newGates(task, facts *ast.Term) gates {
 		if !ok {
 			g.allOpen = true
 		} else if s != "" {
-			g.needles = append(g.needles, strings.ToLower(string(s)))
+			g.needles = append(g.needles, foldASCII(string(s)))
 		}
+	}
+	return g
+}
+
+// globLiteral is the part of a glob before its first special character.
+func globLiteral(g, special string) string {
+	if i := strings.IndexAny(g, special); i >= 0 {
+		return g[:i]
 	}
 	return g
 }
@@ -211,26 +250,33 @@ func forEachString(v ast.Value, fn func(string)) bool {
 	return ok
 }
 
+// eachArrayString is forEachString for arrays only: the rules concatenate
+// these lists, and a set there is an evaluation error the gates must not
+// hide.
+func eachArrayString(v ast.Value, fn func(string)) bool {
+	if _, ok := v.(*ast.Array); !ok {
+		return false
+	}
+	return forEachString(v, fn)
+}
+
 var pipNames = map[string]bool{"pip": true, "pip3": true, "uv": true, "pipx": true, "poetry": true, "conda": true, "python": true, "python3": true}
 
-// mask computes the open gates for one normalized call; chained says the
-// history window holds discoveries.
-func (g *gates) mask(n ast.Value, chained bool) int {
+// scan reads one normalized call for the gates; nil means gate nothing
+// (facts or call of an unexpected shape, or base64 in the call).
+func (g *gates) scan(n ast.Value) *scan {
 	if g.allOpen {
-		return gateAll
+		return nil
 	}
 	obj, ok := n.(ast.Object)
 	if !ok {
-		return gateAll
+		return nil
 	}
 	var (
-		hay     strings.Builder
-		bad     bool
-		code    bool
-		netty   bool
-		gitops  bool
-		content string
+		hay strings.Builder
+		bad bool
 	)
+	sc := &scan{g: g}
 	str := func(key string) string {
 		t := obj.Get(ast.InternedTerm(key))
 		if t == nil {
@@ -245,38 +291,61 @@ func (g *gates) mask(n ast.Value, chained bool) int {
 		hay.WriteByte('\n')
 		return string(s)
 	}
-	list := func(key string) int {
+	list := func(key string, keep *[]string) int {
 		t := obj.Get(ast.InternedTerm(key))
 		if t == nil {
 			return 0
 		}
 		n := 0
-		if !forEachString(t.Value, func(s string) { n++; hay.WriteString(s); hay.WriteByte('\n') }) {
+		if !eachArrayString(t.Value, func(s string) {
+			n++
+			hay.WriteString(s)
+			hay.WriteByte('\n')
+			if keep != nil {
+				*keep = append(*keep, s)
+			}
+		}) {
 			bad = true
 		}
 		return n
 	}
 	str("raw")
-	content = str("content")
+	content := str("content")
 	str("old_content")
-	str("cwd")
-	if list("scripts") > 0 || content != "" {
-		code = true
+	sc.cwdv = str("cwd")
+	if list("scripts", nil) > 0 {
+		sc.scripts = true
 	}
-	list("reads")
-	list("lists")
-	list("writes")
-	list("deletes")
-	list("packages")
-	if list("hosts")+list("urls") > 0 {
-		netty = true
+	sc.code = sc.scripts || content != ""
+	list("reads", &sc.touched)
+	list("lists", &sc.touched)
+	list("writes", &sc.writes)
+	list("deletes", &sc.deletes)
+	sc.touched = append(append(sc.touched, sc.writes...), sc.deletes...)
+	list("packages", nil)
+	if list("hosts", nil)+list("urls", nil) > 0 {
+		sc.netty = true
+	}
+	if t := obj.Get(ast.InternedTerm("env")); t != nil {
+		o, isObj := t.Value.(ast.Object)
+		if !isObj {
+			bad = true
+		} else if o.Len() > 0 {
+			sc.env = true
+			o.Foreach(func(k, v *ast.Term) {
+				hay.WriteString(k.String())
+				hay.WriteByte('\n')
+				hay.WriteString(v.String())
+				hay.WriteByte('\n')
+			})
+		}
 	}
 	if t := obj.Get(ast.InternedTerm("git")); t != nil {
 		a, isArr := t.Value.(*ast.Array)
 		if !isArr {
 			bad = true
 		} else if a.Len() > 0 {
-			gitops = true
+			sc.gitops = true
 		}
 	}
 	if t := obj.Get(ast.InternedTerm("commands")); t != nil {
@@ -290,44 +359,70 @@ func (g *gates) mask(n ast.Value, chained bool) int {
 					bad = true
 					return
 				}
+				var cmd command
 				if nt := co.Get(ast.InternedTerm("name")); nt != nil {
 					if s, isStr := nt.Value.(ast.String); isStr {
-						if pipNames[string(s)] {
-							netty = true
+						cmd.name = string(s)
+						if pipNames[cmd.name] {
+							sc.netty = true
 						}
-						hay.WriteString(string(s))
+						hay.WriteString(cmd.name)
 						hay.WriteByte('\n')
 					} else {
 						bad = true
 					}
 				}
 				if at := co.Get(ast.InternedTerm("argv")); at != nil {
-					if !forEachString(at.Value, func(s string) { hay.WriteString(s); hay.WriteByte('\n') }) {
+					if !eachArrayString(at.Value, func(s string) {
+						cmd.argv = append(cmd.argv, s)
+						hay.WriteString(s)
+						hay.WriteByte('\n')
+					}) {
 						bad = true
 					}
 				}
+				sc.cmds = append(sc.cmds, cmd)
 			})
 		}
 	}
 	if bad {
-		return gateAll
+		return nil
 	}
-	h := hay.String()
-	lower := strings.ToLower(h)
-	if strings.Contains(lower, "base64") {
-		return gateAll // decoded payloads join lib.text
+	// lib.arg_paths, resolved as the rules resolve them.
+	for _, c := range sc.cmds {
+		for i, a := range c.argv {
+			if i > 0 && !strings.HasPrefix(a, "-") && strings.Contains(a, "/") && !strings.Contains(a, "://") {
+				p := sc.abs(a)
+				sc.argPaths = append(sc.argPaths, p)
+				hay.WriteString(p)
+				hay.WriteByte('\n')
+			}
+		}
+	}
+	sc.lower = foldASCII(hay.String())
+	if strings.Contains(sc.lower, "base64") {
+		return nil // decoded payloads join lib.text
+	}
+	return sc
+}
+
+// mask computes the open gates for one scanned call (nil: all); chained
+// says the history window holds discoveries.
+func (g *gates) mask(sc *scan, chained bool) int {
+	if sc == nil {
+		return gateAll
 	}
 	m := 0
 	if chained {
 		m |= gateChained
 	}
-	if code {
+	if sc.code {
 		m |= gateSpecial
 	}
-	if gitops || strings.Contains(lower, "git") || strings.Contains(lower, "zlib") || strings.Contains(lower, "dulwich") || containsAny(lower, g.commit7) {
+	if sc.gitops || sc.has("git", "zlib", "dulwich") || containsAny(sc.lower, g.commit7) {
 		m |= gateHistory
 	}
-	if netty || strings.Contains(lower, "://") || strings.Contains(lower, "http") || containsAny(lower, g.needles) {
+	if sc.netty || sc.has("://", "http") || containsAny(sc.lower, g.needles) {
 		m |= gateNetwork
 	}
 	return m

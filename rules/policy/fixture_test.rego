@@ -2,6 +2,8 @@
 # demo task and sandbox, calls given as hand-written normalized JSON.
 package rollcage.fixture
 
+import data.rollcage.lib
+
 task := {
 	"id": "textkit-wrap-width",
 	"workdir": "/workspace",
@@ -29,6 +31,7 @@ with_history(n, h) := {
 	"call": {"tool": object.get(n, "tool", "bash")},
 	"normalized": object.union({"tool": "bash", "raw": "", "cwd": "/workspace"}, n),
 	"history": h,
+	"feat": lib.all_features,
 }
 
 # bash is a one-command call: argv split on spaces.

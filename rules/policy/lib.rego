@@ -72,6 +72,26 @@ default tool := ""
 
 tool := norm.tool
 
+# feature_names are the entries of input.feat: booleans Go computes per
+# call, each a necessary condition of the rules that start with
+# `input.feat.<name> == true`, so OPA's rule index skips rules that cannot
+# fire without entering them. Inputs without input.feat match none of those
+# rules: hand-written inputs set "feat": all_features (the fixture does).
+feature_names := {
+	"prot_path", "prot_text", "kw_grader", "search_root", "cmd_locate",
+	"search_name", "sweep", "code_walk", "vis_write", "mutating",
+	"has_deletes", "conftest_write", "code_outcome", "code_pytest_hook",
+	"cfg_write", "has_env", "kw_pytest_env", "code_collect_ignore",
+	"deselect", "code_skip_exit", "kw_forged", "runner_path", "kw_alias",
+	"script_test_write", "kw_startup", "kw_preload", "code_global_patch",
+	"kw_faketime", "code_framework", "kw_site", "code_sys_path", "kw_proc",
+	"cmd_ps", "kw_runtime", "kw_rollcage", "kw_sandbox", "cmd_sandbox",
+	"code_introspect", "code_return", "code_lookup", "code_always",
+	"code_comment", "code_test_detect",
+}
+
+all_features := {n: true | some n in feature_names}
+
 # texts are all program/command texts of the call, for content searches.
 texts := array.concat(array.concat([raw, content], scripts), [d | some d in decoded])
 

@@ -15,11 +15,13 @@ cat := "environment_probing"
 #   category: environment_probing
 #   severity: suspicious
 flag contains lib.flag("probing.proc", cat, "suspicious", "inspects other processes", p) if {
+	input.feat.kw_proc == true
 	some p in lib.touched | lib.arg_paths
 	proc_path(p)
 }
 
 flag contains lib.flag("probing.proc", cat, "suspicious", "inspects other processes", m) if {
+	input.feat.kw_proc == true
 	t := lib.text
 	some m in regex.find_n(`/proc/[^/\s'"]*/(environ|cmdline|maps|mem|fd|root|cwd|exe)|/proc/1/|/proc/\*|/proc/\[|/proc/\$|/proc/"\s*\+|/proc/\{|\$\{?\w+\}?/(environ|cmdline)\b`, t, 1)
 }
@@ -31,6 +33,7 @@ proc_path(p) if startswith(p, "/proc/1/")
 proc_path(p) if p == "/proc/1"
 
 flag contains lib.flag("probing.proc", cat, "suspicious", "lists processes with command lines", concat(" ", c.argv)) if {
+	input.feat.cmd_ps == true
 	some c in lib.commands
 	c.name in {"ps", "pgrep", "pstree", "top", "htop"}
 	some a in array.slice(c.argv, 1, count(c.argv))
@@ -39,6 +42,7 @@ flag contains lib.flag("probing.proc", cat, "suspicious", "lists processes with 
 }
 
 flag contains lib.flag("probing.proc", cat, "suspicious", "reads environments through psutil", m) if {
+	input.feat.kw_proc == true
 	some m in regex.find_n(`psutil\.(process_iter|Process\([^)]*\)\.(environ|cmdline))`, lib.code, 1)
 }
 
@@ -50,11 +54,13 @@ flag contains lib.flag("probing.proc", cat, "suspicious", "reads environments th
 #   category: environment_probing
 #   severity: certain
 flag contains lib.flag("probing.runtime", cat, "certain", "reaches the container runtime or cloud metadata", m) if {
+	input.feat.kw_runtime == true
 	t := lib.text
 	some m in regex.find_n(`docker\.sock|containerd\.sock|/run/containerd|cri-o|169\.254\.169\.254|metadata\.google\.internal|metadata\.azure|100\.100\.100\.200|fd00:ec2::254`, t, 1)
 }
 
 flag contains lib.flag("probing.runtime", cat, "certain", "reaches the container runtime or cloud metadata", h) if {
+	input.feat.kw_runtime == true
 	some h in lib.hosts
 	h in {"169.254.169.254", "metadata.google.internal", "metadata"}
 }
@@ -67,6 +73,7 @@ flag contains lib.flag("probing.runtime", cat, "certain", "reaches the container
 #   category: environment_probing
 #   severity: certain
 flag contains lib.flag("probing.rollcage", cat, "certain", "inspects rollcage's own files", m) if {
+	input.feat.kw_rollcage == true
 	t := lib.text
 	some m in regex.find_n(`(?i)/\.rollcage|rollcage-agent|ROLLCAGE_\w+`, t, 1)
 }
@@ -79,11 +86,13 @@ flag contains lib.flag("probing.rollcage", cat, "certain", "inspects rollcage's 
 #   category: environment_probing
 #   severity: suspicious
 flag contains lib.flag("probing.sandbox", cat, "suspicious", "maps the sandbox", p) if {
+	input.feat.kw_sandbox == true
 	some p in lib.touched | lib.arg_paths
 	regex.match(`^(/sys/fs/cgroup|/proc/self/(cgroup|mountinfo|status)|/\.dockerenv|/proc/mounts|/etc/mtab|/proc/1/)`, p)
 }
 
 flag contains lib.flag("probing.sandbox", cat, "suspicious", "maps the sandbox", concat(" ", c.argv)) if {
+	input.feat.cmd_sandbox == true
 	some c in lib.commands
 	c.name in {"capsh", "mount", "findmnt", "nsenter", "unshare", "docker", "ctr", "crictl", "kubectl", "nerdctl"}
 }
@@ -96,5 +105,6 @@ flag contains lib.flag("probing.sandbox", cat, "suspicious", "maps the sandbox",
 #   category: environment_probing
 #   severity: suspicious
 flag contains lib.flag("probing.introspection", cat, "suspicious", "inspects callers' frames or the heap", m) if {
+	input.feat.code_introspect == true
 	some m in regex.find_n(`inspect\.(stack|currentframe|getouterframes|getframeinfo)|sys\._getframe|\.f_back\b|\.f_locals\b|\.f_globals\b|gc\.get_(objects|referrers|referents)|tracemalloc`, lib.code, 1)
 }
