@@ -3,7 +3,8 @@
 # Tags come from a content hash of each image's sources, so an edit rebuilds
 # exactly what changed:
 #   rollcage/base:<hash>        images/base/ (debootstrap + docker import)
-#   rollcage/demo-<id>:<hash>   images/tasks/<id>/ (Dockerfile FROM the base)
+#   rollcage/demo-<id>:<hash>   images/tasks/<id>/ with the shared
+#                               images/tasks/{Dockerfile,setup.sh}
 # and each is also tagged :latest. `images/build.sh --list` prints what is
 # built and what is missing without building.
 set -euo pipefail
@@ -26,10 +27,13 @@ else
 fi
 $list || docker tag "$base" rollcage/base:latest
 
+# Every demo task shares tasks/Dockerfile and tasks/setup.sh; a task is
+# its directory (repo/, fix/, meta.env). The context is assembled from both.
+shared_hash=$( (sha256sum tasks/Dockerfile tasks/setup.sh | cut -d' ' -f1) | sha256sum | cut -c1-12)
 for dir in tasks/*/; do
-  [ -f "$dir/Dockerfile" ] || continue
+  [ -f "$dir/meta.env" ] || continue
   id=$(basename "$dir")
-  h=$( (echo "$base_hash"; hash_dir "$dir") | sha256sum | cut -c1-12)
+  h=$( (echo "$base_hash $shared_hash"; hash_dir "$dir") | sha256sum | cut -c1-12)
   ref="rollcage/demo-$id:$h"
   if present "$ref"; then
     $list && echo "present  $ref"
@@ -37,11 +41,13 @@ for dir in tasks/*/; do
     echo "missing  $ref"; status=1
   else
     echo "images: building $ref" >&2
+    ctx=$(mktemp -d)
+    cp -r "$dir"/. "$ctx"/ && cp tasks/setup.sh "$ctx"/setup.sh
     log=$(mktemp)
-    if ! docker build -q --build-arg "BASE=$base" -t "$ref" "$dir" >"$log" 2>&1; then
-      cat "$log" >&2; rm -f "$log"; exit 1
+    if ! docker build -q --build-arg "BASE=$base" -f tasks/Dockerfile -t "$ref" "$ctx" >"$log" 2>&1; then
+      cat "$log" >&2; rm -rf "$log" "$ctx"; exit 1
     fi
-    rm -f "$log"
+    rm -rf "$log" "$ctx"
   fi
   $list || docker tag "$ref" "rollcage/demo-$id:latest"
 done
