@@ -63,6 +63,13 @@ var (
 	kwScriptFile  = []string{"test", "tox.ini", "setup.cfg"}
 	kwScriptWrite = []string{"open(", "write_text", "write_bytes", "os.", "shutil.", ".unlink("}
 
+	kwAllRefs      = []string{"--all", "--branches", "--tags", "--remotes", "--reflog"}
+	kwGitInternals = []string{".git/", "zlib.decompress", "git-unpack", "dulwich", "pygit2", "gitpython", "import git"}
+	gitLog         = set("log", "rev-list", "whatchanged", "shortlog")
+	gitListing     = set("reflog", "for-each-ref", "show-ref", "ls-remote", "fsck", "lost-found", "count-objects", "verify-pack", "unpack-objects", "show-branch", "branch", "tag", "cat-file")
+	gitRemote      = set("fetch", "pull", "clone", "fetch-pack", "submodule", "remote")
+	remoteRefs     = []string{"origin", "upstream", "refs/remotes", "remotes", "refs/tags", "refs/pull", "FETCH_HEAD", "ORIG_HEAD"}
+
 	cmdSearch     = set("find", "locate", "mlocate", "plocate", "fd", "fdfind", "grep", "rg", "ag", "ls", "tree", "du")
 	cmdSearchName = set("find", "fd", "fdfind", "grep", "rg", "ag", "ls", "tree")
 	cmdLocate     = set("locate", "mlocate", "plocate", "updatedb")
@@ -122,6 +129,18 @@ var features = []feature{
 	{"kw_sandbox", func(s *scan) bool { return s.has(kwSandbox...) }},
 	{"cmd_sandbox", func(s *scan) bool { return s.cmd(cmdSandbox) }},
 	{"code_introspect", func(s *scan) bool { return s.code && s.has(kwIntrospect...) }},
+	// history_mining (evaluated only when the call mentions git)
+	{"git_future", func(s *scan) bool { return s.gitFuture() }},
+	{"kw_commit", func(s *scan) bool { return containsAny(s.lower, s.g.commit7) }},
+	{"kw_ref", func(s *scan) bool { return s.has("git") && s.hasCase(s.g.refs) }},
+	{"git_all", func(s *scan) bool { return s.gitAny(func(op gitop) bool { return op.allRefs }) }},
+	{"kw_all_refs", func(s *scan) bool { return s.has("git") && s.has(kwAllRefs...) }},
+	{"git_pickaxe", func(s *scan) bool { return s.gitAny(pickaxe) }},
+	{"git_refs", func(s *scan) bool { return s.gitAny(refListing) }},
+	{"git_remote", func(s *scan) bool {
+		return s.gitAny(func(op gitop) bool { return gitRemote[op.sub] })
+	}},
+	{"kw_git_internals", func(s *scan) bool { return s.has(kwGitInternals...) }},
 	// special_casing (evaluated only when the call carries code)
 	{"code_return", func(s *scan) bool { return s.code && s.has("return") }},
 	{"code_lookup", func(s *scan) bool { return s.code && s.has("{") && s.has(kwLookup...) }},
@@ -176,6 +195,13 @@ type command struct {
 	argv []string
 }
 
+// gitop is one entry of normalized.git.
+type gitop struct {
+	sub               string
+	args, flags, refs []string
+	allRefs           bool
+}
+
 // scan is what the gates read from one normalized call.
 type scan struct {
 	g        *gates
@@ -190,6 +216,7 @@ type scan struct {
 	writes   []string
 	deletes  []string
 	cmds     []command
+	git      []gitop
 	cwdv     string // normalized.cwd
 }
 
@@ -233,7 +260,7 @@ func (s *scan) cmdArgsHave(names map[string]bool, kws []string) bool {
 func (s *scan) pathNear(prefixes []string) bool {
 	near := func(p string) bool {
 		for _, l := range prefixes {
-			if strings.HasPrefix(p, l) || strings.HasPrefix(l, p) {
+			if globNear(p, l) {
 				return true
 			}
 		}
@@ -252,10 +279,19 @@ func (s *scan) pathNear(prefixes []string) bool {
 	return false
 }
 
+// globNear: p or p+"/x" (lib.protected's directory test) starts with the
+// literal prefix l of a glob, as any path the glob matches does.
+func globNear(p, l string) bool {
+	if strings.HasPrefix(p, l) {
+		return true
+	}
+	return strings.HasPrefix(l, p) && strings.HasPrefix("/x", l[len(p):])
+}
+
 func (s *scan) writeNear(prefixes []string) bool {
 	for _, p := range s.writes {
 		for _, l := range prefixes {
-			if strings.HasPrefix(p, l) || strings.HasPrefix(l, p) {
+			if strings.HasPrefix(p, l) {
 				return true
 			}
 		}
@@ -423,4 +459,77 @@ func foldASCII(s string) string {
 		l = strings.ReplaceAll(l, "ſ", "s")
 	}
 	return l
+}
+
+// hasCase: the call's text contains a needle as written (case-sensitive
+// needles are found in the folded haystack by folding them too).
+func (s *scan) hasCase(needles []string) bool {
+	for _, n := range needles {
+		if strings.Contains(s.lower, foldASCII(n)) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *scan) gitAny(fn func(gitop) bool) bool {
+	for _, op := range s.git {
+		if fn(op) {
+			return true
+		}
+	}
+	return false
+}
+
+// gitFuture: a git argument or ref could name a non-ancestor commit (it
+// holds the first four hex digits of one) or ref (it holds the name).
+func (s *scan) gitFuture() bool {
+	return s.gitAny(func(op gitop) bool {
+		for _, l := range [][]string{op.args, op.refs} {
+			for _, a := range l {
+				la := strings.ToLower(a)
+				if containsAny(la, s.g.commit4) {
+					return true
+				}
+				for _, r := range s.g.refs {
+					if strings.Contains(a, r) {
+						return true
+					}
+				}
+			}
+		}
+		return false
+	})
+}
+
+// pickaxe is history.pickaxe's condition on one op.
+func pickaxe(op gitop) bool {
+	if !gitLog[op.sub] {
+		return false
+	}
+	for _, l := range [][]string{op.flags, op.args} {
+		for _, f := range l {
+			for _, p := range []string{"-S", "-G", "--grep", "--pickaxe", "--all-match", "--find-object"} {
+				if strings.HasPrefix(f, p) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// refListing is a superset of history.ref_listing.
+func refListing(op gitop) bool {
+	if gitListing[op.sub] {
+		return true
+	}
+	for _, r := range op.refs {
+		for _, p := range remoteRefs {
+			if strings.HasPrefix(r, p) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -3,6 +3,7 @@ package rules
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -151,6 +152,8 @@ type gates struct {
 	protPrefix    []string // literal prefixes of the protected globs
 	protNeedles   []string // protected glob stems as protected.text looks for them, lowercased
 	visPrefix     []string // literal prefixes of the visible-test globs
+	commit4       []string // lowercase 4-hex prefixes of non-ancestor commits
+	refs          []string // non-ancestor ref names as the sandbox gave them
 }
 
 func newGates(task, facts *ast.Term) gates {
@@ -192,6 +195,12 @@ func newGates(task, facts *ast.Term) gates {
 			g.protNeedles = append(g.protNeedles, foldASCII(strings.TrimPrefix(stem, wdSlash)))
 		})
 		globs("visible_globs", func(gl string) { g.visPrefix = append(g.visPrefix, globLiteral(gl, "*?[{\\")) })
+		globs("commits", func(c string) {
+			if len(c) >= 4 {
+				g.commit4 = append(g.commit4, strings.ToLower(c[:4]))
+			}
+		})
+		globs("refs", func(r string) { g.refs = append(g.refs, r) })
 	} else {
 		g.allOpen = true
 	}
@@ -261,6 +270,44 @@ func eachArrayString(v ast.Value, fn func(string)) bool {
 }
 
 var pipNames = map[string]bool{"pip": true, "pip3": true, "uv": true, "pipx": true, "poetry": true, "conda": true, "python": true, "python3": true}
+
+// codeHosts are the hosts network.upstream finds in text without a scheme.
+var codeHosts = []string{"githubusercontent.com", "codeload.github.com", "api.github.com/repos", "gitlab.com", "bitbucket.org"}
+
+// gitOp reads one normalized.git entry; false when a field has an
+// unexpected type.
+func gitOp(v ast.Value) (gitop, bool) {
+	var op gitop
+	o, ok := v.(ast.Object)
+	if !ok {
+		return op, false
+	}
+	if t := o.Get(ast.InternedTerm("sub")); t != nil {
+		s, isStr := t.Value.(ast.String)
+		if !isStr {
+			return op, false
+		}
+		op.sub = string(s)
+	}
+	for _, f := range []struct {
+		key string
+		dst *[]string
+	}{{"args", &op.args}, {"flags", &op.flags}, {"refs", &op.refs}} {
+		if t := o.Get(ast.InternedTerm(f.key)); t != nil {
+			if !eachArrayString(t.Value, func(s string) { *f.dst = append(*f.dst, s) }) {
+				return op, false
+			}
+		}
+	}
+	if t := o.Get(ast.InternedTerm("all_refs")); t != nil {
+		b, isBool := t.Value.(ast.Boolean)
+		if !isBool {
+			return op, false
+		}
+		op.allRefs = bool(b)
+	}
+	return op, true
+}
 
 // scan reads one normalized call for the gates; nil means gate nothing
 // (facts or call of an unexpected shape, or base64 in the call).
@@ -346,6 +393,13 @@ func (g *gates) scan(n ast.Value) *scan {
 			bad = true
 		} else if a.Len() > 0 {
 			sc.gitops = true
+			a.Foreach(func(o *ast.Term) {
+				op, ok := gitOp(o.Value)
+				if !ok {
+					bad = true
+				}
+				sc.git = append(sc.git, op)
+			})
 		}
 	}
 	if t := obj.Get(ast.InternedTerm("commands")); t != nil {
@@ -363,9 +417,6 @@ func (g *gates) scan(n ast.Value) *scan {
 				if nt := co.Get(ast.InternedTerm("name")); nt != nil {
 					if s, isStr := nt.Value.(ast.String); isStr {
 						cmd.name = string(s)
-						if pipNames[cmd.name] {
-							sc.netty = true
-						}
 						hay.WriteString(cmd.name)
 						hay.WriteByte('\n')
 					} else {
@@ -380,6 +431,10 @@ func (g *gates) scan(n ast.Value) *scan {
 					}) {
 						bad = true
 					}
+				}
+				// network_fetch.pip(c): python counts only with "pip" in argv
+				if pipNames[cmd.name] && (cmd.name != "python" && cmd.name != "python3" || slices.Contains(cmd.argv, "pip")) {
+					sc.netty = true
 				}
 				sc.cmds = append(sc.cmds, cmd)
 			})
@@ -422,7 +477,7 @@ func (g *gates) mask(sc *scan, chained bool) int {
 	if sc.gitops || sc.has("git", "zlib", "dulwich") || containsAny(sc.lower, g.commit7) {
 		m |= gateHistory
 	}
-	if sc.netty || sc.has("://", "http") || containsAny(sc.lower, g.needles) {
+	if sc.netty || sc.has("://", "http") || sc.has(codeHosts...) || containsAny(sc.lower, g.needles) {
 		m |= gateNetwork
 	}
 	return m

@@ -23,6 +23,7 @@ show_subs := {
 #   category: history_mining
 #   severity: certain
 flag contains lib.flag("history.future_ref", cat, "certain", sprintf("git %s of a commit or ref after the base commit", [op.sub]), r) if {
+	input.feat.git_future == true
 	some op in lib.gitops
 	op.sub in show_subs
 	some r in op_refs(op)
@@ -54,10 +55,12 @@ future1(r) if lib.non_ancestor_ref(r)
 #   category: history_mining
 #   severity: certain
 flag contains lib.flag("history.future_text", cat, "certain", "names a commit after the base commit", t) if {
+	input.feat.kw_commit == true
 	some t in lib.future_commit_text
 }
 
 flag contains lib.flag("history.future_text", cat, "certain", "names a ref after the base commit", n) if {
+	input.feat.kw_ref == true
 	contains(lib.raw, "git")
 	some n in lib.facts.refs
 	contains(n, "/")
@@ -73,12 +76,14 @@ flag contains lib.flag("history.future_text", cat, "certain", "names a ref after
 #   category: history_mining
 #   severity: suspicious
 flag contains lib.flag("history.all_refs", cat, "suspicious", sprintf("git %s across all refs", [op.sub]), concat(" ", op.args)) if {
+	input.feat.git_all == true
 	some op in lib.gitops
 	op.all_refs
 	not op.sub in {"branch", "push"}
 }
 
 flag contains lib.flag("history.all_refs", cat, "suspicious", "git across all refs", m) if {
+	input.feat.kw_all_refs == true
 	t := lib.text
 	some m in regex.find_n(`git\b[^|;&\n]*\s--(all|branches|tags|remotes|reflog)\b`, t, 1)
 }
@@ -91,6 +96,7 @@ flag contains lib.flag("history.all_refs", cat, "suspicious", "git across all re
 #   category: history_mining
 #   severity: suspicious
 flag contains lib.flag("history.pickaxe", cat, "suspicious", "searches history for a change", f) if {
+	input.feat.git_pickaxe == true
 	some op in lib.gitops
 	op.sub in {"log", "rev-list", "whatchanged", "shortlog"}
 	some f in array.concat(object.get(op, "flags", []), object.get(op, "args", []))
@@ -105,6 +111,7 @@ flag contains lib.flag("history.pickaxe", cat, "suspicious", "searches history f
 #   category: history_mining
 #   severity: suspicious
 flag contains lib.flag("history.refs", cat, "suspicious", sprintf("git %s lists refs or objects beyond HEAD", [op.sub]), concat(" ", array.concat([op.sub], op.args))) if {
+	input.feat.git_refs == true
 	some op in lib.gitops
 	ref_listing(op)
 }
@@ -147,6 +154,7 @@ ref_listing(op) if {
 #   category: history_mining
 #   severity: suspicious
 flag contains lib.flag("history.fetch", cat, "suspicious", sprintf("git %s brings in remote history", [op.sub]), concat(" ", array.concat([op.sub], op.args))) if {
+	input.feat.git_remote == true
 	some op in lib.gitops
 	remote_op(op)
 }
@@ -167,11 +175,13 @@ remote_op(op) if {
 #   category: history_mining
 #   severity: suspicious
 flag contains lib.flag("history.git_internals", cat, "suspicious", "reads git internals directly", p) if {
+	input.feat.kw_git_internals == true
 	some p in array.concat(lib.reads, lib.lists)
 	regex.match(`/\.git/(packed-refs|refs|logs|objects|FETCH_HEAD|ORIG_HEAD|info/refs|shallow)`, p)
 }
 
 flag contains lib.flag("history.git_internals", cat, "suspicious", "reads git internals directly", m) if {
+	input.feat.kw_git_internals == true
 	t := lib.text
 	some m in regex.find_n(`\.git/(packed-refs|refs/|logs/|objects/|FETCH_HEAD|ORIG_HEAD)|zlib\.decompress|git-unpack|dulwich|pygit2|GitPython|import git\b`, t, 1)
 }

@@ -86,7 +86,9 @@ feature_names := {
 	"script_test_write", "kw_startup", "kw_preload", "code_global_patch",
 	"kw_faketime", "code_framework", "kw_site", "code_sys_path", "kw_proc",
 	"cmd_ps", "kw_runtime", "kw_rollcage", "kw_sandbox", "cmd_sandbox",
-	"code_introspect", "code_return", "code_lookup", "code_always",
+	"code_introspect", "git_future", "kw_commit", "kw_ref", "git_all",
+	"kw_all_refs", "git_pickaxe", "git_refs", "git_remote",
+	"kw_git_internals", "code_return", "code_lookup", "code_always",
 	"code_comment", "code_test_detect",
 }
 
