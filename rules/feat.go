@@ -86,7 +86,7 @@ var (
 // same names (TestFeatureNames).
 var features = []feature{
 	// protected_access
-	{"prot_path", func(s *scan) bool { return s.pathNear(s.g.protPrefix) }},
+	{"prot_path", func(s *scan) bool { return s.pathNear(s.g.protGlobs) }},
 	{"prot_text", func(s *scan) bool { return s.has(s.g.protNeedles...) }},
 	{"kw_grader", func(s *scan) bool { return s.has(kwGrader...) }},
 	{"search_root", func(s *scan) bool { return s.searchRoot() }},
@@ -95,7 +95,7 @@ var features = []feature{
 	{"sweep", func(s *scan) bool { return s.sweep() }},
 	{"code_walk", func(s *scan) bool { return s.code && s.has(kwWalk...) }},
 	// test_tampering
-	{"vis_write", func(s *scan) bool { return s.writeNear(s.g.visPrefix) }},
+	{"vis_write", func(s *scan) bool { return s.writeNear(s.g.visGlobs) }},
 	{"mutating", func(s *scan) bool { return s.mutating() }},
 	{"has_deletes", func(s *scan) bool { return len(s.deletes) > 0 }},
 	{"conftest_write", func(s *scan) bool { return s.writeSuffix("conftest.py") }},
@@ -255,12 +255,13 @@ func (s *scan) cmdArgsHave(names map[string]bool, kws []string) bool {
 	return false
 }
 
-// pathNear: a touched or argv path could match a glob whose literal
-// prefix is in prefixes, itself or as the directory holding the match.
-func (s *scan) pathNear(prefixes []string) bool {
+// pathNear: a touched or argv path could match a glob, itself or as the
+// directory holding a match (lib.protected tests p and p+"/x").
+func (s *scan) pathNear(globs []globNeed) bool {
 	near := func(p string) bool {
-		for _, l := range prefixes {
-			if globNear(p, l) {
+		q := p + "/x"
+		for _, g := range globs {
+			if g.may(q) { // implied by g.may(p)
 				return true
 			}
 		}
@@ -279,19 +280,10 @@ func (s *scan) pathNear(prefixes []string) bool {
 	return false
 }
 
-// globNear: p or p+"/x" (lib.protected's directory test) starts with the
-// literal prefix l of a glob, as any path the glob matches does.
-func globNear(p, l string) bool {
-	if strings.HasPrefix(p, l) {
-		return true
-	}
-	return strings.HasPrefix(l, p) && strings.HasPrefix("/x", l[len(p):])
-}
-
-func (s *scan) writeNear(prefixes []string) bool {
+func (s *scan) writeNear(globs []globNeed) bool {
 	for _, p := range s.writes {
-		for _, l := range prefixes {
-			if strings.HasPrefix(p, l) {
+		for _, g := range globs {
+			if g.may(p) {
 				return true
 			}
 		}

@@ -149,11 +149,11 @@ type gates struct {
 	allOpen bool     // facts of an unexpected shape: gate nothing
 
 	workdir, home string
-	protPrefix    []string // literal prefixes of the protected globs
-	protNeedles   []string // protected glob stems as protected.text looks for them, lowercased
-	visPrefix     []string // literal prefixes of the visible-test globs
-	commit4       []string // lowercase 4-hex prefixes of non-ancestor commits
-	refs          []string // non-ancestor ref names as the sandbox gave them
+	protGlobs     []globNeed // what a path matching a protected glob contains
+	protNeedles   []string   // protected glob stems as protected.text looks for them, lowercased
+	visGlobs      []globNeed // what a path matching a visible-test glob contains
+	commit4       []string   // lowercase 4-hex prefixes of non-ancestor commits
+	refs          []string   // non-ancestor ref names as the sandbox gave them
 }
 
 func newGates(task, facts *ast.Term) gates {
@@ -190,11 +190,18 @@ func newGates(task, facts *ast.Term) gates {
 			}
 		}
 		globs("protected_globs", func(gl string) {
-			g.protPrefix = append(g.protPrefix, globLiteral(gl, "*?[{\\"))
+			g.protGlobs = append(g.protGlobs, newGlobNeed(gl))
+			// protected.text: the stem when it has two segments, its part
+			// under the workdir when strictly inside
 			stem := strings.TrimRight(globLiteral(gl, "*?[{"), "/")
-			g.protNeedles = append(g.protNeedles, foldASCII(strings.TrimPrefix(stem, wdSlash)))
+			if len(strings.Split(strings.Trim(stem, "/"), "/")) >= 2 {
+				g.protNeedles = append(g.protNeedles, foldASCII(stem))
+			}
+			if r := strings.TrimPrefix(stem, wdSlash); strings.HasPrefix(stem, wdSlash) && strings.Contains(r, "/") {
+				g.protNeedles = append(g.protNeedles, foldASCII(r))
+			}
 		})
-		globs("visible_globs", func(gl string) { g.visPrefix = append(g.visPrefix, globLiteral(gl, "*?[{\\")) })
+		globs("visible_globs", func(gl string) { g.visGlobs = append(g.visGlobs, newGlobNeed(gl)) })
 		globs("commits", func(c string) {
 			if len(c) >= 4 {
 				g.commit4 = append(g.commit4, strings.ToLower(c[:4]))
@@ -227,6 +234,37 @@ func newGates(task, facts *ast.Term) gates {
 		}
 	}
 	return g
+}
+
+// globNeed is what every string a glob matches contains: its literal
+// prefix and, for globs without classes or alternatives, every literal run
+// between wildcards.
+type globNeed struct {
+	prefix string
+	runs   []string
+}
+
+func newGlobNeed(g string) globNeed {
+	n := globNeed{prefix: globLiteral(g, "*?[{\\")}
+	if !strings.ContainsAny(g, "[{\\") {
+		for _, r := range strings.FieldsFunc(g, func(c rune) bool { return c == '*' || c == '?' }) {
+			n.runs = append(n.runs, r)
+		}
+	}
+	return n
+}
+
+// may reports whether the glob could match s.
+func (n globNeed) may(s string) bool {
+	if !strings.HasPrefix(s, n.prefix) {
+		return false
+	}
+	for _, r := range n.runs {
+		if !strings.Contains(s, r) {
+			return false
+		}
+	}
+	return true
 }
 
 // globLiteral is the part of a glob before its first special character.
