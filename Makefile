@@ -6,7 +6,7 @@ export ROLLCAGE_AGENT_BIN := $(BIN)/rollcage-agent
 # Tests that need Docker fail (never skip) when CI=true and no engine answers.
 TESTFLAGS ?= -race -count=1 -timeout 30m
 
-.PHONY: all build docker images test-deps test demo bench gc clean gateway-image
+.PHONY: all build docker images test-deps test demo bench gc clean gateway-image compose-e2e
 
 all: build
 
@@ -29,6 +29,12 @@ test-deps:
 test: build images test-deps
 	$(GO) vet ./...
 	$(GO) test $(TESTFLAGS) ./...
+	@$(MAKE) -s compose-e2e
+
+# compose-e2e: the gateway brought up with docker-compose, one episode
+# driven through it with curl, torn down.
+compose-e2e: build images
+	examples/compose-e2e.sh
 
 demo: build images
 	$(BIN)/rollcage demo

@@ -11,13 +11,7 @@ if ! command -v docker-compose >/dev/null; then
   apt-get install -y -qq docker-compose >/dev/null || { apt-get update -qq && apt-get install -y -qq docker-compose >/dev/null; }
 fi
 
-# What `make gateway-image` does.
-ctx=bin/gateway-ctx
-rm -rf "$ctx" && mkdir -p "$ctx"
-CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o bin/rollcage-agent ./cmd/rollcage-agent
-CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$ctx/rollcage" ./cmd/rollcage
-cp bin/rollcage-agent Dockerfile "$ctx/"
-docker build -q -t rollcage/gateway:latest "$ctx" >/dev/null
+make -s gateway-image
 
 export ROLLCAGE_BIN_DIR=$PWD/bin
 export ROLLCAGE_ADMIN_TOKEN=${ROLLCAGE_ADMIN_TOKEN:-e2e-$RANDOM$RANDOM}
