@@ -34,6 +34,9 @@ type Episode struct {
 	// Online is what rollcage decided while the episode ran (rollcage
 	// format only).
 	Online *Online `json:"online,omitempty"`
+	// Facts are the sandbox facts the online monitor had (rollcage format,
+	// from episode_start); nil elsewhere, where they are inferred.
+	Facts *monitor.Facts `json:"-"`
 }
 
 // Step is one tool call and what the model saw of it.

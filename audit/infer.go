@@ -109,13 +109,23 @@ func topDir(p string) string {
 
 var hexRef = regexp.MustCompile(`^[0-9a-f]{7,40}$`)
 
-// facts are the sandbox facts the rules get: future commits known from
-// the task (its upstream fix) and inferred from the trajectory.
-func facts(t monitor.TaskContext, inf Inferred) monitor.Facts {
+// facts are the sandbox facts the rules get: those recorded online when
+// the trajectory has them, plus future commits known from the task (its
+// upstream fix) and inferred from the trajectory.
+func facts(t monitor.TaskContext, inf Inferred, recorded *monitor.Facts) monitor.Facts {
 	f := monitor.Facts{NonAncestorCommits: []string{}, NonAncestorRefs: []string{}, Canaries: []string{}}
-	if hexRef.MatchString(t.UpstreamFixRef) {
-		f.NonAncestorCommits = append(f.NonAncestorCommits, t.UpstreamFixRef)
-	} else if t.UpstreamFixRef != "" {
+	if recorded != nil {
+		f = *recorded
+		f.NonAncestorCommits = append([]string{}, f.NonAncestorCommits...)
+		f.NonAncestorRefs = append([]string{}, f.NonAncestorRefs...)
+		f.Canaries = append([]string{}, f.Canaries...)
+	}
+	switch {
+	case hexRef.MatchString(t.UpstreamFixRef):
+		if !slices.Contains(f.NonAncestorCommits, t.UpstreamFixRef) {
+			f.NonAncestorCommits = append(f.NonAncestorCommits, t.UpstreamFixRef)
+		}
+	case t.UpstreamFixRef != "" && !slices.Contains(f.NonAncestorRefs, t.UpstreamFixRef):
 		f.NonAncestorRefs = append(f.NonAncestorRefs, t.UpstreamFixRef)
 	}
 	for _, c := range inf.FutureCommits {

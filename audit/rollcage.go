@@ -35,6 +35,12 @@ func fromEvents(name string, evs []trajectory.Event) []Episode {
 			var st trajectory.EpisodeStart
 			if ev.Decode(&st) == nil {
 				ep.TaskID = st.TaskID
+				var sc struct {
+					Sandbox *monitor.Facts `json:"sandbox"`
+				}
+				if json.Unmarshal(st.Context, &sc) == nil && sc.Sandbox != nil {
+					ep.Facts = sc.Sandbox
+				}
 				if st.Instruction != "" {
 					ep.Task = &Task{}
 					ep.Task.ID, ep.Task.Instruction = st.TaskID, st.Instruction

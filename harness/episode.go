@@ -47,6 +47,8 @@ type Episode struct {
 	deadline time.Time
 	before   map[string]string // visible-test hashes at start
 
+	startContext json.RawMessage // the monitor's task context and sandbox facts, for episode_start
+
 	egress    *monitor.EgressProxy // network mode proxy only
 	egressDir string
 

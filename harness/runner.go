@@ -156,14 +156,16 @@ func (e *Episode) begin(ctx context.Context) error {
 	if base == "" {
 		base = probe.BaseCommit
 	}
+	tc := monitor.TaskContext{
+		ID: t.ID, Instruction: t.Instruction, Workdir: workdir,
+		ProtectedPaths: protected, VisibleTests: t.VisibleTests,
+		BaseCommit: base, UpstreamFixRef: t.UpstreamFixRef, UpstreamRepo: t.UpstreamRepo,
+		ReferenceURLs: t.ReferenceURLs, AllowedHosts: t.AllowedHosts,
+	}
+	e.startContext, _ = json.Marshal(map[string]any{"task": tc, "sandbox": facts})
 	mon, err := r.cfg.Monitor.NewEpisode(monitor.EpisodeConfig{
-		ID: e.id,
-		Task: monitor.TaskContext{
-			ID: t.ID, Instruction: t.Instruction, Workdir: workdir,
-			ProtectedPaths: protected, VisibleTests: t.VisibleTests,
-			BaseCommit: base, UpstreamFixRef: t.UpstreamFixRef, UpstreamRepo: t.UpstreamRepo,
-			ReferenceURLs: t.ReferenceURLs, AllowedHosts: t.AllowedHosts,
-		},
+		ID:    e.id,
+		Task:  tc,
 		Facts: facts, Sandbox: sb, Secrets: secrets, BaseText: probe.BaseText, Logger: e.log,
 	})
 	if err != nil {
@@ -182,7 +184,7 @@ func (e *Episode) emitStart() error {
 		Labels  map[string]string `json:"labels,omitempty"`
 	}{e.r.cfg.Limits, e.r.cfg.Network, e.meta.Labels})
 	st := trajectory.EpisodeStart{TaskID: e.task.ID, Attempt: e.meta.Attempt, Model: e.meta.Model, Image: e.task.Image,
-		Instruction: e.task.Instruction, Config: cfg}
+		Instruction: e.task.Instruction, Config: cfg, Context: e.startContext}
 	if e.sb != nil {
 		st.SandboxID = e.sb.ID()
 	}

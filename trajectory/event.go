@@ -74,6 +74,11 @@ type EpisodeStart struct {
 	SandboxID   string `json:"sandbox_id,omitempty"`
 	// Config is the episode's configuration as its owner recorded it.
 	Config json.RawMessage `json:"config,omitempty"`
+	// Context is what the monitor knew at start: {"task": the task
+	// context, "sandbox": the sandbox facts (future commits and refs,
+	// canaries, visible-test files)}, so an offline audit replays each call
+	// with the facts the online decision had.
+	Context json.RawMessage `json:"context,omitempty"`
 }
 
 // Message is one chat message in the OpenAI format.
