@@ -20,6 +20,9 @@ func newTestServer(t *testing.T, cfg ServerConfig) (*Server, *Client) {
 	if cfg.Workdir == "" {
 		cfg.Workdir = t.TempDir()
 	}
+	if cfg.ShellMode == "" {
+		cfg.ShellMode = testShellMode()
+	}
 	srv, err := NewServer(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +70,7 @@ func TestSessionStatePersists(t *testing.T) {
 		{fmt.Sprintf("cd %s && mkdir -p sub && cd sub", dir), ""},
 		{"pwd", dir + "/sub\n"},
 		{"export FOO='two words'; BAR=local; greet() { echo \"hi $1\"; }", ""},
-		{`echo "$FOO|$BAR"; greet you`, "two words|\nhi you\n"},
+		{`echo "$FOO|$BAR"; greet you`, "two words|" + map[string]string{ModePersistent: "local", ModePerCall: ""}[testShellMode()] + "\nhi you\n"},
 		{"multi=$'line1\\nline2'; export multi", ""},
 		{`printf '%s\n' "$multi"`, "line1\nline2\n"},
 		{"cat <<'EOF'\n$NOT_EXPANDED\nEOF", "$NOT_EXPANDED\n"},

@@ -11,9 +11,17 @@ import (
 )
 
 // BenchmarkExecTrue is the round trip of `true` from Client to Server over
-// a unix socket: frame, fresh shell with state restore and dump, reply.
+// a unix socket: frame, the command through the session's shell with the
+// state dump, reply. persistent runs it in the session's live bash,
+// percall in a fresh shell that first restores the state.
 func BenchmarkExecTrue(b *testing.B) {
-	srv, err := NewServer(ServerConfig{Workdir: b.TempDir()})
+	for _, mode := range []string{ModePersistent, ModePerCall} {
+		b.Run(mode, func(b *testing.B) { benchExecTrue(b, mode) })
+	}
+}
+
+func benchExecTrue(b *testing.B, mode string) {
+	srv, err := NewServer(ServerConfig{Workdir: b.TempDir(), ShellMode: mode})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -50,6 +50,10 @@ type ServerConfig struct {
 	Lease time.Duration
 	// Shell is "auto" (or empty: bash if present, else sh), "bash" or "sh".
 	Shell string
+	// ShellMode is ModePersistent (or empty: one long-lived bash per
+	// session, a call costs well under a millisecond) or ModePerCall (a
+	// fresh shell per call, ~8 ms). sh always runs per call.
+	ShellMode string
 	// Env is added to every session's environment over the defaults and
 	// under Configure's Env (image environment, egress proxy variables).
 	Env map[string]string
@@ -66,6 +70,11 @@ func (c ServerConfig) Validate() error {
 	case "", "auto", shellBash, shellSh:
 	default:
 		return fmt.Errorf("agent config: shell %q: use auto, bash or sh", c.Shell)
+	}
+	switch c.ShellMode {
+	case "", ModePersistent, ModePerCall:
+	default:
+		return fmt.Errorf("agent config: shell mode %q: use %s or %s", c.ShellMode, ModePersistent, ModePerCall)
 	}
 	if c.Lease < 0 {
 		return fmt.Errorf("agent config: lease %v is negative; use 0 for no lease", c.Lease)
@@ -94,6 +103,7 @@ type Server struct {
 	cred     *syscall.Credential
 	shell    string
 	shellBin string
+	mode     string
 	lease    time.Duration
 	started  time.Time
 	home     string
@@ -150,6 +160,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		cred:     cred,
 		shell:    shell,
 		shellBin: bin,
+		mode:     cfg.ShellMode,
 		lease:    cfg.Lease,
 		started:  time.Now(),
 		done:     make(chan struct{}),
@@ -238,6 +249,12 @@ func (s *Server) shutdown(why error) {
 		}
 		s.mu.Unlock()
 		waitTimeout(&s.calls, 5*time.Second)
+		s.mu.Lock()
+		sessions := slices.Collect(maps.Values(s.sessions))
+		s.mu.Unlock()
+		for _, sess := range sessions {
+			sess.close()
+		}
 		if s.canary != nil {
 			s.canary.close()
 		}
@@ -589,7 +606,7 @@ func (s *Server) execOnce(ctx context.Context, req sandbox.ExecRequest) (sandbox
 		sess = newSession(name)
 		s.sessions[name] = sess
 	}
-	e := execEnv{shellPath: s.shellBin, shell: s.shell, cred: s.cred, workdir: s.workdir}
+	e := execEnv{shellPath: s.shellBin, shell: s.shell, cred: s.cred, workdir: s.workdir, mode: s.mode}
 	w := s.canary
 	s.mu.Unlock()
 	e.baseEnv = s.baseEnv()

@@ -30,9 +30,12 @@ const (
 	shellSh   = "sh"
 )
 
-// session is one persistent shell. There is no long-lived shell process:
-// each call runs a fresh shell that restores the state captured after the
-// previous call, so killing a call on timeout never corrupts the session.
+// session is one persistent shell. In persistent mode (bash) one
+// long-lived shell runs the calls; in per-call mode (and for sh) each call
+// runs a fresh shell. Either way the state captured after the last
+// completed call (exported variables, functions, cwd) is kept, so killing
+// a call on timeout never loses the session: the next call's shell starts
+// from it.
 type session struct {
 	name string
 	sem  chan struct{} // one slot: calls of a session are serialized
@@ -43,6 +46,10 @@ type session struct {
 	env     []string // bash: exported variables after the last call
 	funcs   string   // bash: `declare -f` after the last call
 	exports string   // sh: `export -p` after the last call
+	sh      *pshell  // persistent mode: the live shell, nil before the first call or after one died
+	dir     string   // persistent mode: where the command file is written
+	// Persistent mode: the open command and stdin files in dir.
+	cmdFile, stdinFile *os.File
 }
 
 func newSession(name string) *session {
@@ -95,11 +102,23 @@ type execEnv struct {
 	cred      *syscall.Credential
 	baseEnv   []string
 	workdir   string
+	mode      string // ModePersistent or ModePerCall
 }
 
 // run executes one call in s. The caller holds s's lock. Cancelling ctx
-// kills the process group and reports StopCancelled.
+// kills the process group and reports StopCancelled. sh always runs per
+// call: dash has no way to dump variables and functions without forking,
+// and a per-call sh is what minimal images get.
 func (s *session) run(ctx context.Context, e execEnv, req sandbox.ExecRequest, started func(pgid int)) (sandbox.ExecResult, error) {
+	if e.shell == shellBash && e.mode != ModePerCall {
+		return s.runPersistent(ctx, e, req, started)
+	}
+	return s.runPerCall(ctx, e, req, started)
+}
+
+// runPerCall runs the call in a fresh shell that restores the session's
+// state from fd 3, sources the command from fd 4 and dumps the state to fd 5.
+func (s *session) runPerCall(ctx context.Context, e execEnv, req sandbox.ExecRequest, started func(pgid int)) (sandbox.ExecResult, error) {
 	timeout := req.Timeout
 	if timeout <= 0 {
 		timeout = DefaultTimeout
@@ -400,6 +419,7 @@ func (s *session) absorb(e execEnv, dump []byte) {
 		exports string
 		gotCwd  bool
 		gotTail bool
+		gotX    bool
 	)
 	for _, r := range recs {
 		if len(r) == 0 {
@@ -417,7 +437,7 @@ func (s *session) absorb(e execEnv, dump []byte) {
 		case 'F':
 			funcs, gotTail = v, true
 		case 'X':
-			exports, gotTail = v, true
+			exports, gotTail, gotX = v, true, true
 		}
 	}
 	if !gotCwd || !gotTail {
@@ -425,9 +445,14 @@ func (s *session) absorb(e execEnv, dump []byte) {
 	}
 	s.started = true
 	s.cwd = cwd
-	if e.shell == shellBash {
+	switch {
+	case e.shell == shellBash && gotX:
+		// Persistent mode: a fresh shell starts with an empty environment
+		// and evaluates the exports (see startShell).
+		s.env, s.funcs, s.exports = nil, funcs, exports
+	case e.shell == shellBash:
 		s.env, s.funcs = env, funcs
-	} else {
+	default:
 		s.exports = exports
 	}
 }
