@@ -88,7 +88,9 @@ const (
 	// The shell's command line stays this short (what `ps` shows the
 	// policy); the rest of the bootstrap arrives on fd 3.
 	bootstrap = `. /dev/fd/3`
-	runTail   = "\nexec 3<&-; trap \"$__rc_dump\" EXIT; . /dev/fd/4; eval \"$__rc_dump\"\n"
+	// The dump runs with stderr to /dev/null so a command's `set -x` does
+	// not trace it into the output.
+	runTail = "\nexec 3<&-; trap '{ eval \"$__rc_dump\"; } 2>/dev/null' EXIT; . /dev/fd/4; { eval \"$__rc_dump\"; } 2>/dev/null\n"
 )
 
 // skipEnv are variables the shell maintains itself; restoring them would
@@ -389,9 +391,13 @@ func (s *session) restoreScript(e execEnv, dump string) string {
 	} else {
 		b.WriteString(s.exports)
 	}
-	b.WriteString("\ncd -- ")
+	cd := "cd" // dash has no `builtin`
+	if e.shell == shellBash {
+		cd = "builtin cd" // a user function named cd must not move the restore
+	}
+	b.WriteString("\n" + cd + " -- ")
 	b.WriteString(shellQuote(s.cwdOr(e.workdir)))
-	b.WriteString(" || cd -- ")
+	b.WriteString(" || " + cd + " -- ")
 	b.WriteString(shellQuote(e.workdir))
 	b.WriteString("\n} 2>/dev/null")
 	b.WriteString(runTail)

@@ -47,6 +47,11 @@ type pshell struct {
 	cmd   *exec.Cmd
 	pgid  int
 	ctlIn *os.File // agent → shell: the script, one line per call
+	// outW is the agent's own copy of the output pipe's write end: after
+	// the shell reported a call done, the agent writes the sync token,
+	// which so lands after everything the command wrote. (A token the
+	// shell wrote itself would be lost to a command's `exec 62>&-`.)
+	outW  *os.File
 	nonce string
 	dir   string // the session's command dir when the shell started
 	seq   uint64 // guarded by the session's lock
@@ -81,14 +86,11 @@ func randHex(n int) string {
 }
 
 // persistentPost is evaluated after each call (mark R) and from the EXIT
-// trap (mark Q): for R it first writes the sync token into the output pipe,
-// after everything the command wrote; then the state records and the end
-// marker go to the control fd. Three builtins, no fork, no loop over
+// trap (mark Q): the state records and the end marker go to the control fd. Three builtins, no fork, no loop over
 // variables (that loop cost 0.6 ms a call): the exports come as `export
 // -p` text that a fresh shell evaluates to restore them.
-func persistentPost(nonce, token string) string {
+func persistentPost(nonce string) string {
 	return `set +eu; ` +
-		`[[ $__rc_mark == R ]] && builtin printf '` + token + `'; ` +
 		`{ builtin printf C; builtin pwd; builtin printf '\0X'; builtin export -p; ` +
 		`builtin printf '\0F'; builtin declare -f; builtin printf '\0'; ` +
 		`builtin printf '%s\0' "${__rc_mark}` + nonce + ` ${__rc_seq} ${__rc_status}"; } >&` + strconv.Itoa(fdControl)
@@ -104,9 +106,9 @@ const trapScript = `{ __rc_status=$?; set +x; __rc_mark=Q; eval "$__rc_post"; } 
 // the call that set them, as in per-call mode; fds 1 and 2 are put back in
 // case the command redirected them with exec.
 func callScript(cmdPath, stdinPath string) string {
-	return fmt.Sprintf("builtin trap -- \"$__rc_trap\" EXIT; builtin source %s <%s %d>&-; "+
-		"{ __rc_status=$?; set +eux; } 2>/dev/null; builtin exec 1>&%d 2>&%d; { __rc_mark=R; eval \"$__rc_post\"; } 2>/dev/null",
-		shellQuote(cmdPath), shellQuote(stdinPath), fdOutput, fdOutput, fdOutput)
+	return fmt.Sprintf("builtin trap -- \"$__rc_trap\" EXIT; builtin source %s <%s; "+
+		"{ __rc_status=$?; set +eux; } 2>/dev/null; exec 1>&%d 2>&%d; { __rc_mark=R; eval \"$__rc_post\"; } 2>/dev/null",
+		shellQuote(cmdPath), shellQuote(stdinPath), fdOutput, fdOutput)
 }
 
 // callLine is what the agent writes per call: the sequence number the end
@@ -169,12 +171,12 @@ func (s *session) startShell(e execEnv, started func(pgid int)) (sh *pshell, err
 	closers = nil
 	scriptR.Close()
 	ctlW.Close()
-	outW.Close()
 
 	sh = &pshell{
 		cmd:     cmd,
 		pgid:    cmd.Process.Pid,
 		ctlIn:   scriptW,
+		outW:    outW,
 		nonce:   randHex(8),
 		exited:  make(chan struct{}),
 		ctl:     ctlR,
@@ -197,7 +199,7 @@ func (s *session) startShell(e execEnv, started func(pgid int)) (sh *pshell, err
 	// then the session's exports, functions and directory. Restore errors
 	// are silenced as in per-call mode.
 	var b strings.Builder
-	b.WriteString("__rc_post=" + shellQuote(persistentPost(sh.nonce, `\0rollcage-sync-`+sh.out.tokenHex()+`\0`)) + "\n")
+	b.WriteString("__rc_post=" + shellQuote(persistentPost(sh.nonce)) + "\n")
 	b.WriteString("__rc_trap=" + shellQuote(trapScript) + "\n")
 	b.WriteString("__rc_call=" + shellQuote(callScript(s.cmdPath(), "/dev/null")) + "\n")
 	b.WriteString("__rc_call_in=" + shellQuote(callScript(s.cmdPath(), s.stdinPath())) + "\n")
@@ -205,7 +207,7 @@ func (s *session) startShell(e execEnv, started func(pgid int)) (sh *pshell, err
 	b.WriteString(s.exports)
 	b.WriteString("\n")
 	b.WriteString(s.funcs)
-	b.WriteString("\ncd -- " + shellQuote(s.cwdOr(e.workdir)) + " || cd -- " + shellQuote(e.workdir))
+	b.WriteString("\nbuiltin cd -- " + shellQuote(s.cwdOr(e.workdir)) + " || builtin cd -- " + shellQuote(e.workdir))
 	b.WriteString("\n} 2>/dev/null\n")
 	restore := s.dir + "/restore"
 	if err := os.WriteFile(restore, []byte(b.String()), 0o644); err != nil {
@@ -247,6 +249,7 @@ func (sh *pshell) dead() bool {
 // output reader stays until the last background job closed the pipe.
 func (sh *pshell) release() {
 	sh.ctlIn.Close()
+	sh.outW.Close()
 }
 
 // readControl turns the control stream into events. Records are
@@ -357,10 +360,6 @@ func newOutPipe(r *os.File, token string) *outPipe {
 	return &outPipe{r: r, token: []byte(token), synced: make(chan struct{}, 1), drained: make(chan struct{})}
 }
 
-func (p *outPipe) tokenHex() string {
-	return strings.TrimSuffix(strings.TrimPrefix(string(p.token), "\x00rollcage-sync-"), "\x00")
-}
-
 // begin points the output at out until the next token or finish.
 func (p *outPipe) begin(out *capBuffer) {
 	p.mu.Lock()
@@ -456,7 +455,8 @@ func (p *outPipe) markDrained() {
 
 // finish is the end of a call whose shell died (killed, exit): what it
 // wrote is in the pipe; background jobs holding the pipe get drainAfterExit.
-func (p *outPipe) finish() {
+func (p *outPipe) finish(w *os.File) {
+	w.Close() // the agent's copy must not hold the pipe open
 	p.r.SetReadDeadline(time.Now().Add(drainAfterExit))
 	<-p.drained
 }
@@ -531,6 +531,10 @@ loop:
 				if ev.mark == 'R' {
 					rc, haveRC = ev.rc, true
 					syncC = sh.out.synced
+					sh.outW.SetWriteDeadline(deadline)
+					if _, err := sh.outW.Write(sh.out.token); err != nil {
+						res.Stopped = sandbox.StopTimeout // the pipe stayed full to the deadline
+					}
 				}
 			}
 		case <-syncC:
@@ -546,7 +550,7 @@ loop:
 					rc, haveRC = ev.rc, true
 				}
 			}
-			sh.out.finish()
+			sh.out.finish(sh.outW)
 			res.ExitCode = exitCode(sh.cmd.ProcessState, sh.waitErr)
 			if haveRC {
 				res.ExitCode = rc
@@ -572,7 +576,7 @@ loop:
 		sh.kill()
 		<-sh.exited
 		sh.finishControl()
-		sh.out.finish()
+		sh.out.finish(sh.outW)
 		res.ExitCode = exitCode(sh.cmd.ProcessState, sh.waitErr)
 		s.dropShell()
 	}

@@ -95,6 +95,7 @@ type options struct {
 	proxyListen string
 	proxySocket string
 	shell       string
+	shellMode   string
 	logLevel    string
 }
 
@@ -110,6 +111,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.proxyListen, "proxy-listen", "", "TCP address of the in-container egress proxy, e.g. 127.0.0.1:3128")
 	fs.StringVar(&o.proxySocket, "proxy-socket", "", "unix socket of the host's proxy that --proxy-listen relays to")
 	fs.StringVar(&o.shell, "shell", "auto", "auto, bash or sh")
+	fs.StringVar(&o.shellMode, "shell-mode", agent.ModePersistent, "persistent (one bash per session) or percall (a fresh shell per call); sh always runs per call")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -165,12 +167,13 @@ func serve(args []string) int {
 	}
 
 	srv, err := agent.NewServer(agent.ServerConfig{
-		User:    o.user,
-		Workdir: o.workdir,
-		Lease:   o.lease,
-		Shell:   o.shell,
-		Env:     env,
-		Logger:  log,
+		User:      o.user,
+		Workdir:   o.workdir,
+		Lease:     o.lease,
+		Shell:     o.shell,
+		ShellMode: o.shellMode,
+		Env:       env,
+		Logger:    log,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rollcage-agent:", err)
