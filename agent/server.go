@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bufio"
+	"cmp"
 	"container/list"
 	"context"
 	"encoding/json"
@@ -177,7 +178,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if s.lease > 0 {
 		go s.watchLease()
 	}
-	log.Info("agent ready", "shell", shell, "shell_path", bin, "user", cfg.User, "workdir", workdir, "lease", s.lease)
+	log.Info("agent ready", "shell", shell, "shell_mode", cmp.Or(cfg.ShellMode, ModePersistent), "shell_path", bin, "user", cfg.User, "workdir", workdir, "lease", s.lease)
 	return s, nil
 }
 

@@ -238,3 +238,24 @@ func countChildren(t *testing.T) int {
 	}
 	return n
 }
+
+// TestCommandDirRemoved: a command that deletes the agent's command dir
+// (as the agent's own user it may) does not break the session.
+func TestCommandDirRemoved(t *testing.T) {
+	if testShellMode() != ModePersistent {
+		t.Skip("per-call mode passes the command on a pipe")
+	}
+	_, c := newTestServer(t, ServerConfig{})
+	run(t, c, "", "export KEEP=1")
+	dir := strings.TrimSpace(run(t, c, "", `dirname "$BASH_SOURCE"`).Output)
+	if !strings.Contains(dir, ".rollcage-session-") {
+		t.Fatalf("command dir %q", dir)
+	}
+	run(t, c, "", "rm -rf "+dir)
+	if res := run(t, c, "", "echo $KEEP"); res.Output != "1\n" || res.ExitCode != 0 {
+		t.Errorf("after removing the command dir: %+v", res)
+	}
+	if _, err := os.Stat(dir); err == nil {
+		t.Errorf("old dir %s is back", dir)
+	}
+}
