@@ -135,7 +135,7 @@ func (e *Episode) Handle(ctx context.Context, call ToolCall) (Result, error) {
 	res.Timings.Check = time.Since(t0)
 
 	all := append(append([]rules.Flag(nil), res.Decision.Flags...), res.Decision.PostFlags...)
-	e.rules.Record(call, res.Normalized, all)
+	e.rules.RecordLast(all)
 	e.remember(res)
 	res.Timings.Total = time.Since(start)
 	e.log.Debug("tool call", "step", step, "tool", call.Tool, "action", res.Decision.Action,

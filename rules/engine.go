@@ -234,15 +234,6 @@ func str(x any) string {
 // toValue converts plain Go data (structs with JSON tags, maps, raw JSON)
 // to an AST value. It round-trips through JSON; callers do it once per
 // fact, not per evaluation.
-func toValue(x any) (ast.Value, error) {
-	if x == nil {
-		return ast.NewObject(), nil
-	}
-	if v, ok := x.(ast.Value); ok {
-		return v, nil
-	}
-	return ast.InterfaceToValue(x)
-}
 
 // load reads the default bundle (unless disabled) and dirs. withTests keeps
 // *_test.rego modules (for RunTests).

@@ -25,6 +25,7 @@ type Episode struct {
 
 	mu      sync.Mutex
 	history []*ast.Term   // guarded by mu; oldest first, at most MaxHistory
+	last    [2]ast.Value  // guarded by mu; call and normalized of the latest Eval, for RecordLast
 	disc    [][]*ast.Term // guarded by mu; per history entry, its flags in a discovery category
 	memo    *ast.Term     // guarded by mu; input.memo, rebuilt by Record
 	nDisc   int           // guarded by mu; discoveries in the window
@@ -114,6 +115,9 @@ func (ep *Episode) Eval(ctx context.Context, call, normalized any) ([]Flag, erro
 		ep.eng.log.Error("rules: call does not convert; failing closed", "err", err)
 		return []Flag{evalErrorFlag(fmt.Errorf("input: %w", err))}, nil
 	}
+	ep.mu.Lock()
+	ep.last = [2]ast.Value{c, n}
+	ep.mu.Unlock()
 	if err := ep.invalid(); err != nil {
 		return []Flag{evalErrorFlag(err)}, nil
 	}
@@ -169,6 +173,25 @@ func (ep *Episode) Record(call, normalized any, flags []Flag) {
 		ep.eng.log.Error("rules: history entry does not convert; recording the call as unparsed", "err", err)
 		c, n = ast.NewObject(), ast.NewObject(ast.Item(ast.StringTerm("unparsed"), ast.BooleanTerm(true)))
 	}
+	ep.record(c, n, flags)
+}
+
+// RecordLast records the call of the latest Eval with its final flags,
+// reusing the values Eval already converted (a caller that decides one call
+// at a time, as the monitor does, saves a conversion per call). It does
+// nothing when no call was evaluated.
+func (ep *Episode) RecordLast(flags []Flag) {
+	ep.mu.Lock()
+	last := ep.last
+	ep.last = [2]ast.Value{}
+	ep.mu.Unlock()
+	if last[0] == nil {
+		return
+	}
+	ep.record(last[0], last[1], flags)
+}
+
+func (ep *Episode) record(c, n ast.Value, flags []Flag) {
 	fl := make([]*ast.Term, 0, len(flags))
 	for _, f := range flags {
 		fl = append(fl, ast.ObjectTerm(
