@@ -105,7 +105,7 @@ func (a *Auditor) Episode(ctx context.Context, ep Episode) (EpisodeReport, error
 				return EpisodeReport{}, fmt.Errorf("episode %s step %d: %w", ep.ID, i+1, err)
 			}
 			flags = sortFlags(flags)
-			re.Record(call, n, flags)
+			re.RecordLast(flags)
 		}
 		sr.Flags = flags
 		if len(flags) > 0 {
