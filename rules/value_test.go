@@ -48,7 +48,7 @@ func TestToValueMatchesJSON(t *testing.T) {
 		testNorm{},
 		testNorm{Tool: "bash", Raw: `cat "x y" | grep -v é`, Unparsed: true,
 			Commands: []testCmd{{Name: "cat", Argv: []string{"cat", "x y"}}, {Name: "grep", Argv: []string{}, Via: "pipe"}},
-			Reads: []string{"/a", ""}, Env: map[string]string{"LD_PRELOAD": "/tmp/x.so", "": "empty"},
+			Reads:    []string{"/a", ""}, Env: map[string]string{"LD_PRELOAD": "/tmp/x.so", "": "empty"},
 			Args: json.RawMessage(`{"command": "ls", "n": 1.5, "list": [1, null, true]}`), Count: -3, Big: 1 << 63,
 			Ratio: 0.25, Ptr: &testCmd{Name: "p"}, Limits: testLimits{}, When: time.Unix(1700000000, 0).UTC(),
 			Any: map[string]any{"k": []any{"v", 2}}, Bytes: []byte{0, 255}, Skip: "x", NoTag: "y", hidden: "z"},

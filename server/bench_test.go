@@ -120,4 +120,3 @@ func BenchmarkConcurrent64(b *testing.B) {
 		b.Errorf("%d calls failed", errors)
 	}
 }
-

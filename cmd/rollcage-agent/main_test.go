@@ -105,4 +105,3 @@ func TestAgentBinary(t *testing.T) {
 		t.Fatal("agent did not exit after Shutdown")
 	}
 }
-
