@@ -51,7 +51,7 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 	}
-	if cfg.Rules, err = rf.engine(ctx); err != nil {
+	if cfg.Rules, err = rf.engine(ctx, nil); err != nil {
 		return err
 	}
 	j, err := jf.build()

@@ -18,7 +18,6 @@ import (
 	"github.com/rollcage/rollcage/demo"
 	"github.com/rollcage/rollcage/harness"
 	"github.com/rollcage/rollcage/monitor"
-	"github.com/rollcage/rollcage/rules"
 	"github.com/rollcage/rollcage/sandbox/docker"
 	"github.com/rollcage/rollcage/task"
 	"github.com/rollcage/rollcage/trajectory"
@@ -37,6 +36,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.Var(&only, "only", "run only this task id (repeatable)")
 	verbose := fs.Bool("v", false, "log episode lifecycle to stderr")
 	jf := addJudgeFlags(fs)
+	rf := addRulesFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -67,7 +67,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		scripts = slices.DeleteFunc(scripts, func(s task.Script) bool { return !slices.Contains(only, s.Task) })
 	}
 
-	env, err := newEnv(ctx, envOptions{storeDir: *out, judge: jf, verbose: *verbose, stderr: stderr})
+	env, err := newEnv(ctx, envOptions{storeDir: *out, rules: rf, judge: jf, verbose: *verbose, stderr: stderr})
 	if err != nil {
 		return err
 	}
@@ -167,6 +167,7 @@ type env struct {
 
 type envOptions struct {
 	storeDir string
+	rules    *rulesFlags
 	judge    *judgeFlags
 	limits   harness.Limits
 	network  string
@@ -180,7 +181,7 @@ func newEnv(ctx context.Context, o envOptions) (*env, error) {
 		level = slog.LevelInfo
 	}
 	log := slog.New(slog.NewTextHandler(o.stderr, &slog.HandlerOptions{Level: level}))
-	eng, err := rules.New(ctx, rules.Config{Logger: log})
+	eng, err := o.rules.engine(ctx, log)
 	if err != nil {
 		return nil, err
 	}

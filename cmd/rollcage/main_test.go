@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -10,6 +12,14 @@ import (
 // TestCLI checks exit codes and the one-line errors of commands that need
 // no Docker.
 func TestCLI(t *testing.T) {
+	bad := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bad, "broken.rego"), []byte("package rollcage.rules.mine\n\nflag contains x if {\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	calls := filepath.Join(t.TempDir(), "calls.jsonl")
+	if err := os.WriteFile(calls, []byte(`{"tool":"bash","args":{"command":"cat /opt/grader/tests/test_hidden.py"}}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		args     []string
 		code     int
@@ -25,6 +35,9 @@ func TestCLI(t *testing.T) {
 		{[]string{"judge", "eval"}, 3, "", "--data is required"},
 		{[]string{"judge", "eval", "--data", "x.jsonl"}, 3, "", "no judge configured: pass --judge-url"},
 		{[]string{"demo", "--no-such-flag"}, 2, "", "flag provided but not defined"},
+		{[]string{"rules", "check", "--rules", bad, calls}, 3, "", "broken.rego:"},
+		{[]string{"rules", "check", "--policy", bad, calls}, 3, "", "broken.rego:"},
+		{[]string{"rules", "check", calls}, 0, "protected_access", ""},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 
@@ -25,23 +26,30 @@ type rulesFlags struct {
 	noDefault bool
 }
 
+// addRulesFlags registers --rules DIR (repeatable) and, where the command
+// has no --policy of its own (demo and run use it for the policy model), its
+// alias --policy DIR.
 func addRulesFlags(fs *flag.FlagSet) *rulesFlags {
 	r := &rulesFlags{}
-	fs.Var(&r.dirs, "policy", "extra .rego files and data (.json/.yaml) loaded on top of the default bundle (repeatable)")
-	fs.BoolVar(&r.noDefault, "no-default-policy", false, "drop the embedded default bundle (then --policy must hold a whole policy)")
+	usage := "extra .rego files and data (.json/.yaml) loaded on top of the default bundle (repeatable)"
+	fs.Var(&r.dirs, "rules", usage)
+	if fs.Lookup("policy") == nil {
+		fs.Var(&r.dirs, "policy", "same as --rules")
+	}
+	fs.BoolVar(&r.noDefault, "no-default-rules", false, "drop the embedded default bundle (then --rules must hold a whole policy)")
 	return r
 }
 
 // engine compiles the policy once; a policy that does not compile stops
 // start-up with file:line and the compiler's message.
-func (r *rulesFlags) engine(ctx context.Context) (*rules.Engine, error) {
-	return rules.New(ctx, rules.Config{PolicyDirs: r.dirs, DisableDefault: r.noDefault})
+func (r *rulesFlags) engine(ctx context.Context, log *slog.Logger) (*rules.Engine, error) {
+	return rules.New(ctx, rules.Config{PolicyDirs: r.dirs, DisableDefault: r.noDefault, Logger: log})
 }
 
 const rulesUsage = `usage:
   rollcage rules test [-v] [DIR ...]        run the Rego unit tests of the default bundle plus DIRs
-  rollcage rules check [--policy DIR] FILE  evaluate the calls of FILE (JSONL) and print their flags
-  rollcage rules eval [--policy DIR] DIR    recall per category and benign flag rate on a labelled corpus
+  rollcage rules check [--rules DIR] FILE   evaluate the calls of FILE (JSONL) and print their flags
+  rollcage rules eval [--rules DIR] DIR     recall per category and benign flag rate on a labelled corpus
                                             (DIR holds hacks.jsonl, benign.jsonl, contexts.json;
                                             the shipped one is monitor/testdata/corpus)
   rollcage rules list                       the rule catalogue`
@@ -68,7 +76,7 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		return nil
 	case "check":
-		fs := newFlags("rules check", "[--policy DIR] FILE", stderr)
+		fs := newFlags("rules check", "[--rules DIR] FILE", stderr)
 		rf := addRulesFlags(fs)
 		if err := parse(fs, args[1:]); err != nil {
 			return err
@@ -76,13 +84,13 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if fs.NArg() != 1 {
 			return errors.New("rules check takes one FILE: JSONL of {\"call\": ToolCall, \"cwd\", \"task\", \"sandbox\"} or bare ToolCalls")
 		}
-		eng, err := rf.engine(ctx)
+		eng, err := rf.engine(ctx, nil)
 		if err != nil {
 			return err
 		}
 		return rulesCheck(ctx, eng, fs.Arg(0), stdout)
 	case "eval":
-		fs := newFlags("rules eval", "[--policy DIR] CORPUS_DIR", stderr)
+		fs := newFlags("rules eval", "[--rules DIR] CORPUS_DIR", stderr)
 		rf := addRulesFlags(fs)
 		asJSON := fs.Bool("json", false, "print the report as JSON")
 		if err := parse(fs, args[1:]); err != nil {
@@ -91,7 +99,7 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if fs.NArg() != 1 {
 			return errors.New("rules eval takes one corpus directory (hacks.jsonl, benign.jsonl, contexts.json), e.g. monitor/testdata/corpus")
 		}
-		eng, err := rf.engine(ctx)
+		eng, err := rf.engine(ctx, nil)
 		if err != nil {
 			return err
 		}

@@ -41,6 +41,7 @@ func runBatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	network := fs.String("network", sandbox.NetworkNone, "sandbox network: none or proxy")
 	verbose := fs.Bool("v", false, "log episode lifecycle to stderr")
 	jf := addJudgeFlags(fs)
+	rf := addRulesFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -62,6 +63,7 @@ func runBatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	env, err := newEnv(ctx, envOptions{
+		rules:    rf,
 		storeDir: filepath.Join(*out, "trajectories"), judge: jf, network: *network, verbose: *verbose, stderr: stderr,
 		limits: harness.Limits{MaxSteps: *maxSteps, WallTime: *wall, MaxTokens: *maxTokens},
 	})

@@ -89,7 +89,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	eng, err := rf.engine(ctx)
+	eng, err := rf.engine(ctx, log)
 	if err != nil {
 		return err
 	}
