@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +17,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	cleanup, err := ensureAgentBinary()
+	cleanup, err := sandboxtest.EnsureAgent()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
@@ -27,27 +25,6 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	cleanup()
 	os.Exit(code)
-}
-
-// ensureAgentBinary builds the static agent the Docker backend mounts into
-// every container, unless the Makefile has named one.
-func ensureAgentBinary() (func(), error) {
-	if os.Getenv(docker.AgentBinEnv) != "" {
-		return func() {}, nil
-	}
-	dir, err := os.MkdirTemp("", "rollcage-agent-*")
-	if err != nil {
-		return nil, err
-	}
-	bin := filepath.Join(dir, "rollcage-agent")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "../cmd/rollcage-agent")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("build rollcage-agent for the tests (or set %s): %v\n%s", docker.AgentBinEnv, err, out)
-	}
-	os.Setenv(docker.AgentBinEnv, bin)
-	return func() { os.RemoveAll(dir) }, nil
 }
 
 // decoys are what rollcage plants where a cheating agent would look; the

@@ -3,13 +3,9 @@ package server
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,35 +20,12 @@ import (
 	"github.com/rollcage/rollcage/trajectory"
 )
 
-var (
-	agentOnce sync.Once
-	agentErr  error
-)
-
 // ensureAgentBinary builds the static agent the Docker backend mounts into
 // every container, unless $ROLLCAGE_AGENT_BIN names one.
 func ensureAgentBinary(t testing.TB) {
 	t.Helper()
-	agentOnce.Do(func() {
-		if os.Getenv(docker.AgentBinEnv) != "" {
-			return
-		}
-		dir, err := os.MkdirTemp("", "rollcage-agent-*")
-		if err != nil {
-			agentErr = err
-			return
-		}
-		bin := filepath.Join(dir, "rollcage-agent")
-		cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "../cmd/rollcage-agent")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			agentErr = fmt.Errorf("build rollcage-agent (or set %s): %v\n%s", docker.AgentBinEnv, err, out)
-			return
-		}
-		os.Setenv(docker.AgentBinEnv, bin)
-	})
-	if agentErr != nil {
-		t.Fatal(agentErr)
+	if _, err := sandboxtest.EnsureAgent(); err != nil {
+		t.Fatal(err)
 	}
 }
 

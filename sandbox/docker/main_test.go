@@ -5,8 +5,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -27,7 +25,7 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(envReaperChild); dir != "" {
 		os.Exit(reaperChild(dir))
 	}
-	cleanup, err := ensureAgentBinary()
+	cleanup, err := sandboxtest.EnsureAgent()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
@@ -35,27 +33,6 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	cleanup()
 	os.Exit(code)
-}
-
-// ensureAgentBinary builds the static agent into a temp dir when the
-// Makefile has not named one.
-func ensureAgentBinary() (cleanup func(), err error) {
-	if os.Getenv(AgentBinEnv) != "" {
-		return func() {}, nil
-	}
-	dir, err := os.MkdirTemp("", "rollcage-agent-*")
-	if err != nil {
-		return nil, err
-	}
-	bin := filepath.Join(dir, "rollcage-agent")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "../../cmd/rollcage-agent")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("build rollcage-agent for the tests (or set %s): %v\n%s", AgentBinEnv, err, out)
-	}
-	os.Setenv(AgentBinEnv, bin)
-	return func() { os.RemoveAll(dir) }, nil
 }
 
 func testImage() string {

@@ -45,8 +45,10 @@ func Reap(ctx context.Context, cli client.APIClient, stateDir string, log *slog.
 		case !ok:
 			continue // not one of ours after all
 		case o.PidNS != "" && o.PidNS != ns:
-			// another pid namespace's rollcage: its pid means nothing here
-			if c.State == "running" {
+			// another pid namespace's rollcage: its pid means nothing here,
+			// so only a container that has stopped is judged gone (one just
+			// created and not yet started is still being set up)
+			if c.State != "exited" && c.State != "dead" {
 				inUse[c.Labels[LabelRunDir]] = true
 				continue
 			}
