@@ -487,6 +487,11 @@ func (s *Server) handle(ctx context.Context, req request) response {
 		}
 		return response{Error: toWire(err)}
 	}
+	if req.Op == opExec && s.base.Err() != nil {
+		// The command was killed because the agent shut down (the
+		// sandbox is closing): that is no result of the command's.
+		return response{Error: &wireError{Code: codeClosed, Message: "agent is shutting down: the command was stopped"}}
+	}
 	return resp
 }
 
