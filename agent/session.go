@@ -128,49 +128,28 @@ func (s *session) runPerCall(ctx context.Context, e execEnv, req sandbox.ExecReq
 	out := newCapBuffer(req.MaxOutput)
 	res := sandbox.ExecResult{Shell: e.shell}
 
-	var closers []*os.File
-	closeAll := func() {
-		for _, f := range closers {
-			f.Close()
-		}
-		closers = nil
-	}
-	defer closeAll()
-	pipe := func() (*os.File, *os.File, error) {
-		r, w, err := os.Pipe()
-		if err != nil {
-			return nil, nil, err
-		}
-		closers = append(closers, r, w)
-		if e.cred != nil {
-			// The shell reopens /dev/fd/N (and commands /dev/stdout); a pipe
-			// made by root is 0600 root, so hand it to the user.
-			if err := r.Chown(int(e.cred.Uid), int(e.cred.Gid)); err != nil {
-				return nil, nil, err
-			}
-		}
-		return r, w, nil
-	}
-	stateR, stateW, err := pipe()
+	pipes := userPipes{cred: e.cred}
+	defer pipes.closeAll()
+	stateR, stateW, err := pipes.pipe("state")
 	if err != nil {
-		return res, fmt.Errorf("state pipe: %w", err)
+		return res, err
 	}
-	cmdR, cmdW, err := pipe()
+	cmdR, cmdW, err := pipes.pipe("command")
 	if err != nil {
-		return res, fmt.Errorf("command pipe: %w", err)
+		return res, err
 	}
-	dumpR, dumpW, err := pipe()
+	dumpR, dumpW, err := pipes.pipe("dump")
 	if err != nil {
-		return res, fmt.Errorf("dump pipe: %w", err)
+		return res, err
 	}
-	outR, outW, err := pipe()
+	outR, outW, err := pipes.pipe("output")
 	if err != nil {
-		return res, fmt.Errorf("output pipe: %w", err)
+		return res, err
 	}
 	var stdinR, stdinW *os.File
 	if req.Stdin != "" {
-		if stdinR, stdinW, err = pipe(); err != nil {
-			return res, fmt.Errorf("stdin pipe: %w", err)
+		if stdinR, stdinW, err = pipes.pipe("stdin"); err != nil {
+			return res, err
 		}
 	}
 

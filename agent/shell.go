@@ -124,38 +124,19 @@ func callLine(seq uint64, stdin bool) string {
 // startShell starts a session's persistent bash, restored to s's state.
 // The caller holds s's lock.
 func (s *session) startShell(e execEnv, started func(pgid int)) (sh *pshell, err error) {
-	var closers []*os.File
-	defer func() {
-		for _, f := range closers {
-			f.Close()
-		}
-	}()
-	pipe := func() (*os.File, *os.File, error) {
-		r, w, err := os.Pipe()
-		if err != nil {
-			return nil, nil, err
-		}
-		closers = append(closers, r, w)
-		if e.cred != nil {
-			// bash reopens /dev/fd/3 and commands /dev/stdout; a pipe
-			// made by root is 0600 root.
-			if err := r.Chown(int(e.cred.Uid), int(e.cred.Gid)); err != nil {
-				return nil, nil, err
-			}
-		}
-		return r, w, nil
-	}
-	scriptR, scriptW, err := pipe()
+	pipes := userPipes{cred: e.cred}
+	defer pipes.closeAll()
+	scriptR, scriptW, err := pipes.pipe("script")
 	if err != nil {
-		return nil, fmt.Errorf("script pipe: %w", err)
+		return nil, err
 	}
-	ctlR, ctlW, err := pipe()
+	ctlR, ctlW, err := pipes.pipe("control")
 	if err != nil {
-		return nil, fmt.Errorf("control pipe: %w", err)
+		return nil, err
 	}
-	outR, outW, err := pipe()
+	outR, outW, err := pipes.pipe("output")
 	if err != nil {
-		return nil, fmt.Errorf("output pipe: %w", err)
+		return nil, err
 	}
 
 	cmd := exec.Command(e.shellPath, "--noprofile", "--norc", "/dev/fd/3")
@@ -168,7 +149,7 @@ func (s *session) startShell(e execEnv, started func(pgid int)) (sh *pshell, err
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", e.shellPath, err)
 	}
-	closers = nil
+	pipes.keep()
 	scriptR.Close()
 	ctlW.Close()
 
