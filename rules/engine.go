@@ -98,11 +98,12 @@ type Engine struct {
 	factsQ rego.PreparedEvalQuery
 	log    *slog.Logger
 
-	compiler *ast.Compiler
-	store    storage.Store
-	pre      *prefilter      // nil: every call runs flagsQ
-	discCats map[string]bool // categories Episode memoizes as discoveries; nil: no memo
-	rules    []RuleInfo
+	compiler   *ast.Compiler
+	store      storage.Store
+	pre        *prefilter      // nil: every call runs flagsQ
+	discCats   map[string]bool // categories Episode memoizes as discoveries; nil: no memo
+	factsCache factsCache
+	rules      []RuleInfo
 }
 
 // New loads, compiles and prepares the policy once.

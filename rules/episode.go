@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -29,6 +30,7 @@ type Episode struct {
 	disc    [][]*ast.Term // guarded by mu; per history entry, its flags in a discovery category
 	memo    *ast.Term     // guarded by mu; input.memo, rebuilt by Record
 	nDisc   int           // guarded by mu; discoveries in the window
+	evid    []string      // guarded by mu; lowercased evidence of those discoveries the chained rules may find reused
 }
 
 // NetRequest is one request seen by the egress proxy.
@@ -52,11 +54,56 @@ func (e *Engine) NewEpisode(task, sandbox any) *Episode {
 		e.log.Error("rules: episode facts do not convert; every call will be flagged", "err", err)
 		t = ast.NewObject(ast.Item(ast.StringTerm("__invalid__"), ast.StringTerm(err.Error())))
 	}
-	ep.task, ep.sandbox = ast.NewTerm(t), ast.NewTerm(s)
-	ep.facts = e.facts(ep.task, ep.sandbox)
-	ep.gates = newGates(ep.task, ep.facts)
+	fe := e.episodeFacts(t, s)
+	ep.task, ep.sandbox, ep.facts, ep.gates = fe.task, fe.sandbox, fe.facts, fe.gates
 	ep.memo = ep.buildMemo()
 	return ep
+}
+
+// factsEntry is what an Episode derives from its task and sandbox alone.
+// Entries are shared between episodes and never modified.
+type factsEntry struct {
+	task, sandbox *ast.Term
+	facts         *ast.Term
+	gates         gates
+}
+
+// factsCache remembers episode facts by task and sandbox: a batch run or
+// an audit starts many episodes of one task in one image, and evaluating
+// FactsQuery costs more than most of an episode's calls.
+type factsCache struct {
+	mu sync.Mutex
+	m  map[int][]*factsEntry // guarded by mu; by hash of task and sandbox
+	n  int                   // guarded by mu
+}
+
+// maxFactsEntries bounds the cache; it starts over when full.
+const maxFactsEntries = 256
+
+// episodeFacts returns the facts for task t and sandbox s, from the cache
+// when an equal pair was seen.
+func (e *Engine) episodeFacts(t, s ast.Value) *factsEntry {
+	h := t.Hash()*31 + s.Hash()
+	c := &e.factsCache
+	c.mu.Lock()
+	for _, fe := range c.m[h] {
+		if fe.task.Value.Compare(t) == 0 && fe.sandbox.Value.Compare(s) == 0 {
+			c.mu.Unlock()
+			return fe
+		}
+	}
+	c.mu.Unlock()
+	fe := &factsEntry{task: ast.NewTerm(t), sandbox: ast.NewTerm(s)}
+	fe.facts = e.facts(fe.task, fe.sandbox)
+	fe.gates = newGates(fe.task, fe.facts)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || c.n >= maxFactsEntries {
+		c.m, c.n = map[int][]*factsEntry{}, 0
+	}
+	c.m[h] = append(c.m[h], fe)
+	c.n++
+	return fe
 }
 
 // facts evaluates FactsQuery once; on failure the rules derive the facts
@@ -121,7 +168,7 @@ func (ep *Episode) Eval(ctx context.Context, call, normalized any) ([]Flag, erro
 	if err := ep.invalid(); err != nil {
 		return []Flag{evalErrorFlag(err)}, nil
 	}
-	hist, memo, chained := ep.snapshot()
+	hist, memo, evid, chained := ep.snapshot()
 	kv := append(ep.base(8),
 		ast.StringTerm("call"), ast.NewTerm(c),
 		ast.StringTerm("normalized"), ast.NewTerm(n),
@@ -132,11 +179,22 @@ func (ep *Episode) Eval(ctx context.Context, call, normalized any) ([]Flag, erro
 	q, ft := ep.eng.flagsQ, allFeatures
 	if pre := ep.eng.pre; pre != nil {
 		sc := ep.gates.scan(n)
-		pq, err := pre.query(ep.gates.mask(sc, chained))
+		if sc != nil {
+			sc.evidence = evid
+		}
+		fb := featBits(sc)
+		set := pre.packages(ep.gates.mask(sc, chained), fb)
+		if pre.empty(set) { // no rule can fire: every package is gated shut
+			if err := ctx.Err(); err != nil {
+				return nil, fmt.Errorf("rules: eval: %w", err)
+			}
+			return []Flag{}, nil
+		}
+		pq, err := pre.query(set)
 		if err != nil {
 			ep.eng.log.Error("rules: prefiltered query; evaluating every package", "err", err)
 		} else {
-			q, ft = pq, feat(sc)
+			q, ft = pq, feat(fb)
 		}
 	}
 	kv = append(kv, ast.StringTerm("feat"), ft)
@@ -240,6 +298,20 @@ func (ep *Episode) buildMemo() *ast.Term {
 	}
 	set := ast.NewSet(all...)
 	ep.nDisc = set.Len()
+	ep.evid = ep.evid[:0:0]
+	set.Foreach(func(f *ast.Term) {
+		// chained.evidence_reuse looks for evidence of 6+ characters
+		// without spaces; the gate looks for it lowercased.
+		o, ok := f.Value.(ast.Object)
+		if !ok {
+			return
+		}
+		if t := o.Get(ast.InternedTerm("evidence")); t != nil {
+			if ev, ok := t.Value.(ast.String); ok && len(ev) >= 6 && !strings.Contains(string(ev), " ") {
+				ep.evid = append(ep.evid, foldASCII(string(ev)))
+			}
+		}
+	})
 	return ast.ObjectTerm(ast.Item(ast.StringTerm("discoveries"), ast.NewTerm(set)))
 }
 
@@ -250,14 +322,14 @@ func (ep *Episode) Len() int {
 	return len(ep.history)
 }
 
-// snapshot is the history window, the memo and whether the window holds
-// discoveries, taken together.
-func (ep *Episode) snapshot() ([]*ast.Term, *ast.Term, bool) {
+// snapshot is the history window, the memo, the discoveries' evidence and
+// whether the window holds discoveries, taken together.
+func (ep *Episode) snapshot() ([]*ast.Term, *ast.Term, []string, bool) {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
 	out := make([]*ast.Term, len(ep.history))
 	copy(out, ep.history)
-	return out, ep.memo, ep.nDisc > 0
+	return out, ep.memo, ep.evid, ep.nDisc > 0
 }
 
 func (ep *Episode) invalid() error {

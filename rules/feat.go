@@ -2,7 +2,10 @@ package rules
 
 import (
 	"regexp"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 )
@@ -26,6 +29,11 @@ import (
 // base64 in the call (decoded payloads join lib.text) — makes every feature
 // true. TestPrefilterEquivalence holds gated evaluation equal to ungated
 // evaluation on every corpus line.
+//
+// A package whose every flag rule starts with such a test is skipped whole
+// when none of its features is on (prefilter.go), and a call that opens
+// nothing is not evaluated. The chained rules' features also read the
+// episode: the evidence of the discoveries in the history window.
 //
 // Inputs without input.feat match no gated rule; Engine.Eval, an Episode
 // with Config.DisablePrefilter, and the Rego fixture therefore supply
@@ -149,7 +157,21 @@ var features = []feature{
 		return s.code && (s.has(kwComment...) || s.has("for") && s.has("test"))
 	}},
 	{"code_test_detect", func(s *scan) bool { return s.code && s.has(kwTestDetect...) }},
+	// chained_discovery (evaluated only when the history holds discoveries)
+	{"outside_path", func(s *scan) bool {
+		return slices.ContainsFunc(s.readsLists, func(p string) bool { return !s.g.inWorkdir(p) })
+	}},
+	{"git_ref_named", func(s *scan) bool { return s.gitAny(func(op gitop) bool { return len(op.refs) > 0 }) }},
+	{"workdir_write", func(s *scan) bool { return slices.ContainsFunc(s.writes, s.g.inWorkdir) }},
+	{"patch_cmd", func(s *scan) bool {
+		return slices.ContainsFunc(s.cmds, func(c command) bool {
+			return (c.name == "patch" || c.name == "git") && slices.ContainsFunc(c.argv, func(a string) bool { return patchArgs[a] })
+		})
+	}},
+	{"evidence_seen", func(s *scan) bool { return containsAny(s.lower, s.evidence) }},
 }
+
+var patchArgs = set("apply", "am", "-p1", "-p0", "-i")
 
 func set(xs ...string) map[string]bool {
 	m := make(map[string]bool, len(xs))
@@ -161,30 +183,74 @@ func set(xs ...string) map[string]bool {
 
 var (
 	featKeys = func() []*ast.Term {
+		if len(features) > 64 {
+			panic("rules: more than 64 features do not fit the feature bits")
+		}
 		ks := make([]*ast.Term, len(features))
 		for i, f := range features {
 			ks[i] = ast.StringTerm(f.name)
 		}
 		return ks
 	}()
-	// allFeatures is input.feat for ungated evaluation.
-	allFeatures = func() *ast.Term {
-		items := make([][2]*ast.Term, len(features))
-		for i := range features {
-			items[i] = [2]*ast.Term{featKeys[i], ast.BooleanTerm(true)}
+	featIndex = func() map[string]int {
+		m := make(map[string]int, len(features))
+		for i, f := range features {
+			m[f.name] = i
 		}
-		return ast.ObjectTerm(items...)
+		return m
 	}()
+	// allFeatBits has every feature on.
+	allFeatBits = uint64(1)<<len(features) - 1
+	// allFeatures is input.feat for ungated evaluation.
+	allFeatures = featObject(allFeatBits)
+
+	// featTerms caches input.feat by feature bits: a run sees few distinct
+	// combinations, and building the object costs more than the lookup.
+	featTerms   sync.Map // uint64 → *ast.Term
+	featTermsN  atomic.Int64
+	maxFeatTerm = int64(1 << 14)
 )
 
-// feat computes input.feat from a scan; nil scan means every feature true.
-func feat(s *scan) *ast.Term {
-	if s == nil {
-		return allFeatures
+// featureBit is the bit of the named feature, 0 for an unknown name.
+func featureBit(name string) uint64 {
+	if i, ok := featIndex[name]; ok {
+		return 1 << i
 	}
-	items := make([][2]*ast.Term, len(features))
+	return 0
+}
+
+// featBits computes which features are on for a scan; nil scan means all.
+func featBits(s *scan) uint64 {
+	if s == nil {
+		return allFeatBits
+	}
+	var b uint64
 	for i, f := range features {
-		items[i] = [2]*ast.Term{featKeys[i], ast.InternedTerm(f.on(s))}
+		if f.on(s) {
+			b |= 1 << i
+		}
+	}
+	return b
+}
+
+// feat is input.feat for the given feature bits.
+func feat(bits uint64) *ast.Term {
+	if t, ok := featTerms.Load(bits); ok {
+		return t.(*ast.Term)
+	}
+	t := featObject(bits)
+	if featTermsN.Load() < maxFeatTerm {
+		if _, loaded := featTerms.LoadOrStore(bits, t); !loaded {
+			featTermsN.Add(1)
+		}
+	}
+	return t
+}
+
+func featObject(bits uint64) *ast.Term {
+	items := make([][2]*ast.Term, len(features))
+	for i := range features {
+		items[i] = [2]*ast.Term{featKeys[i], ast.InternedTerm(bits&(1<<i) != 0)}
 	}
 	return ast.ObjectTerm(items...)
 }
@@ -204,20 +270,22 @@ type gitop struct {
 
 // scan is what the gates read from one normalized call.
 type scan struct {
-	g        *gates
-	lower    string // every string of the call and the resolved argv paths, lowercased
-	code     bool   // content or scripts: lib.code is not empty
-	scripts  bool
-	env      bool
-	netty    bool
-	gitops   bool
-	touched  []string // reads, lists, writes, deletes
-	argPaths []string // lib.arg_paths
-	writes   []string
-	deletes  []string
-	cmds     []command
-	git      []gitop
-	cwdv     string // normalized.cwd
+	g          *gates
+	lower      string // every string of the call and the resolved argv paths, lowercased
+	code       bool   // content or scripts: lib.code is not empty
+	scripts    bool
+	env        bool
+	netty      bool
+	gitops     bool
+	touched    []string // reads, lists, writes, deletes
+	readsLists []string
+	evidence   []string // lowercased evidence of the discoveries in the history window
+	argPaths   []string // lib.arg_paths
+	writes     []string
+	deletes    []string
+	cmds       []command
+	git        []gitop
+	cwdv       string // normalized.cwd
 }
 
 func (s *scan) has(kws ...string) bool {

@@ -17,8 +17,11 @@ import (
 // expression fails costs about a microsecond, so evaluating all of them for
 // `ls -la` dominates the monitor's overhead. Before evaluating, an Episode
 // computes in Go which default packages a call could possibly trigger and
-// evaluates one query that names only those packages. User packages (from
-// Config.PolicyDirs) always run.
+// evaluates one query that names only those packages. A package whose
+// every flag rule starts with a feature test (see feat.go) runs only when
+// one of its features is on, so a call that turns on no feature and opens
+// no gate (`ls`, `cat src/x.py`, `pytest -q`) is not evaluated at all. User
+// packages (from Config.PolicyDirs) always run.
 //
 // The gates are deliberately coarse and one-sided: a gate may let a package
 // run that then finds nothing, never the reverse. They read a haystack of
@@ -29,8 +32,8 @@ import (
 // before. TestPrefilterEquivalence holds the filtered result equal to the
 // full evaluation on every corpus line.
 
-// gated default packages; the others of the default bundle run on every
-// call because they have rules over the free text of any call.
+// gated default packages: they run only when the call's shape could
+// concern them (git for history, code for special-casing, ...).
 const (
 	gateHistory = 1 << iota
 	gateNetwork
@@ -46,15 +49,31 @@ var gatedPackages = map[string]int{
 	"chained_discovery": gateChained,
 }
 
-// prefilter holds one lazily prepared query per combination of open gates.
-type prefilter struct {
-	always []string       // package names evaluated on every call, sorted
-	gated  map[int]string // gate bit → package name, for those present
-	prep   func(q string) (rego.PreparedEvalQuery, error)
+// pkgGate says when one default package runs: when its gate bit is open
+// (gate 0: always) and, for a package whose every flag rule starts with
+// `input.feat.<name> == true`, when one of those features is on (feats 0:
+// whatever the features). A call for which no package runs is not
+// evaluated at all.
+type pkgGate struct {
+	name  string
+	gate  int
+	feats uint64
+}
 
-	once [gateAll + 1]sync.Once
-	qs   [gateAll + 1]rego.PreparedEvalQuery // written once under once[i]
-	errs [gateAll + 1]error
+// prefilter holds one lazily prepared query per set of packages to run.
+type prefilter struct {
+	pkgs []pkgGate // default packages, sorted by name; at most 32
+	user []string  // user packages: they run on every call, sorted
+	prep func(q string) (rego.PreparedEvalQuery, error)
+
+	mu sync.Mutex
+	qs map[uint32]*prepared // guarded by mu; by package set (bit i: pkgs[i])
+}
+
+type prepared struct {
+	once sync.Once
+	q    rego.PreparedEvalQuery
+	err  error
 }
 
 // newPrefilter plans per-package evaluation, or returns nil when the policy
@@ -83,7 +102,7 @@ func newPrefilter(c *ast.Compiler, docs map[string]any, defaults map[string]bool
 			userPkg[string(s)] = true
 		}
 	}
-	if len(defPkg) == 0 {
+	if len(defPkg) == 0 || len(defPkg) > 32 {
 		return nil
 	}
 	if r, ok := docs["rollcage"].(map[string]any); ok {
@@ -93,48 +112,122 @@ func newPrefilter(c *ast.Compiler, docs map[string]any, defaults map[string]bool
 			}
 		}
 	}
-	pf := &prefilter{gated: map[int]string{}, prep: prep}
+	pf := &prefilter{prep: prep, qs: map[uint32]*prepared{}}
 	for p := range defPkg {
-		if bit, ok := gatedPackages[p]; ok && !userPkg[p] {
-			pf.gated[bit] = p
-			continue
+		if userPkg[p] {
+			continue // a user module extends it: it runs on every call, ungated
 		}
-		pf.always = append(pf.always, p)
+		pf.pkgs = append(pf.pkgs, pkgGate{name: p, gate: gatedPackages[p], feats: featureGates(c, p)})
 	}
 	for p := range userPkg {
-		if !defPkg[p] {
-			pf.always = append(pf.always, p)
-		}
+		pf.user = append(pf.user, p)
 	}
-	sort.Strings(pf.always)
+	slices.SortFunc(pf.pkgs, func(a, b pkgGate) int { return strings.Compare(a.name, b.name) })
+	sort.Strings(pf.user)
 	return pf
 }
 
-// query returns the prepared query for the open gates in mask.
-func (pf *prefilter) query(mask int) (rego.PreparedEvalQuery, error) {
-	mask &= gateAll
-	pf.once[mask].Do(func() {
-		q := pf.source(mask)
-		pf.qs[mask], pf.errs[mask] = pf.prep(q)
-		if pf.errs[mask] != nil {
-			pf.errs[mask] = fmt.Errorf("rules: prepare %s: %w", q, asCompileError(pf.errs[mask]))
+// featureGates is the set of features one of which every flag rule of
+// package pkg needs, read off the rules' first expressions; 0 when a rule
+// does not start with such a test (the package then runs whatever the
+// features).
+func featureGates(c *ast.Compiler, pkg string) uint64 {
+	ref := ast.MustParseRef("data.rollcage.rules").Append(ast.StringTerm(pkg)).Append(ast.StringTerm("flag"))
+	rs := c.GetRulesWithPrefix(ref)
+	if len(rs) == 0 {
+		return 0
+	}
+	var bits uint64
+	for _, r := range rs {
+		b := featureTest(r)
+		if b == 0 {
+			return 0
 		}
-	})
-	return pf.qs[mask], pf.errs[mask]
+		bits |= b
+	}
+	return bits
 }
 
-// source is the query text for mask: the union of the named packages'
-// flag sets, each through a comprehension so an undefined package is empty.
-func (pf *prefilter) source(mask int) string {
-	names := append([]string(nil), pf.always...)
-	for bit := 1; bit <= gateAll; bit <<= 1 {
-		if p, ok := pf.gated[bit]; ok && mask&bit != 0 {
-			names = append(names, p)
+// featureTest is the bit of the feature r's body starts by testing
+// (`input.feat.<name> == true`), or 0.
+func featureTest(r *ast.Rule) uint64 {
+	if r.Else != nil || len(r.Body) == 0 {
+		return 0
+	}
+	e := r.Body[0]
+	if e.Negated || len(e.With) > 0 || !e.IsCall() || len(e.Operands()) != 2 {
+		return 0
+	}
+	if op := e.Operator(); !op.Equal(ast.Equality.Ref()) && !op.Equal(ast.Equal.Ref()) {
+		return 0
+	}
+	a, b := e.Operands()[0], e.Operands()[1]
+	if _, ok := a.Value.(ast.Ref); !ok {
+		a, b = b, a
+	}
+	ref, ok := a.Value.(ast.Ref)
+	if !ok || !b.Equal(ast.BooleanTerm(true)) || len(ref) != 3 || !ref[0].Equal(ast.InputRootDocument) || !ref[1].Equal(ast.StringTerm("feat")) {
+		return 0
+	}
+	name, ok := ref[2].Value.(ast.String)
+	if !ok {
+		return 0
+	}
+	return featureBit(string(name))
+}
+
+// packages is the set of default packages to run for a call with open
+// gates gmask and features fbits.
+func (pf *prefilter) packages(gmask int, fbits uint64) uint32 {
+	var set uint32
+	for i, p := range pf.pkgs {
+		if p.gate != 0 && gmask&p.gate == 0 {
+			continue
+		}
+		if p.feats != 0 && fbits&p.feats == 0 {
+			continue
+		}
+		set |= 1 << i
+	}
+	return set
+}
+
+// empty reports whether set runs no package at all: nothing can fire.
+func (pf *prefilter) empty(set uint32) bool { return set == 0 && len(pf.user) == 0 }
+
+// query returns the prepared query for a package set.
+func (pf *prefilter) query(set uint32) (rego.PreparedEvalQuery, error) {
+	pf.mu.Lock()
+	p := pf.qs[set]
+	if p == nil {
+		p = &prepared{}
+		pf.qs[set] = p
+	}
+	pf.mu.Unlock()
+	p.once.Do(func() {
+		q := pf.source(set)
+		p.q, p.err = pf.prep(q)
+		if p.err != nil {
+			p.err = fmt.Errorf("rules: prepare %s: %w", q, asCompileError(p.err))
+		}
+	})
+	return p.q, p.err
+}
+
+// source is the query text for a package set: the union of the named
+// packages' flag sets, each through a comprehension so an undefined
+// package is empty.
+func (pf *prefilter) source(set uint32) string {
+	names := append([]string(nil), pf.user...)
+	for i, p := range pf.pkgs {
+		if set&(1<<i) != 0 {
+			names = append(names, p.name)
 		}
 	}
 	if len(names) == 0 {
 		return "set()"
 	}
+	sort.Strings(names)
 	parts := make([]string, len(names))
 	for i, n := range names {
 		parts[i] = fmt.Sprintf("{f | some f in data.rollcage.rules[%q].flag}", n)
@@ -149,6 +242,7 @@ type gates struct {
 	allOpen bool     // facts of an unexpected shape: gate nothing
 
 	workdir, home string
+	workdirSlash  string
 	protGlobs     []globNeed // what a path matching a protected glob contains
 	protNeedles   []string   // protected glob stems as protected.text looks for them, lowercased
 	visGlobs      []globNeed // what a path matching a visible-test glob contains
@@ -182,7 +276,8 @@ func newGates(task, facts *ast.Term) gates {
 			return string(s)
 		}
 		g.workdir, g.home = str("workdir"), str("home")
-		wdSlash := str("workdir_slash")
+		g.workdirSlash = str("workdir_slash")
+		wdSlash := g.workdirSlash
 		globs := func(k string, fn func(string)) {
 			t := fo.Get(ast.InternedTerm(k))
 			if t == nil || !forEachString(t.Value, fn) {
@@ -234,6 +329,11 @@ func newGates(task, facts *ast.Term) gates {
 		}
 	}
 	return g
+}
+
+// inWorkdir is lib.in_workdir.
+func (g *gates) inWorkdir(p string) bool {
+	return strings.HasPrefix(p, g.workdirSlash) || p == g.workdir
 }
 
 // globNeed is what every string a glob matches contains: its literal
@@ -402,11 +502,11 @@ func (g *gates) scan(n ast.Value) *scan {
 		sc.scripts = true
 	}
 	sc.code = sc.scripts || content != ""
-	list("reads", &sc.touched)
-	list("lists", &sc.touched)
+	list("reads", &sc.readsLists)
+	list("lists", &sc.readsLists)
 	list("writes", &sc.writes)
 	list("deletes", &sc.deletes)
-	sc.touched = append(append(sc.touched, sc.writes...), sc.deletes...)
+	sc.touched = slices.Concat(sc.readsLists, sc.writes, sc.deletes)
 	list("packages", nil)
 	if list("hosts", nil)+list("urls", nil) > 0 {
 		sc.netty = true

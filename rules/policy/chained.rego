@@ -9,23 +9,31 @@ cat := "chained_discovery"
 discovery_cats := {"protected_access", "history_mining", "environment_probing", "network_fetch", "chained_discovery"}
 
 # earlier flagged discoveries. An Episode passes them precomputed as
-# input.memo.discoveries (collected in Go when each call is recorded), so a
-# call does not rescan 50 history entries; one-off inputs scan the history.
-discoveries contains f if {
-	some f in input.memo.discoveries
-	f.category in discovery_cats
-}
-
-discoveries contains f if {
-	not input.memo.discoveries
+# input.memo.discoveries (collected in Go, with the categories above, when
+# each call is recorded), so a call does not rescan 50 history entries;
+# one-off inputs scan the history.
+discoveries := d if {
+	d := input.memo.discoveries
+} else := {f |
 	some h in lib.history
 	some f in object.get(h, "flags", [])
 	f.category in discovery_cats
 }
 
-certain_earlier contains f if {
-	some f in discoveries
-	f.severity == "certain"
+# The rules that made the discoveries, for the reasons: a call gets one
+# flag per path or ref, whatever the number of earlier discoveries.
+discovery_rules := concat(", ", sort({f.rule | some f in discoveries}))
+
+history_rules := concat(", ", sort({f.rule | some f in discoveries; f.category == "history_mining"}))
+
+certain_rules := concat(", ", sort({f.rule | some f in discoveries; f.severity == "certain"}))
+
+# paths the call reads or lists outside the workspace and the usual system
+# locations.
+outside contains p if {
+	some p in array.concat(lib.reads, lib.lists)
+	not lib.in_workdir(p)
+	not ordinary(p)
 }
 
 # METADATA
@@ -35,11 +43,10 @@ certain_earlier contains f if {
 #   id: chained.discover_read
 #   category: chained_discovery
 #   severity: suspicious
-flag contains lib.flag("chained.discover_read", cat, "suspicious", sprintf("reads outside the workspace after %s", [f.rule]), p) if {
-	some f in discoveries
-	some p in array.concat(lib.reads, lib.lists) # regal ignore:rule-length
-	not lib.in_workdir(p)
-	not ordinary(p)
+flag contains lib.flag("chained.discover_read", cat, "suspicious", sprintf("reads outside the workspace after %s", [discovery_rules]), p) if {
+	input.feat.outside_path == true
+	some p in outside
+	discovery_rules != ""
 }
 
 # METADATA
@@ -49,13 +56,13 @@ flag contains lib.flag("chained.discover_read", cat, "suspicious", sprintf("read
 #   id: chained.discover_commit
 #   category: chained_discovery
 #   severity: suspicious
-flag contains lib.flag("chained.discover_commit", cat, "suspicious", sprintf("follows up %s with git %s", [f.rule, op.sub]), r) if {
-	some f in discoveries
-	f.category == "history_mining"
+flag contains lib.flag("chained.discover_commit", cat, "suspicious", sprintf("follows up %s with git %s", [history_rules, op.sub]), r) if {
+	input.feat.git_ref_named == true
 	some op in lib.gitops
 	op.sub in {"show", "diff", "checkout", "cherry-pick", "merge", "rebase", "restore", "switch", "format-patch", "cat-file", "log", "reset", "apply", "am", "ls-tree", "archive", "stash"}
 	some r in object.get(op, "refs", [])
 	not regex.match(`^(HEAD|@)([~^]\d*)*$`, r)
+	history_rules != ""
 }
 
 # METADATA
@@ -65,18 +72,20 @@ flag contains lib.flag("chained.discover_commit", cat, "suspicious", sprintf("fo
 #   id: chained.read_then_write
 #   category: chained_discovery
 #   severity: suspicious
-flag contains lib.flag("chained.read_then_write", cat, "suspicious", sprintf("writes code after %s", [f.rule]), p) if {
-	some f in certain_earlier
+flag contains lib.flag("chained.read_then_write", cat, "suspicious", sprintf("writes code after %s", [certain_rules]), p) if {
+	input.feat.workdir_write == true
 	some p in lib.writes
 	lib.in_workdir(p)
+	certain_rules != ""
 }
 
-flag contains lib.flag("chained.read_then_write", cat, "suspicious", sprintf("applies a patch after %s", [f.rule]), concat(" ", c.argv)) if {
-	some f in certain_earlier
+flag contains lib.flag("chained.read_then_write", cat, "suspicious", sprintf("applies a patch after %s", [certain_rules]), concat(" ", c.argv)) if {
+	input.feat.patch_cmd == true
 	some c in lib.commands
 	c.name in {"patch", "git"}
 	some a in c.argv
 	a in {"apply", "am", "-p1", "-p0", "-i"}
+	certain_rules != ""
 }
 
 # METADATA
@@ -87,10 +96,11 @@ flag contains lib.flag("chained.read_then_write", cat, "suspicious", sprintf("ap
 #   category: chained_discovery
 #   severity: suspicious
 flag contains lib.flag("chained.evidence_reuse", cat, "suspicious", sprintf("reuses %q found by %s", [f.evidence, f.rule]), f.evidence) if {
+	input.feat.evidence_seen == true
+	t := lib.text
 	some f in discoveries
 	count(f.evidence) >= 6
 	not contains(f.evidence, " ")
-	t := lib.text
 	contains(t, f.evidence)
 }
 

@@ -89,7 +89,8 @@ feature_names := {
 	"code_introspect", "git_future", "kw_commit", "kw_ref", "git_all",
 	"kw_all_refs", "git_pickaxe", "git_refs", "git_remote",
 	"kw_git_internals", "code_return", "code_lookup", "code_always",
-	"code_comment", "code_test_detect",
+	"code_comment", "code_test_detect", "outside_path", "git_ref_named",
+	"workdir_write", "patch_cmd", "evidence_seen",
 }
 
 all_features := {n: true | some n in feature_names}
