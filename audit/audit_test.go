@@ -284,3 +284,23 @@ func TestConfigValidate(t *testing.T) {
 		t.Errorf("New without rules: %v", err)
 	}
 }
+
+// TestRebaseMatchesFresh: normalizing again from an inferred workdir keeps
+// the tail once the session reaches a directory it had before, and gives
+// what normalizing from scratch gives.
+func TestRebaseMatchesFresh(t *testing.T) {
+	eps, _ := Read("testdata/corpus")
+	if len(eps) < 4 {
+		t.Fatalf("corpus has %d episodes; want >= 4", len(eps))
+	}
+	for _, ep := range eps {
+		for _, wd := range []string{"/testbed", "/repo", "/workspace/sub"} {
+			got := normalizeAll(ep.Steps, "")
+			got.rebase(ep.Steps, wd)
+			want := normalizeAll(ep.Steps, wd)
+			if diff := cmp.Diff(want, got, cmp.AllowUnexported(normalized{})); diff != "" {
+				t.Errorf("%s from %s: rebased differs from fresh (-fresh +rebased):\n%s", ep.ID, wd, diff)
+			}
+		}
+	}
+}

@@ -45,20 +45,46 @@ func (a *Auditor) taskFor(ep Episode) Task {
 	return t
 }
 
+// normalized is every step of an episode normalized in order, following
+// the session's directory.
+type normalized struct {
+	norms []monitor.Normalized
+	cwds  []string // the directory each step ran in
+}
+
 // normalizeAll normalizes every step in order, following the session's
 // directory from cwd.
-func normalizeAll(steps []Step, cwd string) []monitor.Normalized {
-	norms := make([]monitor.Normalized, len(steps))
-	for i, s := range steps {
-		norms[i] = monitor.Normalize(s.Call, cwd)
-		switch {
-		case s.Cwd != "":
-			cwd = s.Cwd
-		case s.Call.Tool == monitor.ToolBash:
-			cwd = cwdAfter(norms[i], cwd)
-		}
+func normalizeAll(steps []Step, cwd string) normalized {
+	n := normalized{norms: make([]monitor.Normalized, len(steps)), cwds: make([]string, len(steps))}
+	for i := range steps {
+		cwd = n.step(steps, i, cwd)
 	}
-	return norms
+	return n
+}
+
+// rebase normalizes the steps again as if the session had started in cwd.
+// Once a step runs in the directory it ran in before (the first absolute
+// cd, typically), the rest is as it was and is kept.
+func (n *normalized) rebase(steps []Step, cwd string) {
+	for i := range steps {
+		if n.cwds[i] == cwd {
+			return
+		}
+		cwd = n.step(steps, i, cwd)
+	}
+}
+
+// step normalizes step i in cwd and returns the directory after it.
+func (n *normalized) step(steps []Step, i int, cwd string) string {
+	s := steps[i]
+	n.norms[i], n.cwds[i] = monitor.Normalize(s.Call, cwd), cwd
+	switch {
+	case s.Cwd != "":
+		return s.Cwd
+	case s.Call.Tool == monitor.ToolBash:
+		return cwdAfter(n.norms[i], cwd)
+	}
+	return cwd
 }
 
 // Episode replays one episode: every call in order through the rules,
@@ -67,12 +93,13 @@ func normalizeAll(steps []Step, cwd string) []monitor.Normalized {
 func (a *Auditor) Episode(ctx context.Context, ep Episode) (EpisodeReport, error) {
 	t := a.taskFor(ep)
 	tc := t.context()
-	norms := normalizeAll(ep.Steps, tc.Workdir)
-	inf := infer(ep.Steps, norms, tc)
+	nz := normalizeAll(ep.Steps, tc.Workdir)
+	inf := infer(ep.Steps, nz.norms, tc)
 	if tc.Workdir == "" && inf.Workdir != "" {
 		tc.Workdir = inf.Workdir
-		norms = normalizeAll(ep.Steps, tc.Workdir)
+		nz.rebase(ep.Steps, tc.Workdir)
 	}
+	norms := nz.norms
 	if tc.BaseCommit == "" {
 		tc.BaseCommit = inf.BaseCommit
 	}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
@@ -285,8 +286,9 @@ func (ep *Episode) record(c, n ast.Value, flags []Flag) {
 }
 
 // buildMemo is input.memo for the current window: the set of earlier
-// flags in a discovery category, which the chained rules would otherwise
-// collect by scanning the history on every call. Called with mu held (or
+// flags in a discovery category and those of them whose evidence is
+// specific enough to be recognised when reused, which the chained rules
+// would otherwise collect by scanning the history on every call. Called with mu held (or
 // before the Episode is shared).
 func (ep *Episode) buildMemo() *ast.Term {
 	if ep.eng.discCats == nil {
@@ -299,20 +301,25 @@ func (ep *Episode) buildMemo() *ast.Term {
 	set := ast.NewSet(all...)
 	ep.nDisc = set.Len()
 	ep.evid = ep.evid[:0:0]
+	var reusable []*ast.Term
 	set.Foreach(func(f *ast.Term) {
-		// chained.evidence_reuse looks for evidence of 6+ characters
-		// without spaces; the gate looks for it lowercased.
+		// chained.reusable: evidence of 6+ characters without spaces; the
+		// gate looks for it lowercased.
 		o, ok := f.Value.(ast.Object)
 		if !ok {
 			return
 		}
 		if t := o.Get(ast.InternedTerm("evidence")); t != nil {
-			if ev, ok := t.Value.(ast.String); ok && len(ev) >= 6 && !strings.Contains(string(ev), " ") {
+			if ev, ok := t.Value.(ast.String); ok && utf8.RuneCountInString(string(ev)) >= 6 && !strings.Contains(string(ev), " ") {
 				ep.evid = append(ep.evid, foldASCII(string(ev)))
+				reusable = append(reusable, f)
 			}
 		}
 	})
-	return ast.ObjectTerm(ast.Item(ast.StringTerm("discoveries"), ast.NewTerm(set)))
+	return ast.ObjectTerm(
+		ast.Item(ast.StringTerm("discoveries"), ast.NewTerm(set)),
+		ast.Item(ast.StringTerm("reusable"), ast.SetTerm(reusable...)),
+	)
 }
 
 // Len is the number of calls in the history window.

@@ -98,10 +98,19 @@ flag contains lib.flag("chained.read_then_write", cat, "suspicious", sprintf("ap
 flag contains lib.flag("chained.evidence_reuse", cat, "suspicious", sprintf("reuses %q found by %s", [f.evidence, f.rule]), f.evidence) if {
 	input.feat.evidence_seen == true
 	t := lib.text
+	some f in reusable
+	contains(t, f.evidence)
+}
+
+# discoveries whose evidence is specific enough to recognise when reused:
+# six characters or more, no spaces. Episodes pass them as
+# input.memo.reusable.
+reusable := r if {
+	r := input.memo.reusable
+} else := {f |
 	some f in discoveries
 	count(f.evidence) >= 6
 	not contains(f.evidence, " ")
-	contains(t, f.evidence)
 }
 
 ordinary(p) if regex.match(`^(/usr/(local/)?(lib|include|share)/|/usr/bin/|/usr/local/bin/|/etc/(os-release|hosts|resolv\.conf|passwd|locale)|/proc/(cpuinfo|meminfo|version|loadavg)|/dev/null$|/tmp/pytest|/opt/conda/lib/|/opt/venv/lib/)`, p)

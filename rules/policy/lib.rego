@@ -127,6 +127,21 @@ episode_facts := {
 	"workdir_slash": concat("", [wd, "/"]),
 	"home": hm,
 	"protected_globs": [g | some g in _protected_globs(wd)],
+	# what protected.text looks for in command and script text: a glob's
+	# literal directory when it has two segments or more, and its part
+	# under the workdir when strictly inside
+	"protected_stems": {stem |
+		some g in _protected_globs(wd)
+		stem := glob_stem(g)
+		count(split(trim(stem, "/"), "/")) >= 2
+	},
+	"protected_rel_stems": {r |
+		some g in _protected_globs(wd)
+		stem := glob_stem(g)
+		startswith(stem, concat("", [wd, "/"]))
+		r := trim_prefix(stem, concat("", [wd, "/"]))
+		contains(r, "/")
+	},
 	"visible_globs": [_abs_glob(wd, g) | some g in object.get(task, "visible_tests", [])],
 	"allowed_hosts": object.get(task, "allowed_hosts", []),
 	"commits": [lower(c) | some c in object.get(sandbox, "non_ancestor_commits", [])],

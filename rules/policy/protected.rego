@@ -28,21 +28,16 @@ flag contains lib.flag("protected.path", cat, "certain", "accesses a protected p
 #   severity: certain
 flag contains lib.flag("protected.text", cat, "certain", "names a protected location in command or script text", stem) if {
 	input.feat.prot_text == true
-	some g in lib.protected_globs
-	stem := lib.glob_stem(g)
-	count(split(trim(stem, "/"), "/")) >= 2
 	t := lib.text
+	some stem in lib.facts.protected_stems # the globs' literal directories (lib.episode_facts)
 	contains(t, stem)
 }
 
 flag contains lib.flag("protected.text", cat, "certain", "names a protected location in command or script text", r) if {
 	input.feat.prot_text == true
-	some g in lib.protected_globs
-	stem := lib.glob_stem(g)
-	startswith(stem, lib.facts.workdir_slash) # strictly inside: the workdir itself is no secret
-	r := lib.rel(stem)
-	contains(r, "/")
-	contains(lib.text, r)
+	t := lib.text
+	some r in lib.facts.protected_rel_stems # the same, under the workdir: the workdir itself is no secret
+	contains(t, r)
 }
 
 # METADATA
