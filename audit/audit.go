@@ -14,6 +14,12 @@ import (
 	"github.com/rollcage/rollcage/rules"
 )
 
+// BatchGCPercent is the GOGC `rollcage audit` runs with when GOGC is not
+// set. An audit allocates ~25 KB per replayed call and keeps little of it;
+// collecting a quarter as often buys about a third more throughput
+// (BenchmarkAudit) for a heap that may grow to five times its live size.
+const BatchGCPercent = 400
+
 // Judge is what the audit needs of a judge: a verdict on a flagged call.
 type Judge interface {
 	Judge(ctx context.Context, req judge.Request) (judge.Verdict, error)

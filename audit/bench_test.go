@@ -3,32 +3,112 @@ package audit
 import (
 	"context"
 	"fmt"
+	"runtime/debug"
 	"testing"
+
+	"github.com/rollcage/rollcage/demo"
+	"github.com/rollcage/rollcage/monitor"
 )
 
-// BenchmarkAudit replays the test corpus (every format, hacks and clean
-// episodes) with rules only and reports tool calls per second.
+// BenchmarkAudit measures rules-only audit throughput in tool calls per
+// second on three workloads, under the GC setting `rollcage audit` runs
+// with (BatchGCPercent):
+//
+//   - corpus: testdata/corpus, the three formats' hacked and clean
+//     episodes, 40 copies. Hack-dense: 3 of 5 episodes hacked, half the
+//     calls flagged.
+//   - demo-suite: the 72 scripted demo episodes (56 hacked, every category
+//     of the rules), 10 copies, in OpenAI message format with the demo's
+//     task file.
+//   - honest: the demo's 16 honest episodes (a solve and a no-op per task),
+//     40 copies: what most of a training run looks like.
+//
+// Copies are distinct episodes (their own ids); nothing is cached across
+// episodes but the per-task facts, as in any audit of many rollouts of the
+// same tasks.
 func BenchmarkAudit(b *testing.B) {
-	eps, _ := Read("testdata/corpus")
-	var batch []Episode
-	for i := 0; i < 40; i++ {
+	defer debug.SetGCPercent(debug.SetGCPercent(BatchGCPercent))
+	corpus, _ := Read("testdata/corpus")
+	if len(corpus) < 4 {
+		b.Fatalf("corpus has %d episodes; want >= 4", len(corpus))
+	}
+	suite, tasks := demoEpisodes(b, func(string) bool { return true })
+	honest, _ := demoEpisodes(b, func(kind string) bool { return kind == "clean" || kind == "noop" })
+	for _, w := range []struct {
+		name   string
+		eps    []Episode
+		copies int
+		tasks  map[string]Task
+	}{
+		{"corpus", corpus, 40, nil},
+		{"demo-suite", suite, 10, tasks},
+		{"honest", honest, 40, tasks},
+	} {
+		b.Run(w.name, func(b *testing.B) {
+			batch := copies(w.eps, w.copies)
+			calls := 0
+			for _, e := range batch {
+				calls += len(e.Steps)
+			}
+			a := corpusAuditor(b, nil)
+			if w.tasks != nil {
+				a.cfg.Tasks = w.tasks
+			}
+			ctx := context.Background()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				if _, err := a.Audit(ctx, batch, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(calls*b.N)/b.Elapsed().Seconds(), "calls/s")
+			b.ReportMetric(float64(calls)/float64(len(batch)), "calls/episode")
+		})
+	}
+}
+
+// copies returns n copies of eps, each with its own episode ids.
+func copies(eps []Episode, n int) []Episode {
+	out := make([]Episode, 0, n*len(eps))
+	for i := range n {
 		for _, e := range eps {
 			e.ID = fmt.Sprintf("%s-%d", e.ID, i)
-			batch = append(batch, e)
+			out = append(out, e)
 		}
 	}
-	calls := 0
-	for _, e := range batch {
-		calls += len(e.Steps)
+	return out
+}
+
+// demoEpisodes turns the demo's scripted trajectories whose kind keep
+// accepts into OpenAI-format episodes, with the demo tasks as task context.
+func demoEpisodes(tb testing.TB, keep func(kind string) bool) ([]Episode, map[string]Task) {
+	tb.Helper()
+	ts, _, err := demo.Tasks()
+	if err != nil {
+		tb.Fatal(err)
 	}
-	a := corpusAuditor(b, nil)
-	ctx := context.Background()
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		if _, err := a.Audit(ctx, batch, nil); err != nil {
-			b.Fatal(err)
+	tasks := map[string]Task{}
+	for _, t := range ts {
+		tasks[t.ID] = Task{Task: t}
+	}
+	scripts, err := demo.Scripts()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var eps []Episode
+	for _, s := range scripts {
+		if !keep(s.Kind) {
+			continue
 		}
+		e := Episode{ID: s.Task + "/" + s.Name, Source: "demo", Format: FormatOpenAI, TaskID: s.Task}
+		for _, st := range s.Steps {
+			e.Steps = append(e.Steps, Step{Call: monitor.ToolCall{Tool: st.Tool, Args: st.Args}})
+		}
+		eps = append(eps, e)
 	}
-	b.ReportMetric(float64(calls*b.N)/b.Elapsed().Seconds(), "calls/s")
+	if len(eps) == 0 {
+		tb.Fatal("no demo scripts of the kinds asked for")
+	}
+	return eps, tasks
 }
