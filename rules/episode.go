@@ -3,6 +3,7 @@ package rules
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -196,6 +197,9 @@ func (ep *Episode) Eval(ctx context.Context, call, normalized any) ([]Flag, erro
 			ep.eng.log.Error("rules: prefiltered query; evaluating every package", "err", err)
 		} else {
 			q, ft = pq, feat(fb)
+			if sc != nil {
+				kv = append(kv, ast.StringTerm("derived"), sc.derived())
+			}
 		}
 	}
 	kv = append(kv, ast.StringTerm("feat"), ft)
@@ -302,12 +306,21 @@ func (ep *Episode) buildMemo() *ast.Term {
 	ep.nDisc = set.Len()
 	ep.evid = ep.evid[:0:0]
 	var reusable []*ast.Term
+	var byAll, byHist, byCertain []string // chained.discovery_rules, history_rules, certain_rules
 	set.Foreach(func(f *ast.Term) {
 		// chained.reusable: evidence of 6+ characters without spaces; the
 		// gate looks for it lowercased.
 		o, ok := f.Value.(ast.Object)
 		if !ok {
 			return
+		}
+		rule := stringField(o, "rule")
+		byAll = append(byAll, rule)
+		if stringField(o, "category") == "history_mining" {
+			byHist = append(byHist, rule)
+		}
+		if stringField(o, "severity") == Certain {
+			byCertain = append(byCertain, rule)
 		}
 		if t := o.Get(ast.InternedTerm("evidence")); t != nil {
 			if ev, ok := t.Value.(ast.String); ok && utf8.RuneCountInString(string(ev)) >= 6 && !strings.Contains(string(ev), " ") {
@@ -319,7 +332,26 @@ func (ep *Episode) buildMemo() *ast.Term {
 	return ast.ObjectTerm(
 		ast.Item(ast.StringTerm("discoveries"), ast.NewTerm(set)),
 		ast.Item(ast.StringTerm("reusable"), ast.SetTerm(reusable...)),
+		ast.Item(ast.StringTerm("discovery_rules"), ruleList(byAll)),
+		ast.Item(ast.StringTerm("history_rules"), ruleList(byHist)),
+		ast.Item(ast.StringTerm("certain_rules"), ruleList(byCertain)),
 	)
+}
+
+// ruleList is concat(", ", sort({...})) of rule ids: sorted, each once.
+func ruleList(rules []string) *ast.Term {
+	slices.Sort(rules)
+	return ast.StringTerm(strings.Join(slices.Compact(rules), ", "))
+}
+
+// stringField is o[k] when it is a string, else "".
+func stringField(o ast.Object, k string) string {
+	if t := o.Get(ast.InternedTerm(k)); t != nil {
+		if s, ok := t.Value.(ast.String); ok {
+			return string(s)
+		}
+	}
+	return ""
 }
 
 // Len is the number of calls in the history window.

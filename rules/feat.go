@@ -255,6 +255,27 @@ func featObject(bits uint64) *ast.Term {
 	return ast.ObjectTerm(items...)
 }
 
+// derived is input.derived: what lib.text, lib.code, lib.touched and
+// lib.arg_paths compute, for a call without base64 (lib.decoded is empty).
+func (s *scan) derived() *ast.Term {
+	texts := append([]string{s.raw, s.content}, s.scriptList...)
+	code := append([]string{s.content}, s.scriptList...)
+	return ast.ObjectTerm(
+		ast.Item(ast.InternedTerm("text"), ast.StringTerm(strings.Join(texts, "\n"))),
+		ast.Item(ast.InternedTerm("code"), ast.StringTerm(strings.Join(code, "\n"))),
+		ast.Item(ast.InternedTerm("touched"), stringSet(s.touched)),
+		ast.Item(ast.InternedTerm("arg_paths"), stringSet(s.argPaths)),
+	)
+}
+
+func stringSet(xs []string) *ast.Term {
+	ts := make([]*ast.Term, len(xs))
+	for i, x := range xs {
+		ts[i] = ast.StringTerm(x)
+	}
+	return ast.SetTerm(ts...)
+}
+
 // command is one entry of normalized.commands.
 type command struct {
 	name string
@@ -270,22 +291,24 @@ type gitop struct {
 
 // scan is what the gates read from one normalized call.
 type scan struct {
-	g          *gates
-	lower      string // every string of the call and the resolved argv paths, lowercased
-	code       bool   // content or scripts: lib.code is not empty
-	scripts    bool
-	env        bool
-	netty      bool
-	gitops     bool
-	touched    []string // reads, lists, writes, deletes
-	readsLists []string
-	evidence   []string // lowercased evidence of the discoveries in the history window
-	argPaths   []string // lib.arg_paths
-	writes     []string
-	deletes    []string
-	cmds       []command
-	git        []gitop
-	cwdv       string // normalized.cwd
+	g            *gates
+	lower        string // every string of the call and the resolved argv paths, lowercased
+	code         bool   // content or scripts: lib.code is not empty
+	scripts      bool
+	env          bool
+	netty        bool
+	gitops       bool
+	raw, content string
+	scriptList   []string
+	touched      []string // reads, lists, writes, deletes
+	readsLists   []string
+	evidence     []string // lowercased evidence of the discoveries in the history window
+	argPaths     []string // lib.arg_paths
+	writes       []string
+	deletes      []string
+	cmds         []command
+	git          []gitop
+	cwdv         string // normalized.cwd
 }
 
 func (s *scan) has(kws ...string) bool {

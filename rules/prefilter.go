@@ -494,14 +494,14 @@ func (g *gates) scan(n ast.Value) *scan {
 		}
 		return n
 	}
-	str("raw")
-	content := str("content")
+	sc.raw = str("raw")
+	sc.content = str("content")
 	str("old_content")
 	sc.cwdv = str("cwd")
-	if list("scripts", nil) > 0 {
+	if list("scripts", &sc.scriptList) > 0 {
 		sc.scripts = true
 	}
-	sc.code = sc.scripts || content != ""
+	sc.code = sc.scripts || sc.content != ""
 	list("reads", &sc.readsLists)
 	list("lists", &sc.readsLists)
 	list("writes", &sc.writes)

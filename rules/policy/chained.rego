@@ -22,11 +22,18 @@ discoveries := d if {
 
 # The rules that made the discoveries, for the reasons: a call gets one
 # flag per path or ref, whatever the number of earlier discoveries.
-discovery_rules := concat(", ", sort({f.rule | some f in discoveries}))
+# Episodes pass them in input.memo too.
+discovery_rules := r if {
+	r := input.memo.discovery_rules
+} else := concat(", ", sort({f.rule | some f in discoveries}))
 
-history_rules := concat(", ", sort({f.rule | some f in discoveries; f.category == "history_mining"}))
+history_rules := r if {
+	r := input.memo.history_rules
+} else := concat(", ", sort({f.rule | some f in discoveries; f.category == "history_mining"}))
 
-certain_rules := concat(", ", sort({f.rule | some f in discoveries; f.severity == "certain"}))
+certain_rules := r if {
+	r := input.memo.certain_rules
+} else := concat(", ", sort({f.rule | some f in discoveries; f.severity == "certain"}))
 
 # paths the call reads or lists outside the workspace and the usual system
 # locations.
