@@ -184,8 +184,9 @@ func (ep *Episode) Eval(ctx context.Context, call, normalized any) ([]Flag, erro
 		if sc != nil {
 			sc.evidence = evid
 		}
-		fb := featBits(sc)
-		set := pre.packages(ep.gates.mask(sc, chained), fb)
+		gm := ep.gates.mask(sc, chained)
+		fb := featBits(sc, pre.needed(gm))
+		set := pre.packages(gm, fb)
 		if pre.empty(set) { // no rule can fire: every package is gated shut
 			if err := ctx.Err(); err != nil {
 				return nil, fmt.Errorf("rules: eval: %w", err)

@@ -219,14 +219,15 @@ func featureBit(name string) uint64 {
 	return 0
 }
 
-// featBits computes which features are on for a scan; nil scan means all.
-func featBits(s *scan) uint64 {
+// featBits computes which of the features in need are on for a scan; nil
+// scan means all.
+func featBits(s *scan, need uint64) uint64 {
 	if s == nil {
 		return allFeatBits
 	}
 	var b uint64
 	for i, f := range features {
-		if f.on(s) {
+		if need&(1<<i) != 0 && f.on(s) {
 			b |= 1 << i
 		}
 	}

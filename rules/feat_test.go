@@ -146,7 +146,7 @@ func TestPackageGates(t *testing.T) {
 		t.Fatal(err)
 	}
 	sc := ep.gates.scan(v)
-	if set := e.pre.packages(ep.gates.mask(sc, false), featBits(sc)); !e.pre.empty(set) {
+	if set := e.pre.packages(ep.gates.mask(sc, false), featBits(sc, allFeatBits)); !e.pre.empty(set) {
 		t.Errorf("ls -la runs packages %b; want none", set)
 	}
 	flags, err := ep.Eval(context.Background(), map[string]any{"tool": "bash"}, ls)
@@ -162,8 +162,22 @@ func TestPackageGates(t *testing.T) {
 	user := newEngine(t, Config{PolicyDirs: []string{"testdata/extra"}})
 	uep := user.NewEpisode(demoTask, demoSandbox)
 	sc = uep.gates.scan(v)
-	if set := user.pre.packages(uep.gates.mask(sc, false), featBits(sc)); user.pre.empty(set) {
+	if set := user.pre.packages(uep.gates.mask(sc, false), featBits(sc, allFeatBits)); user.pre.empty(set) {
 		t.Error("with a user package, ls -la runs nothing; the user package must run on every call")
+	}
+	if user.pre.always != allFeatBits {
+		t.Errorf("with a user package, features always computed = %b; want all (a user rule may read any)", user.pre.always)
+	}
+
+	// features are computed for the packages behind open gates only: git
+	// features when the history gate is open, code ones with code
+	needGit, needNone := e.pre.needed(gateHistory), e.pre.needed(0)
+	if needGit&featureBit("git_future") == 0 || needNone&featureBit("git_future") != 0 {
+		t.Errorf("git_future needed: %v with the history gate open, %v with it shut; want true, false",
+			needGit&featureBit("git_future") != 0, needNone&featureBit("git_future") != 0)
+	}
+	if needNone&featureBit("kw_proc") == 0 {
+		t.Error("kw_proc (environment probing, which no gate shuts) is not computed for a plain call")
 	}
 }
 

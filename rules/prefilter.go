@@ -58,12 +58,14 @@ type pkgGate struct {
 	name  string
 	gate  int
 	feats uint64
+	uses  uint64 // every feature the package's rules read
 }
 
 // prefilter holds one lazily prepared query per set of packages to run.
 type prefilter struct {
-	pkgs []pkgGate // default packages, sorted by name; at most 32
-	user []string  // user packages: they run on every call, sorted
+	pkgs   []pkgGate // default packages, sorted by name; at most 32
+	user   []string  // user packages: they run on every call, sorted
+	always uint64    // features read outside the gated packages (all, with user packages)
 	prep func(q string) (rego.PreparedEvalQuery, error)
 
 	mu sync.Mutex
@@ -122,6 +124,40 @@ func newPrefilter(c *ast.Compiler, docs map[string]any, defaults map[string]bool
 	for p := range userPkg {
 		pf.user = append(pf.user, p)
 	}
+	// which features each package reads; features read elsewhere (lib, a
+	// user package) are always computed
+	uses := map[string]uint64{}
+	for _, m := range c.Modules {
+		pkg := ""
+		if path := m.Package.Path; len(path) >= 4 && path.HasPrefix(rulesRef) {
+			if s, ok := path[3].Value.(ast.String); ok {
+				pkg = string(s)
+			}
+		}
+		ast.WalkRefs(m, func(r ast.Ref) bool {
+			if len(r) < 2 || !r[0].Equal(ast.InputRootDocument) || !r[1].Equal(ast.InternedTerm("feat")) {
+				return false
+			}
+			bits := allFeatBits // input.feat as a whole, or a computed key
+			if len(r) >= 3 {
+				if name, ok := r[2].Value.(ast.String); ok {
+					bits = featureBit(string(name))
+				}
+			}
+			uses[pkg] |= bits
+			return false
+		})
+	}
+	for i, p := range pf.pkgs {
+		pf.pkgs[i].uses = uses[p.name]
+		delete(uses, p.name)
+	}
+	for _, bits := range uses {
+		pf.always |= bits
+	}
+	if len(pf.user) > 0 {
+		pf.always = allFeatBits
+	}
 	slices.SortFunc(pf.pkgs, func(a, b pkgGate) int { return strings.Compare(a.name, b.name) })
 	sort.Strings(pf.user)
 	return pf
@@ -174,6 +210,19 @@ func featureTest(r *ast.Rule) uint64 {
 		return 0
 	}
 	return featureBit(string(name))
+}
+
+// needed is the features worth computing for a call with open gates
+// gmask: those the packages behind open gates read. The others cannot
+// matter: no rule that reads them runs.
+func (pf *prefilter) needed(gmask int) uint64 {
+	need := pf.always
+	for _, p := range pf.pkgs {
+		if p.gate == 0 || gmask&p.gate != 0 {
+			need |= p.uses
+		}
+	}
+	return need
 }
 
 // packages is the set of default packages to run for a call with open
