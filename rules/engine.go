@@ -104,7 +104,12 @@ type Engine struct {
 	pre        *prefilter      // nil: every call runs flagsQ
 	discCats   map[string]bool // categories Episode memoizes as discoveries; nil: no memo
 	factsCache factsCache
-	rules      []RuleInfo
+	// lean: the policy is the default bundle alone, whose rules read
+	// neither input.call nor input.history when Episodes pass input.memo;
+	// Episodes then leave both out and convert no call.
+	// TestPrefilterEquivalence compares with the full input.
+	lean  bool
+	rules []RuleInfo
 }
 
 // New loads, compiles and prepares the policy once.
@@ -143,6 +148,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		e.discCats = discoveryCats(ctx, prep)
 		if !cfg.DisablePrefilter {
 			e.pre = newPrefilter(compiler, docs, defaults, prep)
+			e.lean = e.pre != nil && len(e.pre.user) == 0 && e.discCats != nil
 		}
 	}
 	return e, nil

@@ -158,7 +158,15 @@ func firstErr(errs ...error) error {
 // Rule failures are returned as a single certain rule_error flag; only a
 // cancelled ctx is an error.
 func (ep *Episode) Eval(ctx context.Context, call, normalized any) ([]Flag, error) {
-	c, err1 := toValue(call)
+	var (
+		c    ast.Value
+		err1 error
+	)
+	if ep.eng.lean {
+		err1 = checkRaw(call) // fail closed on what would not convert, as below
+	} else {
+		c, err1 = toValue(call)
+	}
 	n, err2 := toValue(normalized)
 	if err := firstErr(err1, err2); err != nil {
 		ep.eng.log.Error("rules: call does not convert; failing closed", "err", err)
@@ -171,10 +179,10 @@ func (ep *Episode) Eval(ctx context.Context, call, normalized any) ([]Flag, erro
 		return []Flag{evalErrorFlag(err)}, nil
 	}
 	hist, memo, evid, chained := ep.snapshot()
-	kv := append(ep.base(8),
-		ast.StringTerm("call"), ast.NewTerm(c),
-		ast.StringTerm("normalized"), ast.NewTerm(n),
-		ast.StringTerm("history"), ast.NewTerm(ast.NewArray(hist...)))
+	kv := append(ep.base(8), ast.StringTerm("normalized"), ast.NewTerm(n))
+	if !ep.eng.lean {
+		kv = append(kv, ast.StringTerm("call"), ast.NewTerm(c), ast.StringTerm("history"), ast.NewTerm(ast.NewArray(hist...)))
+	}
 	if memo != nil {
 		kv = append(kv, ast.StringTerm("memo"), memo)
 	}
@@ -231,6 +239,10 @@ func (ep *Episode) EvalNetwork(ctx context.Context, req NetRequest) []Flag {
 // Record appends a call that has been decided to the history the rules see
 // on later calls, dropping the oldest beyond MaxHistory.
 func (ep *Episode) Record(call, normalized any, flags []Flag) {
+	if ep.eng.lean {
+		ep.record(nil, nil, flags) // no history entry to convert
+		return
+	}
 	c, err1 := toValue(call)
 	n, err2 := toValue(normalized)
 	if err := firstErr(err1, err2); err != nil {
@@ -249,12 +261,14 @@ func (ep *Episode) RecordLast(flags []Flag) {
 	last := ep.last
 	ep.last = [2]ast.Value{}
 	ep.mu.Unlock()
-	if last[0] == nil {
+	if last[1] == nil {
 		return
 	}
 	ep.record(last[0], last[1], flags)
 }
 
+// record appends one history entry; c and n are nil (and no entry is
+// built, only the discoveries kept) when the engine is lean.
 func (ep *Episode) record(c, n ast.Value, flags []Flag) {
 	fl := make([]*ast.Term, 0, len(flags))
 	for _, f := range flags {
@@ -266,11 +280,14 @@ func (ep *Episode) record(c, n ast.Value, flags []Flag) {
 			ast.Item(ast.StringTerm("evidence"), ast.StringTerm(f.Evidence)),
 		))
 	}
-	entry := ast.ObjectTerm(
-		ast.Item(ast.StringTerm("call"), ast.NewTerm(c)),
-		ast.Item(ast.StringTerm("normalized"), ast.NewTerm(n)),
-		ast.Item(ast.StringTerm("flags"), ast.ArrayTerm(fl...)),
-	)
+	var entry *ast.Term
+	if !ep.eng.lean {
+		entry = ast.ObjectTerm(
+			ast.Item(ast.StringTerm("call"), ast.NewTerm(c)),
+			ast.Item(ast.StringTerm("normalized"), ast.NewTerm(n)),
+			ast.Item(ast.StringTerm("flags"), ast.ArrayTerm(fl...)),
+		)
+	}
 	var disc []*ast.Term
 	for i, f := range flags {
 		if ep.eng.discCats[f.Category] {
@@ -367,8 +384,11 @@ func (ep *Episode) Len() int {
 func (ep *Episode) snapshot() ([]*ast.Term, *ast.Term, []string, bool) {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
-	out := make([]*ast.Term, len(ep.history))
-	copy(out, ep.history)
+	var out []*ast.Term
+	if !ep.eng.lean {
+		out = make([]*ast.Term, len(ep.history))
+		copy(out, ep.history)
+	}
 	return out, ep.memo, ep.evid, ep.nDisc > 0
 }
 

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"sort"
@@ -225,5 +226,36 @@ func TestFactsCache(t *testing.T) {
 	home := c.facts.Value.(ast.Object).Get(ast.StringTerm("home"))
 	if home == nil || !home.Equal(ast.StringTerm("/home/someone")) {
 		t.Errorf("facts.home = %v; want \"/home/someone\"", home)
+	}
+}
+
+// TestLeanEpisode: with the default bundle alone, an Episode leaves the
+// call and the history out of the input, yet still fails closed on a call
+// whose arguments are not JSON, as converting it would.
+func TestLeanEpisode(t *testing.T) {
+	e := newEngine(t, Config{})
+	if !e.lean {
+		t.Fatal("default bundle: engine not lean")
+	}
+	if newEngine(t, Config{PolicyDirs: []string{"testdata/extra"}}).lean {
+		t.Error("with a user package (which may read input.call), engine is lean")
+	}
+	type call struct {
+		Tool string          `json:"tool"`
+		Args json.RawMessage `json:"args"`
+	}
+	ep := e.NewEpisode(demoTask, demoSandbox)
+	n := map[string]any{"tool": "bash", "raw": "ls", "cwd": "/workspace"}
+	flags, err := ep.Eval(context.Background(), call{Tool: "bash", Args: json.RawMessage(`{"command": "ls"`)}, n)
+	if err != nil || len(flags) != 1 || flags[0].Rule != RuleEvalError {
+		t.Errorf("arguments not JSON: flags %+v, err %v; want one %s flag", flags, err, RuleEvalError)
+	}
+	flags, err = ep.Eval(context.Background(), call{Tool: "bash", Args: json.RawMessage(`{"command": "ls"}`)}, n)
+	if err != nil || len(flags) != 0 {
+		t.Errorf("ls: flags %+v, err %v; want none", flags, err)
+	}
+	ep.RecordLast(flags)
+	if ep.Len() != 1 {
+		t.Errorf("history window %d after one recorded call; want 1", ep.Len())
 	}
 }

@@ -66,7 +66,7 @@ type prefilter struct {
 	pkgs   []pkgGate // default packages, sorted by name; at most 32
 	user   []string  // user packages: they run on every call, sorted
 	always uint64    // features read outside the gated packages (all, with user packages)
-	prep func(q string) (rego.PreparedEvalQuery, error)
+	prep   func(q string) (rego.PreparedEvalQuery, error)
 
 	mu sync.Mutex
 	qs map[uint32]*prepared // guarded by mu; by package set (bit i: pkgs[i])

@@ -3,6 +3,7 @@ package rules
 import (
 	"encoding"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strconv"
 	"strings"
@@ -192,4 +193,24 @@ func structFields(t reflect.Type) ([]fieldInfo, bool) {
 	}
 	structCache.Store(t, si)
 	return si.fields, si.ok
+}
+
+// checkRaw reports what toValue would fail on in a call it does not
+// convert: a json.RawMessage field (a tool call's arguments) that is not
+// JSON.
+func checkRaw(x any) error {
+	rv := reflect.ValueOf(x)
+	if rv.Kind() == reflect.Pointer && !rv.IsNil() {
+		rv = rv.Elem()
+	}
+	if rv.Kind() != reflect.Struct {
+		return nil
+	}
+	for i := range rv.NumField() {
+		f := rv.Field(i)
+		if f.Type() == rawMessageType && f.Len() > 0 && !json.Valid(f.Bytes()) {
+			return fmt.Errorf("%s: not JSON", rv.Type().Field(i).Name)
+		}
+	}
+	return nil
 }
