@@ -296,7 +296,9 @@ func (ep *Episode) record(c, n ast.Value, flags []Flag) {
 	}
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
+	changed := len(disc) > 0 // the memo changes only with the discoveries in the window
 	if len(ep.history) == MaxHistory {
+		changed = changed || len(ep.disc[0]) > 0
 		copy(ep.history, ep.history[1:])
 		ep.history = ep.history[:MaxHistory-1]
 		copy(ep.disc, ep.disc[1:])
@@ -304,7 +306,9 @@ func (ep *Episode) record(c, n ast.Value, flags []Flag) {
 	}
 	ep.history = append(ep.history, entry)
 	ep.disc = append(ep.disc, disc)
-	ep.memo = ep.buildMemo()
+	if changed {
+		ep.memo = ep.buildMemo()
+	}
 }
 
 // buildMemo is input.memo for the current window: the set of earlier
