@@ -157,6 +157,12 @@ var features = []feature{
 		return s.code && (s.has(kwComment...) || s.has("for") && s.has("test"))
 	}},
 	{"code_test_detect", func(s *scan) bool { return s.code && s.has(kwTestDetect...) }},
+	// network_fetch (evaluated only when the call may reach the network)
+	{"net_urls", func(s *scan) bool { return s.nURLs > 0 }},
+	{"net_hosts", func(s *scan) bool { return s.nHosts+s.nURLs > 0 || s.scripts && s.has("http") }},
+	{"kw_reference", func(s *scan) bool { return s.g.needleUnicode || containsAny(s.lower, s.g.needles) }},
+	{"kw_code_host", func(s *scan) bool { return s.has(codeHosts...) }},
+	{"cmd_pip", func(s *scan) bool { return s.pip }},
 	// chained_discovery (evaluated only when the history holds discoveries)
 	{"outside_path", func(s *scan) bool {
 		return slices.ContainsFunc(s.readsLists, func(p string) bool { return !s.g.inWorkdir(p) })
@@ -292,24 +298,26 @@ type gitop struct {
 
 // scan is what the gates read from one normalized call.
 type scan struct {
-	g            *gates
-	lower        string // every string of the call and the resolved argv paths, lowercased
-	code         bool   // content or scripts: lib.code is not empty
-	scripts      bool
-	env          bool
-	netty        bool
-	gitops       bool
-	raw, content string
-	scriptList   []string
-	touched      []string // reads, lists, writes, deletes
-	readsLists   []string
-	evidence     []string // lowercased evidence of the discoveries in the history window
-	argPaths     []string // lib.arg_paths
-	writes       []string
-	deletes      []string
-	cmds         []command
-	git          []gitop
-	cwdv         string // normalized.cwd
+	g             *gates
+	lower         string // every string of the call and the resolved argv paths, lowercased
+	code          bool   // content or scripts: lib.code is not empty
+	scripts       bool
+	env           bool
+	netty         bool
+	gitops        bool
+	raw, content  string
+	nHosts, nURLs int
+	pip           bool // a pip-like command (network_fetch.pip)
+	scriptList    []string
+	touched       []string // reads, lists, writes, deletes
+	readsLists    []string
+	evidence      []string // lowercased evidence of the discoveries in the history window
+	argPaths      []string // lib.arg_paths
+	writes        []string
+	deletes       []string
+	cmds          []command
+	git           []gitop
+	cwdv          string // normalized.cwd
 }
 
 func (s *scan) has(kws ...string) bool {

@@ -132,7 +132,7 @@ func TestPackageGates(t *testing.T) {
 	}
 	want := map[string]bool{
 		"chained_discovery": true, "environment_probing": true, "evaluator_manipulation": true,
-		"history_mining": true, "network_fetch": false, "protected_access": true,
+		"history_mining": true, "network_fetch": true, "protected_access": true,
 		"special_casing": true, "test_tampering": true,
 	}
 	if diff := cmp.Diff(want, gated); diff != "" {

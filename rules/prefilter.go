@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
@@ -288,7 +289,11 @@ func (pf *prefilter) source(set uint32) string {
 type gates struct {
 	commit7 []string // lowercase prefixes of non-ancestor commits
 	needles []string // lowercase reference URL stems and the upstream repo
-	allOpen bool     // facts of an unexpected shape: gate nothing
+	// needleUnicode: a needle has non-ASCII letters, which the rules
+	// lowercase and the ASCII-folded haystack does not: such needles
+	// always count as found
+	needleUnicode bool
+	allOpen       bool // facts of an unexpected shape: gate nothing
 
 	workdir, home string
 	workdirSlash  string
@@ -364,6 +369,7 @@ func newGates(task, facts *ast.Term) gates {
 		ok := forEachString(r.Value, func(s string) {
 			s = strings.TrimPrefix(strings.TrimPrefix(s, "https://"), "http://")
 			g.needles = append(g.needles, foldASCII(s))
+			g.needleUnicode = g.needleUnicode || !isASCII(s)
 		})
 		if !ok {
 			g.allOpen = true
@@ -375,6 +381,7 @@ func newGates(task, facts *ast.Term) gates {
 			g.allOpen = true
 		} else if s != "" {
 			g.needles = append(g.needles, foldASCII(string(s)))
+			g.needleUnicode = g.needleUnicode || !isASCII(string(s))
 		}
 	}
 	return g
@@ -557,7 +564,8 @@ func (g *gates) scan(n ast.Value) *scan {
 	list("deletes", &sc.deletes)
 	sc.touched = slices.Concat(sc.readsLists, sc.writes, sc.deletes)
 	list("packages", nil)
-	if list("hosts", nil)+list("urls", nil) > 0 {
+	sc.nHosts, sc.nURLs = list("hosts", nil), list("urls", nil)
+	if sc.nHosts+sc.nURLs > 0 {
 		sc.netty = true
 	}
 	if t := obj.Get(ast.InternedTerm("env")); t != nil {
@@ -621,7 +629,7 @@ func (g *gates) scan(n ast.Value) *scan {
 				}
 				// network_fetch.pip(c): python counts only with "pip" in argv
 				if pipNames[cmd.name] && (cmd.name != "python" && cmd.name != "python3" || slices.Contains(cmd.argv, "pip")) {
-					sc.netty = true
+					sc.netty, sc.pip = true, true
 				}
 				sc.cmds = append(sc.cmds, cmd)
 			})
@@ -664,7 +672,7 @@ func (g *gates) mask(sc *scan, chained bool) int {
 	if sc.gitops || sc.has("git", "zlib", "dulwich") || containsAny(sc.lower, g.commit7) {
 		m |= gateHistory
 	}
-	if sc.netty || sc.has("://", "http") || sc.has(codeHosts...) || containsAny(sc.lower, g.needles) {
+	if sc.netty || sc.has("://", "http") || sc.has(codeHosts...) || g.needleUnicode || containsAny(sc.lower, g.needles) {
 		m |= gateNetwork
 	}
 	return m
@@ -701,4 +709,13 @@ func discoveryCats(ctx context.Context, prep func(string) (rego.PreparedEvalQuer
 		}
 	}
 	return out
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }

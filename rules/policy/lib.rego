@@ -90,7 +90,8 @@ feature_names := {
 	"kw_all_refs", "git_pickaxe", "git_refs", "git_remote",
 	"kw_git_internals", "code_return", "code_lookup", "code_always",
 	"code_comment", "code_test_detect", "outside_path", "git_ref_named",
-	"workdir_write", "patch_cmd", "evidence_seen",
+	"workdir_write", "patch_cmd", "evidence_seen", "net_urls", "net_hosts",
+	"kw_reference", "kw_code_host", "cmd_pip",
 }
 
 all_features := {n: true | some n in feature_names}

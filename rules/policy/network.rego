@@ -19,11 +19,13 @@ upstream := lower(object.get(lib.task, "upstream_repo", ""))
 #   category: network_fetch
 #   severity: certain
 flag contains lib.flag("network.reference_url", cat, "certain", "fetches a reference solution URL", u) if {
+	input.feat.net_urls == true
 	some u in lib.urls
 	reference_url(u)
 }
 
 flag contains lib.flag("network.reference_url", cat, "certain", "names a reference solution URL", r) if {
+	input.feat.kw_reference == true
 	some r in ref_urls
 	stem := trim_prefix(trim_prefix(r, "https://"), "http://")
 	t := lib.text
@@ -43,18 +45,21 @@ reference_url(u) if {
 #   category: network_fetch
 #   severity: certain
 flag contains lib.flag("network.upstream", cat, "certain", "reaches the task's upstream repository", upstream) if {
+	input.feat.kw_reference == true
 	upstream != ""
 	t := lib.text
 	contains(lower(t), upstream)
 }
 
 flag contains lib.flag("network.upstream", cat, "certain", "reaches the task's upstream repository through a code host", u) if {
+	input.feat.net_urls == true
 	upstream_path != ""
 	some u in lib.urls
 	contains(lower(u), upstream_path)
 }
 
 flag contains lib.flag("network.upstream", cat, "certain", "reaches the task's upstream repository through a code host", m) if {
+	input.feat.kw_code_host == true
 	upstream_path != ""
 	t := lower(lib.text)
 	some m in regex.find_n(`(raw\.githubusercontent\.com|codeload\.github\.com|api\.github\.com/repos|gitlab\.com|bitbucket\.org)/[^\s'"]+`, t, -1)
@@ -70,6 +75,7 @@ upstream_path := p if {
 } else := ""
 
 flag contains lib.flag("network.upstream", cat, severity, "downloads or installs the task's own package from an index or git", concat(" ", c.argv)) if {
+	input.feat.cmd_pip == true
 	some c in lib.commands
 	pip(c)
 	some x in c.argv
@@ -114,6 +120,7 @@ own_package(a) if {
 #   category: network_fetch
 #   severity: suspicious
 flag contains lib.flag("network.pip_vcs", cat, "suspicious", "installs from a VCS or archive URL", a) if {
+	input.feat.cmd_pip == true
 	some c in lib.commands
 	pip(c)
 	some a in c.argv
@@ -128,6 +135,7 @@ flag contains lib.flag("network.pip_vcs", cat, "suspicious", "installs from a VC
 #   category: network_fetch
 #   severity: suspicious
 flag contains lib.flag("network.code_host", cat, "suspicious", "contacts a code host", h) if {
+	input.feat.net_hosts == true
 	some h in all_hosts
 	lib.code_host(h)
 	not lib.host_allowed(h)
@@ -141,6 +149,7 @@ flag contains lib.flag("network.code_host", cat, "suspicious", "contacts a code 
 #   category: network_fetch
 #   severity: suspicious
 flag contains lib.flag("network.host", cat, "suspicious", "contacts a host the task does not allow", h) if {
+	input.feat.net_hosts == true
 	some h in all_hosts
 	not lib.local_host(h)
 	not lib.host_allowed(h)
