@@ -87,18 +87,34 @@ func New(cfg Config) (*Auditor, error) {
 // cancelled ctx is an error.
 func (a *Auditor) Audit(ctx context.Context, eps []Episode, skipped []FileError) (*Report, error) {
 	reps := make([]EpisodeReport, len(eps))
+	// a fixed set of workers rather than a goroutine per episode: rule
+	// evaluation recurses deeply, and a fresh goroutine grows (copies) its
+	// stack again for every episode
+	next := make(chan int)
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(a.cfg.Concurrency)
-	for i := range eps {
+	for range min(a.cfg.Concurrency, len(eps)) {
 		g.Go(func() error {
-			r, err := a.Episode(gctx, eps[i])
-			if err != nil {
-				return err
+			for i := range next {
+				r, err := a.Episode(gctx, eps[i])
+				if err != nil {
+					return err
+				}
+				reps[i] = r
 			}
-			reps[i] = r
 			return nil
 		})
 	}
+	g.Go(func() error {
+		defer close(next)
+		for i := range eps {
+			select {
+			case next <- i:
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+		}
+		return nil
+	})
 	if err := g.Wait(); err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
