@@ -9,8 +9,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/rollcage/rollcage/trajectory"
 )
@@ -77,10 +79,38 @@ func Read(paths ...string) ([]Episode, []FileError) {
 			errs = append(errs, FileError{Path: p, Err: oneLine(werr)})
 		}
 		sort.Strings(files)
-		for _, f := range files {
-			e, fe := ReadFile(f)
-			eps, errs = append(eps, e...), append(errs, fe...)
-		}
+		e, fe := readFiles(files)
+		eps, errs = append(eps, e...), append(errs, fe...)
+	}
+	return eps, errs
+}
+
+// readFiles reads files on every CPU and returns what they hold in the
+// files' order.
+func readFiles(files []string) ([]Episode, []FileError) {
+	type result struct {
+		eps  []Episode
+		errs []FileError
+	}
+	res := make([]result, len(files))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(files)) {
+		wg.Go(func() {
+			for i := range next {
+				res[i].eps, res[i].errs = ReadFile(files[i])
+			}
+		})
+	}
+	for i := range files {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	var eps []Episode
+	var errs []FileError
+	for _, r := range res {
+		eps, errs = append(eps, r.eps...), append(errs, r.errs...)
 	}
 	return eps, errs
 }
