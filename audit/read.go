@@ -1,7 +1,6 @@
 package audit
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -220,10 +219,16 @@ func parseLines(base, name string, data []byte) ([]Episode, []FileError) {
 	}
 	var lines []line
 	var errs []FileError
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 0, 1<<20), maxFile)
-	for n := 1; sc.Scan(); n++ {
-		b := bytes.TrimSpace(sc.Bytes())
+	// data is the whole file, already bounded by maxFile: lines are cut
+	// from it in place
+	for n, rest := 1, data; len(rest) > 0; n++ {
+		b := rest
+		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+			b, rest = rest[:i], rest[i+1:]
+		} else {
+			rest = nil
+		}
+		b = bytes.TrimSpace(b)
 		if len(b) == 0 {
 			continue
 		}
@@ -232,10 +237,7 @@ func parseLines(base, name string, data []byte) ([]Episode, []FileError) {
 			errs = append(errs, FileError{Path: name, Line: n, Err: "not a JSON object: " + oneLine(err)})
 			continue
 		}
-		lines = append(lines, line{n, obj, append([]byte(nil), b...)})
-	}
-	if err := sc.Err(); err != nil {
-		return nil, append(errs, FileError{Path: name, Err: oneLine(err)})
+		lines = append(lines, line{n, obj, b})
 	}
 	if len(lines) == 0 {
 		if len(errs) > 1 {
