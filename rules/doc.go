@@ -12,7 +12,11 @@
 // rollcage.rules.<name> that defines a partial set `flag` (and, for the
 // egress proxy, `network_flag`) is collected by data.rollcage.flags, so a
 // user adds rules by dropping a .rego file with its own package into a
-// Config.PolicyDirs directory. The engine compiles once and prepares one
-// query per kind; Episode keeps per-episode facts and history as AST values
-// so the per-call cost is evaluation only.
+// Config.PolicyDirs directory. The engine compiles once; episode facts are
+// evaluated once per task and sandbox. Per call, an Episode works out in Go
+// which packages and rules the call can trigger (prefilter.go, feat.go)
+// and what Rego would otherwise recompute (input.derived, input.memo), so
+// most calls of an honest episode cost no evaluation at all;
+// monitor.TestPrefilterEquivalence holds the result equal to evaluating
+// every rule on the full input.
 package rules

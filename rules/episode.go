@@ -311,11 +311,11 @@ func (ep *Episode) record(c, n ast.Value, flags []Flag) {
 	}
 }
 
-// buildMemo is input.memo for the current window: the set of earlier
-// flags in a discovery category and those of them whose evidence is
-// specific enough to be recognised when reused, which the chained rules
-// would otherwise collect by scanning the history on every call. Called with mu held (or
-// before the Episode is shared).
+// buildMemo is input.memo for the current window, what the chained rules
+// would otherwise collect by scanning the history on every call: the
+// earlier flags in a discovery category, those of them whose evidence is
+// specific enough to be recognised when reused, and the rule lists their
+// reasons name. Called with mu held (or before the Episode is shared).
 func (ep *Episode) buildMemo() *ast.Term {
 	if ep.eng.discCats == nil {
 		return nil
