@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -112,14 +114,27 @@ func (s *Server) writeFile(path string, data []byte, mode fs.FileMode) error {
 }
 
 // copyIn extracts a tar into dir as root. Entries keep the tar's owner and
-// mode; names that would land outside dir are refused.
+// mode and land inside dir: names are rooted there, and every file
+// operation goes through an os.Root, so a symlink the sandbox user left in
+// dir cannot send an entry elsewhere. dir itself may not pass through a
+// symlink the sandbox user owns (a planted tests -> /etc); root's own
+// links (/bin, /lib) are fine.
 func (s *Server) copyIn(dir string, data []byte) error {
 	if err := checkPath(dir); err != nil {
 		return err
 	}
+	dir = filepath.Clean(dir)
+	if err := noForeignLinks(dir); err != nil {
+		return fmt.Errorf("copy in %s: %w", dir, err)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("copy in %s: %w", dir, err)
 	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return fmt.Errorf("copy in %s: %w", dir, err)
+	}
+	defer root.Close()
 	tr := tar.NewReader(bytes.NewReader(data))
 	for {
 		h, err := tr.Next()
@@ -129,28 +144,55 @@ func (s *Server) copyIn(dir string, data []byte) error {
 		if err != nil {
 			return badRequest("copy in %s: bad tar: %v", dir, err)
 		}
-		// Rooting the name before cleaning drops any leading "..", so the
-		// entry lands inside dir.
-		target := filepath.Join(dir, filepath.Clean("/"+h.Name))
-		if err := extract(tr, h, target); err != nil {
+		// Rooting the name before cleaning drops any leading "..".
+		name := strings.TrimPrefix(filepath.Clean("/"+h.Name), "/")
+		if name == "" {
+			continue // the archive's own top directory
+		}
+		if err := extract(root, tr, h, name); err != nil {
 			return fmt.Errorf("copy in %s: %s: %w", dir, h.Name, err)
 		}
 	}
 }
 
-func extract(tr *tar.Reader, h *tar.Header, target string) error {
+// noForeignLinks refuses a path that passes through a symlink owned by
+// anyone but root.
+func noForeignLinks(p string) error {
+	cur := "/"
+	for _, part := range strings.Split(strings.TrimPrefix(p, "/"), "/") {
+		cur = filepath.Join(cur, part)
+		fi, err := os.Lstat(cur)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // the rest is created
+		}
+		if err != nil {
+			return err
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			continue
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); !ok || st.Uid != 0 {
+			return fmt.Errorf("%s is a symlink not owned by root (left by the sandbox user?); refusing to follow it", cur)
+		}
+	}
+	return nil
+}
+
+func extract(root *os.Root, tr *tar.Reader, h *tar.Header, name string) error {
 	mode := fs.FileMode(h.Mode).Perm()
-	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
-		return err
+	if d := filepath.Dir(name); d != "." {
+		if err := root.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
 	}
 	switch h.Typeflag {
 	case tar.TypeDir:
-		if err := os.MkdirAll(target, mode); err != nil {
+		if err := root.MkdirAll(name, mode); err != nil {
 			return err
 		}
 	case tar.TypeReg:
-		os.Remove(target) // replace, never write through an existing symlink
-		f, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+		root.Remove(name) // replace, never write through an existing symlink
+		f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
 		if err != nil {
 			return err
 		}
@@ -162,18 +204,18 @@ func extract(tr *tar.Reader, h *tar.Header, target string) error {
 			return err
 		}
 	case tar.TypeSymlink:
-		os.Remove(target)
-		if err := os.Symlink(h.Linkname, target); err != nil {
+		root.Remove(name)
+		if err := root.Symlink(h.Linkname, name); err != nil {
 			return err
 		}
-		return os.Lchown(target, h.Uid, h.Gid)
+		return root.Lchown(name, h.Uid, h.Gid)
 	default:
 		return nil // devices, fifos, hard links: not needed for source trees
 	}
-	if err := os.Lchown(target, h.Uid, h.Gid); err != nil {
+	if err := root.Lchown(name, h.Uid, h.Gid); err != nil {
 		return err
 	}
-	return os.Chmod(target, mode) // after chown, which clears setuid bits, and past the umask
+	return root.Chmod(name, mode) // after chown, which clears setuid bits, and past the umask
 }
 
 // copyOut tars path as root; a directory's entries are named under its base

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -268,5 +269,65 @@ func TestClientErrors(t *testing.T) {
 	info, err := c.Ping(t.Context())
 	if err != nil || info.Version != Version || info.PID != os.Getpid() || info.Shell != "bash" {
 		t.Errorf("ping %+v %v", info, err)
+	}
+}
+
+// TestCopyInSymlinks: copy-in runs as root into directories the sandbox
+// user may have touched; a symlink they left must not send files
+// elsewhere.
+func TestCopyInSymlinks(t *testing.T) {
+	_, c := newTestServer(t, ServerConfig{})
+	archive := func(names ...string) *bytes.Buffer {
+		var b bytes.Buffer
+		tw := tar.NewWriter(&b)
+		for _, n := range names {
+			tw.WriteHeader(&tar.Header{Name: n, Mode: 0o644, Size: 1, Typeflag: tar.TypeReg})
+			tw.Write([]byte("x"))
+		}
+		tw.Close()
+		return &b
+	}
+	d := t.TempDir()
+	outside := filepath.Join(d, "outside")
+	work := filepath.Join(d, "workspace")
+	for _, p := range []string{outside, work} {
+		if err := os.Mkdir(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link := func(target, at string, uid int) {
+		t.Helper()
+		if err := os.Symlink(target, at); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Lchown(at, uid, uid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// the destination itself through a link the sandbox user planted
+	link(outside, filepath.Join(work, "tests"), 1000)
+	err := c.CopyIn(t.Context(), filepath.Join(work, "tests", "hidden"), archive("test_h.py"))
+	if err == nil || !strings.Contains(err.Error(), "not owned by root") {
+		t.Errorf("destination through a user's symlink: err %v; want a refusal naming the symlink", err)
+	}
+	// a link inside the destination pointing out of it
+	dst := filepath.Join(work, "grader")
+	if err := os.Mkdir(dst, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link(outside, filepath.Join(dst, "sub"), 0)
+	if err := c.CopyIn(t.Context(), dst, archive("sub/test_s.py")); err == nil {
+		t.Error("entry under a symlink out of the destination: copied; want an error")
+	}
+	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+		t.Errorf("files landed outside the destination: %v", ents)
+	}
+	// root's own links on the way are fine (as /bin, /lib are)
+	link(dst, filepath.Join(d, "rootlink"), 0)
+	if err := c.CopyIn(t.Context(), filepath.Join(d, "rootlink", "ok"), archive("test_ok.py")); err != nil {
+		t.Errorf("through a root-owned symlink: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dst, "ok", "test_ok.py")); err != nil {
+		t.Errorf("through a root-owned symlink: %v", err)
 	}
 }
