@@ -466,7 +466,9 @@ func (e *Episode) turnsNow() int {
 }
 
 // Close abandons the episode without grading: it stops taking calls,
-// closes the sandbox and the log (which stays unfinished). Idempotent; a
+// closes the sandbox, and ends the log with an episode_end whose reason is
+// abandoned and failure class infrastructure (no reward: trainers mask it),
+// so the episode reaches the finished feed like any other. Idempotent; a
 // no-op after Finish.
 func (e *Episode) Close(ctx context.Context) error {
 	e.mu.Lock()
@@ -486,9 +488,18 @@ func (e *Episode) Close(ctx context.Context) error {
 		return nil
 	}
 	e.ended = true
+	o := Outcome{
+		EpisodeID: e.id, TaskID: e.task.ID, Attempt: e.meta.Attempt,
+		Hacked: e.hacked, HackCategories: slices.Clone(e.hackCats),
+		Blocked: e.blocked, Flagged: e.flagged, Unconfirmed: e.unconf, Rewritten: e.rewrite, JudgeCalls: e.judged,
+		Steps: e.steps, Segments: e.segment + 1, Tokens: e.tokens, Reason: ReasonAbandoned,
+		Duration:     time.Since(e.start),
+		FailureClass: FailureInfrastructure, Error: "closed without grading",
+	}
+	e.outcome = o
 	e.mu.Unlock()
-	if cerr := e.tlog.Close(); cerr != nil && !errors.Is(cerr, trajectory.ErrClosed) {
-		err = errors.Join(err, cerr)
+	if eerr := e.emitEnd(o); eerr != nil && !errors.Is(eerr, trajectory.ErrClosed) {
+		err = errors.Join(err, eerr)
 	}
 	if err != nil {
 		return fmt.Errorf("harness: episode %s: close: %w", e.id, err)
