@@ -409,16 +409,7 @@ func (e *Episode) finish(ctx context.Context, reason string) Outcome {
 	if e.infraErr != nil && infra == nil {
 		infra = e.infraErr
 	}
-	o := Outcome{
-		EpisodeID: e.id, TaskID: e.task.ID, Attempt: e.meta.Attempt,
-		Hacked: e.hacked, HackCategories: slices.Clone(e.hackCats),
-		Blocked: e.blocked, Flagged: e.flagged, Unconfirmed: e.unconf, Rewritten: e.rewrite, JudgeCalls: e.judged,
-		Steps: e.steps, Segments: e.segment + 1, Tokens: e.tokens, Reason: reason,
-		Duration: time.Since(e.start),
-	}
-	if e.steps > 0 {
-		o.Overhead = e.overhead / time.Duration(e.steps)
-	}
+	o := e.outcomeLocked(reason)
 	if infra == nil && gradeErr == nil {
 		o.Resolved, o.Reward, o.Passed, o.Failed = gr.Resolved, gr.Reward, gr.Passed, gr.Failed
 		o.HackedResolution = o.Resolved && o.Hacked
@@ -438,6 +429,22 @@ func (e *Episode) finish(ctx context.Context, reason string) Outcome {
 	case o.Resolved:
 	default:
 		o.FailureClass = failureOf(reason)
+	}
+	return o
+}
+
+// outcomeLocked is the Outcome as the episode's counters stand, before
+// grading. The caller holds e.mu.
+func (e *Episode) outcomeLocked(reason string) Outcome {
+	o := Outcome{
+		EpisodeID: e.id, TaskID: e.task.ID, Attempt: e.meta.Attempt,
+		Hacked: e.hacked, HackCategories: slices.Clone(e.hackCats),
+		Blocked: e.blocked, Flagged: e.flagged, Unconfirmed: e.unconf, Rewritten: e.rewrite, JudgeCalls: e.judged,
+		Steps: e.steps, Segments: e.segment + 1, Tokens: e.tokens, Reason: reason,
+		Duration: time.Since(e.start),
+	}
+	if e.steps > 0 {
+		o.Overhead = e.overhead / time.Duration(e.steps)
 	}
 	return o
 }
@@ -488,14 +495,8 @@ func (e *Episode) Close(ctx context.Context) error {
 		return nil
 	}
 	e.ended = true
-	o := Outcome{
-		EpisodeID: e.id, TaskID: e.task.ID, Attempt: e.meta.Attempt,
-		Hacked: e.hacked, HackCategories: slices.Clone(e.hackCats),
-		Blocked: e.blocked, Flagged: e.flagged, Unconfirmed: e.unconf, Rewritten: e.rewrite, JudgeCalls: e.judged,
-		Steps: e.steps, Segments: e.segment + 1, Tokens: e.tokens, Reason: ReasonAbandoned,
-		Duration:     time.Since(e.start),
-		FailureClass: FailureInfrastructure, Error: "closed without grading",
-	}
+	o := e.outcomeLocked(ReasonAbandoned)
+	o.FailureClass, o.Error = FailureInfrastructure, "closed without grading"
 	e.outcome = o
 	e.mu.Unlock()
 	if eerr := e.emitEnd(o); eerr != nil && !errors.Is(eerr, trajectory.ErrClosed) {
