@@ -16,7 +16,7 @@ import (
 
 // BatchGCPercent is the GOGC `rollcage audit` runs with when GOGC is not
 // set. An audit allocates 20–50 KB per replayed call and keeps little of it;
-// collecting a quarter as often buys about a third more throughput
+// collecting a quarter as often buys 20–50% more replay throughput
 // (BenchmarkAudit) for a heap that may grow to five times its live size.
 const BatchGCPercent = 400
 
