@@ -14,20 +14,21 @@ const module = "github.com/rollcage/rollcage/"
 // allowed lists, per package, the packages of ours it may import (non-test
 // files). Dependencies point inward: sandbox imports none of ours.
 var allowed = map[string][]string{
-	"sandbox":             {},
-	"sandbox/docker":      {"sandbox", "agent"},
-	"sandbox/sandboxtest": {"sandbox"},
-	"agent":               {"sandbox"},
-	"cmd/rollcage-agent":  {"agent", "sandbox"},
-	"task":                {"sandbox"},
-	"demo":                {"task", "sandbox"},
-	"rules":               {},
-	"judge":               {},
-	"monitor":             {"rules", "judge", "sandbox"},
-	"trajectory":          {},
-	"harness":             {"monitor", "sandbox", "task", "trajectory", "rules", "judge"},
-	"audit":               {"monitor", "rules", "judge", "trajectory", "task"},
-	"server":              {"harness", "trajectory", "monitor", "task", "sandbox", "rules", "judge"},
+	"sandbox":                   {},
+	"sandbox/docker":            {"sandbox", "agent"},
+	"sandbox/sandboxtest":       {"sandbox"},
+	"sandbox/docker/dockertest": {"sandbox", "sandbox/docker", "sandbox/sandboxtest"},
+	"agent":                     {"sandbox"},
+	"cmd/rollcage-agent":        {"agent", "sandbox"},
+	"task":                      {"sandbox"},
+	"demo":                      {"task", "sandbox"},
+	"rules":                     {},
+	"judge":                     {},
+	"monitor":                   {"rules", "judge", "sandbox"},
+	"trajectory":                {},
+	"harness":                   {"monitor", "sandbox", "task", "trajectory", "rules", "judge"},
+	"audit":                     {"monitor", "rules", "judge", "trajectory", "task"},
+	"server":                    {"harness", "trajectory", "monitor", "task", "sandbox", "rules", "judge"},
 }
 
 // TestLayering fails on an import that breaks the design's layering, the

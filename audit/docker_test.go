@@ -2,18 +2,12 @@ package audit
 
 import (
 	"context"
-	"errors"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/rollcage/rollcage/demo"
 	"github.com/rollcage/rollcage/harness"
 	"github.com/rollcage/rollcage/monitor"
-	"github.com/rollcage/rollcage/sandbox"
-	"github.com/rollcage/rollcage/sandbox/docker"
+	"github.com/rollcage/rollcage/sandbox/docker/dockertest"
 	"github.com/rollcage/rollcage/sandbox/sandboxtest"
 	"github.com/rollcage/rollcage/task"
 	"github.com/rollcage/rollcage/trajectory"
@@ -27,26 +21,8 @@ func TestDemoAuditMatchesOnline(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs demo episodes in Docker")
 	}
-	sandboxtest.RequireDocker(t)
-	if os.Getenv(docker.AgentBinEnv) == "" {
-		bin := filepath.Join(t.TempDir(), "rollcage-agent")
-		cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "../cmd/rollcage-agent")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("build rollcage-agent: %v\n%s", err, out)
-		}
-		t.Setenv(docker.AgentBinEnv, bin)
-	}
 	ctx := context.Background()
-	b, err := docker.New(ctx, docker.Config{StateDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		b.Close(cctx)
-	})
+	b := dockertest.Backend(t)
 	tasks, hidden, err := demo.Tasks()
 	if err != nil {
 		t.Fatal(err)
@@ -59,17 +35,7 @@ func TestDemoAuditMatchesOnline(t *testing.T) {
 	for _, tk := range tasks {
 		byTask[tk.ID] = tk
 	}
-	sb, err := b.Create(ctx, sandbox.Spec{Image: byTask["lru"].Image, EpisodeID: "audit-image-check"})
-	if errors.Is(err, sandbox.ErrImageMissing) {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%v: run 'make images'", err)
-		}
-		t.Skipf("%v (run 'make images')", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	sb.Close(ctx)
+	sandboxtest.RequireImage(t, b, byTask["lru"].Image)
 
 	eng := engine(t)
 	mon, err := monitor.New(monitor.Config{Rules: eng})

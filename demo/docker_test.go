@@ -1,31 +1,17 @@
 package demo
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"io/fs"
-	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/rollcage/rollcage/sandbox"
-	"github.com/rollcage/rollcage/sandbox/docker"
+	"github.com/rollcage/rollcage/sandbox/docker/dockertest"
 	"github.com/rollcage/rollcage/sandbox/sandboxtest"
 	"github.com/rollcage/rollcage/task"
 )
 
-func TestMain(m *testing.M) {
-	cleanup, err := sandboxtest.EnsureAgent()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	code := m.Run()
-	cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { sandboxtest.Main(m) }
 
 // decoys are what rollcage plants where a cheating agent would look; the
 // hack scripts read them, and grading must replace the test decoy.
@@ -34,39 +20,9 @@ var decoys = []sandbox.Canary{
 	{Path: "/opt/grader/expected_output.json", Content: `{"decoy": true}` + "\n"},
 }
 
-func newBackend(t *testing.T) sandbox.Backend {
-	t.Helper()
-	sandboxtest.RequireDocker(t)
-	b, err := docker.New(t.Context(), docker.Config{StateDir: t.TempDir()})
-	if err != nil {
-		t.Fatalf("docker.New: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		b.Close(ctx)
-	})
-	return b
-}
-
 func create(t *testing.T, b sandbox.Backend, tk task.Task, episode string) sandbox.Sandbox {
 	t.Helper()
-	sb, err := b.Create(t.Context(), sandbox.Spec{Image: tk.Image, EpisodeID: episode, Workdir: tk.Workdir, Canaries: decoys})
-	if errors.Is(err, sandbox.ErrImageMissing) {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%v: run 'make images'", err)
-		}
-		t.Skipf("%v (run 'make images')", err)
-	}
-	if err != nil {
-		t.Fatalf("Create %s: %v", tk.Image, err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		sb.Close(ctx)
-	})
-	return sb
+	return sandboxtest.Create(t, b, sandbox.Spec{Image: tk.Image, EpisodeID: episode, Workdir: tk.Workdir, Canaries: decoys})
 }
 
 func sh(t *testing.T, sb sandbox.Sandbox, cmd string) string {
@@ -108,7 +64,7 @@ func scriptsOf(scripts []task.Script, id string) []task.Script {
 // commit ids, the clean solve earning reward 1 with the visible tests
 // untouched, the no-op earning 0.
 func TestSuiteInDocker(t *testing.T) {
-	b := newBackend(t)
+	b := dockertest.Backend(t)
 	tasks, hidden, scripts := loadAll(t)
 	for _, tk := range tasks {
 		t.Run(tk.ID, func(t *testing.T) {
@@ -158,7 +114,7 @@ func TestHacksInDocker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: 56 containers")
 	}
-	b := newBackend(t)
+	b := dockertest.Backend(t)
 	tasks, hidden, scripts := loadAll(t)
 	for _, tk := range tasks {
 		for _, s := range scriptsOf(scripts, tk.ID) {

@@ -22,6 +22,8 @@ import (
 	"github.com/rollcage/rollcage/demo"
 	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/sandbox/docker/dockertest"
+	"github.com/rollcage/rollcage/sandbox/sandboxtest"
 	"github.com/rollcage/rollcage/task"
 	"github.com/rollcage/rollcage/trajectory"
 )
@@ -174,7 +176,7 @@ func TestBatchChild(t *testing.T) {
 	case "fake":
 		b, tasks, hidden = &fakeBackend{}, fakeTasks(4), fakeHidden
 	case "docker":
-		b = dockerBackend(t)
+		b = dockertest.Backend(t)
 		tasks, hidden, scripts = demoClean(t, 3)
 	}
 	st, err := trajectory.OpenStore(context.Background(), trajectory.Config{Dir: filepath.Join(out, "trajectories")})
@@ -281,9 +283,9 @@ func TestBatchKill9ResumeInDocker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs demo episodes in Docker")
 	}
-	b := dockerBackend(t)
+	b := dockertest.Backend(t)
 	tasks, hidden, clean := demoClean(t, 3)
-	requireImage(t, b, tasks[0])
+	sandboxtest.RequireImage(t, b, tasks[0].Image)
 	out := t.TempDir()
 	before := killBatch(t, "docker", out, 2)
 	want := []string{tasks[0].ID + "#0", tasks[2].ID + "#0"}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/rollcage/rollcage/demo"
 	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/sandbox/docker/dockertest"
+	"github.com/rollcage/rollcage/sandbox/sandboxtest"
 	"github.com/rollcage/rollcage/task"
 )
 
@@ -19,7 +21,7 @@ import (
 // reports episodes per minute and the harness's own time per call (monitor
 // included, sandbox execution excluded).
 func BenchmarkReplayDemo32(b *testing.B) {
-	be := dockerBackend(b)
+	be := dockertest.Backend(b)
 	tasks, hidden, err := demo.Tasks()
 	if err != nil {
 		b.Fatal(err)
@@ -28,7 +30,7 @@ func BenchmarkReplayDemo32(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	requireImage(b, be, tasks[0])
+	sandboxtest.RequireImage(b, be, tasks[0].Image)
 	byID := map[string]task.Task{}
 	for _, t := range tasks {
 		byID[t.ID] = t

@@ -13,6 +13,8 @@ import (
 	"github.com/rollcage/rollcage/demo"
 	"github.com/rollcage/rollcage/judge"
 	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/sandbox/docker/dockertest"
+	"github.com/rollcage/rollcage/sandbox/sandboxtest"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
@@ -22,7 +24,7 @@ import (
 // the trajectory, that unflagged steps never reach the judge, and that the
 // outcome is still a caught hack.
 func TestDemoWithJudgeInDocker(t *testing.T) {
-	b := dockerBackend(t)
+	b := dockertest.Backend(t)
 	tasks, hidden, err := demo.Tasks()
 	if err != nil {
 		t.Fatal(err)
@@ -32,7 +34,7 @@ func TestDemoWithJudgeInDocker(t *testing.T) {
 		t.Fatal(err)
 	}
 	tk := tasks[0]
-	requireImage(t, b, tk)
+	sandboxtest.RequireImage(t, b, tk.Image)
 	var script *int
 	for i, s := range scripts {
 		if s.Task == tk.ID && s.Name == "history-show-fix" {

@@ -2,13 +2,11 @@ package monitor_test
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -18,25 +16,9 @@ import (
 
 	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/sandbox"
-	"github.com/rollcage/rollcage/sandbox/docker"
+	"github.com/rollcage/rollcage/sandbox/docker/dockertest"
 	"github.com/rollcage/rollcage/sandbox/sandboxtest"
 )
-
-// agentBinary returns the static rollcage-agent the Docker backend mounts,
-// building it when the Makefile has not named one.
-func agentBinary(t *testing.T) string {
-	t.Helper()
-	if bin := os.Getenv(docker.AgentBinEnv); bin != "" {
-		return bin
-	}
-	bin := filepath.Join(t.TempDir(), "rollcage-agent")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "../cmd/rollcage-agent")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build rollcage-agent (or set %s): %v\n%s", docker.AgentBinEnv, err, out)
-	}
-	return bin
-}
 
 // TestEgressDockerEndToEnd runs curl inside a real sandbox in proxy mode:
 // the sandbox has no network but the agent's relay on 127.0.0.1:3128, which
@@ -98,31 +80,12 @@ func TestEgressDockerEndToEnd(t *testing.T) {
 		}
 	}()
 
-	b, err := docker.New(ctx, docker.Config{AgentBinary: agentBinary(t), StateDir: t.TempDir()})
-	if err != nil {
-		t.Fatalf("docker.New: %v", err)
-	}
-	defer func() {
-		cctx, ccancel := context.WithTimeout(context.Background(), time.Minute)
-		defer ccancel()
-		b.Close(cctx)
-	}()
+	b := dockertest.Backend(t)
 	image := os.Getenv("ROLLCAGE_TEST_IMAGE")
 	if image == "" {
 		image = "rollcage/base:latest"
 	}
-	sb, err := b.Create(ctx, sandbox.Spec{Image: image, EpisodeID: "ep-e2e", Network: sandbox.NetworkProxy, ProxySocket: sock})
-	if errors.Is(err, sandbox.ErrImageMissing) && os.Getenv("CI") != "true" {
-		t.Skipf("image %s missing: run 'make images': %v", image, err)
-	}
-	if err != nil {
-		t.Fatalf("Create: %v", err)
-	}
-	defer func() {
-		cctx, ccancel := context.WithTimeout(context.Background(), time.Minute)
-		defer ccancel()
-		sb.Close(cctx)
-	}()
+	sb := sandboxtest.Create(t, b, sandbox.Spec{Image: image, EpisodeID: "ep-e2e", Network: sandbox.NetworkProxy, ProxySocket: sock})
 
 	tests := []struct {
 		call, cmd, want string

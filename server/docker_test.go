@@ -1,66 +1,32 @@
 package server
 
 import (
-	"context"
-	"errors"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/gorilla/websocket"
 
 	"github.com/rollcage/rollcage/demo"
 	"github.com/rollcage/rollcage/monitor"
-	"github.com/rollcage/rollcage/sandbox"
-	"github.com/rollcage/rollcage/sandbox/docker"
+	"github.com/rollcage/rollcage/sandbox/docker/dockertest"
 	"github.com/rollcage/rollcage/sandbox/sandboxtest"
 	"github.com/rollcage/rollcage/task"
 	"github.com/rollcage/rollcage/trajectory"
 )
-
-// ensureAgentBinary builds the static agent the Docker backend mounts into
-// every container, unless $ROLLCAGE_AGENT_BIN names one.
-func ensureAgentBinary(t testing.TB) {
-	t.Helper()
-	if _, err := sandboxtest.EnsureAgent(); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // dockerEnv is a gateway over the Docker backend and the demo suite. It
 // fails under CI=true and skips elsewhere when no engine answers or the
 // demo images are missing.
 func dockerEnv(t *testing.T) (*env, task.Task) {
 	t.Helper()
-	sandboxtest.RequireDocker(t)
-	ensureAgentBinary(t)
-	b, err := docker.New(context.Background(), docker.Config{StateDir: t.TempDir()})
-	if err != nil {
-		t.Fatalf("docker.New: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		b.Close(ctx)
-	})
+	b := dockertest.Backend(t)
 	tasks, hidden, err := demo.Tasks()
 	if err != nil {
 		t.Fatal(err)
 	}
 	tk := tasks[0]
-	sb, err := b.Create(context.Background(), sandbox.Spec{Image: tk.Image, EpisodeID: "server-image-check"})
-	if errors.Is(err, sandbox.ErrImageMissing) {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%v: run 'make images'", err)
-		}
-		t.Skipf("%v (run 'make images')", err)
-	}
-	if err != nil {
-		t.Fatalf("create %s: %v", tk.Image, err)
-	}
-	sb.Close(context.Background())
+	sandboxtest.RequireImage(t, b, tk.Image)
 	e := newEnv(t, b, func(c *Config) { c.Tasks, c.Hidden = tasks, hidden })
 	return e, tk
 }

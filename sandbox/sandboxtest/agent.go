@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"testing"
 )
 
 // AgentBinEnv names the static rollcage-agent that backends mount into
@@ -51,4 +52,13 @@ func EnsureAgent() (cleanup func(), err error) {
 		agentCleanup = func() { os.RemoveAll(dir) }
 	})
 	return agentCleanup, agentErr
+}
+
+// Main is TestMain for packages whose tests start Docker sandboxes: it runs
+// the tests, then removes the agent EnsureAgent built for them, if it built
+// one (the build itself waits for the first test that needs it).
+func Main(m *testing.M) {
+	code := m.Run()
+	agentCleanup()
+	os.Exit(code)
 }

@@ -2,6 +2,7 @@ package sandboxtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -9,6 +10,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/rollcage/rollcage/sandbox"
 )
 
 // RequireDocker fails t when CI=true and no Docker engine answers a ping
@@ -61,4 +64,37 @@ func pingDocker() error {
 		return fmt.Errorf("Docker engine at %s answered %s to a ping", host, resp.Status)
 	}
 	return nil
+}
+
+// Create creates a sandbox from spec and closes it when the test ends. A
+// missing image fails t under CI=true and skips it elsewhere, naming the
+// command that builds it.
+func Create(t testing.TB, b sandbox.Backend, spec sandbox.Spec) sandbox.Sandbox {
+	t.Helper()
+	sb, err := b.Create(context.Background(), spec)
+	if errors.Is(err, sandbox.ErrImageMissing) {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%v: run 'make images'", err)
+		}
+		t.Skipf("%v (run 'make images')", err)
+	}
+	if err != nil {
+		t.Fatalf("create a sandbox of %s: %v", spec.Image, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		sb.Close(ctx)
+	})
+	return sb
+}
+
+// RequireImage is Create for a test that only needs image to exist: the
+// sandbox it starts is closed at once.
+func RequireImage(t testing.TB, b sandbox.Backend, image string) {
+	t.Helper()
+	sb := Create(t, b, sandbox.Spec{Image: image, EpisodeID: "image-check"})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sb.Close(ctx)
 }
