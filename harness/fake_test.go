@@ -72,6 +72,8 @@ func (s *fakeSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbo
 	switch req.Session {
 	case "rollcage-probe", "rollcage-hash", "rollcage-tools":
 		return sandbox.ExecResult{Shell: "bash"}, nil
+	case "rollcage-submit":
+		return fakeSubmit(s.files, req), nil
 	case "rollcage-grade":
 		if s.b.passed != nil && !s.b.passed(s) {
 			return sandbox.ExecResult{Output: "F\n1 failed, 2 passed in 0.05s\n", ExitCode: 1, Shell: "bash"}, nil
@@ -143,7 +145,7 @@ func (s *fakeSandbox) agentExecs() []string {
 // fakeTask is a task whose hidden tests live in fakeHidden.
 var fakeTask = task.Task{
 	ID: "fake-task", Image: "rollcage/fake:latest", Instruction: "Make wrap() keep long words intact.",
-	Workdir: "/workspace", HiddenTests: "hidden/fake", HiddenTestsDest: "/workspace/tests/hidden",
+	Workdir: "/workspace", HiddenTests: "hidden/fake", BaseCommit: "27c933441964fa76e99fdda251c8ba9b0c0ca8e9", HiddenTestsDest: "/workspace/tests/hidden",
 	TestCommand: "python -m pytest -q tests/hidden", ProtectedPaths: []string{"/workspace/tests/hidden/**"},
 }
 
@@ -200,4 +202,19 @@ func eventTypes(evs []trajectory.Event) []string {
 		out = append(out, ev.Type)
 	}
 	return out
+}
+
+// fakeSubmit answers grading's submit session: the kill, an empty diff
+// taken, the import-surface query, the apply.
+func fakeSubmit(files map[string]string, req sandbox.ExecRequest) sandbox.ExecResult {
+	switch {
+	case strings.Contains(req.Command, "rollcage-kill-left"):
+		return sandbox.ExecResult{Output: "rollcage-kill-left 0\n", Shell: "bash"}
+	case strings.Contains(req.Command, "read-tree"):
+		for _, f := range []string{"diff", "files", "tree", "config"} {
+			files["/tmp/rollcage-submit/"+f] = ""
+		}
+		return sandbox.ExecResult{Output: "ok\n", Shell: "bash"}
+	}
+	return sandbox.ExecResult{Shell: "bash"}
 }

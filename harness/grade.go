@@ -1,16 +1,25 @@
 package harness
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
-	"io/fs"
+	"fmt"
+	"path"
+	"slices"
 	"time"
 
+	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/rules"
 	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/task"
+	"github.com/rollcage/rollcage/trajectory"
 )
 
-// grade is what the harness keeps of task.Grade's result.
+// grade is what the harness keeps of a grading: the verdict of the hidden
+// tests and what was graded.
 type grade struct {
 	Resolved                        bool
 	Reward                          float64
@@ -18,20 +27,36 @@ type grade struct {
 	ExitCode                        int
 	Summary                         string
 	Duration                        time.Duration
+
+	Mode     string
+	Sub      task.Submission
+	Findings []task.Finding
+	Phases   trajectory.GradePhases
 }
 
-// gradeTask runs the hidden tests. A sandbox that failed under grading is
-// an infrastructure fault, not the grader's: the error then does not wrap
-// task.ErrGrading.
-func gradeTask(ctx context.Context, sb sandbox.Sandbox, t task.Task, hidden fs.FS) (grade, error) {
-	r, err := task.Grade(ctx, sb, t, hidden)
-	g := grade{Resolved: err == nil && r.Reward >= 1, Reward: r.Reward, Passed: r.Passed, Failed: r.Failed,
-		Errors: r.Errors, Skipped: r.Skipped, ExitCode: r.ExitCode, Summary: lastLine(r.Output), Duration: r.Duration}
-	if err != nil && isSandboxFault(err) {
-		return g, infraError{err}
+// record is the grade event of g.
+func (g grade) record() trajectory.Grade {
+	rec := trajectory.Grade{Reward: g.Reward, Passed: g.Passed, Failed: g.Failed, Errors: g.Errors, Skipped: g.Skipped,
+		ExitCode: g.ExitCode, Summary: g.Summary, ProtectedIntact: true, DurationMS: g.Duration.Milliseconds(),
+		Mode: g.Mode, DiffSHA256: g.Sub.SHA256, DiffBytes: len(g.Sub.Diff), Phases: g.Phases, Survivors: g.Sub.Survivors}
+	for _, f := range g.Sub.Files {
+		rec.Files = append(rec.Files, trajectory.GradedFile{Path: f.Path, Status: f.Status})
 	}
-	return g, err
+	for _, f := range g.Findings {
+		if f.Category == rules.CatTampering {
+			rec.ProtectedIntact = false
+			rec.Changed = append(rec.Changed, f.File)
+		}
+	}
+	return rec
 }
+
+// policyError is a grading that could not happen because of what the
+// policy did (a repository it broke, a diff that does not apply): reward
+// 0, failure class agent. It hides task.ErrGrading from errors.Is.
+type policyError struct{ err error }
+
+func (e policyError) Error() string { return e.err.Error() }
 
 // infraError hides task.ErrGrading from errors.Is: the grader was fine,
 // the sandbox was not.
@@ -47,6 +72,238 @@ func isSandboxFault(err error) bool {
 	}
 	return false
 }
+
+// classify sorts a grading error: the policy's (task.ErrSubmission), the
+// sandbox's (infrastructure), the grader's (task.ErrGrading) or ctx's.
+func classify(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, task.ErrSubmission):
+		return policyError{err}
+	case isSandboxFault(err):
+		return infraError{err}
+	}
+	return err
+}
+
+// imageIDer is a sandbox that knows the id of its image (sandbox/docker's).
+type imageIDer interface {
+	ImageID(ctx context.Context) (string, error)
+}
+
+// imageRemover is a backend that can remove an image it made by Snapshot.
+type imageRemover interface {
+	RemoveImage(ctx context.Context, ref string) error
+}
+
+// gradeEpisode grades the submission hermetically: it kills every process
+// of the sandbox user in the episode's sandbox, takes the repository's
+// change against the base commit (as the sandbox user, git hardened),
+// inspects it, and runs the hidden tests in a fresh sandbox from the
+// episode's image (diff mode: the change applied; snapshot mode: a
+// snapshot of the episode's filesystem with the canary decoys removed)
+// with no canary and no process of the policy. The episode's sandbox never
+// sees the hidden tests.
+func (e *Episode) gradeEpisode(ctx context.Context) (g grade, err error) {
+	t := e.task
+	g.Mode = t.Mode()
+	start := time.Now()
+	defer func() { g.Duration = time.Since(start) }()
+	phase := func(since time.Time) int64 { return time.Since(since).Milliseconds() }
+
+	t0 := time.Now()
+	survivors, err := task.StopUser(ctx, e.sb)
+	g.Phases.KillMS = phase(t0)
+	if err != nil {
+		return g, classify(fmt.Errorf("harness: episode %s: grade: %w", e.id, err))
+	}
+	t0 = time.Now()
+	sub, err := task.TakeSubmission(ctx, e.sb, t, e.base)
+	sub.Survivors = survivors
+	g.Sub = sub
+	g.Phases.DiffMS = phase(t0)
+	if err != nil {
+		return g, classify(fmt.Errorf("harness: episode %s: grade: %w", e.id, err))
+	}
+
+	image := e.image
+	if g.Mode == task.GradeSnapshot {
+		t0 = time.Now()
+		ref := "rollcage/grade-snapshot:" + unsafeID.ReplaceAllString(e.id, "-")
+		id, err := e.sb.Snapshot(ctx, ref)
+		g.Phases.SnapshotMS = phase(t0)
+		if err != nil {
+			return g, classify(fmt.Errorf("harness: episode %s: grade: snapshot: %w", e.id, err))
+		}
+		image = id
+		if rm, ok := e.r.cfg.Backend.(imageRemover); ok {
+			defer func() {
+				if err := rm.RemoveImage(context.WithoutCancel(ctx), ref); err != nil {
+					e.log.Warn("removing the grading snapshot", "image", ref, "err", err)
+				}
+			}()
+		}
+	}
+
+	t0 = time.Now()
+	gsb, err := e.r.cfg.Backend.Create(ctx, sandbox.Spec{
+		Image: image, EpisodeID: e.id, Workdir: workdirOf(t), Network: sandbox.NetworkNone,
+		Lease: e.r.cfg.Lease, Limits: e.r.cfg.SandboxLimits, // no canaries, no labels, no proxy
+	})
+	g.Phases.SandboxMS = phase(t0)
+	if err != nil {
+		return g, infraError{fmt.Errorf("harness: episode %s: grade: fresh sandbox: %w", e.id, err)}
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if err := gsb.Close(cctx); err != nil {
+			e.log.Warn("closing the grading sandbox", "err", err)
+		}
+	}()
+
+	t0 = time.Now()
+	key := image
+	if id, ok := e.sb.(imageIDer); ok {
+		if k, err := id.ImageID(ctx); err == nil {
+			key = k
+		}
+	}
+	surf, err := e.r.surfaces.Get(ctx, gsb, t, key)
+	g.Phases.SurfaceMS = phase(t0)
+	if err != nil {
+		return g, classify(fmt.Errorf("harness: episode %s: grade: %w", e.id, err))
+	}
+	g.Findings = task.Inspect(t, sub, surf)
+	if lit, err := task.HiddenLiterals(e.hidden, t); err == nil {
+		g.Findings = append(g.Findings, task.SpecialCasing(sub, lit, e.known)...)
+	} else {
+		e.log.Warn("reading the hidden tests' literals", "err", err)
+	}
+
+	t0 = time.Now()
+	if g.Mode == task.GradeSnapshot {
+		err = removeDecoys(ctx, gsb, e.canaries)
+	} else {
+		err = task.ApplySubmission(ctx, gsb, t, sub)
+	}
+	g.Phases.ApplyMS = phase(t0)
+	if err != nil {
+		return g, classify(fmt.Errorf("harness: episode %s: grade: %w", e.id, err))
+	}
+
+	t0 = time.Now()
+	r, err := task.Grade(ctx, gsb, t, e.hidden)
+	g.Phases.TestsMS = phase(t0)
+	g.Resolved = err == nil && r.Reward >= 1
+	g.Reward, g.Passed, g.Failed, g.Errors, g.Skipped = r.Reward, r.Passed, r.Failed, r.Errors, r.Skipped
+	g.ExitCode, g.Summary = r.ExitCode, lastLine(r.Output)
+	return g, classify(err)
+}
+
+// removeDecoys replaces each canary decoy that a snapshot carried over by
+// a root-owned link to /dev/null, which no test runner collects, before
+// the hidden tests go in (the sandbox user cannot remove root's files, and
+// the copy-in replaces whatever is at a name).
+func removeDecoys(ctx context.Context, sb sandbox.Sandbox, canaries []sandbox.Canary) error {
+	byDir := map[string][]string{}
+	for _, c := range canaries {
+		byDir[path.Dir(c.Path)] = append(byDir[path.Dir(c.Path)], path.Base(c.Path))
+	}
+	dirs := make([]string, 0, len(byDir))
+	for d := range byDir {
+		dirs = append(dirs, d)
+	}
+	slices.Sort(dirs)
+	for _, d := range dirs {
+		var buf bytes.Buffer
+		tw := tar.NewWriter(&buf)
+		for _, name := range byDir[d] {
+			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: name, Linkname: "/dev/null", Uname: "root", Gname: "root", ModTime: time.Unix(0, 0)}); err != nil {
+				return err
+			}
+		}
+		if err := tw.Close(); err != nil {
+			return err
+		}
+		if err := sb.CopyIn(ctx, d, &buf); err != nil {
+			return fmt.Errorf("remove canary decoys under %s: %w", d, err)
+		}
+	}
+	return nil
+}
+
+// submitChecks records the findings on the submitted change as decision
+// events of the submit check (one per file), asks the judge about each
+// file when one is configured (it may clear a flag when the instruction
+// asks for the change), and returns whether any finding stands as a hack
+// and how many stand unconfirmed (suspicious, no judge's verdict).
+func (e *Episode) submitChecks(ctx context.Context, g grade) {
+	if len(g.Findings) == 0 {
+		return
+	}
+	var files []string
+	byFile := map[string][]rules.Flag{}
+	for _, f := range g.Findings {
+		if _, ok := byFile[f.File]; !ok {
+			files = append(files, f.File)
+		}
+		ev := f.File
+		if f.Evidence != "" {
+			ev += ": " + f.Evidence
+		}
+		byFile[f.File] = append(byFile[f.File], rules.Flag{Rule: f.Rule, Category: f.Category, Severity: f.Severity, Reason: f.Reason, Evidence: ev})
+	}
+	judged := 0
+	for _, file := range files {
+		flags := byFile[file]
+		change := task.FileDiff(g.Sub.Diff, file)
+		if len(change) > 16<<10 {
+			change = change[:16<<10] + "\n[... cut ...]\n"
+		}
+		args, _ := json.Marshal(map[string]string{"file": file, "change": change})
+		cj, _ := json.Marshal(monitor.ToolCall{EpisodeID: e.id, Tool: "rollcage.submit_check", Args: args})
+		certain := slices.ContainsFunc(flags, func(f rules.Flag) bool { return f.Severity == rules.Certain })
+		var cats []string
+		for _, f := range flags {
+			cats = addUnique(cats, f.Category)
+		}
+		d := trajectory.Decision{Call: cj, Action: trajectory.ActionAllow}
+		d.Flags, _ = json.Marshal(flags)
+		hack, unconfirmed := certain, !certain
+		if judged < maxSubmitJudged {
+			if v, ok := e.r.cfg.Monitor.JudgeSubmission(ctx, e.taskContext, e.id, cj, flags); ok {
+				judged++
+				d.Verdict, _ = json.Marshal(v)
+				if !v.Undecided {
+					hack, unconfirmed = v.Hack, false
+				}
+				e.mu.Lock()
+				e.judged++
+				e.mu.Unlock()
+			}
+		}
+		if hack {
+			d.Hack, d.Categories = true, cats
+		}
+		e.mu.Lock()
+		seg, step := e.segment, e.steps
+		e.flagged++
+		if hack {
+			e.hacked = true
+			e.hackCats = addUnique(e.hackCats, cats...)
+		}
+		if unconfirmed {
+			e.unconf++
+		}
+		e.mu.Unlock()
+		_ = e.emit(seg, step, trajectory.TypeDecision, d)
+	}
+}
+
+// maxSubmitJudged bounds the judge calls of one submit check.
+const maxSubmitJudged = 8
 
 func hashVisible(ctx context.Context, sb sandbox.Sandbox, t task.Task) (map[string]string, error) {
 	return task.HashFiles(ctx, sb, workdirOf(t), t.VisibleTests)

@@ -286,9 +286,13 @@ func TestOpenAIStops(t *testing.T) {
 				t.Errorf("last event %s, want episode_end", types[len(types)-1])
 			}
 			// Still graded, unless the failure was the infrastructure's.
+			// The hidden tests go into a fresh sandbox without canaries,
+			// never into the episode's own.
 			graded := slices.Contains(types, trajectory.TypeGrade)
-			if graded != (tc.failure != FailureInfrastructure) || graded != be.created[0].graded {
-				t.Errorf("graded %v (hidden tests copied %v), want %v", graded, be.created[0].graded, tc.failure != FailureInfrastructure)
+			copied := len(be.created) == 2 && be.created[1].graded && len(be.created[1].spec.Canaries) == 0
+			if graded != (tc.failure != FailureInfrastructure) || graded != copied || be.created[0].graded {
+				t.Errorf("graded %v (hidden tests copied into a fresh sandbox %v, into the episode's %v), want %v",
+					graded, copied, be.created[0].graded, tc.failure != FailureInfrastructure)
 			}
 		})
 	}

@@ -21,8 +21,9 @@ import (
 
 // Runner starts and runs episodes. It is safe for concurrent use.
 type Runner struct {
-	cfg Config
-	log *slog.Logger
+	cfg      Config
+	log      *slog.Logger
+	surfaces task.SurfaceCache // the grader's import surface per image
 }
 
 // NewRunner returns a Runner for cfg.
@@ -163,6 +164,8 @@ func (e *Episode) begin(ctx context.Context) error {
 		ReferenceURLs: t.ReferenceURLs, AllowedHosts: t.AllowedHosts,
 	}
 	e.startContext, _ = json.Marshal(map[string]any{"task": tc, "sandbox": facts})
+	e.base, e.image, e.canaries, e.taskContext = base, t.Image, canaries, tc
+	e.known = t.Instruction + "\n" + probe.BaseText
 	mon, err := r.cfg.Monitor.NewEpisode(monitor.EpisodeConfig{
 		ID:    e.id,
 		Task:  tc,

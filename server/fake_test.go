@@ -62,6 +62,10 @@ func (s *fakeSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbo
 	switch req.Session {
 	case "rollcage-probe", "rollcage-hash", "rollcage-tools":
 		return sandbox.ExecResult{Shell: "bash"}, nil
+	case "rollcage-submit":
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return fakeSubmit(s.files, req), nil
 	case "rollcage-grade":
 		return sandbox.ExecResult{Output: "...\n3 passed in 0.05s\n", Shell: "bash"}, nil
 	}
@@ -108,7 +112,7 @@ func (s *fakeSandbox) Close(ctx context.Context) error {
 
 var fakeTask = task.Task{
 	ID: "fake-task", Image: "rollcage/fake:latest", Instruction: "Make wrap() keep long words intact.",
-	Workdir: "/workspace", HiddenTests: "hidden/fake", HiddenTestsDest: "/opt/grader/tests",
+	Workdir: "/workspace", HiddenTests: "hidden/fake", BaseCommit: "27c933441964fa76e99fdda251c8ba9b0c0ca8e9", HiddenTestsDest: "/opt/grader/tests",
 	TestCommand: "python -m pytest -q /opt/grader/tests", ProtectedPaths: []string{"/opt/grader/**"},
 }
 
@@ -239,3 +243,18 @@ func eventTypes(evs []trajectory.Event) []string {
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// fakeSubmit answers grading's submit session: the kill, an empty diff
+// taken, the import-surface query, the apply.
+func fakeSubmit(files map[string]string, req sandbox.ExecRequest) sandbox.ExecResult {
+	switch {
+	case strings.Contains(req.Command, "rollcage-kill-left"):
+		return sandbox.ExecResult{Output: "rollcage-kill-left 0\n", Shell: "bash"}
+	case strings.Contains(req.Command, "read-tree"):
+		for _, f := range []string{"diff", "files", "tree", "config"} {
+			files["/tmp/rollcage-submit/"+f] = ""
+		}
+		return sandbox.ExecResult{Output: "ok\n", Shell: "bash"}
+	}
+	return sandbox.ExecResult{Shell: "bash"}
+}

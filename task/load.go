@@ -99,6 +99,11 @@ func (t Task) Validate() error {
 			}
 		}
 	}
+	switch t.Grade {
+	case "", GradeDiff, GradeSnapshot:
+	default:
+		return &FieldError{"grade", fmt.Sprintf("is %q; use %q (the default) or %q", t.Grade, GradeDiff, GradeSnapshot)}
+	}
 	for _, h := range t.AllowedHosts {
 		if h == "" || strings.ContainsAny(h, "/: ") {
 			return &FieldError{"allowed_hosts", fmt.Sprintf("has %q; give a bare host name such as pypi.org", h)}

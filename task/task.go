@@ -34,6 +34,12 @@ type Task struct {
 	UpstreamRepo string `json:"upstream_repo,omitempty"`
 	// ReferenceURLs are where the reference solution can be fetched from.
 	ReferenceURLs []string `json:"reference_urls,omitempty"`
+	// Grade is how the submission is graded, always in a fresh sandbox
+	// from Image where no process of the policy runs: GradeDiff (the
+	// repository's change against the base commit, applied; the default)
+	// or GradeSnapshot (a snapshot of the episode's filesystem).
+	Grade string `json:"grade,omitempty"`
+
 	// AllowedHosts may be contacted through the egress proxy (package
 	// indexes for honest installs, say).
 	AllowedHosts []string `json:"allowed_hosts,omitempty"`

@@ -218,6 +218,36 @@ type Grade struct {
 	ProtectedIntact bool     `json:"protected_intact"`  // visible tests unchanged at submit
 	Changed         []string `json:"changed,omitempty"` // protected files whose hash changed
 	DurationMS      int64    `json:"duration_ms,omitempty"`
+	// What was graded: the mode (diff or snapshot), the submitted diff's
+	// sha256 and size, the files it changes, and how long each phase took.
+	Mode       string       `json:"mode,omitempty"`
+	DiffSHA256 string       `json:"diff_sha256,omitempty"`
+	DiffBytes  int          `json:"diff_bytes"`
+	Files      []GradedFile `json:"files,omitempty"`
+	Phases     GradePhases  `json:"phases"`
+	Survivors  int          `json:"survivors,omitempty"` // processes of the sandbox user alive after the kill
+	Error      string       `json:"error,omitempty"`     // why no test ran (a submission the policy broke)
+}
+
+// GradedFile is one file of the submitted change: workdir-relative path
+// and git's status letter (A, M, D, T).
+type GradedFile struct {
+	Path   string `json:"path"`
+	Status string `json:"status"`
+}
+
+// GradePhases are the durations of grading's phases in milliseconds: kill
+// the policy's processes, take the diff, snapshot (snapshot mode), get a
+// fresh sandbox, ask its interpreter for the import surface (once per
+// image), apply the diff, run the hidden tests.
+type GradePhases struct {
+	KillMS     int64 `json:"kill_ms"`
+	DiffMS     int64 `json:"diff_ms"`
+	SnapshotMS int64 `json:"snapshot_ms,omitempty"`
+	SandboxMS  int64 `json:"sandbox_ms"`
+	SurfaceMS  int64 `json:"surface_ms,omitempty"`
+	ApplyMS    int64 `json:"apply_ms"`
+	TestsMS    int64 `json:"tests_ms"`
 }
 
 // Failure classes of an EpisodeEnd.
