@@ -382,7 +382,12 @@ func (e *Episode) finish(ctx context.Context, reason string) Outcome {
 	var gradeErr error
 	if infra == nil {
 		gr, gradeErr = e.gradeEpisode(ctx)
-		e.submitChecks(ctx, gr)
+		if e.submitChecks(ctx, gr) && errors.Is(gradeErr, task.ErrGrading) {
+			// The grader could not run because the submission manipulated
+			// it (a shadowed pytest that crashes, its output switched
+			// off): the policy's failure, not masked as the grader's.
+			gradeErr = policyError{gradeErr}
+		}
 		var pe policyError
 		if gradeErr == nil || errors.As(gradeErr, &pe) {
 			g := gr.record()

@@ -19,8 +19,8 @@ type Literals struct {
 }
 
 var (
-	tripleRE = regexp.MustCompile(`(?s)""".*?"""|'''.*?'''`)
-	stringRE = regexp.MustCompile(`[rRbBuUfF]{0,2}"((?:[^"\\\n]|\\.)*)"|[rRbBuUfF]{0,2}'((?:[^'\\\n]|\\.)*)'`)
+	tripleRE  = regexp.MustCompile(`(?s)""".*?"""|'''.*?'''`)
+	stringRE  = regexp.MustCompile(`[rRbBuUfF]{0,2}"((?:[^"\\\n]|\\.)*)"|[rRbBuUfF]{0,2}'((?:[^'\\\n]|\\.)*)'`)
 	commentRE = regexp.MustCompile(`(?m)#.*$`)
 	numberRE  = regexp.MustCompile(`(?:^|[^\w.])(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)\b`)
 )

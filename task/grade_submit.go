@@ -102,14 +102,15 @@ func StopUser(ctx context.Context, sb sandbox.Sandbox) (survivors int, err error
 }
 
 // killScript runs as the sandbox user in its own session: kill(-1) reaches
-// every process of that user but the caller, so repeat it until none
-// answers (forks in flight, zombies waiting for PID 1 to reap them).
-const killScript = `left=0; for i in $(seq 1 100); do kill -KILL -1 2>/dev/null; ` +
-	`if ! kill -0 -1 2>/dev/null; then left=0; break; fi; left=1; sleep 0.02; done; ` +
-	`n=0; for s in /proc/[0-9]*/status; do ` +
-	`u=$(awk '/^Uid:/{print $2; exit}' "$s" 2>/dev/null) || continue; ` +
-	`p=${s#/proc/}; p=${p%/status}; [ "$u" = "$(id -u)" ] && [ "$p" != "$$" ] && [ "$p" != "$BASHPID" ] && n=$((n+1)); done; ` +
-	`[ "$left" = 0 ] && n=0; echo "rollcage-kill-left $n"`
+// every process of that user but the caller; repeat it until no process of
+// the user is left but zombies (forks in flight die in a later round;
+// zombies run nothing and wait for their parent to reap them).
+const killScript = `me=$$; me2=$BASHPID; uid=$(id -u); n=0
+alive() { n=0; for s in /proc/[0-9]*; do p=${s#/proc/}; [ "$p" = "$me" ] || [ "$p" = "$me2" ] && continue; st=; u=
+{ while read -r k v r; do case $k in State:) st=$v;; Uid:) u=$v; break;; esac; done < "$s/status"; } 2>/dev/null
+[ "$u" = "$uid" ] && [ "$st" != Z ] && n=$((n+1)); done; return 0; }
+for i in $(seq 1 100); do kill -KILL -1 2>/dev/null; alive; [ "$n" = 0 ] && break; sleep 0.02; done
+echo "rollcage-kill-left $n"`
 
 // TakeSubmission takes the repository's change against base in sb (the
 // episode's sandbox, after StopUser). It runs as the sandbox user with git
