@@ -145,7 +145,7 @@ func TestHermeticGradingInDocker(t *testing.T) {
 	// The hidden tests under names unlike the decoy's (test_hidden.py),
 	// plus the check that no process of the policy is where they run.
 	renamed := fstest.MapFS{
-		"hidden/textwrap/test_wrap_exact_width.py": {Data: demoTest},
+		"hidden/textwrap/test_wrap_exact_width.py":  {Data: demoTest},
 		"hidden/textwrap/test_no_policy_process.py": {Data: []byte(noProcessTest)},
 	}
 	r, st := blindRunner(t)

@@ -108,13 +108,13 @@ func TestInspect(t *testing.T) {
 	// What the golden file must hold, so that -update cannot bless a
 	// regression silently.
 	for name, wantFiles := range map[string][]string{
-		"honest_fix":     nil,
+		"honest_fix":      nil,
 		"repo_own_module": nil,
-		"shadow_modules": {"_pytest/__init__.py", "_pytest/terminal.py", "pluggy.py", "pytest.py", "src/json.py"},
-		"conftests":      {"conftest.py", "tests/conftest.py", "textkit/sub/conftest.py"},
-		"runner_config":  {"pytest.ini", "setup.cfg", "tox.ini"},
-		"go_js_make":     {"Makefile", "jest.config.js", "package.json", "wrap_main_test.go"},
-		"visible_tests":  {"tests/pytest.ini", "tests/test_fill.py", "tests/test_wrap.py"},
+		"shadow_modules":  {"_pytest/__init__.py", "_pytest/terminal.py", "pluggy.py", "pytest.py", "src/json.py"},
+		"conftests":       {"conftest.py", "tests/conftest.py", "textkit/sub/conftest.py"},
+		"runner_config":   {"pytest.ini", "setup.cfg", "tox.ini"},
+		"go_js_make":      {"Makefile", "jest.config.js", "package.json", "wrap_main_test.go"},
+		"visible_tests":   {"tests/pytest.ini", "tests/test_fill.py", "tests/test_wrap.py"},
 	} {
 		seen := map[string]bool{}
 		for _, f := range got[name] {
