@@ -10,10 +10,11 @@ import (
 
 // Formats an Episode can be read from.
 const (
-	FormatRollcage = "rollcage"  // trajectory events (a Store dir or .jsonl files)
-	FormatOpenAI   = "openai"    // OpenAI chat messages with tool_calls
-	FormatMiniSWE  = "mini-swe"  // mini-swe-agent: bash blocks in assistant text
-	FormatSWEAgent = "swe-agent" // SWE-agent .traj
+	FormatRollcage  = "rollcage"  // trajectory events (a Store dir or .jsonl files)
+	FormatOpenAI    = "openai"    // OpenAI chat messages with tool_calls
+	FormatMiniSWE   = "mini-swe"  // mini-swe-agent: bash blocks in assistant text
+	FormatSWEAgent  = "swe-agent" // SWE-agent .traj
+	FormatOpenHands = "openhands" // OpenHands output.jsonl event history
 )
 
 // Episode is one agent attempt as read from a file, in rollcage's tool
@@ -45,7 +46,13 @@ type Step struct {
 	// Original is the call as the source wrote it when it was mapped
 	// (a SWE-agent action, a foreign tool's name and arguments).
 	Original string `json:"original,omitempty"`
-	Output   string `json:"output"`
+	// Index is where the call sits in the source: the message index
+	// (OpenAI and mini-swe-agent messages, OpenHands llm_completions, whose
+	// final response is len(messages)), the trajectory index (SWE-agent),
+	// the event id (OpenHands output.jsonl), the step (rollcage). Labels
+	// name steps by it.
+	Index  int    `json:"index"`
+	Output string `json:"output"`
 	// Cwd is the session's directory after the call, when recorded.
 	Cwd string `json:"cwd,omitempty"`
 	// Recorded is the online decision (rollcage format only).

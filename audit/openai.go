@@ -90,6 +90,19 @@ func parseMessageObject(base, name string, obj map[string]json.RawMessage) (Epis
 	if err := json.Unmarshal(obj["messages"], &msgs); err != nil {
 		return Episode{}, fmt.Errorf("\"messages\" is not a list of messages: %v", err)
 	}
+	// A litellm request/response log (OpenHands llm_completions): the
+	// messages are the conversation so far, the response the turn that
+	// answered it.
+	if has(obj, "response") {
+		var resp struct {
+			Choices []struct {
+				Message json.RawMessage `json:"message"`
+			} `json:"choices"`
+		}
+		if json.Unmarshal(obj["response"], &resp) == nil && len(resp.Choices) > 0 && len(resp.Choices[0].Message) > 0 {
+			msgs = append(msgs, resp.Choices[0].Message)
+		}
+	}
 	whole, _ := json.Marshal(obj)
 	var m meta
 	_ = json.Unmarshal(whole, &m)
@@ -119,12 +132,13 @@ func parseMessageObject(base, name string, obj map[string]json.RawMessage) (Epis
 	return parseMessages(base, name, msgs, &m)
 }
 
-var bashBlock = regexp.MustCompile("(?s)```(?:bash|sh|shell)?[ \t]*\n(.*?)\n?```")
+// bashBlock is mini-swe-agent's action: a fenced bash block.
+var bashBlock = regexp.MustCompile("(?s)```(?:bash|sh|shell)[ \t]*\n(.*?)\n?```")
 
 // parseMessages maps a message list onto steps: assistant tool calls
 // matched to tool results by id; with no tool calls at all, bash blocks
 // in the assistant's text answered by the next user message
-// (mini-swe-agent).
+// (mini-swe-agent). A step's Index is its message's.
 func parseMessages(base, name string, raws []json.RawMessage, m *meta) (Episode, error) {
 	msgs := make([]message, 0, len(raws))
 	for i, r := range raws {
@@ -149,6 +163,16 @@ func parseMessages(base, name string, raws []json.RawMessage, m *meta) (Episode,
 			}
 		}
 	}
+	var users []string
+	for _, msg := range msgs {
+		if msg.Role == "user" {
+			users = append(users, text(msg.Content))
+			if len(users) == 3 {
+				break
+			}
+		}
+	}
+	setInstruction(&ep, users...)
 	toolCalls := 0
 	for _, msg := range msgs {
 		toolCalls += len(msg.ToolCalls)
@@ -159,16 +183,20 @@ func parseMessages(base, name string, raws []json.RawMessage, m *meta) (Episode,
 	if toolCalls > 0 {
 		byID := map[string]int{}
 		lastLegacy := -1
-		for _, msg := range msgs {
+		for mi, msg := range msgs {
 			switch msg.Role {
 			case "assistant":
 				for _, tc := range msg.ToolCalls {
 					byID[tc.ID] = len(ep.Steps)
-					ep.Steps = append(ep.Steps, foreignStep(tc.Function.Name, tc.Function.args()))
+					st := foreignStep(tc.Function.Name, tc.Function.args())
+					st.Index = mi
+					ep.Steps = append(ep.Steps, st)
 				}
 				if msg.FuncCall != nil {
 					lastLegacy = len(ep.Steps)
-					ep.Steps = append(ep.Steps, foreignStep(msg.FuncCall.Name, msg.FuncCall.args()))
+					st := foreignStep(msg.FuncCall.Name, msg.FuncCall.args())
+					st.Index = mi
+					ep.Steps = append(ep.Steps, st)
 				}
 			case "tool":
 				if i, ok := byID[msg.ToolCallID]; ok {
@@ -184,18 +212,20 @@ func parseMessages(base, name string, raws []json.RawMessage, m *meta) (Episode,
 	}
 	ep.Format = FormatMiniSWE
 	pending := -1
-	for _, msg := range msgs {
+	for mi, msg := range msgs {
 		switch msg.Role {
 		case "assistant":
 			pending = -1
 			blocks := bashBlock.FindAllStringSubmatch(text(msg.Content), -1)
-			if len(blocks) == 0 {
+			// mini-swe-agent runs exactly one block per turn; a turn with
+			// more is rejected ("Please always provide EXACTLY ONE
+			// action") and runs nothing.
+			if len(blocks) != 1 {
 				continue
 			}
-			// mini-swe-agent runs exactly one block per turn: the first.
 			pending = len(ep.Steps)
 			cmd := strings.TrimSpace(blocks[0][1])
-			st := Step{Call: bash(cmd)}
+			st := Step{Call: bash(cmd), Index: mi}
 			if isMiniSubmit(cmd) {
 				st.Call, st.Original = call(monitor.ToolSubmit, monitor.SubmitArgs{}), cmd
 			}
@@ -211,6 +241,26 @@ func parseMessages(base, name string, raws []json.RawMessage, m *meta) (Episode,
 		return Episode{}, errors.New("no tool calls: no assistant tool_calls and no ```bash blocks; nothing to audit")
 	}
 	return ep, nil
+}
+
+// setInstruction fills the episode's instruction, when its metadata had
+// none, with the first of the user messages that is not a demonstration
+// (SWE-agent 0.x shows one first).
+func setInstruction(ep *Episode, users ...string) {
+	if ep.Task != nil && ep.Task.Instruction != "" {
+		return
+	}
+	for _, u := range users {
+		u = strings.TrimSpace(u)
+		if u == "" || strings.HasPrefix(u, "Here is a demonstration") {
+			continue
+		}
+		if ep.Task == nil {
+			ep.Task = &Task{}
+		}
+		ep.Task.Instruction = u
+		return
+	}
 }
 
 func isMiniSubmit(cmd string) bool {

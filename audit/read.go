@@ -188,6 +188,8 @@ func parseObject(base, name string, obj map[string]json.RawMessage) (Episode, er
 	switch {
 	case has(obj, "trajectory"):
 		return parseSWEAgent(base, name, obj)
+	case has(obj, "history") && has(obj, "instance_id"):
+		return parseOpenHands(base, name, obj)
 	case has(obj, "messages"):
 		return parseMessageObject(base, name, obj)
 	case has(obj, "type") && has(obj, "episode_id"):
@@ -201,7 +203,7 @@ func parseObject(base, name string, obj map[string]json.RawMessage) (Episode, er
 	if len(keys) > 6 {
 		keys = append(keys[:6], "…")
 	}
-	return Episode{}, fmt.Errorf("%w: a JSON object with keys %s; expected \"messages\" (OpenAI format) or \"trajectory\" (SWE-agent)", ErrUnknownFormat, strings.Join(keys, ", "))
+	return Episode{}, fmt.Errorf("%w: a JSON object with keys %s; expected \"messages\" (OpenAI format, llm_completions), \"trajectory\" (SWE-agent) or \"history\" with \"instance_id\" (OpenHands output.jsonl)", ErrUnknownFormat, strings.Join(keys, ", "))
 }
 
 func has(obj map[string]json.RawMessage, k string) bool {
@@ -258,10 +260,10 @@ func parseLines(base, name string, data []byte) ([]Episode, []FileError) {
 			evs = append(evs, ev)
 		}
 		return append([]Episode(nil), fromEvents(name, evs)...), errs
-	case has(first, "messages"):
+	case has(first, "messages"), has(first, "history") && has(first, "instance_id"):
 		var eps []Episode
 		for _, l := range lines {
-			ep, err := parseMessageObject(fmt.Sprintf("%s-%d", base, l.n), fmt.Sprintf("%s:%d", name, l.n), l.obj)
+			ep, err := parseObject(fmt.Sprintf("%s-%d", base, l.n), fmt.Sprintf("%s:%d", name, l.n), l.obj)
 			if err != nil {
 				errs = append(errs, FileError{Path: name, Line: l.n, Err: oneLine(err)})
 				continue
@@ -280,7 +282,7 @@ func parseLines(base, name string, data []byte) ([]Episode, []FileError) {
 		}
 		return []Episode{ep}, errs
 	}
-	return nil, append(errs, FileError{Path: name, Err: ErrUnknownFormat.Error() + ": JSONL whose lines are neither rollcage events, episodes with \"messages\", nor chat messages"})
+	return nil, append(errs, FileError{Path: name, Err: ErrUnknownFormat.Error() + ": JSONL whose lines are neither rollcage events, episodes with \"messages\", OpenHands records (\"history\"), nor chat messages"})
 }
 
 func oneLine(err error) string {

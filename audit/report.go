@@ -19,23 +19,29 @@ const (
 	ClassHackedResolved   = "hacked_resolved"
 	ClassCleanUnresolved  = "clean_unresolved"
 	ClassHackedUnresolved = "hacked_unresolved"
+	// ClassUnconfirmed: suspicious flags that no judge confirmed or
+	// cleared (rules only); neither hacked nor clean.
+	ClassUnconfirmed = "unconfirmed"
 	// ClassCleared: flagged, and the judge cleared every flagged call.
 	ClassCleared = "cleared"
 )
 
 // Classes in report order.
-var Classes = []string{ClassHackedResolved, ClassHackedUnresolved, ClassCleared, ClassCleanResolved, ClassCleanUnresolved}
+var Classes = []string{ClassHackedResolved, ClassHackedUnresolved, ClassUnconfirmed, ClassCleared, ClassCleanResolved, ClassCleanUnresolved}
 
 // maxShownOutput bounds the output kept per step in a report.
 const maxShownOutput = 4000
 
-func label(class string, unconfirmed, resolvedKnown bool) string {
+func label(class string, resolved, resolvedKnown bool) string {
 	l := strings.ReplaceAll(class, "_", " ")
-	if class == ClassCleared {
+	switch class {
+	case ClassCleared:
 		l = "flagged, cleared by the judge"
-	}
-	if unconfirmed {
-		l += " (unconfirmed)"
+	case ClassUnconfirmed:
+		l = "unconfirmed (suspicious, no judge)"
+		if resolvedKnown && resolved {
+			l += ", resolved"
+		}
 	}
 	if !resolvedKnown && class != ClassCleared {
 		l += " (resolution unknown)"
@@ -49,6 +55,8 @@ type Report struct {
 	Episodes []EpisodeReport `json:"episodes"`
 	// Skipped are files or lines that could not be read, with the reason.
 	Skipped []FileError `json:"skipped"`
+	// Score is the audit against labels (--labels), when given.
+	Score *Score `json:"score,omitempty"`
 	// Judge is true when a judge confirmed or cleared flagged calls;
 	// without one, hacks are unconfirmed.
 	Judge bool `json:"judge"`
@@ -87,12 +95,16 @@ type EpisodeReport struct {
 	Format string `json:"format"`
 	TaskID string `json:"task_id,omitempty"`
 	Class  string `json:"class"`
-	// Label is the class for people: "hacked resolved (unconfirmed)".
+	// Outcome is hacked, unconfirmed or clean: the words of
+	// harness outcomes' label.
+	Outcome string `json:"outcome"`
+	// Label is the class for people: "hacked resolved".
 	Label         string `json:"label"`
 	Resolved      bool   `json:"resolved"`
 	ResolvedKnown bool   `json:"resolved_known"`
 	Hacked        bool   `json:"hacked"`
-	// Unconfirmed: hacked on the rules' word alone; no judge confirmed it.
+	// Unconfirmed: flagged by suspicious rules alone, which no judge
+	// confirmed or cleared; not Hacked.
 	Unconfirmed bool     `json:"unconfirmed,omitempty"`
 	Categories  []string `json:"categories"`
 	// PatchSimilarity compares the final patch with the upstream fix,
@@ -106,7 +118,9 @@ type EpisodeReport struct {
 
 // StepReport is one call's replay.
 type StepReport struct {
-	Step     int    `json:"step"`
+	Step int `json:"step"`
+	// Index is the step's place in the source (Step.Index).
+	Index    int    `json:"index"`
 	Tool     string `json:"tool"`
 	Call     string `json:"call"`               // rendered: "$ cmd" or "read_file /path"
 	Original string `json:"original,omitempty"` // the source's own form, when mapped
@@ -200,7 +214,7 @@ func (r *Report) WriteJSON(w io.Writer) error {
 // counts and the unreadable files, for people.
 func (r *Report) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "EPISODE\tTASK\tFORMAT\tSTEPS\tFLAGGED\tCLASS\tCATEGORIES")
+	fmt.Fprintln(tw, "EPISODE\tTASK\tFORMAT\tSTEPS\tFLAGGED\tCLASS\tCATEGORIES\tFILE")
 	for _, e := range r.Episodes {
 		flagged := 0
 		for _, s := range e.Steps {
@@ -208,13 +222,13 @@ func (r *Report) WriteText(w io.Writer) error {
 				flagged++
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", e.ID, firstNonEmpty(e.TaskID, "-"), e.Format, len(e.Steps), flagged, e.Label, firstNonEmpty(strings.Join(e.Categories, ","), "-"))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", e.ID, firstNonEmpty(e.TaskID, "-"), e.Format, len(e.Steps), flagged, e.Label, firstNonEmpty(strings.Join(e.Categories, ","), "-"), e.Source)
 	}
 	tw.Flush()
 	s := r.Summary
 	fmt.Fprintf(w, "\n%d episodes, %d tool calls; %d hacked resolutions", s.Episodes, s.Steps, s.HackedResolutions)
-	if !r.Judge && s.Unconfirmed > 0 {
-		fmt.Fprintf(w, " (no judge: %d hacked episodes are unconfirmed, flagged by rules only)", s.Unconfirmed)
+	if s.Unconfirmed > 0 {
+		fmt.Fprintf(w, "; %d episodes unconfirmed (suspicious flags no judge decided)", s.Unconfirmed)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "\nby class:")
@@ -248,6 +262,11 @@ func (r *Report) WriteText(w io.Writer) error {
 			for _, d := range e.Disagreements {
 				fmt.Fprintf(w, "  %s step %d (online %s): %s\n", e.ID, d.Step, d.Online, d.Note)
 			}
+		}
+	}
+	if r.Score != nil {
+		if err := r.Score.WriteText(w); err != nil {
+			return err
 		}
 	}
 	if len(r.Skipped) > 0 {

@@ -12,6 +12,25 @@ import (
 type sweStep struct {
 	Action      string `json:"action"`
 	Observation string `json:"observation"`
+	// State is the environment after the action; SWE-agent records the
+	// shell's directory in it (working_dir), 0.x as a JSON string.
+	State json.RawMessage `json:"state"`
+}
+
+// workingDir is the shell's directory SWE-agent recorded after the step.
+func (s sweStep) workingDir() string {
+	var st struct {
+		WorkingDir string `json:"working_dir"`
+	}
+	raw := s.State
+	var str string
+	if json.Unmarshal(raw, &str) == nil {
+		raw = json.RawMessage(str)
+	}
+	if json.Unmarshal(raw, &st) != nil || !strings.HasPrefix(st.WorkingDir, "/") {
+		return ""
+	}
+	return st.WorkingDir
 }
 
 type sweInfo struct {
@@ -35,14 +54,26 @@ func parseSWEAgent(base, name string, obj map[string]json.RawMessage) (Episode, 
 	}
 	ep := Episode{ID: base, Source: name, Format: FormatSWEAgent, TaskID: firstNonEmpty(info.InstanceID, base),
 		Patch: info.Submission, Resolved: info.Resolved}
+	var hist []struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	}
+	_ = json.Unmarshal(obj["history"], &hist)
+	var users []string
+	for _, h := range hist {
+		if h.Role == "user" && len(users) < 3 {
+			users = append(users, text(h.Content))
+		}
+	}
+	setInstruction(&ep, users...)
 	m := sweMapper{}
-	for _, s := range steps {
+	for i, s := range steps {
 		a := strings.TrimSpace(s.Action)
 		if a == "" {
 			continue
 		}
 		c := m.action(a, s.Observation)
-		st := Step{Call: c, Output: s.Observation}
+		st := Step{Call: c, Output: s.Observation, Index: i, Cwd: s.workingDir()}
 		if !(c.Tool == monitor.ToolBash && bashText(c) == a) {
 			st.Original = clip(a, 2000)
 		}

@@ -1,9 +1,9 @@
 package audit
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -31,6 +31,8 @@ type taskJSON struct {
 	Patch         string `json:"patch"`
 	UpstreamPatch string `json:"upstream_patch"`
 	FixPatch      string `json:"fix_patch"`
+	// ProblemStatement is SWE-bench's instruction.
+	ProblemStatement string `json:"problem_statement"`
 }
 
 func (tj taskJSON) task() Task {
@@ -38,6 +40,7 @@ func (tj taskJSON) task() Task {
 	t.ID = firstNonEmpty(t.ID, tj.InstanceID, tj.TaskID)
 	t.UpstreamRepo = firstNonEmpty(t.UpstreamRepo, tj.Repo)
 	t.Patch = firstNonEmpty(tj.UpstreamPatch, tj.FixPatch, tj.Patch)
+	t.Instruction = firstNonEmpty(t.Instruction, tj.ProblemStatement)
 	return t
 }
 
@@ -67,6 +70,15 @@ func readTasks(r io.Reader, name string) (map[string]Task, error) {
 	if err != nil {
 		return nil, fmt.Errorf("audit: load tasks %s: %w", name, err)
 	}
+	// '#' comment lines out; blank lines are nothing to JSON
+	var clean bytes.Buffer
+	for _, line := range bytes.SplitAfter(data, []byte("\n")) {
+		if bytes.HasPrefix(bytes.TrimSpace(line), []byte("#")) {
+			clean.WriteByte('\n') // keeps line numbers
+			continue
+		}
+		clean.Write(line)
+	}
 	out := map[string]Task{}
 	add := func(tj taskJSON, where string) error {
 		t := tj.task()
@@ -76,37 +88,49 @@ func readTasks(r io.Reader, name string) (map[string]Task, error) {
 		out[t.ID] = t
 		return nil
 	}
-	if trimmed := bytes.TrimSpace(data); len(trimmed) > 0 && trimmed[0] == '[' {
+	// A stream of JSON values: one task per line (JSONL), pretty-printed
+	// objects one after another (SWE-bench instance files), or arrays of
+	// them.
+	dec := json.NewDecoder(bytes.NewReader(clean.Bytes()))
+	for n := 1; ; n++ {
+		var raw json.RawMessage
+		err := dec.Decode(&raw)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		where := fmt.Sprintf("line %d", lineAt(clean.Bytes(), dec.InputOffset()))
+		if err != nil {
+			return nil, fmt.Errorf("audit: load tasks %s: %s: %w; give task JSON objects (one per line, or pretty-printed) or an array of them", name, where, err)
+		}
 		var list []taskJSON
-		if err := json.Unmarshal(trimmed, &list); err != nil {
-			return nil, fmt.Errorf("audit: load tasks %s: %w; give a JSON array of tasks or one task per line", name, err)
+		if t := bytes.TrimSpace(raw); len(t) > 0 && t[0] == '[' {
+			if err := json.Unmarshal(raw, &list); err != nil {
+				return nil, fmt.Errorf("audit: load tasks %s: %s: %w; give an array of task objects", name, where, err)
+			}
+		} else {
+			var tj taskJSON
+			if err := json.Unmarshal(raw, &tj); err != nil {
+				return nil, fmt.Errorf("audit: load tasks %s: %s: %w; give one task JSON object per line", name, where, err)
+			}
+			list = []taskJSON{tj}
 		}
 		for i, tj := range list {
-			if err := add(tj, fmt.Sprintf("item %d", i)); err != nil {
+			w := where
+			if len(list) > 1 {
+				w = fmt.Sprintf("%s item %d", where, i)
+			}
+			if err := add(tj, w); err != nil {
 				return nil, err
 			}
 		}
-		return out, nil
-	}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 0, 1<<20), 256<<20)
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		var tj taskJSON
-		if err := json.Unmarshal([]byte(line), &tj); err != nil {
-			return nil, fmt.Errorf("audit: load tasks %s:%d: %w; give one task JSON object per line", name, n, err)
-		}
-		if err := add(tj, fmt.Sprintf("line %d", n)); err != nil {
-			return nil, err
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("audit: load tasks %s: %w", name, err)
 	}
 	return out, nil
+}
+
+// lineAt is the 1-based line of byte offset off (the end of a value).
+func lineAt(data []byte, off int64) int {
+	off = min(off, int64(len(data)))
+	return 1 + bytes.Count(bytes.TrimRight(data[:off], " \t\r\n"), []byte("\n"))
 }
 
 // context is the rules' view of the task: only what is known, nothing
@@ -128,27 +152,25 @@ func nonNil(s []string) []string {
 }
 
 // LoadResults reads which episodes were resolved, for data that does not
-// say so itself: a SWE-bench report ({"resolved_ids": [...],
-// "unresolved_ids": [...]}) or JSONL of {"id"|"instance_id", "resolved"}.
-// Keys are episode ids or task ids.
+// say so itself. It takes SWE-bench's evaluation summaries
+// ({"resolved_ids": [...], "unresolved_ids": [...]}, or the older
+// {"resolved": [...], "applied": [...]}), SWE-bench's per-instance
+// report.json ({"<instance_id>": {"resolved": true, ...}}), and JSONL
+// of {"id"|"instance_id", "resolved"}. Keys are episode ids or task ids.
 func LoadResults(path string) (map[string]bool, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("audit: load results: %w", err)
 	}
 	out := map[string]bool{}
-	var rep struct {
-		Resolved   []string `json:"resolved_ids"`
-		Unresolved []string `json:"unresolved_ids"`
-	}
-	if json.Unmarshal(data, &rep) == nil && (rep.Resolved != nil || rep.Unresolved != nil) {
-		for _, id := range rep.Unresolved {
-			out[id] = false
+	var whole map[string]json.RawMessage
+	if json.Unmarshal(data, &whole) == nil {
+		if ok := readSummary(whole, out); ok {
+			return out, nil
 		}
-		for _, id := range rep.Resolved {
-			out[id] = true
+		if ok := readInstanceReports(whole, out); ok {
+			return out, nil
 		}
-		return out, nil
 	}
 	for n, line := range strings.Split(string(data), "\n") {
 		line = strings.TrimSpace(line)
@@ -161,9 +183,56 @@ func LoadResults(path string) (map[string]bool, error) {
 			Resolved   *bool  `json:"resolved"`
 		}
 		if err := json.Unmarshal([]byte(line), &r); err != nil || r.Resolved == nil || firstNonEmpty(r.ID, r.InstanceID) == "" {
-			return nil, fmt.Errorf("audit: load results %s:%d: want a SWE-bench report with resolved_ids, or one {\"id\": ..., \"resolved\": true|false} per line", path, n+1)
+			return nil, fmt.Errorf("audit: load results %s:%d: want a SWE-bench summary (resolved_ids), a SWE-bench report.json ({instance_id: {resolved: ...}}), or one {\"id\": ..., \"resolved\": true|false} per line", path, n+1)
 		}
 		out[firstNonEmpty(r.ID, r.InstanceID)] = *r.Resolved
 	}
 	return out, nil
+}
+
+// readSummary reads an evaluation summary: lists of instance ids by
+// outcome. Ids that were evaluated but are not in a resolved list are
+// unresolved.
+func readSummary(obj map[string]json.RawMessage, out map[string]bool) bool {
+	ids := func(k string) ([]string, bool) {
+		var l []string
+		if v, ok := obj[k]; ok && json.Unmarshal(v, &l) == nil {
+			return l, true
+		}
+		return nil, false
+	}
+	resolved, ok1 := ids("resolved_ids")
+	if !ok1 {
+		resolved, ok1 = ids("resolved")
+	}
+	if !ok1 {
+		return false
+	}
+	for _, k := range []string{"unresolved_ids", "completed_ids", "submitted_ids", "error_ids", "applied", "generated", "no_apply", "test_errored", "test_timeout"} {
+		l, _ := ids(k)
+		for _, id := range l {
+			out[id] = false
+		}
+	}
+	for _, id := range resolved {
+		out[id] = true
+	}
+	return true
+}
+
+// readInstanceReports reads SWE-bench's report.json: instance id to its
+// evaluation, whose "resolved" says it.
+func readInstanceReports(obj map[string]json.RawMessage, out map[string]bool) bool {
+	found := false
+	for id, v := range obj {
+		var r struct {
+			Resolved *bool `json:"resolved"`
+		}
+		if json.Unmarshal(v, &r) != nil || r.Resolved == nil {
+			continue
+		}
+		out[id] = *r.Resolved
+		found = true
+	}
+	return found
 }

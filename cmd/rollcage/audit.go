@@ -12,7 +12,7 @@ import (
 )
 
 func init() {
-	register(command{Name: "audit", Summary: "classify trajectories (rollcage, OpenAI messages, SWE-agent .traj) as clean or hacked resolutions", Run: runAudit})
+	register(command{Name: "audit", Summary: "classify trajectories (rollcage, OpenAI messages, mini-swe-agent, SWE-agent .traj, OpenHands) as clean or hacked resolutions; --labels scores against labels", Run: runAudit})
 }
 
 // Exit codes of rollcage audit.
@@ -24,6 +24,7 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := newFlags("audit", "[flags] PATH...   (files or directories; exit 0 clean, 1 hacked resolution found, 2 usage, 3 error)", stderr)
 	tasksFile := fs.String("tasks", "", "task context: JSONL/JSON of rollcage tasks or SWE-bench instances (id/instance_id, base_commit, protected_paths, patch = the upstream fix)")
 	resultsFile := fs.String("results", "", "which episodes were resolved, for data that does not say: a SWE-bench report (resolved_ids) or JSONL {id, resolved}")
+	labelsFile := fs.String("labels", "", "score the audit against labels: JSONL of {path (relative to the file), label clean|hacked|ambiguous, category, step} such as a corpus MANIFEST.jsonl; prints confusion matrices, recall and false flags by category, and the disagreements")
 	asJSON := fs.Bool("json", false, "print the report as JSON instead of a table")
 	htmlFile := fs.String("html", "", "also write a self-contained HTML report to this file")
 	conc := fs.Int("concurrency", 0, "episodes replayed at once (0: one per CPU)")
@@ -69,10 +70,22 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	var labels *audit.Labels
+	if *labelsFile != "" {
+		if labels, err = audit.LoadLabels(*labelsFile); err != nil {
+			return err
+		}
+	}
 	eps, skipped := audit.Read(fs.Args()...)
+	if labels != nil {
+		skipped = labels.Drop(skipped) // the labels file itself, when under PATH
+	}
 	rep, err := a.Audit(ctx, eps, skipped)
 	if err != nil {
 		return err
+	}
+	if labels != nil {
+		rep.Score = rep.ScoreLabels(labels)
 	}
 	if *htmlFile != "" {
 		f, err := os.Create(*htmlFile)

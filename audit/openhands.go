@@ -1,0 +1,140 @@
+package audit
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/rollcage/rollcage/monitor"
+)
+
+// ohEvent is one event of an OpenHands history (output.jsonl): an
+// action by the agent, or the observation that answers one (cause is the
+// action's id).
+type ohEvent struct {
+	ID          json.RawMessage `json:"id"` // a number, or a string in some writers
+	Source      string          `json:"source"`
+	Action      string          `json:"action"`
+	Observation string          `json:"observation"`
+	Cause       json.RawMessage `json:"cause"`
+	Content     string          `json:"content"`
+	Args        struct {
+		Command  string `json:"command"`
+		Path     string `json:"path"`
+		FileText string `json:"file_text"`
+		OldStr   string `json:"old_str"`
+		NewStr   string `json:"new_str"`
+		Content  string `json:"content"`
+		Code     string `json:"code"`
+		URL      string `json:"url"`
+	} `json:"args"`
+}
+
+// ohID reads an event id written as 12 or "12"; -1 when neither.
+func ohID(raw json.RawMessage) int {
+	var n int
+	if json.Unmarshal(raw, &n) == nil {
+		return n
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		if n, err := strconv.Atoi(s); err == nil {
+			return n
+		}
+	}
+	return -1
+}
+
+// ohInstance is the SWE-bench instance OpenHands stores beside the
+// history.
+type ohInstance struct {
+	InstanceID       string `json:"instance_id"`
+	Repo             string `json:"repo"`
+	BaseCommit       string `json:"base_commit"`
+	ProblemStatement string `json:"problem_statement"`
+}
+
+// parseOpenHands reads one OpenHands output.jsonl record: {instance_id,
+// instruction, instance, history: [events], test_result: {git_patch}}.
+// The agent's actions become steps (indexed by event id); messages,
+// thoughts and the system prompt are not tool calls and are left out.
+func parseOpenHands(base, name string, obj map[string]json.RawMessage) (Episode, error) {
+	var events []ohEvent
+	if err := json.Unmarshal(obj["history"], &events); err != nil {
+		return Episode{}, fmt.Errorf("\"history\" is not a list of OpenHands events: %v", err)
+	}
+	var rec struct {
+		InstanceID  string `json:"instance_id"`
+		Instruction string `json:"instruction"`
+		TestResult  struct {
+			GitPatch string `json:"git_patch"`
+			Resolved *bool  `json:"resolved"`
+		} `json:"test_result"`
+	}
+	whole, _ := json.Marshal(obj)
+	_ = json.Unmarshal(whole, &rec)
+	var inst ohInstance
+	if has(obj, "instance") {
+		_ = json.Unmarshal(obj["instance"], &inst)
+	}
+	id := firstNonEmpty(rec.InstanceID, inst.InstanceID, base)
+	ep := Episode{ID: id, Source: name, Format: FormatOpenHands, TaskID: id,
+		Patch: rec.TestResult.GitPatch, Resolved: rec.TestResult.Resolved}
+	ep.Task = &Task{}
+	ep.Task.ID, ep.Task.BaseCommit, ep.Task.UpstreamRepo = id, inst.BaseCommit, inst.Repo
+	ep.Task.Instruction = firstNonEmpty(rec.Instruction, inst.ProblemStatement)
+	byID := map[int]int{}
+	for _, ev := range events {
+		if ev.Source != "agent" {
+			continue
+		}
+		if ev.Observation != "" {
+			if i, ok := byID[ohID(ev.Cause)]; ok {
+				ep.Steps[i].Output = ev.Content
+			}
+			continue
+		}
+		c, ok := ohCall(ev)
+		if !ok {
+			continue
+		}
+		n := ohID(ev.ID)
+		byID[n] = len(ep.Steps)
+		st := Step{Call: c, Index: n}
+		if ev.Action != "run" {
+			st.Original = ev.Action
+		}
+		ep.Steps = append(ep.Steps, st)
+	}
+	if len(ep.Steps) == 0 {
+		return Episode{}, errors.New("OpenHands history with no agent actions; nothing to audit")
+	}
+	return ep, nil
+}
+
+// ohCall maps an OpenHands action onto rollcage's tool model; ok is
+// false for events that run nothing (message, think, system, recall).
+func ohCall(ev ohEvent) (monitor.ToolCall, bool) {
+	a := ev.Args
+	switch ev.Action {
+	case "run":
+		return bash(a.Command), true
+	case "run_ipython":
+		return monitor.ToolCall{Tool: "ipython", Args: mustJSON(map[string]string{"code": a.Code})}, true
+	case "read":
+		return editorCall("view", a.Path, "", "", ""), true
+	case "edit":
+		if a.Command == "" { // the LLM-based editor: the whole new content
+			return call(monitor.ToolWriteFile, monitor.WriteFileArgs{Path: a.Path, Content: a.Content}), true
+		}
+		return editorCall(a.Command, a.Path, a.FileText, a.OldStr, a.NewStr), true
+	case "write":
+		return call(monitor.ToolWriteFile, monitor.WriteFileArgs{Path: a.Path, Content: a.Content}), true
+	case "finish":
+		return call(monitor.ToolSubmit, monitor.SubmitArgs{}), true
+	case "browse":
+		return bash("curl " + shq(a.URL)), true // a fetch, as the rules know fetches
+	}
+	return monitor.ToolCall{}, false
+}
