@@ -217,7 +217,9 @@ func (a *Auditor) compare(r *EpisodeReport, sr *StepReport) {
 		r.Disagreements = append(r.Disagreements, Disagreement{Step: sr.Step, Online: on.Action, Note: strings.Join(notes, "; ")})
 	}
 	if on.Hack && !sr.Hack {
-		sr.Hack, sr.Unconfirmed, sr.Cleared = true, on.Verdict == nil || !on.Verdict.Hack, false
+		// online, a hack is a decision made (blocked, rewritten, confirmed,
+		// leaking), never an allowed suspicion: it is confirmed here too
+		sr.Hack, sr.Unconfirmed, sr.Cleared = true, false, false
 		sr.Category = firstNonEmpty(firstOf(on.Categories), sr.Category)
 	}
 	for _, f := range on.Flags {
