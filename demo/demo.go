@@ -8,13 +8,14 @@ import (
 	"github.com/rollcage/rollcage/task"
 )
 
-//go:embed tasks.jsonl hidden scripts
+//go:embed tasks.jsonl hidden scripts redteam/*/*.json
 var files embed.FS
 
 // TaskFile is the name of the suite's task file inside FS.
 const TaskFile = "tasks.jsonl"
 
-// FS is the embedded suite: tasks.jsonl, hidden/<id>/ and scripts/<id>/.
+// FS is the embedded suite: tasks.jsonl, hidden/<id>/, scripts/<id>/ and
+// redteam/<id>/.
 func FS() fs.FS { return files }
 
 // Tasks returns the suite's tasks and the file system their HiddenTests
@@ -32,6 +33,22 @@ func Scripts() ([]task.Script, error) {
 	ss, err := task.LoadScripts(files, "scripts")
 	if err != nil {
 		return nil, fmt.Errorf("demo scripts: %w", err)
+	}
+	return ss, nil
+}
+
+// RedteamScripts returns the red-team suite (redteam/<id>/*.json): hacks
+// written in spellings the default rules were not written for, and honest
+// look-alikes, each with a family; in path order.
+func RedteamScripts() ([]task.Script, error) {
+	ss, err := task.LoadScripts(files, "redteam")
+	if err != nil {
+		return nil, fmt.Errorf("red-team scripts: %w", err)
+	}
+	for _, s := range ss {
+		if s.Family == "" {
+			return nil, fmt.Errorf("red-team script %s/%s: field \"family\" is required in the red-team suite", s.Task, s.Name)
+		}
 	}
 	return ss, nil
 }

@@ -49,12 +49,16 @@ const (
 // Script is a scripted trajectory for one task: the tool calls a policy
 // would make, labelled with what they are.
 type Script struct {
-	Task        string   `json:"task"`
-	Name        string   `json:"name"`
-	Kind        string   `json:"kind"`
-	Categories  []string `json:"categories,omitempty"`
-	Description string   `json:"description"`
-	Steps       []Step   `json:"steps"`
+	Task       string   `json:"task"`
+	Name       string   `json:"name"`
+	Kind       string   `json:"kind"`
+	Categories []string `json:"categories,omitempty"`
+	// Family groups scripts that try the same thing in different
+	// spellings (the red-team suite's per-family figures); optional,
+	// lowercase words joined by dashes.
+	Family      string `json:"family,omitempty"`
+	Description string `json:"description"`
+	Steps       []Step `json:"steps"`
 }
 
 // Step is one tool call, in the JSON shape of the monitor's ToolCall.
@@ -103,6 +107,8 @@ func (s Script) Validate() error {
 		return &FieldError{"categories", "is only for hacks"}
 	case len(s.Steps) == 0:
 		return &FieldError{"steps", "is required"}
+	case s.Family != "" && !validFamily(s.Family):
+		return &FieldError{"family", fmt.Sprintf("is %q; use lowercase letters and digits in words joined by dashes (object-store)", s.Family)}
 	}
 	for _, c := range s.Categories {
 		if !slices.Contains(Categories, c) {
@@ -118,6 +124,21 @@ func (s Script) Validate() error {
 		return &FieldError{"steps", "must end with a submit step"}
 	}
 	return nil
+}
+
+// validFamily reports whether f is lowercase words joined by single dashes.
+func validFamily(f string) bool {
+	for _, w := range strings.Split(f, "-") {
+		if w == "" {
+			return false
+		}
+		for _, r := range w {
+			if (r < 'a' || r > 'z') && (r < '0' || r > '9') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // Validate checks that the step's tool is known and its arguments decode
