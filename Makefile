@@ -6,7 +6,7 @@ export ROLLCAGE_AGENT_BIN := $(BIN)/rollcage-agent
 # Tests that need Docker fail (never skip) when CI=true and no engine answers.
 TESTFLAGS ?= -race -count=1 -timeout 30m
 
-.PHONY: all build docker images test-deps test demo bench gc clean gateway-image compose-e2e
+.PHONY: all build docker images test-deps test demo redteam bench gc clean gateway-image compose-e2e
 
 all: build
 
@@ -38,6 +38,12 @@ compose-e2e: build images
 
 demo: build images
 	$(BIN)/rollcage demo
+
+# redteam: the red-team suite (demo/redteam) through Docker and the monitor,
+# rules only unless ROLLCAGE_JUDGE_URL or REDTEAM_FLAGS=--judge-url=… is set;
+# per-family figures, exit 1 if a goal is missed.
+redteam: build images
+	$(BIN)/rollcage redteam $(REDTEAM_FLAGS)
 
 bench: build images
 	$(GO) test -run '^$$' -bench . -benchmem ./...

@@ -28,6 +28,7 @@ var allowed = map[string][]string{
 	"trajectory":                {},
 	"harness":                   {"monitor", "sandbox", "task", "trajectory", "rules", "judge"},
 	"audit":                     {"monitor", "rules", "judge", "trajectory", "task"},
+	"redteam":                   {"harness", "monitor", "sandbox", "task", "trajectory"},
 	"server":                    {"harness", "trajectory", "monitor", "task", "sandbox", "rules", "judge"},
 }
 

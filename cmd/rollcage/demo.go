@@ -9,11 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/rollcage/rollcage/demo"
 	"github.com/rollcage/rollcage/harness"
@@ -73,40 +70,18 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	defer env.close()
 
-	type row struct {
-		s   task.Script
-		o   harness.Outcome
-		err error
-	}
-	rows := make([]row, len(scripts))
-	var mu sync.Mutex
-	done := 0
 	start := time.Now()
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(*conc)
-	for i, s := range scripts {
-		g.Go(func() error {
-			t, ok := byID[s.Task]
-			if !ok {
-				rows[i] = row{s: s, err: fmt.Errorf("script %s/%s names no demo task", s.Task, s.Name)}
-				return nil
-			}
-			o, err := env.runner.Run(gctx, t, hidden, harness.EpisodeMeta{Model: "replay", Labels: map[string]string{"script": s.Name}}, harness.Replay{Script: s})
-			if err == nil {
-				err = harness.Expect(s, o)
-			}
-			rows[i] = row{s: s, o: o, err: err}
-			mu.Lock()
-			done++
-			fmt.Fprintf(stderr, "\r\033[K%d/%d episodes  %s", done, len(scripts), time.Since(start).Round(time.Second))
-			mu.Unlock()
-			return nil
-		})
-	}
-	_ = g.Wait()
+	rows := harness.ReplayAll(ctx, env.runner, byID, hidden, scripts, *conc, func(done int) {
+		fmt.Fprintf(stderr, "\r\033[K%d/%d episodes  %s", done, len(scripts), time.Since(start).Round(time.Second))
+	})
 	fmt.Fprintln(stderr)
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("interrupted: %w", err)
+	}
+	for i := range rows {
+		if rows[i].Err == nil {
+			rows[i].Err = harness.Expect(rows[i].Script, rows[i].Outcome)
+		}
 	}
 
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
@@ -115,30 +90,30 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	for _, r := range rows {
 		res := "-"
 		switch {
-		case r.o.HackedResolution:
+		case r.Outcome.HackedResolution:
 			res = "hacked"
-		case r.o.CleanResolution && r.o.Unconfirmed > 0:
+		case r.Outcome.CleanResolution && r.Outcome.Unconfirmed > 0:
 			res = "hacked (unconfirmed)" // flagged, run: no judge to decide
-		case r.o.CleanResolution:
+		case r.Outcome.CleanResolution:
 			res = "clean"
 		}
 		caught := ""
 		switch {
-		case r.o.Hacked:
-			caught = strings.Join(r.o.HackCategories, ",")
-		case r.o.Unconfirmed > 0:
-			caught = fmt.Sprintf("flagged ×%d, unconfirmed", r.o.Unconfirmed)
+		case r.Outcome.Hacked:
+			caught = strings.Join(r.Outcome.HackCategories, ",")
+		case r.Outcome.Unconfirmed > 0:
+			caught = fmt.Sprintf("flagged ×%d, unconfirmed", r.Outcome.Unconfirmed)
 		}
 		mark := "✓"
-		if r.err != nil {
+		if r.Err != nil {
 			mark, wrong = "✗", wrong+1
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%g\t%s\t%s\t%s\t\n", r.s.Task, r.s.Name, r.s.Kind, r.o.Flagged, r.o.Blocked, r.o.Rewritten, r.o.Reward, res, caught, mark)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%g\t%s\t%s\t%s\t\n", r.Script.Task, r.Script.Name, r.Script.Kind, r.Outcome.Flagged, r.Outcome.Blocked, r.Outcome.Rewritten, r.Outcome.Reward, res, caught, mark)
 	}
 	tw.Flush()
 	for _, r := range rows {
-		if r.err != nil {
-			fmt.Fprintf(stdout, "✗ %v\n", r.err)
+		if r.Err != nil {
+			fmt.Fprintf(stdout, "✗ %v\n", r.Err)
 		}
 	}
 	fmt.Fprintf(stdout, "\n%d episodes in %s; trajectories in %s\n", len(rows), time.Since(start).Round(time.Second), env.store.Dir())

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/rollcage/rollcage/demo"
+	"github.com/rollcage/rollcage/redteam"
+	"github.com/rollcage/rollcage/task"
+)
+
+func init() {
+	register(command{Name: "redteam", Summary: "replay the red-team suite (new hack spellings and honest look-alikes) and print per-family figures", Run: runRedteam})
+}
+
+func runRedteam(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("redteam", "[--concurrency N] [--out DIR] [--only TASK] [--json] [judge flags]", stderr)
+	conc := fs.Int("concurrency", 4, "episodes running at once")
+	out := fs.String("out", filepath.Join("out", "redteam"), "directory for the episodes' trajectories")
+	var only stringList
+	fs.Var(&only, "only", "run only this task id (repeatable)")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	verbose := fs.Bool("v", false, "log episode lifecycle to stderr")
+	jf := addJudgeFlags(fs)
+	rf := addRulesFlags(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *conc < 1 {
+		return fmt.Errorf("--concurrency %d: use 1 or more", *conc)
+	}
+	tasks, hidden, err := demo.Tasks()
+	if err != nil {
+		return err
+	}
+	scripts, err := demo.RedteamScripts()
+	if err != nil {
+		return err
+	}
+	if len(only) > 0 {
+		ids := map[string]task.Task{}
+		for _, t := range tasks {
+			ids[t.ID] = t
+		}
+		for _, id := range only {
+			if _, ok := ids[id]; !ok {
+				return fmt.Errorf("--only %q: no such demo task; the tasks are %s", id, strings.Join(sortedKeys(ids), ", "))
+			}
+		}
+		scripts = slices.DeleteFunc(scripts, func(s task.Script) bool { return !slices.Contains(only, s.Task) })
+	}
+	env, err := newEnv(ctx, envOptions{storeDir: *out, rules: rf, judge: jf, verbose: *verbose, stderr: stderr})
+	if err != nil {
+		return err
+	}
+	defer env.close()
+	start := time.Now()
+	rep, err := redteam.Run(ctx, redteam.Config{
+		Runner: env.runner, Backend: env.backend, Store: env.store,
+		Tasks: tasks, Hidden: hidden, Scripts: scripts, Concurrency: *conc,
+		Progress: func(done, total int) {
+			fmt.Fprintf(stderr, "\r\033[K%d/%d episodes  %s", done, total, time.Since(start).Round(time.Second))
+		},
+	})
+	fmt.Fprintln(stderr)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		printRedteam(stdout, rep)
+		fmt.Fprintf(stdout, "\n%d episodes in %s; trajectories in %s\n", len(rep.Results), time.Since(start).Round(time.Second), env.store.Dir())
+	}
+	var missed []string
+	for _, g := range rep.Goals {
+		if !g.Met {
+			missed = append(missed, fmt.Sprintf("%s: %s, want %s", g.Name, g.Got, g.Want))
+		}
+	}
+	if len(missed) > 0 {
+		return &exitError{Code: 1, Err: fmt.Errorf("goals missed: %s", strings.Join(missed, "; "))}
+	}
+	return nil
+}
+
+func printRedteam(w io.Writer, rep redteam.Report) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "family\tepisodes\tresolved\tobtained\tlabelled\tunconfirmed\tmissed\terrors\t")
+	hack := func(f redteam.Family) {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", f.Family, f.Episodes, f.Resolved, f.Obtained, f.Labelled, f.Unconfirmed, f.Episodes-f.Errors-f.Labelled-f.Unconfirmed, f.Errors)
+	}
+	for _, f := range rep.Families {
+		if f.Kind == task.KindHack {
+			hack(f)
+		}
+	}
+	hack(rep.Hacks)
+	fmt.Fprintln(tw, "\t\t\t\t\t\t\t\t")
+	fmt.Fprintln(tw, "honest family\tepisodes\tresolved\tcalls blocked\tcalled hacked\tunconfirmed\t\terrors\t")
+	honest := func(f redteam.Family) {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t\t%d\t\n", f.Family, f.Episodes, f.Resolved, f.Blocked, f.Labelled, f.Unconfirmed, f.Errors)
+	}
+	for _, f := range rep.Families {
+		if f.Kind != task.KindHack {
+			honest(f)
+		}
+	}
+	honest(rep.Honest)
+	tw.Flush()
+	fmt.Fprintln(w)
+	for _, r := range rep.Results {
+		switch {
+		case r.Error != "":
+			fmt.Fprintf(w, "error     %s/%s: %s\n", r.Task, r.Script, r.Error)
+		case len(r.Obtained) > 0:
+			fmt.Fprintf(w, "obtained  %s/%s (%s): %s\n", r.Task, r.Script, r.Family, strings.Join(r.Obtained, "; "))
+		}
+		switch {
+		case r.Kind == task.KindHack && !r.Labelled && r.Error == "":
+			state := "missed"
+			if r.Unconfirmed {
+				state = "flagged, unconfirmed"
+			}
+			fmt.Fprintf(w, "unlabelled %s/%s (%s): %s\n", r.Task, r.Script, r.Family, state)
+		case r.Kind != task.KindHack && (r.Labelled || r.Blocked > 0 || r.Unconfirmed):
+			fmt.Fprintf(w, "honest    %s/%s (%s): hacked=%v blocked=%d unconfirmed=%v\n", r.Task, r.Script, r.Family, r.Labelled, r.Blocked, r.Unconfirmed)
+		}
+	}
+	fmt.Fprintln(w)
+	for _, g := range rep.Goals {
+		mark := "✓"
+		if !g.Met {
+			mark = "✗"
+		}
+		fmt.Fprintf(w, "%s %s: %s (goal %s)\n", mark, g.Name, g.Got, g.Want)
+	}
+}
