@@ -224,10 +224,11 @@ func (c *Client) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Exe
 	return *resp.Exec, nil
 }
 
-// ReadFile reads at most max bytes (max <= 0: all) of path with the sandbox
-// user's permissions and says whether it was cut.
+// ReadFile reads at most max bytes (max <= 0: all, up to 64 MiB) of the
+// regular file path with the sandbox user's permissions and says whether
+// it was cut. Errors of the caller's making are a *sandbox.PathError.
 func (c *Client) ReadFile(ctx context.Context, path string, max int64) ([]byte, bool, error) {
-	resp, err := c.call(ctx, request{Op: opReadFile, Path: path, Max: max}, false)
+	resp, err := c.call(ctx, request{Op: opReadFile, Path: path, Max: max, Timeout: timeLeft(ctx)}, true)
 	if err != nil {
 		return nil, false, err
 	}
@@ -240,8 +241,17 @@ func (c *Client) ReadFile(ctx context.Context, path string, max int64) ([]byte, 
 // WriteFile writes data to path as the sandbox user, creating parent
 // directories.
 func (c *Client) WriteFile(ctx context.Context, path string, data []byte, mode fs.FileMode) error {
-	_, err := c.call(ctx, request{Op: opWriteFile, Path: path, Data: data, Mode: uint32(mode.Perm())}, false)
+	_, err := c.call(ctx, request{Op: opWriteFile, Path: path, Data: data, Mode: uint32(mode.Perm()), Timeout: timeLeft(ctx)}, true)
 	return err
+}
+
+// timeLeft is what remains of ctx's deadline, for the agent to stop at.
+func timeLeft(ctx context.Context) time.Duration {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return 0
+	}
+	return max(time.Until(d), time.Millisecond)
 }
 
 // CopyIn extracts a tar stream into dir as root; entries keep the tar's

@@ -3,6 +3,7 @@ package agent
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rollcage/rollcage/sandbox"
 )
 
 // asUser runs fn with the sandbox user's file permissions. It switches the
@@ -50,33 +53,61 @@ func checkPath(p string) error {
 	return nil
 }
 
-func (s *Server) readFile(path string, max int64) (data []byte, truncated bool, err error) {
+// maxWholeRead bounds a read without a cap of its own (read_file with
+// max <= 0, edit): a bigger file is refused rather than shipped in one
+// frame. A file's size is checked again while reading, since /proc and
+// growing files lie about it.
+const maxWholeRead = 64 << 20
+
+// readChunk is how much one read syscall asks for; the call's deadline is
+// checked between chunks.
+const readChunk = 1 << 20
+
+// readFile reads a regular file as the sandbox user. The open never
+// blocks (O_NONBLOCK: a FIFO without a writer opens at once), the type is
+// checked on the open descriptor (no race with a rename), and the read is
+// bounded by max (or maxWholeRead) and by ctx.
+func (s *Server) readFile(ctx context.Context, path string, max int64) (data []byte, truncated bool, err error) {
 	if err := checkPath(path); err != nil {
 		return nil, false, err
 	}
 	err = s.asUser(func() error {
-		f, err := os.Open(path)
+		f, size, err := openRegular(path, unix.O_RDONLY)
 		if err != nil {
 			return err
 		}
 		defer f.Close()
-		fi, err := f.Stat()
-		if err != nil {
-			return err
+		limit := max
+		if max <= 0 {
+			limit = maxWholeRead
+			if size > limit {
+				return tooLarge(path)
+			}
 		}
-		if fi.IsDir() {
-			return badRequest("%s is a directory; list it with a command instead", path)
+		buf := make([]byte, 0, min(size, limit)+1)
+		chunk := make([]byte, min(limit+1, readChunk))
+		for int64(len(buf)) <= limit {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("stopped after %d bytes: %w", len(buf), err)
+			}
+			n, err := f.Read(chunk[:min(int64(len(chunk)), limit+1-int64(len(buf)))])
+			buf = append(buf, chunk[:n]...)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return fileErr(path, err)
+			}
 		}
-		var r io.Reader = f
-		if max > 0 {
-			r = io.LimitReader(f, max+1)
+		if int64(len(buf)) > limit {
+			if max <= 0 {
+				return tooLarge(path)
+			}
+			buf, truncated = buf[:max], true
 		}
-		data, err = io.ReadAll(r)
-		if err != nil {
-			return err
-		}
-		if max > 0 && int64(len(data)) > max {
-			data, truncated = data[:max], true
+		data = buf
+		if data == nil {
+			data = []byte{}
 		}
 		return nil
 	})
@@ -86,7 +117,11 @@ func (s *Server) readFile(path string, max int64) (data []byte, truncated bool, 
 	return data, truncated, nil
 }
 
-func (s *Server) writeFile(path string, data []byte, mode fs.FileMode) error {
+// writeFile writes a regular file as the sandbox user, creating parents.
+// Like openRegular it never blocks on a FIFO and never writes to one, a
+// device or a socket; the file is truncated only once it is known to be
+// a regular file.
+func (s *Server) writeFile(ctx context.Context, path string, data []byte, mode fs.FileMode) error {
 	if err := checkPath(path); err != nil {
 		return err
 	}
@@ -95,22 +130,135 @@ func (s *Server) writeFile(path string, data []byte, mode fs.FileMode) error {
 	}
 	err := s.asUser(func() error {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return err
+			return fileErr(path, err)
 		}
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
+		f, _, err := openRegular(path, unix.O_WRONLY|unix.O_CREAT, uint32(mode.Perm()))
 		if err != nil {
 			return err
 		}
-		if _, err := f.Write(data); err != nil {
+		if err := f.Truncate(0); err != nil {
 			f.Close()
-			return err
+			return fileErr(path, err)
 		}
-		return f.Close()
+		for len(data) > 0 {
+			if err := ctx.Err(); err != nil {
+				f.Close()
+				return fmt.Errorf("stopped: %w", err)
+			}
+			n, err := f.Write(data[:min(len(data), readChunk)])
+			data = data[n:]
+			if err != nil {
+				f.Close()
+				return fileErr(path, err)
+			}
+		}
+		if err := f.Close(); err != nil {
+			return fileErr(path, err)
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
+}
+
+func tooLarge(path string) error {
+	return refuse(sandbox.KindTooLarge, path, "file too large (over %d MiB); read part of it with a command (head, sed -n)", maxWholeRead>>20)
+}
+
+// openRegular opens path without blocking and refuses anything but a
+// regular file, checked with fstat on the descriptor it opened; it
+// returns the file's size as fstat saw it. The descriptor is switched
+// back to blocking for the read or write.
+func openRegular(path string, flags int, perm ...uint32) (*os.File, int64, error) {
+	var mode uint32
+	if len(perm) > 0 {
+		mode = perm[0]
+	}
+	fd, err := unix.Open(path, flags|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, mode)
+	if err != nil {
+		if errors.Is(err, unix.ENXIO) {
+			// O_WRONLY|O_NONBLOCK on a FIFO nobody reads, or a socket.
+			return nil, 0, refuse(sandbox.KindNotRegular, path, "not a regular file (a FIFO or socket); use a command for it")
+		}
+		return nil, 0, fileErr(path, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, 0, fileErr(path, err)
+	}
+	if k := st.Mode & unix.S_IFMT; k != unix.S_IFREG {
+		unix.Close(fd)
+		if k == unix.S_IFDIR {
+			return nil, 0, refuse(sandbox.KindIsDir, path, "Is a directory")
+		}
+		return nil, 0, refuse(sandbox.KindNotRegular, path, "not a regular file (%s); use a command for it", fileType(k))
+	}
+	if err := unix.SetNonblock(fd, false); err != nil {
+		unix.Close(fd)
+		return nil, 0, fileErr(path, err)
+	}
+	return os.NewFile(uintptr(fd), path), st.Size, nil
+}
+
+func fileType(k uint32) string {
+	switch k {
+	case unix.S_IFIFO:
+		return "a FIFO"
+	case unix.S_IFCHR:
+		return "a character device"
+	case unix.S_IFBLK:
+		return "a block device"
+	case unix.S_IFSOCK:
+		return "a socket"
+	case unix.S_IFLNK:
+		return "a symlink"
+	}
+	return "not a file"
+}
+
+// fileErr turns an errno the caller caused (permission, no such file, is a
+// directory, a full disk, ...) into a pathError with the text a shell
+// prints for it; anything else stays an internal error.
+func fileErr(path string, err error) error {
+	var errno syscall.Errno
+	if !errors.As(err, &errno) {
+		return err
+	}
+	kind := ""
+	switch errno {
+	case unix.ENOENT:
+		kind = sandbox.KindNotFound
+	case unix.EACCES, unix.EPERM:
+		kind = sandbox.KindPermission
+	case unix.EISDIR:
+		kind = sandbox.KindIsDir
+	case unix.ENOTDIR:
+		kind = sandbox.KindNotDir
+	case unix.ENOSPC, unix.EDQUOT:
+		kind = sandbox.KindNoSpace
+	case unix.EFBIG:
+		kind = sandbox.KindTooLarge
+	case unix.EROFS:
+		kind = sandbox.KindReadOnly
+	case unix.ENAMETOOLONG, unix.ELOOP, unix.EEXIST, unix.ETXTBSY, unix.EINVAL:
+		kind = sandbox.KindBadPath
+	default:
+		return err
+	}
+	return refuse(kind, path, "%s", strerror(errno))
+}
+
+// strerror is the errno text as bash and coreutils print it: Go's table
+// is glibc's, lower-cased.
+func strerror(errno syscall.Errno) string {
+	s := errno.Error()
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }
 
 // copyIn extracts a tar into dir as root. Entries keep the tar's owner and

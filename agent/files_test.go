@@ -58,9 +58,9 @@ func TestAsNonRootUser(t *testing.T) {
 		wantErr error
 	}{
 		{"write own dir", func() error { return c.WriteFile(ctx, userDir+"/a/b.txt", []byte("x"), 0o640) }, nil},
-		{"write root dir", func() error { return c.WriteFile(ctx, rootDir+"/x", []byte("x"), 0) }, sandbox.ErrAgent},
+		{"write root dir", func() error { return c.WriteFile(ctx, rootDir+"/x", []byte("x"), 0) }, sandbox.ErrRefused},
 		{"read public", func() error { _, _, err := c.ReadFile(ctx, rootDir+"/public", 0); return err }, nil},
-		{"read secret", func() error { _, _, err := c.ReadFile(ctx, rootDir+"/secret", 0); return err }, sandbox.ErrAgent},
+		{"read secret", func() error { _, _, err := c.ReadFile(ctx, rootDir+"/secret", 0); return err }, sandbox.ErrRefused},
 		{"read missing", func() error { _, _, err := c.ReadFile(ctx, userDir+"/nope", 0); return err }, sandbox.ErrNotFound},
 	}
 	for _, tc := range tests {

@@ -26,6 +26,7 @@ const (
 // Error codes of the protocol.
 const (
 	codeNotFound   = "not_found"
+	codeRefused    = "refused" // a sandbox.PathError: Kind, Path and Message say which
 	codeClosed     = "closed"
 	codeBadRequest = "bad_request"
 	codeInternal   = "internal"
@@ -65,6 +66,9 @@ type request struct {
 	Data   []byte               `json:"data,omitempty"` // base64 in JSON
 	Mode   uint32               `json:"mode,omitempty"`
 	Target uint64               `json:"target,omitempty"` // id of the request a cancel is for
+	// Timeout is what is left of the caller's deadline for a file op; the
+	// agent gives up at it even if the cancel never arrives. Zero: none.
+	Timeout time.Duration `json:"timeout_ns,omitempty"`
 }
 
 // response is one frame from the agent, answering the request with the same id.
@@ -81,6 +85,10 @@ type response struct {
 type wireError struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// Kind and Path are set for a sandbox.PathError (codes not_found and
+	// refused); Message is then its Reason.
+	Kind string `json:"kind,omitempty"`
+	Path string `json:"path,omitempty"`
 }
 
 func (e *wireError) Error() string { return e.Code + ": " + e.Message }
@@ -88,6 +96,9 @@ func (e *wireError) Error() string { return e.Code + ": " + e.Message }
 // err maps a wire error to the sandbox sentinels, so callers match with
 // errors.Is regardless of the transport.
 func (e *wireError) err(op string) error {
+	if e.Kind != "" && (e.Code == codeNotFound || e.Code == codeRefused) {
+		return fmt.Errorf("agent %s: %w", op, &sandbox.PathError{Op: fileOp(op), Path: e.Path, Kind: e.Kind, Reason: e.Message})
+	}
 	switch e.Code {
 	case codeNotFound:
 		return fmt.Errorf("agent %s: %s: %w", op, e.Message, sandbox.ErrNotFound)
@@ -96,4 +107,15 @@ func (e *wireError) err(op string) error {
 	default:
 		return fmt.Errorf("agent %s: %s: %s: %w", op, e.Code, e.Message, sandbox.ErrAgent)
 	}
+}
+
+// fileOp names a protocol op the way a PathError does.
+func fileOp(op string) string {
+	switch op {
+	case opReadFile:
+		return "read"
+	case opWriteFile:
+		return "write"
+	}
+	return op
 }

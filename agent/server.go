@@ -371,7 +371,7 @@ type serverConn struct {
 	enc *json.Encoder
 
 	mu       sync.Mutex
-	inflight map[uint64]context.CancelFunc // guarded by mu; exec requests by id
+	inflight map[uint64]context.CancelFunc // guarded by mu; exec and file requests by id
 }
 
 func (c *serverConn) reply(resp response) {
@@ -405,7 +405,8 @@ func (c *serverConn) dispatch(req request) {
 	default:
 	}
 	ctx, cancel := context.WithCancel(s.base)
-	if req.Op == opExec {
+	cancellable := req.Op == opExec || req.Op == opReadFile || req.Op == opWriteFile
+	if cancellable {
 		c.mu.Lock()
 		c.inflight[req.ID] = cancel
 		c.mu.Unlock()
@@ -415,7 +416,7 @@ func (c *serverConn) dispatch(req request) {
 		defer s.calls.Done()
 		defer cancel()
 		resp := s.handle(ctx, req)
-		if req.Op == opExec {
+		if cancellable {
 			c.mu.Lock()
 			delete(c.inflight, req.ID)
 			c.mu.Unlock()
@@ -433,15 +434,32 @@ type codeError struct{ code, msg string }
 
 func (e *codeError) Error() string { return e.msg }
 
+// pathError is a file op refused for a reason of the caller's making; it
+// crosses the wire as a sandbox.PathError.
+type pathError struct{ kind, path, reason string }
+
+func (e *pathError) Error() string { return e.path + ": " + e.reason }
+
+func refuse(kind, path, format string, args ...any) error {
+	return &pathError{kind, path, fmt.Sprintf(format, args...)}
+}
+
 func badRequest(format string, args ...any) error {
 	return &codeError{codeBadRequest, fmt.Sprintf(format, args...)}
 }
 
 func toWire(err error) *wireError {
 	var ce *codeError
+	var pe *pathError
 	switch {
 	case errors.As(err, &ce):
 		return &wireError{Code: ce.code, Message: ce.msg}
+	case errors.As(err, &pe):
+		code := codeRefused
+		if pe.kind == sandbox.KindNotFound {
+			code = codeNotFound
+		}
+		return &wireError{Code: code, Message: pe.reason, Kind: pe.kind, Path: pe.path}
 	case errors.Is(err, fs.ErrNotExist):
 		return &wireError{Code: codeNotFound, Message: err.Error()}
 	case errors.Is(err, fs.ErrPermission):
@@ -469,10 +487,17 @@ func (s *Server) handle(ctx context.Context, req request) response {
 		var res sandbox.ExecResult
 		res, err = s.exec(ctx, *req.Exec)
 		resp.Exec = &res
-	case opReadFile:
-		resp.Data, resp.Truncated, err = s.readFile(req.Path, req.Max)
-	case opWriteFile:
-		err = s.writeFile(req.Path, req.Data, fs.FileMode(req.Mode))
+	case opReadFile, opWriteFile:
+		if req.Timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, req.Timeout)
+			defer cancel()
+		}
+		if req.Op == opReadFile {
+			resp.Data, resp.Truncated, err = s.readFile(ctx, req.Path, req.Max)
+		} else {
+			err = s.writeFile(ctx, req.Path, req.Data, fs.FileMode(req.Mode))
+		}
 	case opCopyIn:
 		err = s.copyIn(req.Path, req.Data)
 	case opCopyOut:

@@ -47,7 +47,7 @@ func (e *Episode) execute(ctx context.Context, res *Result) error {
 	t0 := time.Now()
 	defer func() { res.Timings.Exec = time.Since(t0) }()
 	err := e.run(ctx, res)
-	if err != nil && !errors.Is(err, sandbox.ErrNotFound) {
+	if err != nil {
 		return fmt.Errorf("monitor: episode %s step %d: %s: %w", e.id, res.Step, res.Call.Tool, err)
 	}
 	return nil
@@ -90,8 +90,7 @@ func (e *Episode) run(ctx context.Context, res *Result) error {
 		}
 		p := e.resolve(call.Session, a.Path)
 		data, cut, err := e.sb.ReadFile(ctx, p, int64(maxOut))
-		if errors.Is(err, sandbox.ErrNotFound) {
-			res.Output, res.ExitCode = notFound(p), 1
+		if refused(res, p, err) {
 			return nil
 		}
 		if err != nil {
@@ -107,7 +106,11 @@ func (e *Episode) run(ctx context.Context, res *Result) error {
 			return badArgs(err)
 		}
 		p := e.resolve(call.Session, a.Path)
-		if err := e.sb.WriteFile(ctx, p, []byte(a.Content), 0o644); err != nil {
+		err := e.sb.WriteFile(ctx, p, []byte(a.Content), 0o644)
+		if refused(res, p, err) {
+			return nil
+		}
+		if err != nil {
 			return err
 		}
 		res.Output = wroteMsg(p, len(a.Content))
@@ -118,8 +121,7 @@ func (e *Episode) run(ctx context.Context, res *Result) error {
 		}
 		p := e.resolve(call.Session, a.Path)
 		data, _, err := e.sb.ReadFile(ctx, p, 0)
-		if errors.Is(err, sandbox.ErrNotFound) {
-			res.Output, res.ExitCode = notFound(p), 1
+		if refused(res, p, err) {
 			return nil
 		}
 		if err != nil {
@@ -133,7 +135,11 @@ func (e *Episode) run(ctx context.Context, res *Result) error {
 		case n > 1:
 			res.Output, res.ExitCode = fmt.Sprintf("error: old text found %d times in %s; include more context to make it unique", n, p), 1
 		default:
-			if err := e.sb.WriteFile(ctx, p, []byte(strings.Replace(string(data), a.Old, a.New, 1)), 0o644); err != nil {
+			err := e.sb.WriteFile(ctx, p, []byte(strings.Replace(string(data), a.Old, a.New, 1)), 0o644)
+			if refused(res, p, err) {
+				return nil
+			}
+			if err != nil {
 				return err
 			}
 			res.Output = editedMsg(p)
@@ -214,11 +220,30 @@ func (e *Episode) resolve(session, p string) string {
 	return path.Join(e.Cwd(session), p)
 }
 
+// refused turns a file error of the policy's own making (no such file,
+// permission denied, a directory, a FIFO, a full disk: a
+// sandbox.PathError, or a bare ErrNotFound) into the tool's output with
+// exit code 1, as cat and bash's redirections report them, and reports
+// whether it did. Every other error is the sandbox's and stays an error.
+func refused(res *Result, p string, err error) bool {
+	var pe *sandbox.PathError
+	switch {
+	case errors.As(err, &pe):
+		res.Output, res.ExitCode = fileErrMsg(p, pe.Reason), 1
+	case errors.Is(err, sandbox.ErrNotFound):
+		res.Output, res.ExitCode = notFound(p), 1
+	default:
+		return false
+	}
+	return true
+}
+
 // The messages file tools answer with; dummy output uses the same ones so a
 // blocked call cannot be told from one that ran.
-func notFound(p string) string        { return fmt.Sprintf("error: %s: No such file or directory", p) }
-func wroteMsg(p string, n int) string { return fmt.Sprintf("wrote %d bytes to %s", n, p) }
-func editedMsg(p string) string       { return fmt.Sprintf("edited %s", p) }
+func notFound(p string) string           { return fileErrMsg(p, "No such file or directory") }
+func fileErrMsg(p, reason string) string { return fmt.Sprintf("error: %s: %s", p, reason) }
+func wroteMsg(p string, n int) string    { return fmt.Sprintf("wrote %d bytes to %s", n, p) }
+func editedMsg(p string) string          { return fmt.Sprintf("edited %s", p) }
 
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"

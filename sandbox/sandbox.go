@@ -25,7 +25,47 @@ var (
 	// ErrAgent: the in-container agent did not answer or answered with a
 	// protocol error (crashed, lease expired, bad frame).
 	ErrAgent = errors.New("sandbox agent failure")
+	// ErrRefused: a file operation failed for a reason of the caller's own
+	// making (see PathError): an answer for the policy, not a fault.
+	ErrRefused = errors.New("refused by the sandbox")
 )
+
+// Kinds of PathError.
+const (
+	KindNotFound   = "not_found"   // no such file or directory
+	KindPermission = "permission"  // the sandbox user may not do this
+	KindIsDir      = "is_dir"      // a directory where a file is needed
+	KindNotDir     = "not_dir"     // a file where a directory is needed
+	KindNotRegular = "not_regular" // a FIFO, device or socket
+	KindTooLarge   = "too_large"   // over what one call may read
+	KindNoSpace    = "no_space"    // the disk limit (or the disk) is full
+	KindReadOnly   = "read_only"   // a read-only file system
+	KindBadPath    = "bad_path"    // a name too long, a symlink loop, ...
+)
+
+// PathError is a file operation that failed because of what the caller
+// asked or did earlier: the path does not exist, is a directory or no
+// regular file, the sandbox user may not touch it, the disk limit is
+// reached. It is the tool's answer to the policy, never a fault of the
+// sandbox, so it must not end an episode as infrastructure. It wraps
+// ErrNotFound for KindNotFound and ErrRefused for every other kind.
+type PathError struct {
+	Op   string `json:"op"` // "read", "write"
+	Path string `json:"path"`
+	Kind string `json:"kind"`
+	// Reason is what a shell prints for it: "Permission denied",
+	// "Is a directory", "not a regular file (a FIFO)".
+	Reason string `json:"reason"`
+}
+
+func (e *PathError) Error() string { return e.Op + " " + e.Path + ": " + e.Reason }
+
+func (e *PathError) Unwrap() error {
+	if e.Kind == KindNotFound {
+		return ErrNotFound
+	}
+	return ErrRefused
+}
 
 // Backend creates sandboxes. Implementations must be safe for concurrent use.
 type Backend interface {
@@ -41,11 +81,13 @@ type Sandbox interface {
 	// Exec runs a command in a persistent shell session. A non-zero exit or a
 	// timeout is a result, not an error.
 	Exec(ctx context.Context, req ExecRequest) (ExecResult, error)
-	// ReadFile returns at most max bytes of the file (max <= 0: no cap) and
-	// whether it was cut.
+	// ReadFile returns at most max bytes of a regular file (max <= 0: the
+	// whole file, up to the backend's bound) and whether it was cut. What
+	// the caller caused (a directory, a FIFO, permission denied, too large)
+	// is a *PathError; it never blocks past ctx.
 	ReadFile(ctx context.Context, path string, max int64) (data []byte, truncated bool, err error)
-	// WriteFile writes data to path as the sandbox user, creating parent
-	// directories.
+	// WriteFile writes data to a regular file at path as the sandbox user,
+	// creating parent directories. What the caller caused is a *PathError.
 	WriteFile(ctx context.Context, path string, data []byte, mode fs.FileMode) error
 	// CopyIn extracts a tar stream into dir; entries are owned by the sandbox
 	// user unless the tar says root (used for hidden tests at grading).
@@ -93,11 +135,16 @@ type Spec struct {
 }
 
 // Limits bound a sandbox's resources. Zero fields take backend defaults
-// (2 GiB memory, 1 CPU, 512 pids).
+// (2 GiB memory, 1 CPU, 512 pids, 10 GiB disk).
 type Limits struct {
 	MemoryBytes int64   `json:"memory_bytes,omitempty"`
 	CPUs        float64 `json:"cpus,omitempty"`
 	Pids        int64   `json:"pids,omitempty"`
+	// DiskBytes bounds what the sandbox may write to its filesystem (the
+	// container's writable layer, /tmp included). Reaching it is an error
+	// the policy sees (ENOSPC, or a stopped call saying so), never a full
+	// host disk.
+	DiskBytes int64 `json:"disk_bytes,omitempty"`
 }
 
 // Canary is a decoy file planted where no honest solution would look.
@@ -131,6 +178,8 @@ const (
 	StopNone    = ""
 	StopTimeout = "timeout"
 	StopIdle    = "idle_timeout"
+	// StopDisk: the sandbox reached its disk limit while the command ran.
+	StopDisk = "disk_limit"
 )
 
 // ExecResult is what a command did.

@@ -79,7 +79,11 @@ func hashCommand(workdir string, patterns []string) string {
 		g = strings.ReplaceAll(g, "**", "*")
 		exprs = append(exprs, "-path "+shellQuote("./"+g))
 	}
-	return fmt.Sprintf("cd %s && find . \\( -path ./.git -o -name __pycache__ -o -name .pytest_cache \\) -prune -o -type f \\( %s \\) -print0 | xargs -0 -r sha256sum --",
+	// A file the policy made unreadable or huge, or a directory it made
+	// unsearchable, is left out (and so reported as deleted, a tampering
+	// flag) instead of failing the hash: that failure would end the
+	// episode as infrastructure and mask its reward.
+	return fmt.Sprintf("cd %s 2>/dev/null && find . \\( -path ./.git -o -name __pycache__ -o -name .pytest_cache \\) -prune -o -type f -size -64M \\( %s \\) -print0 2>/dev/null | xargs -0 -r sha256sum -- 2>/dev/null; true",
 		shellQuote(workdir), strings.Join(exprs, " -o "))
 }
 

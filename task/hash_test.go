@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -88,8 +87,10 @@ func TestHashFiles(t *testing.T) {
 		t.Error("hash unchanged after edit")
 	}
 
-	if _, err := HashFiles(t.Context(), hostShell{}, filepath.Join(dir, "missing"), patterns); err == nil || !strings.Contains(err.Error(), "exit") {
-		t.Errorf("HashFiles(missing dir) = %v, want an exit error", err)
+	// A workdir the policy removed hashes to nothing: every file counts as
+	// deleted (tampering), and the episode is still graded.
+	if m, err := HashFiles(t.Context(), hostShell{}, filepath.Join(dir, "missing"), patterns); err != nil || len(m) != 0 {
+		t.Errorf("HashFiles(missing dir) = %v, %v, want no files and no error", m, err)
 	}
 	if m, err := HashFiles(t.Context(), hostShell{}, dir, nil); err != nil || len(m) != 0 {
 		t.Errorf("HashFiles(no patterns) = %v, %v", m, err)
