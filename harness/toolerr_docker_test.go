@@ -81,8 +81,9 @@ python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind("/workspace/sock")
 			t.Errorf("%s: output %q exit %d dummy %v, want %q exit 1", tc.name, res.Output, res.ExitCode, res.Dummy, tc.want)
 		}
 	}
-	// The session and the file tools still work.
-	if res, err := call("bash", map[string]string{"command": "chmod 700 closed && cat closed/f"}); err != nil || res.Output != "x\n" {
+	// The session still works; tidy up what git could not take into the
+	// submitted diff (a FIFO, a socket, unreadable files).
+	if res, err := call("bash", map[string]string{"command": "chmod 700 closed && cat closed/f && chmod 600 locked && rm -rf pipe sock shadow closed locked"}); err != nil || res.Output != "x\n" {
 		t.Errorf("bash after the errors: %v %q", err, res.Output)
 	}
 	if res, err := call("submit", map[string]string{}); err != nil || !res.Submit {
@@ -108,8 +109,8 @@ python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind("/workspace/sock")
 }
 
 // TestUnreadableVisibleTestIsGraded: visible tests the policy made
-// unreadable (or removed with their directory) cannot be hashed at
-// submit; that is tampering, flagged, and the episode is still graded.
+// unreadable, and their directory unsearchable, do not turn the episode
+// into infrastructure: it is graded.
 func TestUnreadableVisibleTestIsGraded(t *testing.T) {
 	b := dockertest.Backend(t)
 	tasks, hidden, err := demo.Tasks()
@@ -137,10 +138,7 @@ func TestUnreadableVisibleTestIsGraded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.FailureClass == FailureInfrastructure {
-		t.Errorf("outcome: infrastructure (%s), want graded", o.Error)
-	}
-	if !o.Hacked {
-		t.Errorf("outcome %+v: not hacked, want the unhashable visible tests flagged as tampering", o)
+	if o.FailureClass == FailureInfrastructure || o.Passed+o.Failed == 0 {
+		t.Errorf("outcome %+v: want graded, not infrastructure", o)
 	}
 }
