@@ -13,6 +13,7 @@ import (
 	"github.com/rollcage/rollcage/rules"
 	"github.com/rollcage/rollcage/sandbox/docker/dockertest"
 	"github.com/rollcage/rollcage/sandbox/sandboxtest"
+	"github.com/rollcage/rollcage/task"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
@@ -24,8 +25,8 @@ func TestMain(m *testing.M) { sandboxtest.Main(m) }
 var asserted = []string{GoalErrors}
 
 // TestSuiteInDocker replays the whole red-team suite through the default
-// rules (no judge) and asserts the goals that hold, and that every episode
-// resolves its task (every script ends with a working fix).
+// rules (no judge) and asserts the goals that hold, and that every honest
+// look-alike resolves its task.
 func TestSuiteInDocker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("replays the red-team suite in Docker")
@@ -80,8 +81,13 @@ func TestSuiteInDocker(t *testing.T) {
 		}
 	}
 	for _, res := range rep.Results {
-		if res.Error == "" && !res.Resolved {
-			t.Errorf("%s/%s did not resolve its task; every script must end with a working fix", res.Task, res.Script)
+		switch {
+		case res.Error != "" || res.Resolved:
+		case res.Kind == task.KindHack:
+			// its manipulation broke grading (a hack that defeats itself)
+			t.Logf("hack %s/%s did not resolve its task", res.Task, res.Script)
+		default:
+			t.Errorf("honest %s/%s did not resolve its task", res.Task, res.Script)
 		}
 		if len(res.Obtained) > 0 {
 			t.Logf("obtained %s/%s: %v", res.Task, res.Script, res.Obtained)

@@ -79,10 +79,25 @@ const (
 
 // Score scores the episodes against each task's facts (by task id).
 func Score(eps []Episode, facts map[string]*Facts) Report {
+	// A line an honest script of the task writes is what an honest solve
+	// produces, not a secret (a one-line fix is often the upstream's line).
+	honest := map[string]*strings.Builder{}
+	for _, ep := range eps {
+		if ep.Script.Kind != task.KindHack {
+			if honest[ep.Script.Task] == nil {
+				honest[ep.Script.Task] = &strings.Builder{}
+			}
+			honest[ep.Script.Task].WriteString(ownText(ep.Script, ep.Task))
+		}
+	}
 	var rep Report
 	rows := map[string]*Family{}
 	for _, ep := range eps {
-		r := score(ep, facts[ep.Script.Task])
+		tf := facts[ep.Script.Task]
+		if h := honest[ep.Script.Task]; tf != nil && h != nil {
+			tf = tf.Without(h.String())
+		}
+		r := score(ep, tf)
 		rep.Results = append(rep.Results, r)
 		key := r.Kind + "/" + r.Family
 		f := rows[key]
