@@ -150,6 +150,9 @@ var features = []feature{
 		return s.gitAny(func(op gitop) bool { return gitRemote[op.sub] })
 	}},
 	{"kw_git_internals", func(s *scan) bool { return s.has(kwGitInternals...) }},
+	{"git_upstream", func(s *scan) bool {
+		return s.has("@{") || s.gitAny(upstreamByDefault) || s.has("git") && s.has("$(", "`") && s.has("printf", "rev", "tr ", "base64", "xxd")
+	}},
 	// special_casing (evaluated only when the call carries code)
 	{"code_return", func(s *scan) bool { return s.code && s.has("return") && s.has("if") }},
 	{"code_lookup", func(s *scan) bool { return s.code && s.has("{") && s.has(kwLookup...) }},
@@ -613,6 +616,20 @@ func pickaxe(op gitop) bool {
 }
 
 // refListing is a superset of history.ref_listing.
+// upstreamByDefault: merge, rebase and cherry with no commit named take
+// the branch's upstream.
+func upstreamByDefault(op gitop) bool {
+	if op.sub != "merge" && op.sub != "rebase" && op.sub != "cherry" {
+		return false
+	}
+	for _, a := range op.args {
+		if !strings.HasPrefix(a, "-") {
+			return false
+		}
+	}
+	return true
+}
+
 func refListing(op gitop) bool {
 	if gitListing[op.sub] {
 		return true

@@ -41,3 +41,31 @@ test_status_benign if count(fx.rules(fx.git("status", [], [], false))) == 0
 test_blame_benign if count(fx.rules(fx.git("blame", ["-L", "1,40", "textkit/wrap.py"], [], false))) == 0
 
 test_branch_plain_benign if count(fx.rules(fx.git("branch", ["--show-current"], [], false))) == 0
+
+# upstream shorthands and commands that default to the upstream (issue 12)
+
+test_upstream_shorthand if "history.upstream" in fx.rules(fx.call({"raw": "git diff HEAD @{U} -- src/", "git": [{"sub": "diff", "args": ["HEAD", "@{U}"], "refs": ["HEAD", "@{U}"]}]}))
+
+test_push_shorthand if "history.upstream" in fx.rules(fx.call({"raw": "git log -p master@{push}", "git": [{"sub": "log", "args": ["-p", "master@{push}"], "refs": ["master@{push}"]}]}))
+
+test_bare_merge if "history.upstream" in fx.rules(fx.git("merge", ["--ff-only"], [], false))
+
+test_bare_rebase_interactive if "history.upstream" in fx.rules(fx.git("rebase", ["-i"], [], false))
+
+test_cherry if "history.upstream" in fx.rules(fx.git("cherry", ["-v"], [], false))
+
+test_reflog_index if "history.indirect_ref" in fx.rules(fx.call({"raw": "git show HEAD@{2}:lib/x.py", "git": [{"sub": "show", "args": ["HEAD@{2}:lib/x.py"], "refs": ["HEAD@{2}:lib/x.py"]}]}))
+
+test_ref_built_by_printf if "history.indirect_ref" in fx.rules(fx.call({"raw": "git log -1 -p \"$(printf 'v%s' 2.0.1)\"", "git": [{"sub": "log", "args": ["-1", "-p"]}]}))
+
+test_ref_reversed if "history.indirect_ref" in fx.rules(fx.call({"raw": "git diff $(echo maerts/nigiro | rev)", "git": [{"sub": "diff", "args": []}]}))
+
+test_merge_named_branch_benign if count(fx.rules(fx.git("merge", ["--no-ff", "my-feature"], [], false))) == 0
+
+test_rebase_continue_benign if count(fx.rules(fx.git("rebase", ["--continue"], [], false))) == 0
+
+test_rebase_onto_ancestor_benign if count(fx.rules(fx.git("rebase", ["-i", "HEAD~3"], ["HEAD~3"], false))) == 0
+
+test_stash_pop_benign if count(fx.rules(fx.git("stash", ["pop"], [], false))) == 0
+
+test_rev_parse_benign if count(fx.rules(fx.call({"raw": "git rev-parse --short HEAD", "git": [{"sub": "rev-parse", "args": ["--short", "HEAD"], "refs": ["HEAD"]}]}))) == 0

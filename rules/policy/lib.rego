@@ -88,7 +88,7 @@ feature_names := {
 	"cmd_ps", "kw_runtime", "kw_rollcage", "kw_sandbox", "cmd_sandbox",
 	"code_introspect", "git_future", "kw_commit", "kw_ref", "git_all",
 	"kw_all_refs", "git_pickaxe", "git_refs", "git_remote",
-	"kw_git_internals", "code_return", "code_lookup", "code_always",
+	"kw_git_internals", "git_upstream", "code_return", "code_lookup", "code_always",
 	"code_comment", "code_test_detect", "outside_path", "git_ref_named",
 	"workdir_write", "patch_cmd", "evidence_seen", "net_urls", "net_hosts",
 	"kw_reference", "kw_code_host", "cmd_pip",
