@@ -127,14 +127,22 @@ func (e *Episode) begin(ctx context.Context) error {
 			return fmt.Errorf("harness: episode %s: %w", e.id, err)
 		}
 	}
+	probe, sealed, err := r.seal(ctx, t, workdir)
+	if err != nil {
+		return fmt.Errorf("harness: episode %s: %w", e.id, err)
+	}
+	if sealed != "" {
+		spec.Image, e.sealedImage = sealed, sealed
+	}
 	sb, err := r.cfg.Backend.Create(ctx, spec)
 	if err != nil {
 		return fmt.Errorf("harness: episode %s: create sandbox: %w", e.id, err)
 	}
 	e.sb = sb
-	probe, err := monitor.ProbeRepo(ctx, sb, workdir, t.BaseCommit, t.UpstreamFixRef)
-	if err != nil {
-		return fmt.Errorf("harness: episode %s: %w", e.id, err)
+	if sealed == "" {
+		if probe, err = monitor.ProbeRepo(ctx, sb, workdir, t.BaseCommit, t.UpstreamFixRef); err != nil {
+			return fmt.Errorf("harness: episode %s: %w", e.id, err)
+		}
 	}
 	if e.before, err = hashVisible(ctx, sb, t); err != nil {
 		return fmt.Errorf("harness: episode %s: hash visible tests: %w", e.id, err)
@@ -182,10 +190,11 @@ func (e *Episode) begin(ctx context.Context) error {
 
 func (e *Episode) emitStart() error {
 	cfg, _ := json.Marshal(struct {
-		Limits  Limits            `json:"limits"`
-		Network string            `json:"network"`
-		Labels  map[string]string `json:"labels,omitempty"`
-	}{e.r.cfg.Limits, e.r.cfg.Network, e.meta.Labels})
+		Limits      Limits            `json:"limits"`
+		Network     string            `json:"network"`
+		Labels      map[string]string `json:"labels,omitempty"`
+		SealedImage string            `json:"sealed_image,omitempty"`
+	}{e.r.cfg.Limits, e.r.cfg.Network, e.meta.Labels, e.sealedImage})
 	st := trajectory.EpisodeStart{TaskID: e.task.ID, Attempt: e.meta.Attempt, Model: e.meta.Model, Image: e.task.Image,
 		Instruction: e.task.Instruction, Config: cfg, Context: e.startContext}
 	if e.sb != nil {

@@ -43,7 +43,14 @@ type Task struct {
 	// AllowedHosts may be contacted through the egress proxy (package
 	// indexes for honest installs, say).
 	AllowedHosts []string `json:"allowed_hosts,omitempty"`
+	// Seal: false runs the task on its image as it is, the upstream fix
+	// reachable in the history (for studying detection); missing or true
+	// follows the runner (sealed unless --no-seal).
+	Seal *bool `json:"seal,omitempty"`
 }
+
+// Sealed reports whether the task may run on a sealed image.
+func (t Task) Sealed() bool { return t.Seal == nil || *t.Seal }
 
 // Defaults of a Task's optional fields.
 const (

@@ -18,6 +18,7 @@ import (
 	"github.com/docker/docker/client"
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/semaphore"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/rollcage/rollcage/sandbox"
 )
@@ -48,6 +49,9 @@ type Backend struct {
 	mu     sync.Mutex
 	closed bool                    // guarded by mu
 	live   map[*container]struct{} // guarded by mu; handed out or warm
+
+	sealing singleflight.Group // one seal per key at a time
+	sealed  sync.Map           // key → sandbox.Sealed already read
 
 	nCreating atomic.Int64
 	nAlive    atomic.Int64

@@ -1,0 +1,76 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/task"
+)
+
+// Sealer is a backend that derives sealed task images (the Docker backend
+// is one): Seal returns the image whose repository holds nothing beyond the
+// base commit, and the output of the probe run before sealing.
+type Sealer interface {
+	Seal(ctx context.Context, spec sandbox.SealSpec) (sandbox.Sealed, error)
+}
+
+// sealSpec is what the harness asks to seal for t: its image, repository and
+// base, with the monitor's probe taking the facts first.
+func sealSpec(t task.Task, workdir string) sandbox.SealSpec {
+	return sandbox.SealSpec{
+		Image: t.Image, Workdir: workdir, Base: t.BaseCommit,
+		Probe: monitor.ProbeScript, ProbeArgs: []string{workdir, t.BaseCommit, t.UpstreamFixRef},
+	}
+}
+
+// seal returns the sealed image for t and the facts taken before sealing,
+// or "" when t runs unsealed (Config.Seal off, or the task's "seal":
+// false). Sealing is wanted and impossible: an error, never a silent
+// unsealed episode.
+func (r *Runner) seal(ctx context.Context, t task.Task, workdir string) (monitor.Probe, string, error) {
+	if !r.cfg.Seal || !t.Sealed() {
+		return monitor.Probe{}, "", nil
+	}
+	s, ok := r.cfg.Backend.(Sealer)
+	if !ok {
+		return monitor.Probe{}, "", fmt.Errorf("seal %s: backend %T cannot seal images: run with --no-seal or set \"seal\": false on the task", t.Image, r.cfg.Backend)
+	}
+	sealed, err := s.Seal(ctx, sealSpec(t, workdir))
+	if err != nil {
+		return monitor.Probe{}, "", fmt.Errorf("seal %s: %w", t.Image, err)
+	}
+	probe, err := monitor.ParseProbe(sealed.Facts, workdir, t.BaseCommit)
+	if err != nil {
+		return monitor.Probe{}, "", fmt.Errorf("seal %s: facts: %w", t.Image, err)
+	}
+	if sealed.Took > 0 {
+		r.log.Info("sealed task image", "task_id", t.ID, "image", t.Image, "sealed", sealed.Image, "took", sealed.Took, "log", sealed.Log)
+	}
+	return probe, sealed.Image, nil
+}
+
+// SealTask seals t's image (once; later calls find it cached) and returns
+// the result, for preparing images ahead of a run.
+func (r *Runner) SealTask(ctx context.Context, t task.Task) (sandbox.Sealed, error) {
+	s, ok := r.cfg.Backend.(Sealer)
+	if !ok {
+		return sandbox.Sealed{}, fmt.Errorf("harness: seal %s: backend %T cannot seal images", t.Image, r.cfg.Backend)
+	}
+	sealed, err := s.Seal(ctx, sealSpec(t, workdirOf(t)))
+	if err != nil {
+		return sandbox.Sealed{}, fmt.Errorf("harness: seal %s: %w", t.Image, err)
+	}
+	return sealed, nil
+}
+
+// Image is the image the episode's sandbox runs: the sealed image, or the
+// task's own when unsealed. Containers made for the episode later (grading)
+// come from it, so they see the same repository.
+func (e *Episode) Image() string {
+	if e.sealedImage != "" {
+		return e.sealedImage
+	}
+	return e.task.Image
+}

@@ -1,0 +1,36 @@
+package sandbox
+
+import "time"
+
+// SealSpec asks a backend for the sealed image of a task image: a derived
+// image whose repository (the one holding Workdir) has nothing beyond the
+// base commit. Backends that can seal implement
+//
+//	Seal(ctx context.Context, spec SealSpec) (Sealed, error)
+//
+// and cache the result by content (source image id, their seal script,
+// Probe and ProbeArgs), so a task image is sealed once.
+type SealSpec struct {
+	Image   string `json:"image"`
+	Workdir string `json:"workdir,omitempty"` // default /workspace
+	// Base is the commit to keep; empty: the image's HEAD.
+	Base string `json:"base,omitempty"`
+	// Probe is a POSIX shell script run in the unsealed image, before
+	// sealing, with ProbeArgs as $1, $2, …; its standard output is kept
+	// outside the image (Sealed.Facts), where no sandbox can read it.
+	Probe     string   `json:"probe,omitempty"`
+	ProbeArgs []string `json:"probe_args,omitempty"`
+}
+
+// Sealed is a sealed image and what the probe found before sealing.
+type Sealed struct {
+	Image  string `json:"image"`  // reference of the sealed image
+	Source string `json:"source"` // id of the image it was derived from
+	Facts  string `json:"facts"`  // the probe's standard output
+	// Cached: the sealed image was already present.
+	Cached bool `json:"cached"`
+	// Took is how long sealing took (zero when cached).
+	Took time.Duration `json:"took,omitempty"`
+	// Log is what the seal script reported (objects before and after).
+	Log string `json:"log,omitempty"`
+}
