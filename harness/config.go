@@ -89,8 +89,8 @@ type Config struct {
 	// repository holds nothing beyond the base commit, and the facts the
 	// monitor needs are taken before sealing. A task with "seal": false
 	// runs on its image as it is. cmd/rollcage sets it unless --no-seal.
-	Seal bool
-	Logger        *slog.Logger
+	Seal   bool
+	Logger *slog.Logger
 }
 
 // Validate reports a configuration that cannot work, one line saying what
