@@ -16,9 +16,11 @@ type Sealer interface {
 	Seal(ctx context.Context, spec sandbox.SealSpec) (sandbox.Sealed, error)
 }
 
-// sealSpec is what the harness asks to seal for t: its image, repository and
-// base, with the monitor's probe taking the facts first.
-func sealSpec(t task.Task, workdir string) sandbox.SealSpec {
+// SealSpec is what the harness asks to seal for t: its image, repository
+// and base, with the monitor's probe taking the facts first. Sealing ahead
+// of a run with the same spec (rollcage seal) fills the same cache.
+func SealSpec(t task.Task) sandbox.SealSpec {
+	workdir := workdirOf(t)
 	return sandbox.SealSpec{
 		Image: t.Image, Workdir: workdir, Base: t.BaseCommit,
 		Probe: monitor.ProbeScript, ProbeArgs: []string{workdir, t.BaseCommit, t.UpstreamFixRef},
@@ -37,7 +39,7 @@ func (r *Runner) seal(ctx context.Context, t task.Task, workdir string) (monitor
 	if !ok {
 		return monitor.Probe{}, "", fmt.Errorf("seal %s: backend %T cannot seal images: run with --no-seal or set \"seal\": false on the task", t.Image, r.cfg.Backend)
 	}
-	sealed, err := s.Seal(ctx, sealSpec(t, workdir))
+	sealed, err := s.Seal(ctx, SealSpec(t))
 	if err != nil {
 		return monitor.Probe{}, "", fmt.Errorf("seal %s: %w", t.Image, err)
 	}
@@ -49,20 +51,6 @@ func (r *Runner) seal(ctx context.Context, t task.Task, workdir string) (monitor
 		r.log.Info("sealed task image", "task_id", t.ID, "image", t.Image, "sealed", sealed.Image, "took", sealed.Took, "log", sealed.Log)
 	}
 	return probe, sealed.Image, nil
-}
-
-// SealTask seals t's image (once; later calls find it cached) and returns
-// the result, for preparing images ahead of a run.
-func (r *Runner) SealTask(ctx context.Context, t task.Task) (sandbox.Sealed, error) {
-	s, ok := r.cfg.Backend.(Sealer)
-	if !ok {
-		return sandbox.Sealed{}, fmt.Errorf("harness: seal %s: backend %T cannot seal images", t.Image, r.cfg.Backend)
-	}
-	sealed, err := s.Seal(ctx, sealSpec(t, workdirOf(t)))
-	if err != nil {
-		return sandbox.Sealed{}, fmt.Errorf("harness: seal %s: %w", t.Image, err)
-	}
-	return sealed, nil
 }
 
 // Image is the image the episode's sandbox runs: the sealed image, or the

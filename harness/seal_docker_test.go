@@ -216,7 +216,7 @@ func TestSealedHistoryLeaksNothing(t *testing.T) {
 		t.Run(id, func(t *testing.T) {
 			tk := byID[id]
 			sandboxtest.RequireImage(t, b, tk.Image)
-			sealed, err := sealer.Seal(context.Background(), sealSpec(tk, workdirOf(tk)))
+			sealed, err := sealer.Seal(context.Background(), SealSpec(tk))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -25,13 +25,14 @@ func init() {
 }
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("demo", "[--policy replay] [--concurrency N] [--out DIR] [--only TASK] [judge flags]", stderr)
+	fs := newFlags("demo", "[--policy replay] [--concurrency N] [--out DIR] [--only TASK] [--no-seal] [judge flags]", stderr)
 	policy := fs.String("policy", "replay", "policy: replay (the suite's scripted trajectories)")
 	conc := fs.Int("concurrency", 4, "episodes running at once")
 	out := fs.String("out", filepath.Join("out", "demo"), "directory for the episodes' trajectories")
 	var only stringList
 	fs.Var(&only, "only", "run only this task id (repeatable)")
 	verbose := fs.Bool("v", false, "log episode lifecycle to stderr")
+	noSeal := addSealFlag(fs)
 	jf := addJudgeFlags(fs)
 	rf := addRulesFlags(fs)
 	if err := parse(fs, args); err != nil {
@@ -64,7 +65,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		scripts = slices.DeleteFunc(scripts, func(s task.Script) bool { return !slices.Contains(only, s.Task) })
 	}
 
-	env, err := newEnv(ctx, envOptions{storeDir: *out, rules: rf, judge: jf, verbose: *verbose, stderr: stderr})
+	env, err := newEnv(ctx, envOptions{storeDir: *out, rules: rf, judge: jf, verbose: *verbose, stderr: stderr, noSeal: *noSeal})
 	if err != nil {
 		return err
 	}
@@ -116,7 +117,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			fmt.Fprintf(stdout, "✗ %v\n", r.Err)
 		}
 	}
-	fmt.Fprintf(stdout, "\n%d episodes in %s; trajectories in %s\n", len(rows), time.Since(start).Round(time.Second), env.store.Dir())
+	fmt.Fprintf(stdout, "\n%d episodes in %s on %s; trajectories in %s\n", len(rows), time.Since(start).Round(time.Second), sealNote(*noSeal), env.store.Dir())
 	if wrong > 0 {
 		return &exitError{Code: 1, Err: fmt.Errorf("%d of %d rows are not what they must be", wrong, len(rows))}
 	}
@@ -147,6 +148,7 @@ type envOptions struct {
 	limits   harness.Limits
 	network  string
 	verbose  bool
+	noSeal   bool
 	stderr   io.Writer
 }
 
@@ -181,7 +183,7 @@ func newEnv(ctx context.Context, o envOptions) (*env, error) {
 		be.Close(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	r, err := harness.NewRunner(harness.Config{Backend: be, Monitor: mon, Store: st, Limits: o.limits, Network: o.network, Logger: log})
+	r, err := harness.NewRunner(harness.Config{Backend: be, Monitor: mon, Store: st, Limits: o.limits, Network: o.network, Seal: !o.noSeal, Logger: log})
 	if err != nil {
 		st.Close()
 		be.Close(context.WithoutCancel(ctx))

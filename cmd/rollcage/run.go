@@ -20,7 +20,7 @@ func init() {
 }
 
 func runBatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("run", "--tasks FILE --policy URL|replay:DIR [--model M] [--concurrency N] [--attempts K] [--out DIR]", stderr)
+	fs := newFlags("run", "--tasks FILE --policy URL|replay:DIR [--model M] [--concurrency N] [--attempts K] [--out DIR] [--no-seal]", stderr)
 	tasksFile := fs.String("tasks", "", "task file (JSONL); hidden test paths are relative to it")
 	policy := fs.String("policy", "", "OpenAI-compatible API of the policy model (http://127.0.0.1:8000/v1), or replay:DIR of scripts (*.json)")
 	model := fs.String("model", "", "policy model name (required with a URL policy)")
@@ -40,6 +40,7 @@ func runBatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	maxTokens := fs.Int("max-tokens", 0, "completion tokens per episode (0: no limit)")
 	network := fs.String("network", sandbox.NetworkNone, "sandbox network: none or proxy")
 	verbose := fs.Bool("v", false, "log episode lifecycle to stderr")
+	noSeal := addSealFlag(fs)
 	jf := addJudgeFlags(fs)
 	rf := addRulesFlags(fs)
 	if err := parse(fs, args); err != nil {
@@ -64,7 +65,7 @@ func runBatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	env, err := newEnv(ctx, envOptions{
 		rules:    rf,
-		storeDir: filepath.Join(*out, "trajectories"), judge: jf, network: *network, verbose: *verbose, stderr: stderr,
+		storeDir: filepath.Join(*out, "trajectories"), judge: jf, network: *network, verbose: *verbose, stderr: stderr, noSeal: *noSeal,
 		limits: harness.Limits{MaxSteps: *maxSteps, WallTime: *wall, MaxTokens: *maxTokens},
 	})
 	if err != nil {

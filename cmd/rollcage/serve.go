@@ -67,6 +67,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	network := fs.String("network", envOr("ROLLCAGE_NETWORK", sandbox.NetworkNone), "sandbox network: none, or proxy (egress through the monitor's proxy)")
 	grace := fs.Duration("shutdown-timeout", 2*time.Minute, "how long a shutdown waits for calls in flight")
 	verbose := fs.Bool("v", false, "debug logs (one line per call)")
+	noSeal := addSealFlag(fs)
 	jf := addJudgeFlags(fs)
 	rf := addRulesFlags(fs)
 	if err := parse(fs, args); err != nil {
@@ -105,8 +106,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	poolCfg := map[string]int{}
 	if *pool > 0 {
-		for _, t := range tasks {
-			poolCfg[t.Image] = *pool
+		// Warm containers are of the image episodes run: the sealed one,
+		// sealed now (once; cached) by a backend without a pool.
+		images, err := episodeImages(ctx, tasks, !*noSeal, log)
+		if err != nil {
+			return err
+		}
+		for _, img := range images {
+			poolCfg[img] = *pool
 		}
 	}
 	backend, err := docker.New(ctx, docker.Config{StateDir: *stateDir, Pool: poolCfg, Logger: log})
@@ -120,7 +127,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer store.Close()
 	runner, err := harness.NewRunner(harness.Config{Backend: backend, Monitor: mon, Store: store, Network: *network,
-		Limits: harness.Limits{MaxSteps: *maxSteps, WallTime: *wall}, Logger: log})
+		Limits: harness.Limits{MaxSteps: *maxSteps, WallTime: *wall}, Seal: !*noSeal, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -162,11 +162,23 @@ func (b *Backend) seal(ctx context.Context, spec sandbox.SealSpec, src image.Ins
 	if src.Config != nil {
 		orig.Entrypoint, orig.Cmd, orig.WorkingDir, orig.User = src.Config.Entrypoint, src.Config.Cmd, src.Config.WorkingDir, src.Config.User
 	}
-	cmd := append([]string{spec.Probe, spec.Workdir, spec.Base}, spec.ProbeArgs...)
+	// The commit keeps what the container ran unless told otherwise, and
+	// an empty ENTRYPOINT cannot be told: an image without one is sealed
+	// by a command, an image with one by overriding it (and putting it
+	// back at the commit).
+	argv := append([]string{"/bin/sh", "-c", sealScript, "rollcage-seal", spec.Probe, spec.Workdir, spec.Base}, spec.ProbeArgs...)
+	changes := []string{"CMD " + jsonList(orig.Cmd), "USER " + cmpStr(orig.User, "0:0")}
+	var entry, cmd []string
+	if len(orig.Entrypoint) == 0 {
+		cmd = argv
+	} else {
+		entry, cmd = argv[:4], argv[4:]
+		changes = append(changes, "ENTRYPOINT "+jsonList(orig.Entrypoint))
+	}
 	cfg := &dcontainer.Config{
 		Image:           src.ID,
 		User:            "0:0",
-		Entrypoint:      []string{"/bin/sh", "-c", sealScript, "rollcage-seal"},
+		Entrypoint:      entry,
 		Cmd:             cmd,
 		WorkingDir:      orig.WorkingDir,
 		NetworkDisabled: true,
@@ -222,9 +234,7 @@ func (b *Backend) seal(ctx context.Context, spec sandbox.SealSpec, src image.Ins
 		Reference: ref,
 		Comment:   "rollcage: sealed " + spec.Image,
 		Config:    &dcontainer.Config{Labels: labels},
-		// The commit would keep the seal container's entry point and
-		// command; put the source image's back.
-		Changes: []string{"ENTRYPOINT " + jsonList(orig.Entrypoint), "CMD " + jsonList(orig.Cmd), "USER " + cmpStr(orig.User, "0:0")},
+		Changes:   changes,
 	})
 	if err != nil {
 		return sandbox.Sealed{}, b.engineErr("seal: commit "+ref, err)

@@ -16,7 +16,8 @@ set -eu
 probe=$1 workdir=$2 base_in=$3
 shift 3
 export GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=safe.directory GIT_CONFIG_VALUE_0='*'
-export GIT_TERMINAL_PROMPT=0 LC_ALL=C
+# Replace refs and grafts would make base read as another commit.
+export GIT_TERMINAL_PROMPT=0 GIT_NO_REPLACE_OBJECTS=1 LC_ALL=C
 log() { echo "rollcage-seal: $*" >&2; }
 
 sh -c "$probe" rollcage-probe "$@" || { log "probe failed (exit $?)"; exit 3; }

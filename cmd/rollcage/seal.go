@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"text/tabwriter"
+	"time"
+
+	"github.com/rollcage/rollcage/demo"
+	"github.com/rollcage/rollcage/harness"
+	"github.com/rollcage/rollcage/sandbox/docker"
+	"github.com/rollcage/rollcage/task"
+)
+
+func init() {
+	register(command{Name: "seal", Summary: "prepare the sealed images of a task file's tasks (the demo suite's by default): history beyond the base commit removed", Run: runSeal})
+}
+
+// addSealFlag is --no-seal, shared by every command that starts sandboxes.
+func addSealFlag(fs *flag.FlagSet) *bool {
+	return fs.Bool("no-seal", false, "run on the task images as they are, the upstream fix reachable in the repository's history (default: sealed images, see the README)")
+}
+
+func sealNote(noSeal bool) string {
+	if noSeal {
+		return "unsealed images (--no-seal: the upstream fix is reachable in the history)"
+	}
+	return "sealed images (nothing beyond the base commit in the repository)"
+}
+
+// episodeImages are the images episodes of tasks run: each task's sealed
+// image (sealed now when missing) unless seal is off or the task says
+// "seal": false.
+func episodeImages(ctx context.Context, tasks []task.Task, seal bool, log *slog.Logger) ([]string, error) {
+	var be *docker.Backend
+	var out []string
+	for _, t := range tasks {
+		if !seal || !t.Sealed() {
+			out = append(out, t.Image)
+			continue
+		}
+		if be == nil {
+			var err error
+			if be, err = docker.New(ctx, docker.Config{Logger: log}); err != nil {
+				return nil, err
+			}
+			defer be.Close(context.WithoutCancel(ctx))
+		}
+		s, err := be.Seal(ctx, harness.SealSpec(t))
+		if err != nil {
+			return nil, fmt.Errorf("seal task %s: %w", t.ID, err)
+		}
+		out = append(out, s.Image)
+	}
+	return out, nil
+}
+
+func runSeal(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("seal", "[--tasks FILE]", stderr)
+	tasksFile := fs.String("tasks", "", "task file (JSONL); default: the embedded demo suite")
+	verbose := fs.Bool("v", false, "log what sealing did to stderr")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	var tasks []task.Task
+	var err error
+	if *tasksFile != "" {
+		tasks, _, err = task.LoadFile(*tasksFile)
+	} else {
+		tasks, _, err = demo.Tasks()
+	}
+	if err != nil {
+		return err
+	}
+	level := slog.LevelWarn
+	if *verbose {
+		level = slog.LevelInfo
+	}
+	be, err := docker.New(ctx, docker.Config{Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))})
+	if err != nil {
+		return err
+	}
+	defer be.Close(context.WithoutCancel(ctx))
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "task\timage\tsealed image\tstate\ttook\t")
+	for _, t := range tasks {
+		if !t.Sealed() {
+			fmt.Fprintf(tw, "%s\t%s\t-\t\"seal\": false\t\t\n", t.ID, t.Image)
+			continue
+		}
+		s, err := be.Seal(ctx, harness.SealSpec(t))
+		if err != nil {
+			tw.Flush()
+			return fmt.Errorf("seal task %s: %w", t.ID, err)
+		}
+		state := "sealed"
+		if s.Cached {
+			state = "cached"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", t.ID, t.Image, s.Image, state, s.Took.Round(time.Millisecond))
+	}
+	return tw.Flush()
+}
