@@ -46,8 +46,8 @@ type Episode struct {
 	start    time.Time
 	deadline time.Time
 	before   map[string]string // visible-test hashes at start
-	// sealedImage is the sealed image the sandbox runs ("" when unsealed);
-	// grading containers come from it too.
+	// sealedImage is the sealed image the sandbox runs ("" when
+	// unsealed); image below is then the same.
 	sealedImage string
 
 	// For grading, set at start: the base commit the submission is taken

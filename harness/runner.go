@@ -172,7 +172,7 @@ func (e *Episode) begin(ctx context.Context) error {
 		ReferenceURLs: t.ReferenceURLs, AllowedHosts: t.AllowedHosts,
 	}
 	e.startContext, _ = json.Marshal(map[string]any{"task": tc, "sandbox": facts})
-	e.base, e.image, e.canaries, e.taskContext = base, t.Image, canaries, tc
+	e.base, e.image, e.canaries, e.taskContext = base, spec.Image, canaries, tc // the sealed image when sealed
 	e.known = t.Instruction + "\n" + probe.BaseText
 	mon, err := r.cfg.Monitor.NewEpisode(monitor.EpisodeConfig{
 		ID:    e.id,

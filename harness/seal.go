@@ -53,12 +53,3 @@ func (r *Runner) seal(ctx context.Context, t task.Task, workdir string) (monitor
 	return probe, sealed.Image, nil
 }
 
-// Image is the image the episode's sandbox runs: the sealed image, or the
-// task's own when unsealed. Containers made for the episode later (grading)
-// come from it, so they see the same repository.
-func (e *Episode) Image() string {
-	if e.sealedImage != "" {
-		return e.sealedImage
-	}
-	return e.task.Image
-}
