@@ -52,4 +52,3 @@ func (r *Runner) seal(ctx context.Context, t task.Task, workdir string) (monitor
 	}
 	return probe, sealed.Image, nil
 }
-
