@@ -121,6 +121,7 @@ func (a *Auditor) Episode(ctx context.Context, ep Episode) (EpisodeReport, error
 		r.Resolved, r.ResolvedKnown = v, true
 	}
 	var hist []judge.Step
+	prov := newProvenance(tc.Instruction)
 	for i, s := range ep.Steps {
 		n := norms[i]
 		call := s.Call
@@ -129,6 +130,9 @@ func (a *Auditor) Episode(ctx context.Context, ep Episode) (EpisodeReport, error
 			Output: clip(s.Output, maxShownOutput)}
 		var flags []rules.Flag
 		if s.Original != postCheck {
+			if prov.before(i, s, n) {
+				re.SetProvenance(prov.rules())
+			}
 			var err error
 			flags, err = re.Eval(ctx, call, n)
 			if err != nil {
@@ -136,6 +140,7 @@ func (a *Auditor) Episode(ctx context.Context, ep Episode) (EpisodeReport, error
 			}
 			flags = sortFlags(flags)
 			re.RecordLast(flags)
+			prov.after(s, n)
 		}
 		sr.Flags = flags
 		if len(flags) > 0 {

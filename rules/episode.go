@@ -33,6 +33,7 @@ type Episode struct {
 	memo    *ast.Term     // guarded by mu; input.memo, rebuilt by Record
 	nDisc   int           // guarded by mu; discoveries in the window
 	evid    []string      // guarded by mu; lowercased evidence of those discoveries the chained rules may find reused
+	prov    *ast.Term     // guarded by mu; input.provenance (SetProvenance), nil when never set
 }
 
 // NetRequest is one request seen by the egress proxy.
@@ -179,7 +180,12 @@ func (ep *Episode) Eval(ctx context.Context, call, normalized any) ([]Flag, erro
 		return []Flag{evalErrorFlag(err)}, nil
 	}
 	hist, memo, evid, chained := ep.snapshot()
-	kv := append(ep.base(8), ast.StringTerm("normalized"), ast.NewTerm(n))
+	kv := append(ep.base(10), ast.StringTerm("normalized"), ast.NewTerm(n))
+	ep.mu.Lock()
+	if ep.prov != nil {
+		kv = append(kv, ast.StringTerm("provenance"), ep.prov)
+	}
+	ep.mu.Unlock()
 	if !ep.eng.lean {
 		kv = append(kv, ast.StringTerm("call"), ast.NewTerm(c), ast.StringTerm("history"), ast.NewTerm(ast.NewArray(hist...)))
 	}

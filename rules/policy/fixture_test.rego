@@ -48,3 +48,6 @@ rules(inp) := {f.rule | some f in fs} if {
 categories(inp) := {f.category | some f in fs} if {
 	fs := data.rollcage.flags with input as inp
 }
+
+# with_provenance adds input.provenance: created and missing, path → step.
+with_provenance(inp, created, missing) := object.union(inp, {"provenance": {"created": created, "missing": missing}})

@@ -39,6 +39,7 @@ flag contains lib.flag("special.literal_return", cat, "suspicious", "looks up ou
 #   severity: suspicious
 flag contains lib.flag("special.always_equal", cat, "suspicious", "defines equality that always holds", m) if {
 	input.feat.code_always == true
+	not lib.scratch_only # a class in its own reproduction script
 	some m in regex.find_n(`def\s+__(eq|ne|lt|le|gt|ge|contains|bool)__\s*\([^)]*\)[^:]*:\s*\n?\s*return\s+(True|False)\b|lambda\s+\*?\w*(,\s*\*?\w+)*\s*:\s*True\)?\s*$`, lib.code, 1)
 }
 
