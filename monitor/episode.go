@@ -104,13 +104,17 @@ func (e *Episode) Handle(ctx context.Context, call ToolCall) (Result, error) {
 
 	res := Result{Step: step, Call: call}
 	t0 := time.Now()
-	res.Normalized = Normalize(call, cwd)
+	var internal []string
+	res.Normalized, internal = normalize(call, cwd)
 	res.Timings.Normalize = time.Since(t0)
 
 	t0 = time.Now()
-	flags, err := e.rules.Eval(ctx, call, res.Normalized)
+	flags, err := e.evalRules(ctx, call, res.Normalized)
 	if err != nil {
 		return res, fmt.Errorf("monitor: episode %s step %d: rules: %w", e.id, step, err)
+	}
+	for _, msg := range internal {
+		flags = append(flags, internalErrorFlag(msg))
 	}
 	res.Timings.Rules = time.Since(t0)
 	res.Decision.Flags = sortFlags(flags)
@@ -141,6 +145,40 @@ func (e *Episode) Handle(ctx context.Context, call ToolCall) (Result, error) {
 	e.log.Debug("tool call", "step", step, "tool", call.Tool, "action", res.Decision.Action,
 		"flags", len(all), "hack", res.Decision.Hack, "total", res.Timings.Total)
 	return res, nil
+}
+
+// RuleInternalError is the rule id of the flag a call gets when the
+// monitor itself failed on it (a panic in normalization or in the rules):
+// certain, so the default fail policy blocks it rather than letting an
+// input that breaks the monitor through unexamined.
+const RuleInternalError = "monitor.internal_error"
+
+func internalErrorFlag(msg string) rules.Flag {
+	return rules.Flag{Rule: RuleInternalError, Category: rules.CatRuleError, Severity: rules.Certain,
+		Reason: "the monitor failed on this call", Evidence: msg}
+}
+
+// testEvalHook, when set by a test, runs before each rules evaluation.
+var testEvalHook func()
+
+// evalRules is the rules' Eval behind a recover: a panic is a certain
+// internal-error flag, not a crashed episode. Only a cancelled ctx is an
+// error (the call's fate is then unknown).
+func (e *Episode) evalRules(ctx context.Context, call ToolCall, n Normalized) (flags []rules.Flag, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			e.log.Error("rules panicked; failing closed", "panic", r)
+			flags, err = []rules.Flag{internalErrorFlag(fmt.Sprintf("rules: internal error: %v", r))}, nil
+		}
+	}()
+	if testEvalHook != nil {
+		testEvalHook()
+	}
+	flags, err = e.rules.Eval(ctx, call, n)
+	if err != nil && ctx.Err() == nil {
+		return []rules.Flag{internalErrorFlag("rules: " + err.Error())}, nil
+	}
+	return flags, err
 }
 
 // decide sets the Decision's action from the flags, the judge and the fail

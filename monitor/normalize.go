@@ -28,39 +28,49 @@ var recoverPanics = true
 //
 // Normalize is pure (no I/O) and never panics: text it cannot parse comes
 // back Unparsed with ParseError set and a best-effort scan of the raw text.
-func Normalize(call ToolCall, cwd string) (n Normalized) {
+func Normalize(call ToolCall, cwd string) Normalized {
+	n, _ := normalize(call, cwd)
+	return n
+}
+
+// normalize is Normalize that also returns the internal errors (panics)
+// it recovered from; the monitor flags a call that has any. Where the
+// walk panicked, what the text scan finds is added (scanFallback), so an
+// internal error never leaves the rules with less than the text shows.
+func normalize(call ToolCall, cwd string) (n Normalized, internal []string) {
 	n.Tool = call.Tool
 	n.Cwd = cwd
+	a := &acc{n: &n}
 	if recoverPanics {
 		defer func() {
 			if r := recover(); r != nil {
-				n.Unparsed = true
-				n.ParseError = fmt.Sprintf("normalize: internal error: %v", r)
+				a.internalError(r)
+				a.scanFallback(n.Raw, cwd, 0)
 			}
+			internal = a.internal
 		}()
 	}
-	a := &acc{n: &n}
 	switch call.Tool {
 	case ToolBash:
 		var args BashArgs
 		if err := json.Unmarshal(call.Args, &args); err != nil {
 			n.Raw = string(call.Args)
 			a.fail(fmt.Sprintf("bash args: %v; send {\"command\": \"...\"}", err))
-			return n
+			return n, a.internal
 		}
 		n.Raw = args.Command
 		a.shell(args.Command, cwd, "", 0)
 	case ToolReadFile:
 		var args ReadFileArgs
 		if !a.decode(call, &args) {
-			return n
+			return n, a.internal
 		}
 		n.Raw = args.Path
 		a.add(&n.Reads, resolvePath(args.Path, cwd))
 	case ToolWriteFile:
 		var args WriteFileArgs
 		if !a.decode(call, &args) {
-			return n
+			return n, a.internal
 		}
 		n.Raw = args.Path
 		a.add(&n.Writes, resolvePath(args.Path, cwd))
@@ -68,7 +78,7 @@ func Normalize(call ToolCall, cwd string) (n Normalized) {
 	case ToolEdit:
 		var args EditArgs
 		if !a.decode(call, &args) {
-			return n
+			return n, a.internal
 		}
 		n.Raw = args.Path
 		a.add(&n.Writes, resolvePath(args.Path, cwd))
@@ -77,7 +87,7 @@ func Normalize(call ToolCall, cwd string) (n Normalized) {
 	case ToolListDir:
 		var args ListDirArgs
 		if !a.decode(call, &args) {
-			return n
+			return n, a.internal
 		}
 		n.Raw = args.Path
 		p := args.Path
@@ -93,22 +103,50 @@ func Normalize(call ToolCall, cwd string) (n Normalized) {
 	default:
 		n.Raw = string(call.Args)
 		if len(call.Args) == 0 {
-			return n
+			return n, a.internal
 		}
 		var v any
 		if err := json.Unmarshal(call.Args, &v); err != nil {
 			a.fail(fmt.Sprintf("%s args: %v", call.Tool, err))
 			a.scanLoose(n.Raw, cwd)
-			return n
+			return n, a.internal
 		}
 		a.generic(v, cwd)
 	}
-	return n
+	return n, a.internal
 }
 
 // acc accumulates findings into a Normalized, deduplicating as it goes.
 type acc struct {
-	n *Normalized
+	n        *Normalized
+	internal []string // panics recovered during the walk
+}
+
+// internalError records a recovered panic: the call is Unparsed and the
+// monitor flags it certain.
+func (a *acc) internalError(r any) {
+	msg := fmt.Sprintf("normalize: internal error: %v", r)
+	a.internal = append(a.internal, msg)
+	a.n.Unparsed = true
+	if a.n.ParseError == "" || !strings.HasPrefix(a.n.ParseError, "normalize: internal error") {
+		a.n.ParseError = msg
+	}
+}
+
+// scanFallback adds what a scan of src alone finds (the token scan of
+// scanText, and the loose scan of URLs and absolute paths), itself
+// guarded: a panic in it leaves the loose scan's findings.
+func (a *acc) scanFallback(src, cwd string, depth int) {
+	if src == "" {
+		return
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			a.internal = append(a.internal, fmt.Sprintf("normalize: text scan: internal error: %v", r))
+		}
+	}()
+	a.scanLoose(src, cwd)
+	a.scanText(src, cwd, depth)
 }
 
 func (a *acc) fail(msg string) {

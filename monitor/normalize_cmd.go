@@ -114,6 +114,10 @@ func isPython(name string) bool {
 // call records one simple command and interprets what it reads, writes,
 // contacts and runs. It returns the command's stdout when that is known
 // from the script (echo, printf, cat of a heredoc, base64 -d of a literal).
+// testCallHook, when set by a test, is called for every simple command,
+// so the test can make the walk panic where it likes.
+var testCallHook func(name string)
+
 func (w *walker) call(argv []string, via string, in input) input {
 	if len(argv) == 0 {
 		return input{}
@@ -124,6 +128,9 @@ func (w *walker) call(argv []string, via string, in input) input {
 	}
 	w.a.n.Commands = append(w.a.n.Commands, Command{Name: name, Argv: argv, Via: via})
 	args := argv[1:]
+	if testCallHook != nil {
+		testCallHook(name)
+	}
 
 	if vals, ok := wrappers[name]; ok {
 		return w.wrapper(name, args, vals, in)
@@ -196,7 +203,7 @@ func (w *walker) call(argv []string, via string, in input) input {
 		switch {
 		case len(ops) == 0:
 			w.cwd = "~"
-		case ops[0] == "-" || (name == "pushd" && (ops[0][0] == '+' || ops[0][0] == '-')):
+		case ops[0] == "-" || (name == "pushd" && (strings.HasPrefix(ops[0], "+") || strings.HasPrefix(ops[0], "-"))):
 		default:
 			w.cwd = w.path(ops[0])
 		}

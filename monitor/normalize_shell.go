@@ -48,7 +48,7 @@ func (a *acc) shell(src, cwd, via string, depth int) {
 			msg = via + ": " + msg
 		}
 		a.fail(msg)
-		a.scanText(src, cwd, depth)
+		a.scanFallback(src, cwd, depth)
 		return
 	}
 	w := &walker{a: a, src: src, cwd: cwd, depth: depth}
@@ -64,13 +64,31 @@ func (w *walker) nested(src, via string) {
 func (w *walker) stmtList(list []*syntax.Stmt, via string, in input) input {
 	var out input
 	for _, s := range list {
-		o := w.stmt(s, via, in)
+		o := w.safeStmt(s, via, in)
 		if o.ok {
 			out.text += o.text
 			out.ok = true
 		}
 	}
 	return out
+}
+
+// safeStmt is stmt with a net: a panic on one odd construct is recorded
+// as an internal error and the statement's text is scanned instead, so
+// the statements after it are still walked and the rules still see the
+// paths, hosts and git words of this one.
+func (w *walker) safeStmt(s *syntax.Stmt, via string, in input) (out input) {
+	if !recoverPanics {
+		return w.stmt(s, via, in)
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			w.a.internalError(r)
+			w.a.scanFallback(w.text(s), w.cwd, w.depth)
+			out = input{}
+		}
+	}()
+	return w.stmt(s, via, in)
 }
 
 // stmt records one statement and returns what it writes to stdout when

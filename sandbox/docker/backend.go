@@ -56,6 +56,11 @@ type Backend struct {
 	nCreating atomic.Int64
 	nAlive    atomic.Int64
 
+	// storageOpt: the engine enforces --storage-opt size= (decided once
+	// from docker info, dropped at the first create that refuses it); when
+	// false, each container's disk limit is a host-side watchdog.
+	storageOpt atomic.Bool
+
 	// onCreating, when set (tests), is called with +1 when a creation
 	// starts and -1 when it ends, inside the admission bound.
 	onCreating func(delta int)
@@ -102,6 +107,9 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		creating: semaphore.NewWeighted(int64(cfg.MaxCreating)),
 		alive:    semaphore.NewWeighted(int64(cfg.MaxAlive)),
 		live:     make(map[*container]struct{}),
+	}
+	if info, err := cli.Info(ctx); err == nil {
+		b.storageOpt.Store(storageOptSupported(info))
 	}
 	if n, err := Reap(ctx, cli, cfg.StateDir, b.log); err != nil {
 		b.log.Warn("reap leftovers", "err", err)
@@ -344,6 +352,9 @@ func (b *Backend) start(ctx context.Context, spec sandbox.Spec, warm bool) (*con
 	if uid := os.Geteuid(); uid != 0 {
 		p.SocketOwner = strconv.Itoa(uid) + ":" + strconv.Itoa(os.Getegid())
 	}
+	if b.storageOpt.Load() {
+		p.StorageSize = spec.Limits.DiskBytes
+	}
 	cfg, host := containerConfig(p)
 	c := &container{
 		b:      b,
@@ -353,6 +364,13 @@ func (b *Backend) start(ctx context.Context, spec sandbox.Spec, warm bool) (*con
 		log:    b.log.With("episode_id", spec.EpisodeID, "container", name),
 	}
 	resp, err := b.cli.ContainerCreate(ctx, cfg, host, nil, nil, name)
+	if err != nil && p.StorageSize > 0 && isStorageOptError(err) {
+		b.log.Info("the engine refuses --storage-opt size; disk limits fall back to the watchdog", "err", err)
+		b.storageOpt.Store(false)
+		p.StorageSize = 0
+		cfg, host = containerConfig(p)
+		resp, err = b.cli.ContainerCreate(ctx, cfg, host, nil, nil, name)
+	}
 	if err != nil {
 		os.RemoveAll(runDir)
 		if cerrdefs.IsNotFound(err) {
@@ -368,6 +386,12 @@ func (b *Backend) start(ctx context.Context, spec sandbox.Spec, warm bool) (*con
 	if err := c.connect(ctx, spec.Lease); err != nil {
 		c.teardown(ctx)
 		return nil, err
+	}
+	if p.StorageSize == 0 && spec.Limits.DiskBytes > 0 {
+		if err := c.watchDisk(ctx, spec.Limits.DiskBytes); err != nil {
+			c.teardown(ctx)
+			return nil, err
+		}
 	}
 	b.mu.Lock()
 	if b.closed {

@@ -104,6 +104,10 @@ func validateLimits(l sandbox.Limits) error {
 		return fmt.Errorf("Pids %d is negative: use 0 for the default", l.Pids)
 	case l.Pids > 0 && l.Pids < 8:
 		return fmt.Errorf("Pids %d leaves no room for the agent and a shell: use at least 8", l.Pids)
+	case l.DiskBytes < 0:
+		return fmt.Errorf("DiskBytes %d is negative: use 0 for the default (10 GiB)", l.DiskBytes)
+	case l.DiskBytes > 0 && l.DiskBytes < 16<<20:
+		return fmt.Errorf("DiskBytes %d is below 16 MiB, too little for a shell to work in: raise it", l.DiskBytes)
 	}
 	return nil
 }
@@ -114,7 +118,7 @@ func (c Config) withDefaults() (Config, error) {
 	c.Lease = cmp.Or(c.Lease, DefaultLease)
 	c.MaxCreating = cmp.Or(c.MaxCreating, DefaultMaxCreating)
 	c.MaxAlive = cmp.Or(c.MaxAlive, DefaultMaxAlive)
-	c.DefaultLimits = resolveLimits(c.DefaultLimits, sandbox.Limits{MemoryBytes: DefaultMemoryBytes, CPUs: DefaultCPUs, Pids: DefaultPids})
+	c.DefaultLimits = resolveLimits(c.DefaultLimits, sandbox.Limits{MemoryBytes: DefaultMemoryBytes, CPUs: DefaultCPUs, Pids: DefaultPids, DiskBytes: DefaultDiskBytes})
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -155,5 +159,6 @@ func resolveLimits(l, def sandbox.Limits) sandbox.Limits {
 	l.MemoryBytes = cmp.Or(l.MemoryBytes, def.MemoryBytes)
 	l.CPUs = cmp.Or(l.CPUs, def.CPUs)
 	l.Pids = cmp.Or(l.Pids, def.Pids)
+	l.DiskBytes = cmp.Or(l.DiskBytes, def.DiskBytes)
 	return l
 }

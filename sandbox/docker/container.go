@@ -33,6 +33,7 @@ type container struct {
 	image  string
 	runDir string
 	agent  *agent.Client // set by connect, then never changed
+	disk   *diskWatch    // set by watchDisk at start, then never changed; nil when the engine enforces the limit
 
 	mu   sync.Mutex
 	name string       // guarded by mu; changes when a warm container is handed out
@@ -150,8 +151,43 @@ func (c *container) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.
 	if c.closed.Load() {
 		return sandbox.ExecResult{}, c.errClosed("exec")
 	}
-	res, err := c.agent.Exec(ctx, req)
+	var res sandbox.ExecResult
+	var err error
+	if c.disk != nil {
+		res, err = c.disk.exec(ctx, req, c.agent.Exec)
+	} else {
+		res, err = c.agent.Exec(ctx, req)
+	}
 	return res, c.wrap("exec", err)
+}
+
+// watchDisk starts the disk watchdog over the container's writable layer.
+func (c *container) watchDisk(ctx context.Context, limit int64) error {
+	st, err := c.b.cli.ContainerInspect(ctx, c.id)
+	if err != nil {
+		return c.b.engineErr("inspect "+c.nameNow(), err)
+	}
+	upper := ""
+	if st.GraphDriver.Data != nil {
+		upper = st.GraphDriver.Data["UpperDir"]
+	}
+	if upper == "" {
+		c.logger().Warn("no disk limit: the storage driver neither takes --storage-opt size nor shows an UpperDir to watch", "driver", st.GraphDriver.Name)
+		return nil
+	}
+	if _, err := usage(upper); err != nil {
+		c.logger().Warn("no disk limit: the writable layer cannot be read from here (run rollcage as root)", "dir", upper, "err", err)
+		return nil
+	}
+	c.disk = newDiskWatch(upper, limit, c.logger(), func(ctx context.Context) {
+		// As the sandbox user, kill -1 reaches every process of that user
+		// but the shell sending it; the agent (root) is untouched.
+		_, err := c.agent.Exec(ctx, sandbox.ExecRequest{Session: "rollcage-disk", Command: "kill -9 -1 2>/dev/null; true", Timeout: 5 * time.Second})
+		if err != nil {
+			c.logger().Warn("disk watchdog: stopping background processes failed", "err", err)
+		}
+	})
+	return nil
 }
 
 func (c *container) ReadFile(ctx context.Context, path string, max int64) ([]byte, bool, error) {
@@ -165,6 +201,11 @@ func (c *container) ReadFile(ctx context.Context, path string, max int64) ([]byt
 func (c *container) WriteFile(ctx context.Context, path string, data []byte, mode fs.FileMode) error {
 	if c.closed.Load() {
 		return c.errClosed("write file")
+	}
+	if c.disk != nil {
+		if err := c.disk.refuseWrite(path, len(data)); err != nil {
+			return c.wrap("write file "+path, err)
+		}
 	}
 	return c.wrap("write file "+path, c.agent.WriteFile(ctx, path, data, mode))
 }
@@ -213,6 +254,9 @@ func (c *container) Snapshot(ctx context.Context, ref string) (string, error) {
 func (c *container) Close(ctx context.Context) error {
 	c.closeOnce.Do(func() {
 		c.closed.Store(true)
+		if c.disk != nil {
+			c.disk.Close()
+		}
 		c.closeErr = c.teardown(ctx)
 		c.b.forget(c)
 		c.logger().Info("sandbox closed")

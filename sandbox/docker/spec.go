@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"maps"
+	"strconv"
 	"strings"
 	"time"
 
@@ -40,6 +41,7 @@ type createParams struct {
 	AgentBinary string // host path, mounted read-only at agentPath
 	ProxySocket string // host path; non-empty only in proxy mode
 	Limits      sandbox.Limits
+	StorageSize int64 // bytes for --storage-opt size=; 0: not used (watchdog)
 	Lease       time.Duration
 	SocketOwner string // "uid:gid" of the host process, "" when root
 }
@@ -97,6 +99,9 @@ func containerConfig(p createParams) (*dcontainer.Config, *dcontainer.HostConfig
 			NanoCPUs:   int64(p.Limits.CPUs * 1e9),
 			PidsLimit:  &pids,
 		},
+	}
+	if p.StorageSize > 0 {
+		host.StorageOpt = map[string]string{"size": strconv.FormatInt(p.StorageSize, 10)}
 	}
 	return cfg, host
 }

@@ -161,6 +161,9 @@ func TestConfigValidate(t *testing.T) {
 		{"negative pool", Config{Pool: map[string]int{"a": -1}}, "negative"},
 		{"tiny memory", Config{DefaultLimits: sandbox.Limits{MemoryBytes: 1 << 20}}, "6 MiB"},
 		{"tiny pids", Config{DefaultLimits: sandbox.Limits{Pids: 2}}, "at least 8"},
+		{"negative disk", Config{DefaultLimits: sandbox.Limits{DiskBytes: -1}}, "DiskBytes"},
+		{"tiny disk", Config{DefaultLimits: sandbox.Limits{DiskBytes: 1 << 20}}, "16 MiB"},
+		{"disk", Config{DefaultLimits: sandbox.Limits{DiskBytes: 64 << 20}}, ""},
 	}
 	for _, tc := range tests {
 		err := tc.cfg.Validate()
@@ -185,7 +188,7 @@ func TestWithDefaults(t *testing.T) {
 	}
 	want := Config{
 		AgentBinary: bin, StateDir: "/x", Lease: DefaultLease, MaxCreating: DefaultMaxCreating, MaxAlive: DefaultMaxAlive,
-		DefaultLimits: sandbox.Limits{MemoryBytes: DefaultMemoryBytes, CPUs: DefaultCPUs, Pids: DefaultPids},
+		DefaultLimits: sandbox.Limits{MemoryBytes: DefaultMemoryBytes, CPUs: DefaultCPUs, Pids: DefaultPids, DiskBytes: DefaultDiskBytes},
 	}
 	got.Logger = nil
 	if diff := cmp.Diff(want, got); diff != "" {
