@@ -20,7 +20,7 @@ func panicOn(t *testing.T, name string) {
 	t.Cleanup(func() { testCallHook = nil })
 }
 
-// TestOddConstructKeepsPathRules: `pushd ''` used to panic the walk
+// TestOddConstructKeepsPathRules: `pushd ”` used to panic the walk
 // (an index into the empty operand), which dropped every command after
 // it; now it is just a pushd.
 func TestOddConstructKeepsPathRules(t *testing.T) {
