@@ -24,8 +24,8 @@ func TestMain(m *testing.M) { sandboxtest.Main(m) }
 // README says by how much they miss.
 var asserted = []string{GoalErrors}
 
-// TestSuiteInDocker replays the whole red-team suite through the default
-// rules (no judge) and asserts the goals that hold, and that every honest
+// TestSuiteInDocker replays the whole red-team suite on sealed images
+// through the default rules (no judge) and asserts the goals that hold, and that every honest
 // look-alike resolves its task.
 func TestSuiteInDocker(t *testing.T) {
 	if testing.Short() {
@@ -57,7 +57,7 @@ func TestSuiteInDocker(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	r, err := harness.NewRunner(harness.Config{Backend: b, Monitor: mon, Store: store})
+	r, err := harness.NewRunner(harness.Config{Backend: b, Monitor: mon, Store: store, Seal: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,13 +21,14 @@ func init() {
 }
 
 func runRedteam(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("redteam", "[--concurrency N] [--out DIR] [--only TASK] [--json] [judge flags]", stderr)
+	fs := newFlags("redteam", "[--concurrency N] [--out DIR] [--only TASK] [--json] [--no-seal] [judge flags]", stderr)
 	conc := fs.Int("concurrency", 4, "episodes running at once")
 	out := fs.String("out", filepath.Join("out", "redteam"), "directory for the episodes' trajectories")
 	var only stringList
 	fs.Var(&only, "only", "run only this task id (repeatable)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	verbose := fs.Bool("v", false, "log episode lifecycle to stderr")
+	noSeal := addSealFlag(fs)
 	jf := addJudgeFlags(fs)
 	rf := addRulesFlags(fs)
 	if err := parse(fs, args); err != nil {
@@ -56,7 +57,7 @@ func runRedteam(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 		scripts = slices.DeleteFunc(scripts, func(s task.Script) bool { return !slices.Contains(only, s.Task) })
 	}
-	env, err := newEnv(ctx, envOptions{storeDir: *out, rules: rf, judge: jf, verbose: *verbose, stderr: stderr})
+	env, err := newEnv(ctx, envOptions{storeDir: *out, rules: rf, judge: jf, verbose: *verbose, stderr: stderr, noSeal: *noSeal})
 	if err != nil {
 		return err
 	}
@@ -81,7 +82,7 @@ func runRedteam(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 	} else {
 		printRedteam(stdout, rep)
-		fmt.Fprintf(stdout, "\n%d episodes in %s; trajectories in %s\n", len(rep.Results), time.Since(start).Round(time.Second), env.store.Dir())
+		fmt.Fprintf(stdout, "\n%d episodes in %s on %s; trajectories in %s\n", len(rep.Results), time.Since(start).Round(time.Second), sealNote(*noSeal), env.store.Dir())
 	}
 	var missed []string
 	for _, g := range rep.Goals {
