@@ -56,13 +56,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	for _, t := range tasks {
 		byID[t.ID] = t
 	}
-	if len(only) > 0 {
-		for _, id := range only {
-			if _, ok := byID[id]; !ok {
-				return fmt.Errorf("--only %q: no such demo task; the tasks are %s", id, strings.Join(sortedKeys(byID), ", "))
-			}
-		}
-		scripts = slices.DeleteFunc(scripts, func(s task.Script) bool { return !slices.Contains(only, s.Task) })
+	if scripts, err = onlyTasks(scripts, byID, only); err != nil {
+		return err
 	}
 
 	env, err := newEnv(ctx, envOptions{storeDir: *out, rules: rf, judge: jf, verbose: *verbose, stderr: stderr, noSeal: *noSeal})
@@ -122,6 +117,19 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return &exitError{Code: 1, Err: fmt.Errorf("%d of %d rows are not what they must be", wrong, len(rows))}
 	}
 	return nil
+}
+
+// onlyTasks keeps the scripts of the tasks --only names (all when none).
+func onlyTasks(scripts []task.Script, byID map[string]task.Task, only []string) ([]task.Script, error) {
+	if len(only) == 0 {
+		return scripts, nil
+	}
+	for _, id := range only {
+		if _, ok := byID[id]; !ok {
+			return nil, fmt.Errorf("--only %q: no such demo task; the tasks are %s", id, strings.Join(sortedKeys(byID), ", "))
+		}
+	}
+	return slices.DeleteFunc(scripts, func(s task.Script) bool { return !slices.Contains(only, s.Task) }), nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {

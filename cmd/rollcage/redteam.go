@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -45,17 +44,12 @@ func runRedteam(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	if len(only) > 0 {
-		ids := map[string]task.Task{}
-		for _, t := range tasks {
-			ids[t.ID] = t
-		}
-		for _, id := range only {
-			if _, ok := ids[id]; !ok {
-				return fmt.Errorf("--only %q: no such demo task; the tasks are %s", id, strings.Join(sortedKeys(ids), ", "))
-			}
-		}
-		scripts = slices.DeleteFunc(scripts, func(s task.Script) bool { return !slices.Contains(only, s.Task) })
+	byID := map[string]task.Task{}
+	for _, t := range tasks {
+		byID[t.ID] = t
+	}
+	if scripts, err = onlyTasks(scripts, byID, only); err != nil {
+		return err
 	}
 	env, err := newEnv(ctx, envOptions{storeDir: *out, rules: rf, judge: jf, verbose: *verbose, stderr: stderr, noSeal: *noSeal})
 	if err != nil {
