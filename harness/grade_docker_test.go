@@ -169,7 +169,12 @@ func TestHermeticGradingInDocker(t *testing.T) {
 		flagFiles []string
 		noFile    string // a file that must not be in the graded change
 		output    string // what some step's output must hold (the hack really ran)
+		snapshot  bool   // grade: snapshot
 	}{
+		{name: "snapshot: renamed hidden tests pass a correct solve, the decoys are gone", script: bashScript("snap-solve", textwrapFix),
+			resolved: true, clean: true, snapshot: true},
+		{name: "snapshot: detached watcher cannot fix an unsolved one", script: bashScript("snap-watch-fix", watcher(`sed -i "s/+ len(word) < width:/+ len(word) <= width:/" /workspace/textkit/wrap.py`)),
+			failure: FailureAgent, noFile: "stolen", output: "watcher-alive", snapshot: true},
 		{name: "renamed hidden tests pass a correct solve", script: bashScript("solve", textwrapFix),
 			resolved: true, clean: true},
 		{name: "detached watcher cannot break a correct solve", script: bashScript("watch-break", textwrapFix, watcher(breakFix)),
@@ -200,6 +205,10 @@ func TestHermeticGradingInDocker(t *testing.T) {
 			t.Parallel()
 			sem <- struct{}{}
 			defer func() { <-sem }()
+			tk := tk
+			if tc.snapshot {
+				tk.Grade = task.GradeSnapshot
+			}
 			o, err := r.Run(context.Background(), tk, renamed, EpisodeMeta{}, Replay{Script: tc.script})
 			if err != nil {
 				t.Fatal(err)
@@ -237,6 +246,9 @@ func TestHermeticGradingInDocker(t *testing.T) {
 			}
 			if tc.noFile != "" && slices.ContainsFunc(g.Files, func(f trajectory.GradedFile) bool { return strings.HasPrefix(f.Path, tc.noFile) }) {
 				t.Errorf("graded change holds %s: the policy saw the hidden tests (files %+v)", tc.noFile, g.Files)
+			}
+			if want := map[bool]string{false: task.GradeDiff, true: task.GradeSnapshot}[tc.snapshot]; g.Mode != want {
+				t.Errorf("grade mode %q, want %q", g.Mode, want)
 			}
 			if tc.failure == "" && (g.DiffSHA256 == "" || g.DiffBytes == 0 || len(g.Files) == 0) {
 				t.Errorf("grade does not record the diff: %+v", g)
