@@ -60,6 +60,7 @@ type Episode struct {
 	known       string
 	canaries    []sandbox.Canary
 	taskContext monitor.TaskContext
+	closing     sync.WaitGroup // grading sandboxes being closed; Finish waits
 
 	startContext json.RawMessage // the monitor's task context and sandbox facts, for episode_start
 
@@ -364,6 +365,7 @@ func (e *Episode) Finish(ctx context.Context, reason string) (Outcome, error) {
 	if cerr := e.sb.Close(fctx); cerr != nil {
 		e.log.Warn("closing sandbox", "err", cerr)
 	}
+	e.closing.Wait()
 	e.stopEgress(fctx)
 	e.mu.Lock()
 	e.ended = true

@@ -27,6 +27,9 @@ type fakeBackend struct {
 	passed func(sb *fakeSandbox) bool
 	// createErr, when set, fails every Create.
 	createErr error
+	// submitted is the change the episode submits: the diff and its
+	// name-status list (NUL-separated, as git writes it). Empty: none.
+	submitted struct{ diff, files string }
 
 	mu      sync.Mutex
 	created []*fakeSandbox
@@ -73,7 +76,7 @@ func (s *fakeSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbo
 	case "rollcage-probe", "rollcage-hash", "rollcage-tools":
 		return sandbox.ExecResult{Shell: "bash"}, nil
 	case "rollcage-submit":
-		return fakeSubmit(s.files, req), nil
+		return fakeSubmit(s.files, req, s.b.submitted.diff, s.b.submitted.files), nil
 	case "rollcage-grade":
 		if s.b.passed != nil && !s.b.passed(s) {
 			return sandbox.ExecResult{Output: "F\n1 failed, 2 passed in 0.05s\n", ExitCode: 1, Shell: "bash"}, nil
@@ -206,14 +209,15 @@ func eventTypes(evs []trajectory.Event) []string {
 
 // fakeSubmit answers grading's submit session: the kill, an empty diff
 // taken, the import-surface query, the apply.
-func fakeSubmit(files map[string]string, req sandbox.ExecRequest) sandbox.ExecResult {
+func fakeSubmit(files map[string]string, req sandbox.ExecRequest, diff, names string) sandbox.ExecResult {
 	switch {
 	case strings.Contains(req.Command, "rollcage-kill-left"):
 		return sandbox.ExecResult{Output: "rollcage-kill-left 0\n", Shell: "bash"}
 	case strings.Contains(req.Command, "read-tree"):
-		for _, f := range []string{"diff", "files", "tree", "config"} {
+		for _, f := range []string{"tree", "config"} {
 			files["/tmp/rollcage-submit/"+f] = ""
 		}
+		files["/tmp/rollcage-submit/diff"], files["/tmp/rollcage-submit/files"] = diff, names
 		return sandbox.ExecResult{Output: "ok\n", Shell: "bash"}
 	}
 	return sandbox.ExecResult{Shell: "bash"}

@@ -155,12 +155,18 @@ func (e *Episode) gradeEpisode(ctx context.Context) (g grade, err error) {
 	if err != nil {
 		return g, infraError{fmt.Errorf("harness: episode %s: grade: fresh sandbox: %w", e.id, err)}
 	}
+	// Closed beside the episode's sandbox, after the outcome is known:
+	// teardown is not on the grading's path. Finish waits for it.
+	e.closing.Add(1)
 	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-		if err := gsb.Close(cctx); err != nil {
-			e.log.Warn("closing the grading sandbox", "err", err)
-		}
+		go func() {
+			defer e.closing.Done()
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			if err := gsb.Close(cctx); err != nil {
+				e.log.Warn("closing the grading sandbox", "err", err)
+			}
+		}()
 	}()
 
 	t0 = time.Now()

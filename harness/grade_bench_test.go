@@ -12,6 +12,7 @@ import (
 	"github.com/rollcage/rollcage/sandbox/docker"
 	"github.com/rollcage/rollcage/sandbox/sandboxtest"
 	"github.com/rollcage/rollcage/task"
+	"github.com/rollcage/rollcage/trajectory"
 )
 
 // BenchmarkGrade compares, side by side in one run, grading a solved
@@ -80,6 +81,7 @@ func BenchmarkGrade(b *testing.B) {
 		}
 		return d
 	}
+	var phases []trajectory.GradePhases
 	fresh := func() time.Duration {
 		sb := solved()
 		defer sb.Close(ctx)
@@ -89,9 +91,11 @@ func BenchmarkGrade(b *testing.B) {
 		t0 := time.Now()
 		g, err := e.gradeEpisode(ctx)
 		d := time.Since(t0)
+		e.closing.Wait()
 		if err != nil || !g.Resolved {
 			b.Fatalf("fresh grade: %v %+v", err, g)
 		}
+		phases = append(phases, g.Phases)
 		return d
 	}
 	fresh() // the import surface is asked once per image; not what is measured
@@ -115,4 +119,22 @@ func BenchmarkGrade(b *testing.B) {
 	b.ReportMetric(q(f, 0.5), "fresh-p50-ms")
 	b.ReportMetric(q(f, 0.9), "fresh-p90-ms")
 	b.ReportMetric(q(f, 0.5)-q(a, 0.5), "extra-p50-ms")
+	phases = phases[1:]
+	for _, m := range []struct {
+		name string
+		get  func(trajectory.GradePhases) int64
+	}{
+		{"kill", func(p trajectory.GradePhases) int64 { return p.KillMS }},
+		{"diff", func(p trajectory.GradePhases) int64 { return p.DiffMS }},
+		{"sandbox", func(p trajectory.GradePhases) int64 { return p.SandboxMS }},
+		{"apply", func(p trajectory.GradePhases) int64 { return p.ApplyMS }},
+		{"tests", func(p trajectory.GradePhases) int64 { return p.TestsMS }},
+	} {
+		var v []int64
+		for _, p := range phases {
+			v = append(v, m.get(p))
+		}
+		slices.Sort(v)
+		b.ReportMetric(float64(v[len(v)/2]), m.name+"-p50-ms")
+	}
 }
