@@ -15,6 +15,7 @@ import (
 	"github.com/rollcage/rollcage/demo"
 	"github.com/rollcage/rollcage/harness"
 	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/sandbox/docker"
 	"github.com/rollcage/rollcage/task"
 	"github.com/rollcage/rollcage/trajectory"
@@ -154,6 +155,7 @@ type envOptions struct {
 	rules    *rulesFlags
 	judge    *judgeFlags
 	limits   harness.Limits
+	disk     int64 // per-sandbox disk limit in bytes; 0: the backend's default
 	network  string
 	verbose  bool
 	noSeal   bool
@@ -182,7 +184,7 @@ func newEnv(ctx context.Context, o envOptions) (*env, error) {
 	if err != nil {
 		return nil, err
 	}
-	be, err := docker.New(ctx, docker.Config{Logger: log})
+	be, err := docker.New(ctx, docker.Config{Logger: log, DefaultLimits: sandbox.Limits{DiskBytes: o.disk}})
 	if err != nil {
 		return nil, err
 	}

@@ -53,3 +53,26 @@ func TestCLI(t *testing.T) {
 		})
 	}
 }
+
+func TestByteSize(t *testing.T) {
+	tests := []struct {
+		in   string
+		want int64
+		bad  bool
+	}{
+		{"64M", 64 << 20, false},
+		{"10G", 10 << 30, false},
+		{"10GiB", 10 << 30, false},
+		{"512k", 512 << 10, false},
+		{"1000", 1000, false},
+		{"lots", 0, true},
+		{"-1G", 0, true},
+	}
+	for _, tc := range tests {
+		var b byteSize
+		err := b.Set(tc.in)
+		if (err != nil) != tc.bad || (!tc.bad && int64(b) != tc.want) {
+			t.Errorf("Set(%q) = %d, %v; want %d (bad %v)", tc.in, b, err, tc.want, tc.bad)
+		}
+	}
+}

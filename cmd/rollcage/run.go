@@ -39,6 +39,7 @@ func runBatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	wall := fs.Duration("wall-time", harness.DefaultWallTime, "wall time of the agent's part of an episode")
 	maxTokens := fs.Int("max-tokens", 0, "completion tokens per episode (0: no limit)")
 	network := fs.String("network", sandbox.NetworkNone, "sandbox network: none or proxy")
+	disk := addDiskFlag(fs)
 	verbose := fs.Bool("v", false, "log episode lifecycle to stderr")
 	noSeal := addSealFlag(fs)
 	jf := addJudgeFlags(fs)
@@ -66,7 +67,7 @@ func runBatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	env, err := newEnv(ctx, envOptions{
 		rules:    rf,
 		storeDir: filepath.Join(*out, "trajectories"), judge: jf, network: *network, verbose: *verbose, stderr: stderr, noSeal: *noSeal,
-		limits: harness.Limits{MaxSteps: *maxSteps, WallTime: *wall, MaxTokens: *maxTokens},
+		limits: harness.Limits{MaxSteps: *maxSteps, WallTime: *wall, MaxTokens: *maxTokens}, disk: int64(*disk),
 	})
 	if err != nil {
 		return err

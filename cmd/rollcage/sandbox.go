@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -135,4 +137,42 @@ func stoppedNote(s string) string {
 		return ""
 	}
 	return ", stopped: " + s
+}
+
+// byteSize is a flag value in bytes written as 64M, 10G, 512K or plain bytes.
+type byteSize int64
+
+func (b *byteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
+
+func (b *byteSize) Set(s string) error {
+	mult := int64(1)
+	num := strings.TrimSuffix(strings.ToUpper(strings.TrimSpace(s)), "B")
+	if u := strings.TrimSuffix(num, "I"); len(u) < len(num) && strings.ContainsAny(u[max(len(u)-1, 0):], "KMGT") {
+		num = u // 10GiB
+	}
+	if n := len(num); n > 0 {
+		switch num[n-1] {
+		case 'K':
+			mult, num = 1<<10, num[:n-1]
+		case 'M':
+			mult, num = 1<<20, num[:n-1]
+		case 'G':
+			mult, num = 1<<30, num[:n-1]
+		case 'T':
+			mult, num = 1<<40, num[:n-1]
+		}
+	}
+	v, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || v < 0 {
+		return fmt.Errorf("%q is not a size: write it like 64M or 10G", s)
+	}
+	*b = byteSize(v * mult)
+	return nil
+}
+
+// addDiskFlag is --disk-limit, the per-sandbox disk limit.
+func addDiskFlag(fs *flag.FlagSet) *byteSize {
+	b := byteSize(0)
+	fs.Var(&b, "disk-limit", "per-sandbox disk limit on the writable layer and /tmp, like 64M or 10G (default 10G)")
+	return &b
 }

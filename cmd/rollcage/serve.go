@@ -59,6 +59,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	publicURL := fs.String("public-url", os.Getenv("ROLLCAGE_PUBLIC_URL"), "the gateway's URL as clients reach it, for the URLs it hands out (env ROLLCAGE_PUBLIC_URL); default: from each request")
 	idle := fs.Duration("idle-timeout", envDuration("ROLLCAGE_IDLE_TIMEOUT", server.DefaultIdleTimeout), "close episodes unused this long (negative: never)")
 	maxSteps := fs.Int("max-steps", envInt("ROLLCAGE_MAX_STEPS", harness.DefaultMaxSteps), "tool calls per episode")
+	disk := addDiskFlag(fs)
 	wall := fs.Duration("wall-time", envDuration("ROLLCAGE_WALL_TIME", harness.DefaultWallTime), "wall time of an episode's agent part")
 	rate := fs.Float64("rate", server.DefaultRate, "requests per second per token (negative: unlimited)")
 	burst := fs.Int("burst", server.DefaultBurst, "burst of requests per token")
@@ -116,7 +117,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			poolCfg[img] = *pool
 		}
 	}
-	backend, err := docker.New(ctx, docker.Config{StateDir: *stateDir, Pool: poolCfg, Logger: log})
+	backend, err := docker.New(ctx, docker.Config{StateDir: *stateDir, Pool: poolCfg, Logger: log, DefaultLimits: sandbox.Limits{DiskBytes: int64(*disk)}})
 	if err != nil {
 		return err
 	}
