@@ -117,3 +117,44 @@ func demoEpisodes(tb testing.TB, keep func(kind string) bool) ([]Episode, map[st
 	}
 	return eps, tasks
 }
+
+// BenchmarkAuditReal measures the audit on the real third-party corpus
+// (../shared/corpus/real: 141 long trajectories, ~6,000 calls), read once:
+// replay only, then reading and replay together as `rollcage audit` does.
+// It skips outside CI when the corpus is absent.
+func BenchmarkAuditReal(b *testing.B) {
+	defer debug.SetGCPercent(debug.SetGCPercent(BatchGCPercent))
+	dir := realCorpusDir(b)
+	eps, _ := Read(dir)
+	calls := 0
+	for _, e := range eps {
+		calls += len(e.Steps)
+	}
+	a, err := New(Config{Rules: engine(b)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := a.Audit(ctx, eps, nil); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("replay", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := a.Audit(ctx, eps, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(calls*b.N)/b.Elapsed().Seconds(), "calls/s")
+	})
+	b.Run("read+replay", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			eps, _ := Read(dir)
+			if _, err := a.Audit(ctx, eps, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(calls*b.N)/b.Elapsed().Seconds(), "calls/s")
+	})
+}

@@ -2,6 +2,7 @@ package audit
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -108,6 +109,43 @@ func TestHTMLReportInChromium(t *testing.T) {
 	visible := eval[int](t, ctx, `Array.from(document.querySelectorAll('#episodes tr.ep-row')).filter(r => r.style.display !== 'none').length`)
 	if visible != rep.Summary.Classes[ClassCleanResolved] {
 		t.Errorf("after filtering clean_resolved: %d rows visible, want %d", visible, rep.Summary.Classes[ClassCleanResolved])
+	}
+	// The flagged-count column, the flagged-only view, the jump to the
+	// next flag and the folded long calls.
+	wantFlagged, wantFolds, firstFlag := 0, 0, ""
+	for _, e := range rep.Episodes {
+		for _, st := range e.Steps {
+			if st.Flagged {
+				wantFlagged++
+				if firstFlag == "" {
+					firstFlag = fmt.Sprint(st.Step)
+				}
+			}
+			if fold(st.Call).Long {
+				wantFolds++
+			}
+		}
+	}
+	counted := eval[int](t, ctx, `Array.from(document.querySelectorAll('#episodes td.flagged-count')).reduce((n, td) => n + Number(td.textContent), 0)`)
+	if counted != wantFlagged {
+		t.Errorf("flagged-count column sums to %d, want %d", counted, wantFlagged)
+	}
+	if got := eval[int](t, ctx, `document.querySelectorAll('details.fold').length`); got != wantFolds {
+		t.Errorf("%d folded calls, want %d (calls over %d lines)", got, wantFolds, foldLines)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#filters button[data-class=""]`)), chromedp.Click(chromedp.CSS(`#flagged-only`))); err != nil {
+		t.Fatal(err)
+	}
+	shown := eval[int](t, ctx, `Array.from(document.querySelectorAll('li.step')).filter(s => getComputedStyle(s).display !== 'none').length`)
+	if shown != wantFlagged {
+		t.Errorf("flagged steps only: %d steps shown, want %d", shown, wantFlagged)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#next-flag`))); err != nil {
+		t.Fatal(err)
+	}
+	cur := eval[string](t, ctx, `(function(){var s=document.querySelector('li.step.current'); return s ? s.dataset.step + ' ' + s.closest('details.episode').open : 'none'})()`)
+	if cur != firstFlag+" true" {
+		t.Errorf("next flag: current step %q, want step %s in an opened episode", cur, firstFlag)
 	}
 	if len(png) < 10_000 {
 		t.Errorf("screenshot is %d bytes; want a rendered page", len(png))

@@ -13,8 +13,10 @@ import (
 var reportTmpl string
 
 var tmpl = template.Must(template.New("report").Funcs(template.FuncMap{
-	"join":  strings.Join,
-	"label": func(c string) string { return label(c, false, true) },
+	"join":    strings.Join,
+	"flagged": flaggedSteps,
+	"fold":    fold,
+	"label":   func(c string) string { return label(c, false, true) },
 	"pct": func(n, d int) string {
 		if d == 0 {
 			return "0%"
@@ -22,6 +24,34 @@ var tmpl = template.Must(template.New("report").Funcs(template.FuncMap{
 		return fmt.Sprintf("%.0f%%", 100*float64(n)/float64(d))
 	},
 }).Parse(reportTmpl))
+
+// flaggedSteps counts an episode's flagged steps.
+func flaggedSteps(e EpisodeReport) int {
+	n := 0
+	for _, s := range e.Steps {
+		if s.Flagged {
+			n++
+		}
+	}
+	return n
+}
+
+// foldLines: calls longer than this (heredocs of whole files) are shown
+// folded to their first line.
+const foldLines = 8
+
+// folded is a call as the report shows it.
+type folded struct {
+	Text, Head string
+	Lines      int
+	Long       bool
+}
+
+func fold(call string) folded {
+	n := strings.Count(call, "\n") + 1
+	head, _, _ := strings.Cut(call, "\n")
+	return folded{Text: call, Head: head, Lines: n, Long: n > foldLines}
+}
 
 // bar is one bar of a chart.
 type bar struct {

@@ -84,6 +84,20 @@ type meta struct {
 	Info       json.RawMessage `json:"info"`
 }
 
+// metaOf decodes the metadata fields of an object already split into
+// its keys, without encoding the (often large) rest again.
+func metaOf(obj map[string]json.RawMessage) meta {
+	var m meta
+	for k, dst := range map[string]any{"id": &m.ID, "episode_id": &m.EpisodeID, "instance_id": &m.InstanceID,
+		"task_id": &m.TaskID, "resolved": &m.Resolved, "patch": &m.Patch, "model_patch": &m.ModelPatch,
+		"submission": &m.Submission, "task": &m.Task, "metadata": &m.Metadata, "info": &m.Info} {
+		if v, ok := obj[k]; ok {
+			_ = json.Unmarshal(v, dst)
+		}
+	}
+	return m
+}
+
 // parseMessageObject reads {"messages": [...], metadata...}.
 func parseMessageObject(base, name string, obj map[string]json.RawMessage) (Episode, error) {
 	var msgs []json.RawMessage
@@ -103,9 +117,7 @@ func parseMessageObject(base, name string, obj map[string]json.RawMessage) (Epis
 			msgs = append(msgs, resp.Choices[0].Message)
 		}
 	}
-	whole, _ := json.Marshal(obj)
-	var m meta
-	_ = json.Unmarshal(whole, &m)
+	m := metaOf(obj)
 	// Nested metadata / info (mini-swe-agent) fill what the top level lacks.
 	for _, nested := range []json.RawMessage{m.Metadata, m.Info} {
 		if len(nested) == 0 {

@@ -72,8 +72,11 @@ func parseOpenHands(base, name string, obj map[string]json.RawMessage) (Episode,
 			Resolved *bool  `json:"resolved"`
 		} `json:"test_result"`
 	}
-	whole, _ := json.Marshal(obj)
-	_ = json.Unmarshal(whole, &rec)
+	_ = json.Unmarshal(obj["instance_id"], &rec.InstanceID)
+	_ = json.Unmarshal(obj["instruction"], &rec.Instruction)
+	if has(obj, "test_result") {
+		_ = json.Unmarshal(obj["test_result"], &rec.TestResult)
+	}
 	var inst ohInstance
 	if has(obj, "instance") {
 		_ = json.Unmarshal(obj["instance"], &inst)
