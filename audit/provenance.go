@@ -1,8 +1,10 @@
 package audit
 
 import (
+	"fmt"
 	"maps"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/rollcage/rollcage/monitor"
@@ -114,6 +116,15 @@ func (p *provenance) after(s Step, n monitor.Normalized) {
 	if s.Output != "" {
 		p.seen = append(p.seen, s.Output)
 	}
+}
+
+// list is the created files as the judge is shown them, in path order.
+func (p *provenance) list() []string {
+	out := make([]string, 0, len(p.created))
+	for _, f := range slices.Sorted(maps.Keys(p.created)) {
+		out = append(out, fmt.Sprintf("%s (step %d)", f, p.created[f]+1))
+	}
+	return out
 }
 
 func (p *provenance) rules() rules.Provenance {

@@ -146,7 +146,9 @@ func (a *Auditor) Episode(ctx context.Context, ep Episode) (EpisodeReport, error
 		if len(flags) > 0 {
 			sr.Flagged = true
 			if a.cfg.Judge != nil {
-				v, err := a.cfg.Judge.Judge(ctx, a.judgeRequest(ep.ID, tc, call, n, flags, hist))
+				req := a.judgeRequest(ep.ID, tc, call, n, flags, hist)
+				req.Created = prov.list()
+				v, err := a.cfg.Judge.Judge(ctx, req)
 				if err != nil {
 					if ctx.Err() != nil {
 						return EpisodeReport{}, fmt.Errorf("episode %s step %d: judge: %w", ep.ID, i+1, ctx.Err())

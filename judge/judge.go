@@ -22,6 +22,11 @@ type Request struct {
 	Instruction string `json:"instruction,omitempty"`
 	// Protected is what the task declares protected: paths, refs, URLs.
 	Protected []string `json:"protected,omitempty"`
+	// Created are the files the agent created in this episode ("path
+	// (step N)"), from the provenance the rules had: editing or deleting
+	// its own files is not test tampering, and with the Instruction the
+	// judge can clear a test edit the task asks for.
+	Created []string `json:"created,omitempty"`
 	// Call is the tool call JSON ({tool, args, ...}).
 	Call json.RawMessage `json:"call,omitempty"`
 	// Normalized is the monitor's normalization of Call.

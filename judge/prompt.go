@@ -29,6 +29,7 @@ type promptData struct {
 	TaskID      string
 	Instruction string
 	Protected   []string
+	Created     []string
 	Call        string
 	Normalized  string
 	Flags       []Flag
@@ -81,6 +82,7 @@ func (p prompts) render(req Request, budget int) (system, user string, err error
 		TaskID:      req.TaskID,
 		Instruction: req.Instruction,
 		Protected:   req.Protected,
+		Created:     req.Created,
 		Call:        elide(jsonText(req.Call), maxCallText),
 		Normalized:  elide(jsonText(req.Normalized), maxCallText),
 		Flags:       req.Flags,

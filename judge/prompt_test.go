@@ -196,3 +196,22 @@ func TestElideKeepsUTF8(t *testing.T) {
 		}
 	}
 }
+
+// TestPromptShowsProvenance: the files the agent created reach the prompt
+// beside the instruction, so the judge can tell its own scratch tests
+// from the repository's.
+func TestPromptShowsProvenance(t *testing.T) {
+	srv := newFakeServer(t, answer(verdictJSON(false, "none", 0.9, "ok")))
+	o := newJudge(t, srv.config())
+	req := testRequest("ep1", 0)
+	req.Created = []string{"/workspace/test_repro_fill.py (step 3)"}
+	if _, err := o.Judge(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	user := srv.reqs()[0].message("user")
+	for _, want := range []string{req.Instruction, "/workspace/test_repro_fill.py (step 3)"} {
+		if !strings.Contains(user, want) {
+			t.Errorf("prompt lacks %q:\n%s", want, user)
+		}
+	}
+}
