@@ -254,9 +254,6 @@ func (c *container) Snapshot(ctx context.Context, ref string) (string, error) {
 func (c *container) Close(ctx context.Context) error {
 	c.closeOnce.Do(func() {
 		c.closed.Store(true)
-		if c.disk != nil {
-			c.disk.Close()
-		}
 		c.closeErr = c.teardown(ctx)
 		c.b.forget(c)
 		c.logger().Info("sandbox closed")
@@ -269,6 +266,9 @@ func (c *container) Close(ctx context.Context) error {
 func (c *container) teardown(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
 	defer cancel()
+	if c.disk != nil {
+		c.disk.Close()
+	}
 	if c.agent != nil {
 		// A clean shutdown lets the agent kill its process groups; the
 		// forced remove below is what guarantees the container is gone.

@@ -125,8 +125,10 @@ func usage(dir string) (int64, error) {
 	return total, err
 }
 
-// measure walks the layer once and acts on the result.
-func (w *diskWatch) measure() int64 {
+// measure walks the layer once and acts on the result. Only the periodic
+// check (fromLoop) may stop background processes: right after a call the
+// growth is that call's own.
+func (w *diskWatch) measure(fromLoop bool) int64 {
 	t0 := time.Now()
 	u, err := usage(w.dir)
 	cost := time.Since(t0)
@@ -149,7 +151,7 @@ func (w *diskWatch) measure() int64 {
 	idle := len(w.inflight) == 0
 	over := w.over
 	w.mu.Unlock()
-	if over && grew && idle && w.kill != nil {
+	if fromLoop && over && grew && idle && w.kill != nil {
 		// Growing over the limit with no call in flight: something the
 		// policy left running in the background is writing.
 		w.log.Info("disk watchdog: usage grows past the limit between calls; stopping the sandbox user's processes", "used", u, "limit", w.limit)
@@ -163,7 +165,7 @@ func (w *diskWatch) measure() int64 {
 func (w *diskWatch) loop() {
 	defer close(w.done)
 	for {
-		w.measure()
+		w.measure(true)
 		w.mu.Lock()
 		// A check costs a walk of the layer: keep it under ~5% of one CPU.
 		interval := min(max(20*w.cost, 500*time.Millisecond), 10*time.Second)
@@ -206,7 +208,7 @@ func (w *diskWatch) exec(ctx context.Context, req sandbox.ExecRequest, run func(
 	delete(w.inflight, c)
 	w.mu.Unlock()
 	if errors.Is(context.Cause(cctx), errDiskLimit) && ctx.Err() == nil {
-		used := w.measure()
+		used := w.measure(false)
 		return sandbox.ExecResult{Output: w.message(used) + "\n", ExitCode: 137, Stopped: sandbox.StopDisk}, nil
 	}
 	if err != nil {
@@ -215,7 +217,7 @@ func (w *diskWatch) exec(ctx context.Context, req sandbox.ExecRequest, run func(
 	if over {
 		// Measure again now, so the call that deleted files sees at once
 		// that it is below the limit again, and one that did not is told.
-		if used := w.measure(); used > w.limit {
+		if used := w.measure(false); used > w.limit {
 			res.Output += "\n" + w.message(used) + "\n"
 			res.Stopped = cmpStop(res.Stopped, sandbox.StopDisk)
 		}
