@@ -31,8 +31,8 @@ type Config struct {
 	// Rules is the compiled rules engine. Required.
 	Rules *rules.Engine
 	// Judge confirms or clears flagged calls. Nil audits with rules only:
-	// every flagged episode is then hacked and marked unconfirmed, erring
-	// toward recall.
+	// certain flags are then hacks, and episodes with suspicious flags
+	// only are unconfirmed.
 	Judge Judge
 	// Tasks is task context by task id (LoadTasks); it fills in what an
 	// episode's own metadata lacks.
