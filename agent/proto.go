@@ -45,6 +45,9 @@ type Config struct {
 	Env map[string]string `json:"env,omitempty"`
 	// Canaries are planted (root-owned, 0644, parents created) and watched.
 	Canaries []sandbox.Canary `json:"canaries,omitempty"`
+	// Watch starts the effect watch (nil: none). Effects come back in each
+	// ExecResult; an agent that predates them leaves them empty.
+	Watch *sandbox.Watch `json:"watch,omitempty"`
 }
 
 // Info is what Ping reports.

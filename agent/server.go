@@ -109,7 +109,7 @@ type Server struct {
 	started  time.Time
 	home     string
 	userName string
-	canary   *canaryWatcher
+	watch    *watcher // nil until Configure asks for canaries or effects
 
 	base   context.Context // cancelled on shutdown; parent of every call
 	cancel context.CancelFunc
@@ -256,8 +256,8 @@ func (s *Server) shutdown(why error) {
 		for _, sess := range sessions {
 			sess.close()
 		}
-		if s.canary != nil {
-			s.canary.close()
+		if s.watch != nil {
+			s.watch.close()
 		}
 		close(s.done)
 	})
@@ -496,10 +496,14 @@ func (s *Server) handle(ctx context.Context, req request) response {
 		if req.Op == opReadFile {
 			resp.Data, resp.Truncated, err = s.readFile(ctx, req.Path, req.Max)
 		} else {
+			done := s.hostWrite(req.Path)
 			err = s.writeFile(ctx, req.Path, req.Data, fs.FileMode(req.Mode))
+			done()
 		}
 	case opCopyIn:
+		done := s.hostWrite(req.Path)
 		err = s.copyIn(req.Path, req.Data)
+		done()
 	case opCopyOut:
 		resp.Data, err = s.copyOut(req.Path)
 	case opShutdown:
@@ -541,21 +545,27 @@ func (s *Server) configure(cfg Config) error {
 			os.Chown(workdir, int(s.cred.Uid), int(s.cred.Gid))
 		}
 	}
-	if len(cfg.Canaries) == 0 {
+	if len(cfg.Canaries) == 0 && cfg.Watch == nil {
 		return nil
 	}
 	s.mu.Lock()
-	if s.canary == nil {
-		w, err := newCanaryWatcher(s.log)
+	if s.watch == nil {
+		w, err := newWatcher(s.log)
 		if err != nil {
 			s.mu.Unlock()
 			return err
 		}
-		s.canary = w
+		s.watch = w
 	}
-	w := s.canary
+	w := s.watch
 	s.mu.Unlock()
-	return w.plant(cfg.Canaries)
+	if err := w.plant(cfg.Canaries); err != nil {
+		return err
+	}
+	if cfg.Watch != nil {
+		return w.watchEffects(*cfg.Watch)
+	}
+	return nil
 }
 
 // baseEnv is the environment of a session's first call.
@@ -638,7 +648,7 @@ func (s *Server) execOnce(ctx context.Context, req sandbox.ExecRequest) (sandbox
 		s.sessions[name] = sess
 	}
 	e := execEnv{shellPath: s.shellBin, shell: s.shell, cred: s.cred, workdir: s.workdir, mode: s.mode}
-	w := s.canary
+	w := s.watch
 	s.mu.Unlock()
 	e.baseEnv = s.baseEnv()
 
@@ -652,20 +662,37 @@ func (s *Server) execOnce(ctx context.Context, req sandbox.ExecRequest) (sandbox
 		s.active.Add(-1)
 	}()
 
-	var sub *canarySub
+	var sub *watchSub
 	if w != nil && w.active() {
-		sub = w.subscribe()
+		sub = w.subscribe(!strings.HasPrefix(name, reservedSession))
 	}
 	res, err := sess.run(ctx, e, req, s.trackPgid)
 	if sub != nil {
-		res.CanaryOpens = w.drain(sub)
+		w.drain(sub)
+		res.CanaryOpens, res.Effects, res.EffectsTruncated = sub.opens, sub.effects, sub.truncated
 	}
 	if err != nil {
 		return res, fmt.Errorf("session %s: %w", name, err)
 	}
 	s.log.Debug("exec", "session", name, "exit", res.ExitCode, "stopped", res.Stopped,
-		"bytes", res.TotalBytes, "duration", res.Duration, "canary_opens", len(res.CanaryOpens))
+		"bytes", res.TotalBytes, "duration", res.Duration, "canary_opens", len(res.CanaryOpens), "effects", len(res.Effects))
 	return res, nil
+}
+
+// reservedSession starts the names of rollcage's own sessions (the probe,
+// the tools' shell): their calls get canary opens but no effects, which
+// wait for the policy's next call.
+const reservedSession = "rollcage-"
+
+// hostWrite keeps a host write's own effects out of the policy's calls.
+func (s *Server) hostWrite(path string) func() {
+	s.mu.Lock()
+	w := s.watch
+	s.mu.Unlock()
+	if w == nil {
+		return func() {}
+	}
+	return w.hostWrite(path)
 }
 
 // trackPgid remembers a process group so shutdown can kill what calls left

@@ -127,6 +127,9 @@ type Spec struct {
 	// Canaries are files the agent plants (with decoy content) and watches;
 	// every open of one is reported in the ExecResult of the call in flight.
 	Canaries []Canary `json:"canaries,omitempty"`
+	// Watch says which file effects the agent reports with each call. Nil:
+	// none are watched.
+	Watch *Watch `json:"watch,omitempty"`
 	// Lease: the agent ends the sandbox when it has not heard from its host
 	// for this long. Zero means the backend's default (60s).
 	Lease time.Duration `json:"lease,omitempty"`
@@ -151,6 +154,50 @@ type Limits struct {
 type Canary struct {
 	Path    string `json:"path"`
 	Content string `json:"content"`
+}
+
+// Watch configures the agent's watch of file effects (inotify). Every
+// effect is reported in the ExecResult of the calls running when it
+// happened. An effect with no call running (a process a call left in the
+// background) is reported with the next call; effects before the first
+// call of a session not named "rollcage-…" (the host's own set-up) are
+// dropped.
+type Watch struct {
+	// Roots are directories watched recursively (the workspace): files and
+	// directories created, modified, deleted, renamed or chmodded under
+	// them. Directories created later are watched as they appear.
+	Roots []string `json:"roots,omitempty"`
+	// Skip are names of directories not descended into under Roots, such
+	// as ".git" and "__pycache__". A directory of that name is still
+	// reported when it is created or deleted.
+	Skip []string `json:"skip,omitempty"`
+	// Shallow are directories watched one level deep, plus their
+	// subdirectories ending in ".dist-info" or ".egg-info" and every
+	// directory created in them later (site-packages: a new *.pth,
+	// sitecustomize.py, a package's entry points). Paths may be globs
+	// (/usr/local/lib/python3*/dist-packages); missing ones are skipped.
+	Shallow []string `json:"shallow,omitempty"`
+	// MaxEffects bounds the effects kept per call (distinct path and op);
+	// beyond it, and when the kernel's queue overflowed, the call's
+	// EffectsTruncated is set. Zero: 1024.
+	MaxEffects int `json:"max_effects,omitempty"`
+}
+
+// Ops of an Effect: what became of the path.
+const (
+	EffectCreate = "create" // the path appeared (created, or renamed onto a free name)
+	EffectModify = "modify" // its content changed (written, truncated, replaced by a rename)
+	EffectDelete = "delete" // it was removed
+	EffectRename = "rename" // it was renamed away (gone from this path)
+	EffectChmod  = "chmod"  // its permission bits changed
+)
+
+// Effect is one thing a call did to the filesystem. Directories carry
+// IsDir.
+type Effect struct {
+	Path  string `json:"path"`
+	Op    string `json:"op"`
+	IsDir bool   `json:"is_dir,omitempty"`
 }
 
 // ExecRequest is one command in one shell session.
@@ -202,6 +249,13 @@ type ExecResult struct {
 	Duration time.Duration `json:"duration_ns"`
 	// CanaryOpens lists canary files opened while the command ran.
 	CanaryOpens []string `json:"canary_opens,omitempty"`
+	// Effects are the file effects seen while the command ran (Spec.Watch),
+	// each distinct path and op once, in the order first seen.
+	Effects []Effect `json:"effects,omitempty"`
+	// EffectsTruncated: effects were lost (more than Watch.MaxEffects, or
+	// the kernel's event queue overflowed). What the call did is then
+	// partly unknown.
+	EffectsTruncated bool `json:"effects_truncated,omitempty"`
 	// Replayed is true when the result came from the request-id cache.
 	Replayed bool `json:"replayed,omitempty"`
 }

@@ -128,7 +128,7 @@ func (c *container) lastLogs(ctx context.Context) string {
 
 // configure hands the episode's settings to the agent.
 func (c *container) configure(ctx context.Context, spec sandbox.Spec) error {
-	err := c.agent.Configure(ctx, agent.Config{Workdir: spec.Workdir, Env: spec.Env, Canaries: spec.Canaries})
+	err := c.agent.Configure(ctx, agent.Config{Workdir: spec.Workdir, Env: spec.Env, Canaries: spec.Canaries, Watch: spec.Watch})
 	if err != nil {
 		return fmt.Errorf("docker: configure %s: %w", c.nameNow(), err)
 	}
