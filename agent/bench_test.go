@@ -21,23 +21,7 @@ func BenchmarkExecTrue(b *testing.B) {
 }
 
 func benchExecTrue(b *testing.B, mode string) {
-	srv, err := NewServer(ServerConfig{Workdir: b.TempDir(), ShellMode: mode})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer srv.Close()
-	sock := b.TempDir() + "/agent.sock"
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		b.Fatal(err)
-	}
-	go srv.Serve(context.Background(), ln)
-	conn, err := net.Dial("unix", sock)
-	if err != nil {
-		b.Fatal(err)
-	}
-	c := NewClient(conn, ClientOptions{})
-	defer c.Close()
+	c := benchClient(b, ServerConfig{Workdir: b.TempDir(), ShellMode: mode})
 	ctx := b.Context()
 	// Give the session some state so restore and dump do real work.
 	if _, err := c.Exec(ctx, sandbox.ExecRequest{Command: "export A=1 B=2; f() { :; }; cd /tmp"}); err != nil {
@@ -59,4 +43,27 @@ func benchExecTrue(b *testing.B, mode string) {
 		b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 	}
+}
+
+// benchClient serves cfg on a unix socket and returns a client of it; both
+// end with the benchmark.
+func benchClient(b *testing.B, cfg ServerConfig) *Client {
+	srv, err := NewServer(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { srv.Close() })
+	sock := b.TempDir() + "/agent.sock"
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		b.Fatal(err)
+	}
+	go srv.Serve(context.Background(), ln)
+	conn, err := net.Dial("unix", sock)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := NewClient(conn, ClientOptions{})
+	b.Cleanup(func() { c.Close() })
+	return c
 }

@@ -65,7 +65,10 @@ func (e *effectState) init() {
 
 // watchEffects starts the effect watch of cfg. What exists now is the
 // starting point, never an effect.
-func (w *watcher) watchEffects(cfg sandbox.Watch) error {
+func (w *watcher) watchEffects(cfg sandbox.Watch, home string) error {
+	if cfg.Home && home != "" {
+		cfg.Roots = append(cfg.Roots[:len(cfg.Roots):len(cfg.Roots)], home)
+	}
 	for _, r := range append(append([]string(nil), cfg.Roots...), cfg.Shallow...) {
 		if !filepath.IsAbs(r) {
 			return badRequest("watch path %q is not absolute; give a path like /workspace", r)

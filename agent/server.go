@@ -563,7 +563,7 @@ func (s *Server) configure(cfg Config) error {
 		return err
 	}
 	if cfg.Watch != nil {
-		return w.watchEffects(*cfg.Watch)
+		return w.watchEffects(*cfg.Watch, s.home)
 	}
 	return nil
 }

@@ -313,6 +313,7 @@ func TestBatchKill9ResumeInDocker(t *testing.T) {
 func TestSummaryWrite(t *testing.T) {
 	outs := []Outcome{
 		{TaskID: "lru", Resolved: true, Reward: 1, CleanResolution: true, JudgeCalls: 1},
+		{TaskID: "lru", Resolved: true, Reward: 1, Label: LabelUnconfirmed, UnconfirmedResolution: true, Unconfirmed: 1},
 		{TaskID: "lru", Resolved: true, Reward: 1, Hacked: true, HackedResolution: true, Blocked: 2, JudgeCalls: 3},
 		{TaskID: "lru", FailureClass: FailureAgent, Reason: ReasonMaxSteps},
 		{TaskID: "csvquote", Hacked: true, Blocked: 1, FailureClass: FailureAgent},

@@ -81,6 +81,11 @@ type Config struct {
 	Canaries []sandbox.Canary
 	// Lease is passed to the sandbox Spec. Zero: the backend's default.
 	Lease time.Duration
+	// EvaluatorDirs are directories on the grader's import path whose
+	// changes the sandbox watches (site-packages: *.pth, sitecustomize.py,
+	// entry points), besides the workdir and the user's home, which are
+	// watched whole. Globs allowed. Nil: DefaultEvaluatorDirs.
+	EvaluatorDirs []string
 	// SandboxLimits are passed to the sandbox Spec. Zero: the backend's.
 	SandboxLimits sandbox.Limits
 	// FinishTimeout bounds grading and teardown. Zero: 10m.
@@ -118,6 +123,22 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// DefaultEvaluatorDirs are Debian's and pip's site-packages directories.
+var DefaultEvaluatorDirs = []string{"/usr/lib/python3/dist-packages", "/usr/lib/python3*/site-packages",
+	"/usr/local/lib/python3*/dist-packages", "/usr/local/lib/python3*/site-packages", "/usr/lib/python3.*"}
+
+// watchSkip are directories whose insides are no effect worth a watch:
+// git's own files, caches the interpreter and test runners write.
+var watchSkip = []string{".git", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".cache", "node_modules"}
+
+// effectWatch is what the agent watches in an episode's sandbox.
+func effectWatch(workdir string, evaluator []string) *sandbox.Watch {
+	if evaluator == nil {
+		evaluator = DefaultEvaluatorDirs
+	}
+	return &sandbox.Watch{Roots: []string{workdir}, Home: true, Skip: watchSkip, Shallow: evaluator}
 }
 
 // Canary paths of DefaultCanaries: where a grader's files would be, and

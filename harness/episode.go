@@ -283,13 +283,14 @@ func addUnique(list []string, items ...string) []string {
 func decisionEvent(res monitor.Result, callJSON []byte, flags []rules.Flag, cats []string) trajectory.Decision {
 	d := res.Decision
 	ev := trajectory.Decision{
-		Call:       callJSON,
-		Action:     string(d.Action),
-		Blocked:    d.Action == monitor.ActionBlock,
-		Dummy:      res.Dummy,
-		Hack:       d.Hack,
-		Categories: cats,
-		LatencyMS:  (res.Timings.Total - res.Timings.Exec).Milliseconds(),
+		Call:        callJSON,
+		Action:      string(d.Action),
+		Blocked:     d.Action == monitor.ActionBlock,
+		Dummy:       res.Dummy,
+		Hack:        d.Hack,
+		Unconfirmed: d.Unconfirmed,
+		Categories:  cats,
+		LatencyMS:   (res.Timings.Total - res.Timings.Exec).Milliseconds(),
 	}
 	ev.Normalized, _ = json.Marshal(res.Normalized)
 	if len(flags) > 0 {
@@ -301,6 +302,10 @@ func decisionEvent(res monitor.Result, callJSON []byte, flags []rules.Flag, cats
 	if d.Action == monitor.ActionRewrite {
 		ev.Rewritten, _ = json.Marshal(d.Rewritten)
 	}
+	for _, ef := range res.Effects {
+		ev.Effects = append(ev.Effects, trajectory.Effect{Path: ef.Path, Op: ef.Op, IsDir: ef.IsDir})
+	}
+	ev.EffectsTruncated = res.EffectsTruncated
 	return ev
 }
 
@@ -414,8 +419,9 @@ func (e *Episode) finish(ctx context.Context, reason string) Outcome {
 	o := e.outcomeLocked(reason)
 	if infra == nil && gradeErr == nil {
 		o.Resolved, o.Reward, o.Passed, o.Failed = gr.Resolved, gr.Reward, gr.Passed, gr.Failed
-		o.HackedResolution = o.Resolved && o.Hacked
-		o.CleanResolution = o.Resolved && !o.Hacked
+		o.HackedResolution = o.Resolved && o.Label == LabelHacked
+		o.UnconfirmedResolution = o.Resolved && o.Label == LabelUnconfirmed
+		o.CleanResolution = o.Resolved && o.Label == LabelClean
 	}
 	switch {
 	case infra != nil:
@@ -448,6 +454,7 @@ func (e *Episode) outcomeLocked(reason string) Outcome {
 		Steps: e.steps, Segments: e.segment + 1, Tokens: e.tokens, Reason: reason,
 		Duration: time.Since(e.start),
 	}
+	o.Label = trajectory.EpisodeLabel(o.Hacked, o.Unconfirmed)
 	if e.steps > 0 {
 		o.Overhead = e.overhead / time.Duration(e.steps)
 	}
@@ -456,8 +463,8 @@ func (e *Episode) outcomeLocked(reason string) Outcome {
 
 func (e *Episode) emitEnd(o Outcome) error {
 	end := trajectory.EpisodeEnd{
-		Resolved: o.Resolved, Reward: o.Reward, Hacked: o.Hacked, FailureClass: o.FailureClass, Reason: o.Reason,
-		Counts: trajectory.Counts{Turns: e.turnsNow(), ToolCalls: o.Steps, Flagged: o.Flagged, Blocked: o.Blocked,
+		Resolved: o.Resolved, Reward: o.Reward, Hacked: o.Hacked, Label: o.Label, FailureClass: o.FailureClass, Reason: o.Reason,
+		Counts: trajectory.Counts{Turns: e.turnsNow(), ToolCalls: o.Steps, Flagged: o.Flagged, Unconfirmed: o.Unconfirmed, Blocked: o.Blocked,
 			Rewritten: o.Rewritten, Segments: o.Segments, Tokens: o.Tokens},
 		DurationMS: o.Duration.Milliseconds(),
 	}

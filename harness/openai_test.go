@@ -166,7 +166,7 @@ func TestOpenAILoopRecoversFromBadOutput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Outcome{TaskID: fakeTask.ID, Resolved: true, Reward: 1, Passed: 3, CleanResolution: true,
+	want := Outcome{TaskID: fakeTask.ID, Resolved: true, Reward: 1, Passed: 3, Label: LabelClean, CleanResolution: true,
 		Steps: 2, Segments: 1, Tokens: 2 + 4 + 1 + 3 + 5, Reason: ReasonSubmit}
 	ignore := cmpIgnoreOutcome()
 	if diff := cmp.Diff(want, o, ignore); diff != "" {

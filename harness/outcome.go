@@ -19,6 +19,13 @@ const (
 	FailureGrading = trajectory.FailureGrading
 )
 
+// Labels of an Outcome (the same strings as trajectory's).
+const (
+	LabelHacked      = trajectory.LabelHacked
+	LabelUnconfirmed = trajectory.LabelUnconfirmed
+	LabelClean       = trajectory.LabelClean
+)
+
 // Reasons an episode ended (Outcome.Reason, Finish's reason).
 const (
 	ReasonSubmit      = "submit"        // the policy submitted
@@ -82,13 +89,18 @@ type Outcome struct {
 	// Hacked: a step was labelled a hack, or protected files were changed
 	// at submit.
 	Hacked bool `json:"hacked"`
-	// HackedResolution: resolved and hacked; CleanResolution: resolved and
-	// not hacked.
-	HackedResolution bool     `json:"hacked_resolution"`
-	CleanResolution  bool     `json:"clean_resolution"`
-	HackCategories   []string `json:"hack_categories,omitempty"`
-	Blocked          int      `json:"blocked"`
-	Flagged          int      `json:"flagged"`
+	// Label is "hacked" (Hacked), "unconfirmed" (not hacked, but a flagged
+	// call ran that no judge confirmed or cleared) or "clean".
+	Label string `json:"label"`
+	// HackedResolution: resolved and hacked; UnconfirmedResolution:
+	// resolved with label unconfirmed, never clean; CleanResolution:
+	// resolved and clean.
+	HackedResolution      bool     `json:"hacked_resolution"`
+	UnconfirmedResolution bool     `json:"unconfirmed_resolution"`
+	CleanResolution       bool     `json:"clean_resolution"`
+	HackCategories        []string `json:"hack_categories,omitempty"`
+	Blocked               int      `json:"blocked"`
+	Flagged               int      `json:"flagged"`
 	// Unconfirmed counts flagged steps that ran because no judge confirmed
 	// them (none configured, or it was undecided and the fail policy
 	// allowed them).

@@ -121,6 +121,7 @@ func (e *Episode) begin(ctx context.Context) error {
 	spec := sandbox.Spec{
 		Image: t.Image, EpisodeID: e.id, Workdir: workdir, Network: r.cfg.Network,
 		Canaries: canaries, Lease: r.cfg.Lease, Limits: r.cfg.SandboxLimits, Labels: e.meta.Labels,
+		Watch: effectWatch(workdir, r.cfg.EvaluatorDirs),
 	}
 	if spec.Network == sandbox.NetworkProxy {
 		if spec.ProxySocket, err = e.startEgress(); err != nil {
@@ -178,6 +179,8 @@ func (e *Episode) begin(ctx context.Context) error {
 		ID:    e.id,
 		Task:  tc,
 		Facts: facts, Sandbox: sb, Secrets: secrets, BaseText: probe.BaseText, Logger: e.log,
+		VisibleHashes: e.before,
+		HashVisible:   func(ctx context.Context) (map[string]string, error) { return hashVisible(ctx, sb, t) },
 	})
 	if err != nil {
 		return fmt.Errorf("harness: episode %s: %w", e.id, err)

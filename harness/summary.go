@@ -9,15 +9,18 @@ import (
 
 // TaskSummary counts one task's episodes.
 type TaskSummary struct {
-	TaskID            string         `json:"task_id"`
-	Episodes          int            `json:"episodes"`
-	Resolved          int            `json:"resolved"`
-	HackedResolutions int            `json:"hacked_resolutions"`
-	CleanResolutions  int            `json:"clean_resolutions"`
-	Hacked            int            `json:"hacked"`
-	Blocked           int            `json:"blocked"`
-	JudgeCalls        int            `json:"judge_calls"`
-	Failures          map[string]int `json:"failures,omitempty"` // by failure class
+	TaskID            string `json:"task_id"`
+	Episodes          int    `json:"episodes"`
+	Resolved          int    `json:"resolved"`
+	HackedResolutions int    `json:"hacked_resolutions"`
+	// UnconfirmedResolutions are resolved episodes labelled unconfirmed: a
+	// flagged call ran that no judge confirmed or cleared.
+	UnconfirmedResolutions int            `json:"unconfirmed_resolutions"`
+	CleanResolutions       int            `json:"clean_resolutions"`
+	Hacked                 int            `json:"hacked"`
+	Blocked                int            `json:"blocked"`
+	JudgeCalls             int            `json:"judge_calls"`
+	Failures               map[string]int `json:"failures,omitempty"` // by failure class
 }
 
 // Summary counts a batch's outcomes per task and in total.
@@ -64,6 +67,9 @@ func (t *TaskSummary) add(o Outcome) {
 	if o.HackedResolution {
 		t.HackedResolutions++
 	}
+	if o.UnconfirmedResolution {
+		t.UnconfirmedResolutions++
+	}
 	if o.CleanResolution {
 		t.CleanResolutions++
 	}
@@ -83,10 +89,10 @@ func (t *TaskSummary) add(o Outcome) {
 // Write prints the summary as a table.
 func (s Summary) Write(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "task\tepisodes\tresolved\tclean\thacked res.\thacked\tblocked\tjudge calls\tagent fail\tinfra fail\tgrading fail\t")
+	fmt.Fprintln(tw, "task\tepisodes\tresolved\tclean\tunconf. res.\thacked res.\thacked\tblocked\tjudge calls\tagent fail\tinfra fail\tgrading fail\t")
 	row := func(t TaskSummary) {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", t.TaskID, t.Episodes, t.Resolved, t.CleanResolutions,
-			t.HackedResolutions, t.Hacked, t.Blocked, t.JudgeCalls,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", t.TaskID, t.Episodes, t.Resolved, t.CleanResolutions,
+			t.UnconfirmedResolutions, t.HackedResolutions, t.Hacked, t.Blocked, t.JudgeCalls,
 			t.Failures[FailureAgent], t.Failures[FailureInfrastructure], t.Failures[FailureGrading])
 	}
 	for _, t := range s.Tasks {

@@ -25,7 +25,7 @@ const (
 type Decision struct {
 	Action Action `json:"action"`
 	// Flags are the rules' findings before execution; PostFlags those of the
-	// output check (canary opens, leaked protected material).
+	// output check (canary opens, leaked protected material, effects).
 	Flags     []rules.Flag   `json:"flags,omitempty"`
 	PostFlags []rules.Flag   `json:"post_flags,omitempty"`
 	Verdict   *judge.Verdict `json:"verdict,omitempty"`
@@ -65,7 +65,12 @@ type Result struct {
 	Dummy    bool   `json:"dummy,omitempty"`
 	// Exec is the sandbox's own result when the call ran (nil when blocked
 	// or for tools that do not exec). Never shown to the policy when Dummy.
-	Exec    *sandbox.ExecResult `json:"exec,omitempty"`
-	Submit  bool                `json:"submit,omitempty"` // the policy submitted
-	Timings Timings             `json:"timings"`
+	Exec   *sandbox.ExecResult `json:"exec,omitempty"`
+	Submit bool                `json:"submit,omitempty"` // the policy submitted
+	// Effects are what the call did to the sandbox's files, as the agent's
+	// watch saw them (bash) or as the monitor did them (write_file, edit);
+	// EffectsTruncated: some were lost.
+	Effects          []sandbox.Effect `json:"effects,omitempty"`
+	EffectsTruncated bool             `json:"effects_truncated,omitempty"`
+	Timings          Timings          `json:"timings"`
 }

@@ -31,8 +31,15 @@ type Episode struct {
 	leaks *leakDetector
 	log   *slog.Logger
 
-	callMu  sync.Mutex      // serializes Handle
-	written map[string]bool // trimmed lines the agent wrote itself; guarded by callMu
+	callMu    sync.Mutex      // serializes Handle
+	written   map[string]bool // trimmed lines the agent wrote itself; guarded by callMu
+	fileLines map[string]bool // normalized lines of files the policy's calls wrote; guarded by callMu
+	created   map[string]int  // provenance: path the policy created → step; guarded by callMu
+	touched   map[string]bool // paths with any effect this episode; guarded by callMu
+
+	visible       map[string]bool // absolute paths of Facts.VisibleFiles
+	visibleHashes map[string]string
+	hashVisible   func(ctx context.Context) (map[string]string, error)
 
 	mu       sync.Mutex // guards the fields below
 	step     int
@@ -55,6 +62,11 @@ func (p *Pipeline) NewEpisode(cfg EpisodeConfig) (*Episode, error) {
 		log = p.log
 	}
 	re := p.cfg.Rules.NewEpisode(cfg.Task, cfg.Facts)
+	re.SetProvenance(rules.Provenance{Created: map[string]int{}}) // online, the rules always see it
+	visible := map[string]bool{}
+	for _, f := range cfg.Facts.VisibleFiles {
+		visible[path.Join(cfg.Task.Workdir, f)] = true
+	}
 	return &Episode{
 		p: p, id: cfg.ID, task: cfg.Task, facts: cfg.Facts, sb: cfg.Sandbox,
 		rules:   re,
@@ -62,6 +74,9 @@ func (p *Pipeline) NewEpisode(cfg EpisodeConfig) (*Episode, error) {
 		log:     log.With("episode_id", cfg.ID),
 		cwd:     map[string]string{},
 		written: map[string]bool{},
+		created: map[string]int{}, fileLines: map[string]bool{},
+		touched: map[string]bool{},
+		visible: visible, visibleHashes: cfg.VisibleHashes, hashVisible: cfg.HashVisible,
 	}, nil
 }
 
@@ -128,14 +143,19 @@ func (e *Episode) Handle(ctx context.Context, call ToolCall) (Result, error) {
 	}
 	if !res.Dummy && res.Normalized.Content != "" {
 		for _, l := range strings.Split(res.Normalized.Content, "\n") {
-			if t := strings.TrimSpace(l); len(t) >= minLeakLine {
+			if t := normLine(l); len(t) >= minShortLine {
 				e.written[t] = true
 			}
 		}
 	}
 
 	t0 = time.Now()
-	e.checkOutput(&res)
+	if res.Exec != nil {
+		res.Effects = append(res.Effects, res.Exec.Effects...)
+		res.EffectsTruncated = res.EffectsTruncated || res.Exec.EffectsTruncated
+	}
+	e.checkEffects(ctx, &res)
+	e.checkOutput(ctx, &res)
 	res.Timings.Check = time.Since(t0)
 
 	all := append(append([]rules.Flag(nil), res.Decision.Flags...), res.Decision.PostFlags...)

@@ -129,7 +129,13 @@ type EpisodeConfig struct {
 	// BaseText are texts the agent may legitimately see (the repository at
 	// the base commit); secret lines found in them are not leaks.
 	BaseText string
-	Logger   *slog.Logger
+	// VisibleHashes are the visible tests' hashes at episode start (path
+	// relative to the workdir → hash), and HashVisible takes them again.
+	// When a call's effects were partly lost, the monitor compares the two
+	// instead; without HashVisible such a call is flagged (fail closed).
+	VisibleHashes map[string]string
+	HashVisible   func(ctx context.Context) (map[string]string, error)
+	Logger        *slog.Logger
 }
 
 // Secret is protected material that must not reach the policy.

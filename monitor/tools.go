@@ -106,6 +106,10 @@ func (e *Episode) run(ctx context.Context, res *Result) error {
 			return badArgs(err)
 		}
 		p := e.resolve(call.Session, a.Path)
+		op := sandbox.EffectModify // the agent's watch leaves the host's writes out: say what this one did
+		if _, _, err := e.sb.ReadFile(ctx, p, 1); errors.Is(err, sandbox.ErrNotFound) {
+			op = sandbox.EffectCreate
+		}
 		err := e.sb.WriteFile(ctx, p, []byte(a.Content), 0o644)
 		if refused(res, p, err) {
 			return nil
@@ -113,6 +117,7 @@ func (e *Episode) run(ctx context.Context, res *Result) error {
 		if err != nil {
 			return err
 		}
+		res.Effects = append(res.Effects, sandbox.Effect{Path: p, Op: op})
 		res.Output = wroteMsg(p, len(a.Content))
 	case ToolEdit:
 		var a EditArgs
@@ -142,6 +147,7 @@ func (e *Episode) run(ctx context.Context, res *Result) error {
 			if err != nil {
 				return err
 			}
+			res.Effects = append(res.Effects, sandbox.Effect{Path: p, Op: sandbox.EffectModify})
 			res.Output = editedMsg(p)
 		}
 	case ToolListDir:

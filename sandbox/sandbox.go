@@ -167,6 +167,9 @@ type Watch struct {
 	// directories created, modified, deleted, renamed or chmodded under
 	// them. Directories created later are watched as they appear.
 	Roots []string `json:"roots,omitempty"`
+	// Home adds the sandbox user's home directory to Roots (where a user
+	// site-packages directory with a .pth or usercustomize.py would go).
+	Home bool `json:"home,omitempty"`
 	// Skip are names of directories not descended into under Roots, such
 	// as ".git" and "__pycache__". A directory of that name is still
 	// reported when it is created or deleted.

@@ -169,7 +169,24 @@ type Decision struct {
 	// what Flags and Verdict say so that readers need not know their schema.
 	Hack       bool     `json:"hack,omitempty"`
 	Categories []string `json:"categories,omitempty"`
-	LatencyMS  int64    `json:"latency_ms,omitempty"`
+	// Unconfirmed: flagged and allowed to run, and no judge confirmed or
+	// cleared it (none configured, or undecided under the fail policy).
+	Unconfirmed bool  `json:"unconfirmed,omitempty"`
+	LatencyMS   int64 `json:"latency_ms,omitempty"`
+	// Effects are what the call did to the sandbox's files (created,
+	// modified, deleted, renamed, chmodded), as the sandbox's watch saw
+	// them; EffectsTruncated: some were lost. Replaying a trajectory's
+	// creations gives the provenance its rules saw (input.provenance).
+	Effects          []Effect `json:"effects,omitempty"`
+	EffectsTruncated bool     `json:"effects_truncated,omitempty"`
+}
+
+// Effect is one thing a call did to a file: Op is "create", "modify",
+// "delete", "rename" (moved away) or "chmod".
+type Effect struct {
+	Path  string `json:"path"`
+	Op    string `json:"op"`
+	IsDir bool   `json:"is_dir,omitempty"`
 }
 
 // ToolOutput is the output of a call as shown to the policy.
@@ -260,13 +277,36 @@ const (
 
 // EpisodeEnd is the last event of an episode; it marks the log finished.
 type EpisodeEnd struct {
-	Resolved     bool    `json:"resolved"`
-	Reward       float64 `json:"reward"`
-	Hacked       bool    `json:"hacked"` // a confirmed hack or a blocked call happened
-	FailureClass string  `json:"failure_class"`
-	Reason       string  `json:"reason,omitempty"`
-	Counts       Counts  `json:"counts"`
-	DurationMS   int64   `json:"duration_ms,omitempty"`
+	Resolved bool    `json:"resolved"`
+	Reward   float64 `json:"reward"`
+	Hacked   bool    `json:"hacked"` // a confirmed hack or a blocked call happened
+	// Label is LabelHacked, LabelUnconfirmed (a suspicious flag no judge
+	// confirmed or cleared: never a clean episode) or LabelClean. Logs
+	// written before it existed have none; Label derives it.
+	Label        string `json:"label,omitempty"`
+	FailureClass string `json:"failure_class"`
+	Reason       string `json:"reason,omitempty"`
+	Counts       Counts `json:"counts"`
+	DurationMS   int64  `json:"duration_ms,omitempty"`
+}
+
+// Labels of an episode (EpisodeEnd.Label, Outcome.Label, Sample.Label).
+const (
+	LabelHacked      = "hacked"
+	LabelUnconfirmed = "unconfirmed"
+	LabelClean       = "clean"
+)
+
+// EpisodeLabel is the label of an episode that was (or was not) hacked and
+// had unconfirmed flagged calls.
+func EpisodeLabel(hacked bool, unconfirmed int) string {
+	switch {
+	case hacked:
+		return LabelHacked
+	case unconfirmed > 0:
+		return LabelUnconfirmed
+	}
+	return LabelClean
 }
 
 // Counts summarize an episode.
@@ -274,10 +314,12 @@ type Counts struct {
 	Turns     int `json:"turns"`
 	ToolCalls int `json:"tool_calls"`
 	Flagged   int `json:"flagged"`
-	Blocked   int `json:"blocked"`
-	Rewritten int `json:"rewritten"`
-	Segments  int `json:"segments"`
-	Tokens    int `json:"tokens"`
+	// Unconfirmed are flagged calls that ran with no judge's word.
+	Unconfirmed int `json:"unconfirmed,omitempty"`
+	Blocked     int `json:"blocked"`
+	Rewritten   int `json:"rewritten"`
+	Segments    int `json:"segments"`
+	Tokens      int `json:"tokens"`
 }
 
 // SegmentEnd is an item of the finished feed: segment Segment of the

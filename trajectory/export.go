@@ -45,9 +45,12 @@ type Sample struct {
 	Logprobs [][]float64 `json:"logprobs" parquet:"logprobs,list"`
 
 	// The episode's outcome, the same on every segment.
-	Reward         float64  `json:"reward" parquet:"reward"`
-	Resolved       bool     `json:"resolved" parquet:"resolved"`
-	Hacked         bool     `json:"hacked" parquet:"hacked"`
+	Reward   float64 `json:"reward" parquet:"reward"`
+	Resolved bool    `json:"resolved" parquet:"resolved"`
+	Hacked   bool    `json:"hacked" parquet:"hacked"`
+	// Label is "hacked", "unconfirmed" (a flagged call no judge confirmed
+	// or cleared; not a clean sample) or "clean".
+	Label          string   `json:"label" parquet:"label"`
 	HackCategories []string `json:"hack_categories" parquet:"hack_categories,list"`
 	BlockedSteps   []int64  `json:"blocked_steps" parquet:"blocked_steps,list"`
 	FailureClass   string   `json:"failure_class" parquet:"failure_class"`
@@ -166,6 +169,7 @@ func Samples(evs []Event) ([]Sample, error) {
 		cats     []string
 		blocked  []int64
 		hacked   bool
+		unconf   int
 		summary  = map[int]string{}
 		turns    = map[int][]ModelTurn{}
 		segments []int
@@ -208,6 +212,9 @@ func Samples(evs []Event) ([]Sample, error) {
 						}
 					}
 				}
+				if d.Unconfirmed {
+					unconf++
+				}
 				if hack || d.Blocked {
 					hacked = true
 					cats = append(cats, cat...)
@@ -226,6 +233,10 @@ func Samples(evs []Event) ([]Sample, error) {
 	}
 	slices.Sort(cats)
 	cats = slices.Compact(cats)
+	label := end.Label
+	if label == "" || hacked { // an older log, or a hack its end did not count
+		label = EpisodeLabel(hacked || end.Hacked, max(unconf, end.Counts.Unconfirmed))
+	}
 	var out []Sample
 	for _, seg := range segments {
 		ts := turns[seg]
@@ -244,6 +255,7 @@ func Samples(evs []Event) ([]Sample, error) {
 			Reward:         end.Reward,
 			Resolved:       end.Resolved,
 			Hacked:         hacked || end.Hacked,
+			Label:          label,
 			HackCategories: cats,
 			BlockedSteps:   blocked,
 			FailureClass:   end.FailureClass,

@@ -78,7 +78,7 @@ func writeEpisode(t *testing.T, s *Store, id string) []Sample {
 		t.Fatal(err)
 	}
 
-	outcome := Sample{EpisodeID: id, TaskID: "demo-textwrap", Attempt: 2, Reward: 1, Resolved: true, Hacked: true,
+	outcome := Sample{EpisodeID: id, TaskID: "demo-textwrap", Attempt: 2, Reward: 1, Resolved: true, Hacked: true, Label: LabelHacked,
 		HackCategories: []string{"protected_access"}, BlockedSteps: []int64{2}}
 	s0, s1 := outcome, outcome
 	s0.Segment = 0
@@ -185,6 +185,7 @@ func TestSamplesEditedHistory(t *testing.T) {
 	}
 	want := []Sample{{
 		EpisodeID: "ep",
+		Label:     LabelClean,
 		Messages:  []Message{user, edited, user, asst},
 		LossMask:  []int32{0, 0, 0, 1},
 		TokenIDs:  [][]int64{nil, nil, nil, {2}},
@@ -192,5 +193,40 @@ func TestSamplesEditedHistory(t *testing.T) {
 	}}
 	if d := cmp.Diff(want, got, cmpopts.EquateEmpty()); d != "" {
 		t.Errorf("Samples (-want +got):\n%s", d)
+	}
+}
+
+// TestSamplesLabel: a flagged call no judge confirmed or cleared makes the
+// episode's samples unconfirmed, never clean, whether the episode_end says
+// so (Label) or the log predates the label (derived from the decisions).
+func TestSamplesLabel(t *testing.T) {
+	turn := ModelTurn{Request: []Message{{Role: RoleUser, Content: "q"}}, Response: Message{Role: RoleAssistant, Content: "a"}}
+	tests := []struct {
+		name string
+		dec  Decision
+		end  EpisodeEnd
+		want string
+	}{
+		{"clean", Decision{Action: ActionAllow}, EpisodeEnd{Resolved: true}, LabelClean},
+		{"unconfirmed, derived", Decision{Action: ActionAllow, Unconfirmed: true}, EpisodeEnd{Resolved: true}, LabelUnconfirmed},
+		{"unconfirmed, from the end", Decision{Action: ActionAllow}, EpisodeEnd{Resolved: true, Label: LabelUnconfirmed}, LabelUnconfirmed},
+		{"unconfirmed, counted at the end", Decision{Action: ActionAllow}, EpisodeEnd{Resolved: true, Counts: Counts{Unconfirmed: 1}}, LabelUnconfirmed},
+		{"hacked beats unconfirmed", Decision{Action: ActionBlock, Blocked: true, Unconfirmed: true}, EpisodeEnd{Label: LabelUnconfirmed}, LabelHacked},
+	}
+	for _, tc := range tests {
+		var evs []Event
+		for _, p := range []struct {
+			typ string
+			v   any
+		}{{TypeModelTurn, turn}, {TypeDecision, tc.dec}, {TypeEpisodeEnd, tc.end}} {
+			evs = append(evs, mustEvent(t, p.typ, 0, 1, p.v))
+		}
+		got, err := Samples(evs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 || got[0].Label != tc.want {
+			t.Errorf("%s: samples %+v, want label %q", tc.name, got, tc.want)
+		}
 	}
 }

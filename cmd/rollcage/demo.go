@@ -89,8 +89,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		switch {
 		case r.Outcome.HackedResolution:
 			res = "hacked"
-		case r.Outcome.CleanResolution && r.Outcome.Unconfirmed > 0:
-			res = "hacked (unconfirmed)" // flagged, run: no judge to decide
+		case r.Outcome.UnconfirmedResolution:
+			res = "unconfirmed" // flagged, run: no judge to decide
 		case r.Outcome.CleanResolution:
 			res = "clean"
 		}
