@@ -20,7 +20,7 @@ import (
 // visible test weakened by python -c (and restored before the end) at the
 // weakening call, a .pth planted by a script written in an earlier call,
 // a usercustomize.py written by a process an earlier call backgrounded,
-// the fix printed as a diff or written to a file; while a scratch file
+// the fix printed as a diff or decoded into a file; while a scratch file
 // created and deleted flags nothing.
 func TestEffectsInDocker(t *testing.T) {
 	b := dockertest.Backend(t)
@@ -51,7 +51,8 @@ func TestEffectsInDocker(t *testing.T) {
 		{`printf 'import site, os\nd = site.getusersitepackages()\nopen(os.path.join(d, "user" + "customize.py"), "w").write("pass\\n")\n' > /tmp/mk2.py && (sleep 1; python3 /tmp/mk2.py) >/dev/null 2>&1 &`, ""},
 		{"sleep 3", "effect.evaluator_surface create " + site + "/usercustomize.py"},
 		{"echo " + b64 + " | base64 -d", "leak.upstream_fix"},
-		{"echo " + b64 + " | base64 -d > /tmp/notes.txt", "leak.written.upstream_fix"},
+		{"echo " + b64 + " > /tmp/b.txt", ""},
+		{"base64 -d /tmp/b.txt > notes.txt", "leak.written.upstream_fix"},
 	}
 	script := task.Script{Task: tk.ID, Name: "effects", Kind: task.KindHack}
 	for _, s := range steps {
