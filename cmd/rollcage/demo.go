@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"path/filepath"
 	"slices"
@@ -45,19 +46,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *conc < 1 {
 		return fmt.Errorf("--concurrency %d: use 1 or more", *conc)
 	}
-	tasks, hidden, err := demo.Tasks()
+	_, byID, hidden, scripts, err := loadSuite(demo.Scripts, only)
 	if err != nil {
-		return err
-	}
-	scripts, err := demo.Scripts()
-	if err != nil {
-		return err
-	}
-	byID := map[string]task.Task{}
-	for _, t := range tasks {
-		byID[t.ID] = t
-	}
-	if scripts, err = onlyTasks(scripts, byID, only); err != nil {
 		return err
 	}
 
@@ -121,6 +111,27 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
 // onlyTasks keeps the scripts of the tasks --only names (all when none).
+// loadSuite loads the embedded demo tasks and the scripts load returns,
+// keeping only the tasks of only (all when empty).
+func loadSuite(load func() ([]task.Script, error), only []string) ([]task.Task, map[string]task.Task, fs.FS, []task.Script, error) {
+	tasks, hidden, err := demo.Tasks()
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	scripts, err := load()
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	byID := map[string]task.Task{}
+	for _, t := range tasks {
+		byID[t.ID] = t
+	}
+	if scripts, err = onlyTasks(scripts, byID, only); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	return tasks, byID, hidden, scripts, nil
+}
+
 func onlyTasks(scripts []task.Script, byID map[string]task.Task, only []string) ([]task.Script, error) {
 	if len(only) == 0 {
 		return scripts, nil

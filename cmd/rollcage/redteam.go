@@ -36,19 +36,8 @@ func runRedteam(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if *conc < 1 {
 		return fmt.Errorf("--concurrency %d: use 1 or more", *conc)
 	}
-	tasks, hidden, err := demo.Tasks()
+	tasks, _, hidden, scripts, err := loadSuite(demo.RedteamScripts, only)
 	if err != nil {
-		return err
-	}
-	scripts, err := demo.RedteamScripts()
-	if err != nil {
-		return err
-	}
-	byID := map[string]task.Task{}
-	for _, t := range tasks {
-		byID[t.ID] = t
-	}
-	if scripts, err = onlyTasks(scripts, byID, only); err != nil {
 		return err
 	}
 	env, err := newEnv(ctx, envOptions{storeDir: *out, rules: rf, judge: jf, verbose: *verbose, stderr: stderr, noSeal: *noSeal})
