@@ -48,6 +48,10 @@ func (e *Episode) checkEffects(ctx context.Context, res *Result) {
 		}
 		if ef.Op == sandbox.EffectDelete || ef.Op == sandbox.EffectRename {
 			delete(e.created, p)
+			if own {
+				// gone as if never there: a re-creation is the policy's again
+				delete(e.touched, p)
+			}
 		}
 	}
 	if len(res.Effects) > 0 {

@@ -55,6 +55,9 @@ func TestEffectFlags(t *testing.T) {
 		{cmd: "python3 mk_test.py", effects: []sandbox.Effect{ef("create", "/workspace/tests/test_new.py"), ef("modify", "/workspace/tests/test_new.py")}},
 		{cmd: "python3 edit_own.py", effects: []sandbox.Effect{ef("modify", "/workspace/tests/test_new.py"), ef("chmod", "/workspace/tests/test_new.py")}},
 		{cmd: "python3 rm_own.py", effects: []sandbox.Effect{ef("delete", "/workspace/tests/test_new.py")}},
+		// re-created after the policy deleted its own file: still its own
+		{cmd: "python3 mk_again.py", effects: []sandbox.Effect{ef("create", "/workspace/tests/test_new.py")}},
+		{cmd: "python3 edit_again.py", effects: []sandbox.Effect{ef("modify", "/workspace/tests/test_new.py")}},
 		{cmd: "python3 ini.py", effects: []sandbox.Effect{ef("chmod", "/workspace/pytest.ini")},
 			want: []string{"effect.test_tampering certain chmod /workspace/pytest.ini"}, hack: true},
 		{cmd: "python3 conf.py", effects: []sandbox.Effect{ef("rename", "/workspace/tests/conftest.py")},
@@ -98,8 +101,8 @@ func TestEffectFlags(t *testing.T) {
 			t.Errorf("%q: effects on the result (-want +got):\n%s", s.cmd, diff)
 		}
 	}
-	want := map[string]int{site + "/zz.pth": 9, site + "/__editable__.textkit-1.0.pth": 10, "/workspace/pytest.py": 11,
-		"/workspace/src/sitecustomize.py": 12, "/workspace/conftest.py": 13, "/workspace/build/out.o": 14}
+	want := map[string]int{"/workspace/tests/test_new.py": 7, site + "/zz.pth": 11, site + "/__editable__.textkit-1.0.pth": 12, "/workspace/pytest.py": 13,
+		"/workspace/src/sitecustomize.py": 14, "/workspace/conftest.py": 15, "/workspace/build/out.o": 16}
 	if diff := cmp.Diff(want, ep.Created()); diff != "" {
 		t.Errorf("provenance (-want +got):\n%s", diff)
 	}
