@@ -3,7 +3,6 @@ package server
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -297,33 +296,17 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, _ caller) 
 			return
 		}
 	}
-	t0 := time.Now()
-	ep, err := s.cfg.Runner.Start(r.Context(), t, s.cfg.Hidden, harness.EpisodeMeta{
+	se, err := s.open(r.Context(), t, s.cfg.Hidden, harness.EpisodeMeta{
 		ID: req.EpisodeID, Attempt: req.Attempt, Model: req.Model, Labels: req.Labels})
-	s.metrics.startLatency.Observe(time.Since(t0).Seconds())
-	if err != nil {
-		s.metrics.startFailures.Inc()
-		s.log.Warn("episode start failed", "task_id", t.ID, "err", err)
-		writeError(w, http.StatusBadGateway, "starting the episode failed (sandbox or recording): "+err.Error())
-		return
-	}
-	tok := "rce_" + randomHex(24)
-	se := &session{id: ep.ID(), taskID: t.ID, ep: ep, token: tok, tokHash: sha256.Sum256([]byte(tok)),
-		limiter: s.newLimiter(), created: time.Now(), state: StateRunning}
-	se.touch(se.created)
-	se.mcp = s.newMCPHandler(se)
-	s.mu.Lock()
-	if s.closing {
-		s.mu.Unlock()
-		_ = ep.Close(context.WithoutCancel(r.Context()))
+	if errors.Is(err, ErrShuttingDown) {
 		writeError(w, http.StatusServiceUnavailable, "gateway shutting down: retry against another instance")
 		return
 	}
-	s.episodes[se.id] = se
-	s.byToken[se.tokHash] = se
-	s.mu.Unlock()
-	s.metrics.transition("", StateRunning)
-	s.log.Info("episode created", "episode_id", se.id, "task_id", t.ID)
+	if err != nil {
+		writeError(w, http.StatusBadGateway, "starting the episode failed (sandbox or recording): "+err.Error())
+		return
+	}
+	ep, tok := se.ep, se.token
 
 	base := s.baseURL(r) + "/v1/episodes/" + se.id
 	writeJSON(w, http.StatusCreated, CreateResponse{
@@ -433,20 +416,33 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, c caller) 
 	if !decodeBody(w, r, s.cfg.MaxBodyBytes, &req, true) {
 		return
 	}
-	if st, o := se.getState(); o != nil {
-		writeJSON(w, http.StatusOK, o)
-		return
-	} else if st == StateClosed {
+	o, err := s.submit(r.Context(), se, req.Message)
+	if errors.Is(err, errClosedUngraded) {
 		writeError(w, http.StatusConflict, fmt.Sprintf("episode %s was closed without grading: create a new episode", se.id))
 		return
 	}
+	if err != nil {
+		s.callError(w, se, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, o)
+}
+
+// submit grades the episode through a submit call (recorded as the
+// policy's), or returns the outcome it already has.
+func (s *Server) submit(ctx context.Context, se *session, message string) (*harness.Outcome, error) {
+	if st, o := se.getState(); o != nil {
+		return o, nil
+	} else if st == StateClosed {
+		return nil, errClosedUngraded
+	}
 	// The submit goes through the monitor like any call, so it is recorded
 	// as the policy's; a limit reached ends the episode with that reason.
-	args, _ := json.Marshal(monitor.SubmitArgs{Message: req.Message})
-	_, o, err := s.call(r.Context(), se, monitor.ToolCall{Tool: monitor.ToolSubmit, Args: args})
+	args, _ := json.Marshal(monitor.SubmitArgs{Message: message})
+	_, o, err := s.call(ctx, se, monitor.ToolCall{Tool: monitor.ToolSubmit, Args: args})
 	if reason := harness.LimitReason(err); reason != "" {
 		var out harness.Outcome
-		out, err = s.finish(r.Context(), se, reason)
+		out, err = s.finish(ctx, se, reason)
 		o = &out
 	}
 	if errors.Is(err, harness.ErrFinished) {
@@ -455,18 +451,16 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, c caller) 
 		}
 	}
 	if err != nil {
-		s.callError(w, se, err)
-		return
+		return nil, err
 	}
 	if o == nil { // the monitor did not take it as a submit
-		out, ferr := s.finish(r.Context(), se, harness.ReasonSubmit)
+		out, ferr := s.finish(ctx, se, harness.ReasonSubmit)
 		if ferr != nil {
-			s.callError(w, se, ferr)
-			return
+			return nil, ferr
 		}
 		o = &out
 	}
-	writeJSON(w, http.StatusOK, o)
+	return o, nil
 }
 
 func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request, c caller) {

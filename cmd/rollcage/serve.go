@@ -71,6 +71,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	noSeal := addSealFlag(fs)
 	jf := addJudgeFlags(fs)
 	rf := addRulesFlags(fs)
+	ef := addE2BFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -152,6 +153,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *policyURL == "" {
 		log.Info("no --policy-url: the recording proxy answers 503")
 	}
+	stopE2B, err := startE2B(ef, srv, stdout, log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	select {
@@ -162,7 +168,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	log.Info("shutting down: finishing calls in flight", "timeout", *grace)
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), *grace)
 	defer cancel()
-	serr := srv.Shutdown(sctx)
+	serr := errors.Join(stopE2B(sctx), srv.Shutdown(sctx))
 	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		serr = errors.Join(serr, err)
 	}

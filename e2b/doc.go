@@ -1,0 +1,23 @@
+// Package e2b serves the E2B sandbox API, so harnesses written against
+// the stock E2B SDKs (slime's coding-agent RL example, AgentENV, Harbor's
+// E2B environment) run on rollcage by changing their environment: the
+// control plane (create, connect, list, info, timeout, kill) and, for
+// every sandbox, the in-sandbox daemon's API (envd: the process and
+// filesystem Connect-RPC services in JSON and binary protobuf, /files,
+// /health), all on one listener.
+//
+// An E2B sandbox is a rollcage episode, started through the gateway
+// (server.Server) like one of POST /v1/episodes: it has a trajectory, a
+// stream, a dashboard entry and is exported like any. Every process start
+// is a bash tool call through the monitor (rules, judge, dummy output on
+// a block), file reads and writes are read_file and write_file calls, and
+// the filesystem RPCs are bash calls whose output is parsed. The API key
+// names a client, which sees its own sandboxes only; a sandbox's envd
+// access token is its episode's token and acts on that sandbox only.
+//
+// What E2B offers and rollcage does not: processes run as the sandbox's
+// non-root user whatever user the SDK names; output comes at the end of
+// a command, stdout and stderr interleaved as stdout; stdin after start,
+// PTYs, directory watches, pause and resume answer "not supported". See
+// the README's "E2B-compatible API" section.
+package e2b

@@ -1,0 +1,728 @@
+package e2b_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/rollcage/rollcage/e2b"
+	"github.com/rollcage/rollcage/e2b/envd/filesystem"
+	"github.com/rollcage/rollcage/e2b/envd/filesystem/filesystemconnect"
+	"github.com/rollcage/rollcage/e2b/envd/process"
+	"github.com/rollcage/rollcage/e2b/envd/process/processconnect"
+	"github.com/rollcage/rollcage/harness"
+	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/rules"
+	"github.com/rollcage/rollcage/server"
+	"github.com/rollcage/rollcage/task"
+	"github.com/rollcage/rollcage/trajectory"
+)
+
+const (
+	keyA = "e2b_00000000000000000000000000000000000000aa"
+	keyB = "e2b_00000000000000000000000000000000000000bb"
+)
+
+var boundTask = task.Task{
+	ID: "fake-task", Image: "rollcage/fake:latest", Instruction: "Fix it.", Workdir: "/workspace",
+	HiddenTests: "hidden/fake", HiddenTestsDest: "/opt/grader/tests", TestCommand: "true",
+}
+
+var (
+	rulesOnce sync.Once
+	rulesEng  *rules.Engine
+	rulesErr  error
+)
+
+// env is the E2B API over the real gateway, harness, monitor (default
+// rules, no judge) and store, on host sandboxes.
+type env struct {
+	t     *testing.T
+	url   string
+	dir   string // the sandboxes' shared host directory
+	store *trajectory.Store
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	rulesOnce.Do(func() { rulesEng, rulesErr = rules.New(context.Background(), rules.Config{}) })
+	if rulesErr != nil {
+		t.Fatal(rulesErr)
+	}
+	mon, err := monitor.New(monitor.Config{Rules: rulesEng})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := trajectory.OpenStore(context.Background(), trajectory.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	dir := t.TempDir()
+	r, err := harness.NewRunner(harness.Config{Backend: &hostBackend{dir: dir}, Monitor: mon, Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(server.Config{Runner: r, Store: st, Tasks: []task.Task{boundTask},
+		Hidden: fstest.MapFS{"hidden/fake/test_x.py": {Data: []byte("def test_x():\n    assert True\n")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, err := e2b.New(e2b.Config{Episodes: srv, APIKeys: map[string]string{keyA: "a", keyB: "b"}, ImageKeys: []string{"image"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(api)
+	t.Cleanup(func() {
+		api.Close(context.Background())
+		srv.Shutdown(context.Background())
+		hs.Close()
+	})
+	return &env{t: t, url: hs.URL, dir: dir, store: st}
+}
+
+// do sends a control-plane request with key and decodes the answer.
+func (e *env) do(method, path, key string, body any, out any) (int, http.Header) {
+	e.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, e.url+path, rd)
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("X-API-KEY", key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if out != nil && len(data) > 0 {
+		if err := json.Unmarshal(data, out); err != nil {
+			e.t.Fatalf("%s %s: %d %s: %v", method, path, resp.StatusCode, data, err)
+		}
+	}
+	return resp.StatusCode, resp.Header
+}
+
+type created struct {
+	SandboxID       string            `json:"sandboxID"`
+	TemplateID      string            `json:"templateID"`
+	ClientID        string            `json:"clientID"`
+	EnvdVersion     string            `json:"envdVersion"`
+	EnvdAccessToken string            `json:"envdAccessToken"`
+	Metadata        map[string]string `json:"metadata"`
+	Code            int               `json:"code"`
+	Message         string            `json:"message"`
+}
+
+func (e *env) create(key string, metadata map[string]string) created {
+	e.t.Helper()
+	var c created
+	code, _ := e.do("POST", "/v2/sandboxes", key, map[string]any{"templateID": "base", "metadata": metadata,
+		"envVars": map[string]string{"SBX_VAR": "from-create"}, "timeout": 60}, &c)
+	if code != http.StatusCreated {
+		e.t.Fatalf("create: %d %+v", code, c)
+	}
+	return c
+}
+
+// sandboxHeaders routes every envd request to one sandbox, as the SDKs
+// do with E2B_SANDBOX_URL set.
+type sandboxHeaders struct {
+	id, token, user string
+}
+
+func (h sandboxHeaders) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("E2b-Sandbox-Id", h.id)
+	r.Header.Set("X-Access-Token", h.token)
+	if h.user != "" {
+		r.SetBasicAuth(h.user, "")
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+type clients struct {
+	proc processconnect.ProcessClient
+	fs   filesystemconnect.FilesystemClient
+	http *http.Client
+}
+
+var codecs = []struct {
+	name string
+	opts []connect.ClientOption
+}{
+	{"proto", nil},
+	{"json", []connect.ClientOption{connect.WithProtoJSON()}},
+}
+
+func (e *env) clients(c created, opts ...connect.ClientOption) clients {
+	hc := &http.Client{Transport: sandboxHeaders{id: c.SandboxID, token: c.EnvdAccessToken, user: "user"}}
+	return clients{proc: processconnect.NewProcessClient(hc, e.url, opts...), fs: filesystemconnect.NewFilesystemClient(hc, e.url, opts...), http: hc}
+}
+
+// run starts a command the way commands.run does and collects its stream.
+func run(ctx context.Context, t *testing.T, c clients, cfg *process.ProcessConfig) (pid uint32, out string, end *process.ProcessEvent_EndEvent, err error) {
+	t.Helper()
+	st, err := c.proc.Start(ctx, connect.NewRequest(&process.StartRequest{Process: cfg}))
+	if err != nil {
+		return 0, "", nil, err
+	}
+	defer st.Close()
+	first := true
+	for st.Receive() {
+		ev := st.Msg().Event
+		if first && ev.GetStart() == nil {
+			t.Fatalf("first event is %v, want start", ev)
+		}
+		first = false
+		switch {
+		case ev.GetStart() != nil:
+			pid = ev.GetStart().Pid
+		case ev.GetData() != nil:
+			out += string(ev.GetData().GetStdout()) + string(ev.GetData().GetStderr())
+		case ev.GetEnd() != nil:
+			end = ev.GetEnd()
+		}
+	}
+	return pid, out, end, st.Err()
+}
+
+func bashCfg(cmd string) *process.ProcessConfig {
+	return &process.ProcessConfig{Cmd: "/bin/bash", Args: []string{"-l", "-c", cmd}}
+}
+
+func TestProcessStart(t *testing.T) {
+	e := newEnv(t)
+	for _, codec := range codecs {
+		t.Run(codec.name, func(t *testing.T) {
+			c := e.clients(e.create(keyA, map[string]string{e2b.MetaImage: "rollcage/plain:latest"}), codec.opts...)
+			ctx := context.Background()
+			sub := filepath.Join(e.dir, "sub-"+codec.name)
+			os.MkdirAll(sub, 0o755)
+			cwd := sub
+			tests := []struct {
+				name     string
+				cfg      *process.ProcessConfig
+				wantOut  string
+				wantCode int32
+			}{
+				{"echo", bashCfg("echo hello"), "hello\n", 0},
+				{"exit code", bashCfg("echo out; echo err >&2; exit 3"), "out\nerr\n", 3},
+				{"envs", &process.ProcessConfig{Cmd: "/bin/bash", Args: []string{"-l", "-c", `echo "$A $SBX_VAR"`}, Envs: map[string]string{"A": "it's"}}, "it's from-create\n", 0},
+				{"cwd", &process.ProcessConfig{Cmd: "/bin/bash", Args: []string{"-l", "-c", "pwd"}, Cwd: &cwd}, sub + "\n", 0},
+				{"cwd does not leak", bashCfg("pwd"), e.dir + "\n", 0},
+				{"argv", &process.ProcessConfig{Cmd: "printf", Args: []string{"%s|", "a b", "c"}}, "a b|c|", 0},
+			}
+			for _, tc := range tests {
+				_, out, end, err := run(ctx, t, c, tc.cfg)
+				if err != nil {
+					t.Fatalf("%s: %v", tc.name, err)
+				}
+				if out != tc.wantOut || end == nil || end.ExitCode != tc.wantCode || !end.Exited {
+					t.Errorf("%s: got %q, end %v; want %q, exit %d", tc.name, out, end, tc.wantOut, tc.wantCode)
+				}
+				if tc.wantCode != 0 && end.GetError() != fmt.Sprintf("exit status %d", tc.wantCode) {
+					t.Errorf("%s: end.error %q", tc.name, end.GetError())
+				}
+			}
+		})
+	}
+}
+
+// TestProcessIsMonitored: a process start is a bash call through the
+// monitor, flagged like one from /calls. (The Docker test with the real
+// SDK sees a block on a task image come back as dummy output.)
+func TestProcessIsMonitored(t *testing.T) {
+	e := newEnv(t)
+	cr := e.create(keyA, map[string]string{"image": "rollcage/plain:latest"}) // the configured image key
+	c := e.clients(cr)
+	if _, _, end, err := run(context.Background(), t, c, bashCfg("git log --all --oneline")); err != nil || end == nil {
+		t.Fatalf("run: %v %v", end, err)
+	}
+	var decisions []trajectory.Decision
+	e.store.Read(context.Background(), cr.SandboxID, 0, func(ev trajectory.Event) error {
+		if ev.Type == trajectory.TypeDecision {
+			var d trajectory.Decision
+			json.Unmarshal(ev.Data, &d)
+			decisions = append(decisions, d)
+		}
+		return nil
+	})
+	if len(decisions) != 1 || !strings.Contains(string(decisions[0].Flags), `"history.all_refs"`) {
+		t.Fatalf("decisions %+v: want one, flagged history.all_refs", decisions)
+	}
+	var call monitor.ToolCall
+	json.Unmarshal(decisions[0].Call, &call)
+	if call.Tool != monitor.ToolBash || call.Session != "e2b" {
+		t.Errorf("recorded call %+v", call)
+	}
+}
+
+func TestProcessConnectListSignal(t *testing.T) {
+	e := newEnv(t)
+	for _, codec := range codecs {
+		t.Run(codec.name, func(t *testing.T) {
+			c := e.clients(e.create(keyA, map[string]string{e2b.MetaImage: "rollcage/plain:latest"}), codec.opts...)
+			ctx := context.Background()
+			// A background process: its start stream is dropped after the
+			// start event; it runs on and is reattached by tag.
+			tag := "bg"
+			sctx, cancel := context.WithCancel(ctx)
+			st, err := c.proc.Start(sctx, connect.NewRequest(&process.StartRequest{Process: bashCfg("sleep 1; echo late"), Tag: &tag}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !st.Receive() || st.Msg().Event.GetStart() == nil {
+				t.Fatalf("no start event: %v", st.Err())
+			}
+			pid := st.Msg().Event.GetStart().Pid
+			cancel()
+			st.Close()
+			list, err := c.proc.List(ctx, connect.NewRequest(&process.ListRequest{}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(list.Msg.Processes) != 1 || list.Msg.Processes[0].Pid != pid || list.Msg.Processes[0].GetTag() != tag ||
+				list.Msg.Processes[0].Config.Args[2] != "sleep 1; echo late" {
+				t.Fatalf("list: %v", list.Msg.Processes)
+			}
+			cs, err := c.proc.Connect(ctx, connect.NewRequest(&process.ConnectRequest{Process: &process.ProcessSelector{Selector: &process.ProcessSelector_Tag{Tag: tag}}}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for cs.Receive() {
+				ev := cs.Msg().Event
+				switch {
+				case ev.GetStart() != nil:
+					got = append(got, fmt.Sprintf("start %v", ev.GetStart().Pid == pid))
+				case ev.GetData() != nil:
+					got = append(got, "data "+string(ev.GetData().GetStdout()))
+				case ev.GetEnd() != nil:
+					got = append(got, fmt.Sprintf("end %d", ev.GetEnd().ExitCode))
+				}
+			}
+			if err := cs.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff([]string{"start true", "data late\n", "end 0"}, got); diff != "" {
+				t.Errorf("reattached stream (-want +got):\n%s", diff)
+			}
+			// A finished process is gone.
+			_, err = c.proc.Connect(ctx, connect.NewRequest(&process.ConnectRequest{Process: &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: pid}}}))
+			if err == nil {
+				_, err = drain(c.proc.Connect(ctx, connect.NewRequest(&process.ConnectRequest{Process: &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: pid}}})))
+			}
+			if connect.CodeOf(err) != connect.CodeNotFound {
+				t.Errorf("connect to an ended pid: %v, want not_found", err)
+			}
+
+			// SendSignal ends a running process with envd's killed status.
+			done := make(chan *process.ProcessEvent_EndEvent, 1)
+			started := make(chan uint32, 1)
+			go func() {
+				st, err := c.proc.Start(ctx, connect.NewRequest(&process.StartRequest{Process: bashCfg("sleep 30")}))
+				if err != nil {
+					done <- nil
+					return
+				}
+				for st.Receive() {
+					if s := st.Msg().Event.GetStart(); s != nil {
+						started <- s.Pid
+					}
+					if end := st.Msg().Event.GetEnd(); end != nil {
+						done <- end
+						return
+					}
+				}
+				done <- nil
+			}()
+			spid := <-started
+			t0 := time.Now()
+			if _, err := c.proc.SendSignal(ctx, connect.NewRequest(&process.SendSignalRequest{
+				Process: &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: spid}}, Signal: process.Signal_SIGNAL_SIGKILL})); err != nil {
+				t.Fatal(err)
+			}
+			end := <-done
+			if end == nil || end.Exited || end.Status != "signal: killed" || time.Since(t0) > 20*time.Second {
+				t.Errorf("killed process ended with %v after %v", end, time.Since(t0))
+			}
+			_, err = c.proc.SendSignal(ctx, connect.NewRequest(&process.SendSignalRequest{
+				Process: &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: 99999}}, Signal: process.Signal_SIGNAL_SIGTERM}))
+			if connect.CodeOf(err) != connect.CodeNotFound {
+				t.Errorf("signal to an unknown pid: %v, want not_found", err)
+			}
+			for name, err := range map[string]error{
+				"SendInput": second(c.proc.SendInput(ctx, connect.NewRequest(&process.SendInputRequest{}))),
+				"Update":    second(c.proc.Update(ctx, connect.NewRequest(&process.UpdateRequest{}))),
+				"PTY start": func() error {
+					_, err := drain(c.proc.Start(ctx, connect.NewRequest(&process.StartRequest{Process: bashCfg("true"), Pty: &process.PTY{}})))
+					return err
+				}(),
+			} {
+				if connect.CodeOf(err) != connect.CodeUnimplemented {
+					t.Errorf("%s: %v, want unimplemented", name, err)
+				}
+			}
+		})
+	}
+}
+
+func second[T any](_ T, err error) error { return err }
+
+// drain reads a stream to its end.
+func drain[T any](st *connect.ServerStreamForClient[T], err error) (int, error) {
+	if err != nil {
+		return 0, err
+	}
+	defer st.Close()
+	n := 0
+	for st.Receive() {
+		n++
+	}
+	return n, st.Err()
+}
+
+func TestProcessDeadline(t *testing.T) {
+	e := newEnv(t)
+	c := e.clients(e.create(keyA, map[string]string{e2b.MetaImage: "rollcage/plain:latest"}))
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	t0 := time.Now()
+	_, _, _, err := run(ctx, t, c, bashCfg("sleep 20"))
+	if c := connect.CodeOf(err); c != connect.CodeDeadlineExceeded && c != connect.CodeCanceled {
+		t.Errorf("sleep past the deadline: %v", err)
+	}
+	if time.Since(t0) > 10*time.Second {
+		t.Errorf("took %v", time.Since(t0))
+	}
+	// The sandbox still takes calls.
+	if _, out, _, err := run(context.Background(), t, c, bashCfg("echo ok")); err != nil || out != "ok\n" {
+		t.Errorf("after a timeout: %q %v", out, err)
+	}
+}
+
+func TestFilesystem(t *testing.T) {
+	e := newEnv(t)
+	for _, codec := range codecs {
+		t.Run(codec.name, func(t *testing.T) {
+			c := e.clients(e.create(keyA, map[string]string{e2b.MetaImage: "rollcage/plain:latest"}), codec.opts...)
+			ctx := context.Background()
+			root := filepath.Join(e.dir, "fs-"+codec.name)
+			mk, err := c.fs.MakeDir(ctx, connect.NewRequest(&filesystem.MakeDirRequest{Path: root + "/a/b"}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if mk.Msg.Entry.Type != filesystem.FileType_FILE_TYPE_DIRECTORY || mk.Msg.Entry.Name != "b" || mk.Msg.Entry.Path != root+"/a/b" {
+				t.Errorf("make dir: %v", mk.Msg.Entry)
+			}
+			_, err = c.fs.MakeDir(ctx, connect.NewRequest(&filesystem.MakeDirRequest{Path: root + "/a/b"}))
+			if connect.CodeOf(err) != connect.CodeAlreadyExists {
+				t.Errorf("make dir twice: %v, want already_exists", err)
+			}
+			os.WriteFile(root+"/a/f.txt", []byte("12345"), 0o640)
+			os.Symlink("f.txt", root+"/a/link")
+			st, err := c.fs.Stat(ctx, connect.NewRequest(&filesystem.StatRequest{Path: root + "/a/f.txt"}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if en := st.Msg.Entry; en.Type != filesystem.FileType_FILE_TYPE_FILE || en.Size != 5 || en.Permissions != "-rw-r-----" || en.Mode != 0o640 ||
+				en.Owner == "" || time.Since(en.ModifiedTime.AsTime()) > time.Minute {
+				t.Errorf("stat: %v", en)
+			}
+			_, err = c.fs.Stat(ctx, connect.NewRequest(&filesystem.StatRequest{Path: root + "/nope"}))
+			if connect.CodeOf(err) != connect.CodeNotFound {
+				t.Errorf("stat missing: %v, want not_found", err)
+			}
+			ls, err := c.fs.ListDir(ctx, connect.NewRequest(&filesystem.ListDirRequest{Path: root + "/a", Depth: 1}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]string{}
+			for _, en := range ls.Msg.Entries {
+				got[en.Name] = en.Type.String() + " " + en.GetSymlinkTarget()
+			}
+			want := map[string]string{"b": "FILE_TYPE_DIRECTORY ", "f.txt": "FILE_TYPE_FILE ", "link": "FILE_TYPE_SYMLINK f.txt"}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("list (-want +got):\n%s", diff)
+			}
+			_, err = c.fs.ListDir(ctx, connect.NewRequest(&filesystem.ListDirRequest{Path: root + "/a/f.txt"}))
+			if connect.CodeOf(err) != connect.CodeInvalidArgument {
+				t.Errorf("list a file: %v, want invalid_argument", err)
+			}
+			mv, err := c.fs.Move(ctx, connect.NewRequest(&filesystem.MoveRequest{Source: root + "/a/f.txt", Destination: root + "/c/g.txt"}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if mv.Msg.Entry.Path != root+"/c/g.txt" || mv.Msg.Entry.Size != 5 {
+				t.Errorf("move: %v", mv.Msg.Entry)
+			}
+			if _, err := c.fs.Remove(ctx, connect.NewRequest(&filesystem.RemoveRequest{Path: root + "/a"})); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(root + "/a"); err == nil {
+				t.Error("remove left the directory")
+			}
+			_, err = c.fs.Remove(ctx, connect.NewRequest(&filesystem.RemoveRequest{Path: root + "/a"}))
+			if connect.CodeOf(err) != connect.CodeNotFound {
+				t.Errorf("remove missing: %v, want not_found", err)
+			}
+			_, err = drain(c.fs.WatchDir(ctx, connect.NewRequest(&filesystem.WatchDirRequest{Path: root})))
+			if connect.CodeOf(err) != connect.CodeUnimplemented {
+				t.Errorf("watch: %v, want unimplemented", err)
+			}
+		})
+	}
+}
+
+func TestFiles(t *testing.T) {
+	e := newEnv(t)
+	cr := e.create(keyA, map[string]string{e2b.MetaImage: "rollcage/plain:latest"})
+	c := e.clients(cr)
+	p := filepath.Join(e.dir, "up", "x.txt")
+	send := func(method, query, ctype string, body io.Reader) (int, string) {
+		req, _ := http.NewRequest(method, e.url+"/files?"+query, body)
+		if ctype != "" {
+			req.Header.Set("Content-Type", ctype)
+		}
+		resp, err := c.http.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	// multipart, the path in the query
+	var mp bytes.Buffer
+	mw := multipart.NewWriter(&mp)
+	fw, _ := mw.CreateFormFile("file", p)
+	fw.Write([]byte("multi\n"))
+	mw.Close()
+	if code, body := send("POST", "path="+p+"&username=user", mw.FormDataContentType(), &mp); code != 200 ||
+		body != fmt.Sprintf(`[{"name":"x.txt","type":"file","path":%q}]`, p) {
+		t.Fatalf("multipart upload: %d %s", code, body)
+	}
+	if code, body := send("GET", "path="+p, "", nil); code != 200 || body != "multi\n" {
+		t.Errorf("download: %d %q", code, body)
+	}
+	// octet-stream
+	if code, body := send("POST", "path="+p, "application/octet-stream", strings.NewReader("raw")); code != 200 || !strings.Contains(body, `"x.txt"`) {
+		t.Fatalf("octet upload: %d %s", code, body)
+	}
+	if code, body := send("GET", "path="+p, "", nil); code != 200 || body != "raw" {
+		t.Errorf("download: %d %q", code, body)
+	}
+	if code, body := send("POST", "path="+p, "application/octet-stream", bytes.NewReader([]byte{0xff, 0xfe})); code != 400 || !strings.Contains(body, "text uploads") {
+		t.Errorf("binary upload: %d %s", code, body)
+	}
+	if code, body := send("GET", "path="+p+".missing", "", nil); code != 404 || !strings.Contains(body, `"code":404`) {
+		t.Errorf("missing download: %d %s", code, body)
+	}
+	req, _ := http.NewRequest("GET", e.url+"/health", nil)
+	if resp, err := c.http.Do(req); err != nil || resp.StatusCode != 204 {
+		t.Errorf("health: %v %v", resp, err)
+	}
+	// Both writes and the reads are the episode's calls.
+	var tools []string
+	e.store.Read(context.Background(), cr.SandboxID, 0, func(ev trajectory.Event) error {
+		if ev.Type == trajectory.TypeToolCall {
+			var tc trajectory.ToolCall
+			json.Unmarshal(ev.Data, &tc)
+			var call monitor.ToolCall
+			json.Unmarshal(tc.Call, &call)
+			tools = append(tools, call.Tool)
+		}
+		return nil
+	})
+	if diff := cmp.Diff([]string{"write_file", "read_file", "write_file", "read_file", "read_file"}, tools); diff != "" {
+		t.Errorf("recorded calls (-want +got):\n%s", diff)
+	}
+}
+
+func TestEnvdAuth(t *testing.T) {
+	e := newEnv(t)
+	a := e.create(keyA, map[string]string{e2b.MetaImage: "rollcage/plain:latest"})
+	b := e.create(keyB, map[string]string{e2b.MetaImage: "rollcage/plain:latest"})
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		h    sandboxHeaders
+		want connect.Code
+	}{
+		{"own token", sandboxHeaders{id: a.SandboxID, token: a.EnvdAccessToken}, 0},
+		{"no token", sandboxHeaders{id: a.SandboxID}, connect.CodeUnauthenticated},
+		{"another sandbox's token", sandboxHeaders{id: a.SandboxID, token: b.EnvdAccessToken}, connect.CodeUnauthenticated},
+		{"unknown sandbox", sandboxHeaders{id: "inope", token: a.EnvdAccessToken}, connect.CodeUnavailable},
+	} {
+		pc := processconnect.NewProcessClient(&http.Client{Transport: tc.h}, e.url)
+		_, err := pc.List(ctx, connect.NewRequest(&process.ListRequest{}))
+		if connect.CodeOf(err) != tc.want && !(tc.want == 0 && err == nil) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	// The host name form routes too: {port}-{id}.{domain}.
+	req, _ := http.NewRequest("POST", e.url+"/process.Process/List", strings.NewReader("{}"))
+	req.Host = "49983-" + a.SandboxID + ".rollcage.test"
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Access-Token", a.EnvdAccessToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Errorf("routed by host: %v %v", resp, err)
+	}
+	// After kill, envd answers 502 (the SDKs: sandbox was killed).
+	if code, _ := e.do("DELETE", "/sandboxes/"+a.SandboxID, keyA, nil, nil); code != 204 {
+		t.Fatalf("kill: %d", code)
+	}
+	pc := processconnect.NewProcessClient(&http.Client{Transport: sandboxHeaders{id: a.SandboxID, token: a.EnvdAccessToken}}, e.url)
+	if _, err := pc.List(ctx, connect.NewRequest(&process.ListRequest{})); connect.CodeOf(err) != connect.CodeUnavailable {
+		t.Errorf("after kill: %v, want unavailable", err)
+	}
+}
+
+func TestControlPlane(t *testing.T) {
+	e := newEnv(t)
+	if code, _ := e.do("POST", "/v2/sandboxes", "", map[string]any{}, nil); code != 401 {
+		t.Errorf("no key: %d", code)
+	}
+	if code, _ := e.do("POST", "/v2/sandboxes", "e2b_0000000000000000000000000000000000000000", map[string]any{}, nil); code != 401 {
+		t.Errorf("unknown key: %d", code)
+	}
+	var bad created
+	if code, _ := e.do("POST", "/v2/sandboxes", keyA, map[string]any{"templateID": "base"}, &bad); code != 400 || !strings.Contains(bad.Message, "rollcage/image") {
+		t.Errorf("no image: %d %+v", code, bad)
+	}
+	a1 := e.create(keyA, map[string]string{e2b.MetaImage: "rollcage/plain:latest", "run": "1"})
+	a2 := e.create(keyA, map[string]string{e2b.MetaImage: "rollcage/plain:latest", "run": "2"})
+	b1 := e.create(keyB, map[string]string{e2b.MetaImage: "rollcage/plain:latest", "run": "1"})
+	if a1.EnvdVersion != e2b.EnvdVersion || a1.TemplateID != "base" || a1.ClientID != "a" || !strings.HasPrefix(a1.EnvdAccessToken, "rce_") {
+		t.Errorf("create: %+v", a1)
+	}
+	// v1 path too
+	var a3 created
+	if code, _ := e.do("POST", "/sandboxes", keyA, map[string]any{"templateID": "rollcage/plain:latest"}, &a3); code != 201 {
+		t.Errorf("POST /sandboxes with an image as template: %d %+v", code, a3)
+	}
+
+	var info map[string]any
+	if code, _ := e.do("GET", "/sandboxes/"+a1.SandboxID, keyA, nil, &info); code != 200 || info["state"] != "running" || info["sandboxID"] != a1.SandboxID {
+		t.Errorf("info: %d %v", code, info)
+	}
+	var nf created
+	if code, _ := e.do("GET", "/sandboxes/"+b1.SandboxID, keyA, nil, &nf); code != 404 || nf.Code != 404 {
+		t.Errorf("another client's sandbox: %d %+v", code, nf)
+	}
+
+	var list []created
+	code, h := e.do("GET", "/v2/sandboxes?metadata=run%3D1", keyA, nil, &list)
+	if code != 200 || len(list) != 1 || list[0].SandboxID != a1.SandboxID || list[0].EnvdAccessToken != "" {
+		t.Errorf("list run=1: %d %+v", code, list)
+	}
+	if h.Get("X-Next-Token") != "" {
+		t.Errorf("one page, yet X-Next-Token %q", h.Get("X-Next-Token"))
+	}
+	var ids []string
+	next := ""
+	for range 5 {
+		var page []created
+		_, h := e.do("GET", "/v2/sandboxes?limit=1&nextToken="+next, keyA, nil, &page)
+		for _, p := range page {
+			ids = append(ids, p.SandboxID)
+		}
+		if next = h.Get("X-Next-Token"); next == "" {
+			break
+		}
+	}
+	if len(ids) != 3 || !strings.Contains(strings.Join(ids, ","), a2.SandboxID) {
+		t.Errorf("paged list: %v", ids)
+	}
+
+	if code, _ := e.do("POST", "/sandboxes/"+a1.SandboxID+"/timeout", keyA, map[string]int{"timeout": 1}, nil); code != 204 {
+		t.Errorf("timeout: %d", code)
+	}
+	var conn created
+	if code, _ := e.do("POST", "/v2/sandboxes/"+a2.SandboxID+"/connect", keyA, map[string]int{"timeout": 30}, &conn); code != 200 || conn.EnvdAccessToken != a2.EnvdAccessToken {
+		t.Errorf("connect: %d %+v", code, conn)
+	}
+	var pause created
+	if code, _ := e.do("POST", "/sandboxes/"+a2.SandboxID+"/pause", keyA, nil, &pause); code != 501 || pause.Code != 501 {
+		t.Errorf("pause: %d %+v", code, pause)
+	}
+	// The timed-out sandbox is killed by the reaper.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, _ := e.do("GET", "/sandboxes/"+a1.SandboxID, keyA, nil, nil)
+		if code == 404 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("sandbox past its timeout is still running")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if code, _ := e.do("DELETE", "/sandboxes/"+a2.SandboxID, keyB, nil, nil); code != 404 {
+		t.Errorf("kill by another client: %d", code)
+	}
+	if code, _ := e.do("DELETE", "/sandboxes/"+a2.SandboxID, keyA, nil, nil); code != 204 {
+		t.Errorf("kill: %d", code)
+	}
+	var again created
+	if code, _ := e.do("DELETE", "/sandboxes/"+a2.SandboxID, keyA, nil, &again); code != 404 || again.Code != 404 {
+		t.Errorf("kill twice: %d %+v", code, again)
+	}
+	// Killed sandboxes are episodes closed without grading.
+	for _, id := range []string{a1.SandboxID, a2.SandboxID} {
+		var end trajectory.EpisodeEnd
+		end.Reason = ""
+		e.store.Read(context.Background(), id, 0, func(ev trajectory.Event) error {
+			if ev.Type == trajectory.TypeEpisodeEnd {
+				json.Unmarshal(ev.Data, &end)
+			}
+			return nil
+		})
+		if end.Reason == "" {
+			t.Errorf("%s: no episode_end with a reason", id)
+		}
+	}
+}
+
+func TestSubmit(t *testing.T) {
+	e := newEnv(t)
+	plain := e.create(keyA, map[string]string{e2b.MetaImage: "rollcage/plain:latest"})
+	var msg created
+	if code, _ := e.do("POST", "/sandboxes/"+plain.SandboxID+"/rollcage/submit", keyA, nil, &msg); code != 409 || !strings.Contains(msg.Message, e2b.MetaTask) {
+		t.Errorf("submit without a task: %d %+v", code, msg)
+	}
+	var unknown created
+	if code, _ := e.do("POST", "/v2/sandboxes", keyA, map[string]any{"metadata": map[string]string{e2b.MetaTask: "nope"}}, &unknown); code != 400 || !strings.Contains(unknown.Message, "fake-task") {
+		t.Errorf("unknown task: %d %+v", code, unknown)
+	}
+	bound := e.create(keyA, map[string]string{e2b.MetaTask: boundTask.ID})
+	var o harness.Outcome
+	if code, _ := e.do("POST", "/sandboxes/"+bound.SandboxID+"/rollcage/submit", keyA, map[string]string{"message": "done"}, &o); code != 200 || o.EpisodeID != bound.SandboxID || o.TaskID != boundTask.ID {
+		t.Errorf("submit: %d %+v", code, o)
+	}
+	if code, _ := e.do("DELETE", "/sandboxes/"+bound.SandboxID, keyA, nil, nil); code != 404 {
+		t.Errorf("kill after submit: %d (the graded episode has ended)", code)
+	}
+}

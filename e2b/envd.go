@@ -1,0 +1,111 @@
+package e2b
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"connectrpc.com/connect"
+
+	"github.com/rollcage/rollcage/e2b/envd/filesystem/filesystemconnect"
+	"github.com/rollcage/rollcage/e2b/envd/process/processconnect"
+	"github.com/rollcage/rollcage/harness"
+	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/server"
+)
+
+// session is the shell session E2B calls run in, apart from the default
+// one a gateway client may also use. Every process is a subshell, so cd
+// and exports do not leak from one process into the next.
+const session = "e2b"
+
+type sbxKey struct{}
+
+func sandboxOf(ctx context.Context) *sbx { return ctx.Value(sbxKey{}).(*sbx) }
+
+func (s *Server) routeEnvd() {
+	m := http.NewServeMux()
+	opts := connect.WithInterceptors() // none: auth is the HTTP middleware below
+	m.Handle(processconnect.NewProcessHandler(&processService{s: s}, opts))
+	m.Handle(filesystemconnect.NewFilesystemHandler(&filesystemService{s: s}, opts))
+	m.HandleFunc("GET /files", s.handleDownload)
+	m.HandleFunc("POST /files", s.handleUpload)
+	m.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	s.envd = s.withSandbox(m)
+}
+
+// withSandbox resolves the request's sandbox (E2b-Sandbox-Id or host
+// name) and checks its X-Access-Token, the episode's token: 401 without
+// the right one, 502 for a sandbox that is gone (what E2B's proxy
+// answers, and what the SDKs read as "sandbox was killed").
+func (s *Server) withSandbox(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := sandboxIDOf(r)
+		if id == "" {
+			apiError(w, http.StatusBadRequest, "no sandbox named: send the E2b-Sandbox-Id header (set E2B_SANDBOX_URL) or use {port}-{id}.{domain}")
+			return
+		}
+		b := s.lookup("", id)
+		if b == nil {
+			apiError(w, http.StatusBadGateway, fmt.Sprintf("sandbox %q is not running (killed, timed out, or never created)", id))
+			return
+		}
+		if !b.tokenOK(r.Header.Get("X-Access-Token")) {
+			apiError(w, http.StatusUnauthorized, fmt.Sprintf("wrong or missing X-Access-Token for sandbox %s: send the envdAccessToken its create returned", id))
+			return
+		}
+		if r.URL.Path == "/health" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), sbxKey{}, b)))
+	})
+}
+
+// userOf is the user an RPC names in Authorization: Basic base64(user:).
+// Processes run as the sandbox's user whatever it names; it is kept for
+// the process list.
+func userOf(h http.Header) string {
+	v, ok := strings.CutPrefix(h.Get("Authorization"), "Basic ")
+	if !ok {
+		return ""
+	}
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(v))
+	if err != nil {
+		return ""
+	}
+	u, _, _ := strings.Cut(string(raw), ":")
+	return u
+}
+
+// call takes one tool call through the sandbox's episode.
+func (s *Server) call(ctx context.Context, b *sbx, tool string, args any, requestID string) (monitor.Result, error) {
+	raw, err := marshalArgs(args)
+	if err != nil {
+		return monitor.Result{}, connect.NewError(connect.CodeInvalidArgument, err)
+	}
+	res, _, err := s.cfg.Episodes.Call(ctx, b.id, monitor.ToolCall{Tool: tool, Args: raw, Session: session, RequestID: requestID})
+	return res, callError(b, err)
+}
+
+// callError maps a failed call to the Connect code the SDKs read.
+func callError(b *sbx, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, harness.ErrFinished), errors.Is(err, server.ErrUnknownEpisode):
+		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("sandbox %s was killed or its episode ended", b.id))
+	case harness.LimitReason(err) != "":
+		return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("sandbox %s reached its episode's %s limit: kill it (or submit it)", b.id, harness.LimitReason(err)))
+	case errors.Is(err, server.ErrShuttingDown):
+		return connect.NewError(connect.CodeUnavailable, errors.New("rollcage is shutting down"))
+	case errors.Is(err, context.DeadlineExceeded):
+		return connect.NewError(connect.CodeDeadlineExceeded, err)
+	case errors.Is(err, context.Canceled):
+		return connect.NewError(connect.CodeCanceled, err)
+	}
+	return connect.NewError(connect.CodeInternal, fmt.Errorf("sandbox %s: infrastructure fault: %w", b.id, err))
+}

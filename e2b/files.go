@@ -1,0 +1,139 @@
+package e2b
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"path"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/rollcage/rollcage/monitor"
+)
+
+// MaxUpload bounds one POST /files body.
+const MaxUpload = 32 << 20
+
+type writtenEntry struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
+	Path string `json:"path"`
+}
+
+// handleDownload answers GET /files?path= with a read_file call: what the
+// policy would see (text; bytes that are not UTF-8 as \xNN; cut at the
+// monitor's output bound), a 404 the SDK reads as not found.
+func (s *Server) handleDownload(w http.ResponseWriter, r *http.Request) {
+	b := sandboxOf(r.Context())
+	p := r.URL.Query().Get("path")
+	if p == "" {
+		apiError(w, http.StatusBadRequest, "path is empty: give ?path= of the file to read")
+		return
+	}
+	res, err := s.call(r.Context(), b, monitor.ToolReadFile, monitor.ReadFileArgs{Path: p}, "")
+	if err != nil {
+		apiError(w, http.StatusBadGateway, err.Error())
+		return
+	}
+	if res.ExitCode != 0 {
+		switch msg := res.Output; {
+		case strings.HasSuffix(msg, "No such file or directory"):
+			apiError(w, http.StatusNotFound, fmt.Sprintf("file %s not found", p))
+		case strings.HasSuffix(msg, "Permission denied"):
+			apiError(w, http.StatusUnauthorized, msg)
+		default:
+			apiError(w, http.StatusBadRequest, msg)
+		}
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.WriteHeader(http.StatusOK)
+	io.WriteString(w, res.Output)
+}
+
+// handleUpload answers POST /files: multipart (one or more "file" parts,
+// each named by its filename when ?path= is absent) or a raw
+// octet-stream body, each file a write_file call.
+func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {
+	b := sandboxOf(r.Context())
+	r.Body = http.MaxBytesReader(w, r.Body, MaxUpload)
+	qpath := r.URL.Query().Get("path")
+	type upload struct{ path, content string }
+	var ups []upload
+	read := func(p string, body io.Reader) error {
+		data, err := io.ReadAll(body)
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return fmt.Errorf("upload over %d bytes: split it into smaller files", MaxUpload)
+		}
+		if err != nil {
+			return fmt.Errorf("reading the upload: %w", err)
+		}
+		if p == "" {
+			return errors.New("no path: give ?path= or the target path as the part's filename")
+		}
+		if !utf8.Valid(data) {
+			return fmt.Errorf("%s: only text uploads are supported (write_file takes UTF-8): encode binary data (base64) and decode it with a command", p)
+		}
+		ups = append(ups, upload{p, string(data)})
+		return nil
+	}
+	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	var err error
+	if mt == "multipart/form-data" {
+		mr, merr := r.MultipartReader()
+		if merr != nil {
+			apiError(w, http.StatusBadRequest, "malformed multipart body: "+merr.Error())
+			return
+		}
+		for {
+			part, perr := mr.NextPart()
+			if perr == io.EOF {
+				break
+			}
+			if perr != nil {
+				err = fmt.Errorf("malformed multipart body: %w", perr)
+				break
+			}
+			if part.FormName() != "file" {
+				continue
+			}
+			p := qpath
+			if p == "" {
+				p = part.FileName()
+			}
+			if err = read(p, part); err != nil {
+				break
+			}
+		}
+	} else {
+		err = read(qpath, r.Body)
+	}
+	if err == nil && len(ups) == 0 {
+		err = errors.New("no file in the body: send a multipart \"file\" part or an octet-stream")
+	}
+	if err != nil {
+		apiError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	out := make([]writtenEntry, 0, len(ups))
+	for _, u := range ups {
+		res, err := s.call(r.Context(), b, monitor.ToolWriteFile, monitor.WriteFileArgs{Path: u.path, Content: u.content}, "")
+		if err != nil {
+			apiError(w, http.StatusBadGateway, err.Error())
+			return
+		}
+		if res.ExitCode != 0 {
+			code := http.StatusBadRequest
+			if strings.Contains(res.Output, "No space") {
+				code = http.StatusInsufficientStorage
+			}
+			apiError(w, code, res.Output)
+			return
+		}
+		out = append(out, writtenEntry{Name: path.Base(u.path), Type: "file", Path: u.path})
+	}
+	writeJSON(w, http.StatusOK, out)
+}

@@ -1,0 +1,172 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io/fs"
+	"time"
+
+	"github.com/rollcage/rollcage/harness"
+	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/task"
+)
+
+// The episode path for other front ends (the E2B-compatible API): the
+// same sessions, tokens, calls, grading and closing as the HTTP API, so
+// an episode started there is listed, streamed and exported like any.
+
+var (
+	// ErrShuttingDown: the gateway began Shutdown and starts nothing.
+	ErrShuttingDown = errors.New("server: gateway shutting down")
+	// ErrUnknownEpisode: no live episode has that id.
+	ErrUnknownEpisode = errors.New("server: unknown episode")
+	errClosedUngraded = errors.New("server: episode closed without grading")
+)
+
+// Opened is an episode started through Open.
+type Opened struct {
+	ID string
+	// Token is the episode's bearer token (acts on this episode only, in
+	// the HTTP API too).
+	Token    string
+	Deadline time.Time
+}
+
+// open starts an episode of t and registers its session.
+func (s *Server) open(ctx context.Context, t task.Task, hidden fs.FS, meta harness.EpisodeMeta) (*session, error) {
+	t0 := time.Now()
+	ep, err := s.cfg.Runner.Start(ctx, t, hidden, meta)
+	s.metrics.startLatency.Observe(time.Since(t0).Seconds())
+	if err != nil {
+		s.metrics.startFailures.Inc()
+		s.log.Warn("episode start failed", "task_id", t.ID, "err", err)
+		return nil, err
+	}
+	tok := "rce_" + randomHex(24)
+	se := &session{id: ep.ID(), taskID: t.ID, ep: ep, token: tok, tokHash: sha256.Sum256([]byte(tok)),
+		limiter: s.newLimiter(), created: time.Now(), state: StateRunning}
+	se.touch(se.created)
+	se.mcp = s.newMCPHandler(se)
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		_ = ep.Close(context.WithoutCancel(ctx))
+		return nil, ErrShuttingDown
+	}
+	s.episodes[se.id] = se
+	s.byToken[se.tokHash] = se
+	s.mu.Unlock()
+	s.metrics.transition("", StateRunning)
+	s.log.Info("episode created", "episode_id", se.id, "task_id", t.ID)
+	return se, nil
+}
+
+// Task returns the loaded task of that id.
+func (s *Server) Task(id string) (task.Task, bool) {
+	t, ok := s.tasks[id]
+	return t, ok
+}
+
+// Tasks returns the loaded tasks (in no order).
+func (s *Server) Tasks() []task.Task {
+	out := make([]task.Task, 0, len(s.tasks))
+	for _, t := range s.tasks {
+		out = append(out, t)
+	}
+	return out
+}
+
+// Open starts an episode of t as POST /v1/episodes does. A task the
+// gateway loaded has its hidden tests in Config.Hidden; an ad-hoc one
+// (no hidden tests) cannot be graded.
+func (s *Server) Open(ctx context.Context, t task.Task, meta harness.EpisodeMeta) (Opened, error) {
+	if !s.enter() {
+		return Opened{}, ErrShuttingDown
+	}
+	defer s.inflight.Done()
+	var hidden fs.FS
+	if t.HiddenTests != "" {
+		hidden = s.cfg.Hidden
+	}
+	se, err := s.open(ctx, t, hidden, meta)
+	if err != nil {
+		return Opened{}, err
+	}
+	return Opened{ID: se.id, Token: se.token, Deadline: se.ep.Deadline()}, nil
+}
+
+func (s *Server) live(id string) (*session, error) {
+	s.mu.Lock()
+	se := s.episodes[id]
+	s.mu.Unlock()
+	if se == nil {
+		return nil, fmt.Errorf("%w %q", ErrUnknownEpisode, id)
+	}
+	se.touch(time.Now())
+	return se, nil
+}
+
+// Authorize reports whether token is episode id's own token.
+func (s *Server) Authorize(id, token string) bool {
+	se, err := s.live(id)
+	return err == nil && subtle.ConstantTimeCompare([]byte(token), []byte(se.token)) == 1
+}
+
+// Call takes one tool call through episode id as POST /calls does (a
+// submit grades it and returns the outcome). Errors are the episode's
+// (harness.ErrFinished, a limit), ErrUnknownEpisode or infrastructure.
+func (s *Server) Call(ctx context.Context, id string, call monitor.ToolCall) (monitor.Result, *harness.Outcome, error) {
+	if !s.enter() {
+		return monitor.Result{}, nil, ErrShuttingDown
+	}
+	defer s.inflight.Done()
+	se, err := s.live(id)
+	if err != nil {
+		return monitor.Result{}, nil, err
+	}
+	return s.call(ctx, se, call)
+}
+
+// Submit grades episode id as POST /submit does and returns its outcome
+// (the same one on every later call).
+func (s *Server) Submit(ctx context.Context, id, message string) (harness.Outcome, error) {
+	if !s.enter() {
+		return harness.Outcome{}, ErrShuttingDown
+	}
+	defer s.inflight.Done()
+	se, err := s.live(id)
+	if err != nil {
+		return harness.Outcome{}, err
+	}
+	o, err := s.submit(ctx, se, message)
+	if errors.Is(err, errClosedUngraded) {
+		return harness.Outcome{}, fmt.Errorf("server: episode %s: %w", id, harness.ErrFinished)
+	}
+	if err != nil {
+		return harness.Outcome{}, err
+	}
+	return *o, nil
+}
+
+// Close closes episode id without grading (why is logged: "killed",
+// "timeout"), as DELETE does. Closing an ended episode is a no-op.
+func (s *Server) Close(ctx context.Context, id, why string) error {
+	se, err := s.live(id)
+	if err != nil {
+		return err
+	}
+	return s.closeEpisode(ctx, se, why)
+}
+
+// State is episode id's state (StateRunning, ...) and outcome, if any.
+func (s *Server) State(id string) (string, *harness.Outcome, error) {
+	se, err := s.live(id)
+	if err != nil {
+		return "", nil, err
+	}
+	st, o := se.getState()
+	return st, o, nil
+}
