@@ -1,11 +1,13 @@
 package audit
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
+
+	json "github.com/go-json-experiment/json/v1"
 
 	"github.com/rollcage/rollcage/monitor"
 )
@@ -100,9 +102,9 @@ func metaOf(obj map[string]json.RawMessage) meta {
 
 // parseMessageObject reads {"messages": [...], metadata...}.
 func parseMessageObject(base, name string, obj map[string]json.RawMessage) (Episode, error) {
-	var msgs []json.RawMessage
-	if err := json.Unmarshal(obj["messages"], &msgs); err != nil {
-		return Episode{}, fmt.Errorf("\"messages\" is not a list of messages: %v", err)
+	msgs, err := decodeMessages(obj["messages"], `"messages" is not a list of messages`)
+	if err != nil {
+		return Episode{}, err
 	}
 	// A litellm request/response log (OpenHands llm_completions): the
 	// messages are the conversation so far, the response the turn that
@@ -114,7 +116,11 @@ func parseMessageObject(base, name string, obj map[string]json.RawMessage) (Epis
 			} `json:"choices"`
 		}
 		if json.Unmarshal(obj["response"], &resp) == nil && len(resp.Choices) > 0 && len(resp.Choices[0].Message) > 0 {
-			msgs = append(msgs, resp.Choices[0].Message)
+			last, err := messagesOf(append(make([]json.RawMessage, len(msgs)), resp.Choices[0].Message), len(msgs))
+			if err != nil {
+				return Episode{}, err
+			}
+			msgs = append(msgs, last...)
 		}
 	}
 	m := metaOf(obj)
@@ -144,6 +150,35 @@ func parseMessageObject(base, name string, obj map[string]json.RawMessage) (Epis
 	return parseMessages(base, name, msgs, &m)
 }
 
+// decodeMessages decodes a JSON list of chat messages in one pass. A list
+// with an element that is no chat message is decoded again element by
+// element, to say which one; what names the list in the error when it is
+// not one.
+func decodeMessages(data []byte, what string) ([]message, error) {
+	var msgs []message
+	if json.Unmarshal(data, &msgs) == nil && !slices.ContainsFunc(msgs, func(m message) bool { return m.Role == "" }) {
+		return msgs, nil
+	}
+	var raws []json.RawMessage
+	if err := json.Unmarshal(data, &raws); err != nil {
+		return nil, fmt.Errorf("%s: %v", what, err)
+	}
+	return messagesOf(raws, 0)
+}
+
+// messagesOf decodes raws[from:], each a chat message with a role.
+func messagesOf(raws []json.RawMessage, from int) ([]message, error) {
+	msgs := make([]message, 0, len(raws)-from)
+	for i := from; i < len(raws); i++ {
+		var msg message
+		if err := json.Unmarshal(raws[i], &msg); err != nil || msg.Role == "" {
+			return nil, fmt.Errorf("message %d is not a chat message with a role", i)
+		}
+		msgs = append(msgs, msg)
+	}
+	return msgs, nil
+}
+
 // bashBlock is mini-swe-agent's action: a fenced bash block.
 var bashBlock = regexp.MustCompile("(?s)```(?:bash|sh|shell)[ \t]*\n(.*?)\n?```")
 
@@ -151,15 +186,7 @@ var bashBlock = regexp.MustCompile("(?s)```(?:bash|sh|shell)[ \t]*\n(.*?)\n?```"
 // matched to tool results by id; with no tool calls at all, bash blocks
 // in the assistant's text answered by the next user message
 // (mini-swe-agent). A step's Index is its message's.
-func parseMessages(base, name string, raws []json.RawMessage, m *meta) (Episode, error) {
-	msgs := make([]message, 0, len(raws))
-	for i, r := range raws {
-		var msg message
-		if err := json.Unmarshal(r, &msg); err != nil || msg.Role == "" {
-			return Episode{}, fmt.Errorf("message %d is not a chat message with a role", i)
-		}
-		msgs = append(msgs, msg)
-	}
+func parseMessages(base, name string, msgs []message, m *meta) (Episode, error) {
 	ep := Episode{ID: base, Source: name, Format: FormatOpenAI}
 	if m != nil {
 		ep.ID = firstNonEmpty(m.EpisodeID, m.ID, m.InstanceID, m.TaskID, base)

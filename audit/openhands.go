@@ -1,10 +1,11 @@
 package audit
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
+
+	json "github.com/go-json-experiment/json/v1"
 
 	"github.com/rollcage/rollcage/monitor"
 )

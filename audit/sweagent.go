@@ -1,9 +1,10 @@
 package audit
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
+
+	json "github.com/go-json-experiment/json/v1"
 
 	"github.com/rollcage/rollcage/monitor"
 )
@@ -125,7 +126,7 @@ func (m *sweMapper) action(a, obs string) monitor.ToolCall {
 	case "goto", "scroll_up", "scroll_down":
 		// Moves the window over the open file: what it shows was already
 		// read by open.
-		return monitor.ToolCall{Tool: "swe_" + fields[0], Args: json.RawMessage(`{}`)}
+		return monitor.ToolCall{Tool: "swe_" + fields[0], Args: []byte(`{}`)}
 	case "edit":
 		text := strings.TrimSuffix(strings.TrimRight(rest, "\n"), "end_of_edit")
 		return call(monitor.ToolEdit, monitor.EditArgs{Path: m.open, New: strings.TrimRight(text, "\n")})
