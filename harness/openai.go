@@ -11,7 +11,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -46,9 +45,14 @@ type OpenAIConfig struct {
 	// TopLogprobs alternatives, 0-20). They are recorded exactly as served.
 	Logprobs    bool
 	TopLogprobs int
-	// Extra fields merged into every request body, for server extensions:
-	// {"return_token_ids": true} or {"return_tokens_as_token_ids": true}
-	// (vLLM) make the server send token ids, which are recorded.
+	// TokenIDs asks the server for prompt and completion token ids and
+	// logprobs in its own dialect: trajectory.TokensVLLM
+	// (return_token_ids), trajectory.TokensSGLang (return_logprob) or
+	// "" / trajectory.TokensOff. Whatever the server returns is recorded.
+	TokenIDs string
+	// Extra fields merged into every request body, for server extensions
+	// (e.g. {"return_tokens_as_token_ids": true} for vLLM); they win over
+	// TokenIDs' fields.
 	Extra map[string]any
 	// ContextBudget is the conversation size in tokens past which the
 	// policy compacts it into a summary and starts a new segment. Server
@@ -82,6 +86,8 @@ func (c OpenAIConfig) Validate() error {
 		return fmt.Errorf("harness: openai: BaseURL %q is not an http(s) URL: use e.g. http://127.0.0.1:8000/v1", c.BaseURL)
 	case c.Model == "":
 		return errors.New("harness: openai: Model is empty: name a model the server serves")
+	case tokenModeErr(c.TokenIDs) != nil:
+		return fmt.Errorf("harness: openai: %w", tokenModeErr(c.TokenIDs))
 	case c.TopLogprobs < 0 || c.TopLogprobs > 20:
 		return fmt.Errorf("harness: openai: TopLogprobs %d outside [0, 20]", c.TopLogprobs)
 	case c.MaxCompletionTokens < 0 || c.MaxConsecutive < 0 || c.RetryBackoff < 0 || c.RequestTimeout < 0:
@@ -134,7 +140,18 @@ func NewOpenAI(cfg OpenAIConfig) (*OpenAI, error) {
 	}
 	oc := openai.DefaultConfig(cfg.APIKey)
 	oc.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
-	oc.HTTPClient = &captureDoer{base: hc, extra: cfg.Extra}
+	extra, _ := trajectory.TokenFields(cfg.TokenIDs)
+	if extra == nil && len(cfg.Extra) > 0 {
+		extra = map[string]json.RawMessage{}
+	}
+	for k, v := range cfg.Extra {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("harness: openai: Extra[%q]: %w", k, err)
+		}
+		extra[k] = b
+	}
+	oc.HTTPClient = &captureDoer{base: hc, extra: extra}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -360,8 +377,8 @@ func (o *OpenAI) complete(ctx context.Context, msgs []trajectory.Message, tools 
 				return trajectory.ModelTurn{}, err
 			}
 		}
-		var raw []byte
-		rctx, cancel := context.WithTimeout(context.WithValue(ctx, captureKey{}, &raw), o.cfg.RequestTimeout)
+		var cap capture
+		rctx, cancel := context.WithTimeout(context.WithValue(ctx, captureKey{}, &cap), o.cfg.RequestTimeout)
 		t0 := time.Now()
 		resp, err := o.client.CreateChatCompletion(rctx, req)
 		cancel()
@@ -386,7 +403,10 @@ func (o *OpenAI) complete(ctx context.Context, msgs []trajectory.Message, tools 
 			LatencyMS:    time.Since(t0).Milliseconds(),
 		}
 		mt.Response.Role = trajectory.RoleAssistant
-		mt.TokenIDs, mt.Logprobs = tokensOf(raw)
+		mt.Tools, mt.Params = trajectory.RequestParts(cap.request)
+		var served trajectory.Served
+		served.Add(cap.response)
+		served.Fill(&mt)
 		return mt, nil
 	}
 	return trajectory.ModelTurn{}, lastErr
@@ -458,75 +478,32 @@ func estimateConv(msgs []trajectory.Message) int {
 	return n
 }
 
-// tokensOf extracts the completion's token ids and logprobs from the raw
-// response body: choices[0].token_ids (vLLM return_token_ids), else the
-// "token_id:N" tokens of logprobs.content (vLLM
-// return_tokens_as_token_ids). Nothing is re-tokenized.
-func tokensOf(raw []byte) ([]int64, []float64) {
-	if len(raw) == 0 {
-		return nil, nil
-	}
-	var body struct {
-		Choices []struct {
-			TokenIDs []int64 `json:"token_ids"`
-			Logprobs *struct {
-				Content []struct {
-					Token   string  `json:"token"`
-					Logprob float64 `json:"logprob"`
-				} `json:"content"`
-			} `json:"logprobs"`
-		} `json:"choices"`
-	}
-	if json.Unmarshal(raw, &body) != nil || len(body.Choices) == 0 {
-		return nil, nil
-	}
-	ch := body.Choices[0]
-	ids := ch.TokenIDs
-	var lps []float64
-	if ch.Logprobs != nil {
-		fromTokens := ids == nil
-		for _, c := range ch.Logprobs.Content {
-			lps = append(lps, c.Logprob)
-			if fromTokens {
-				s, ok := strings.CutPrefix(c.Token, "token_id:")
-				n, err := strconv.ParseInt(s, 10, 64)
-				if !ok || err != nil {
-					fromTokens, ids = false, nil
-					continue
-				}
-				ids = append(ids, n)
-			}
-		}
-	}
-	return ids, lps
-}
-
 type captureKey struct{}
 
-// captureDoer sits under go-openai: it merges Extra into request bodies and
-// keeps the raw response body for the caller that asked (via the request
-// context), so that fields go-openai does not know (token ids) are read
-// exactly as sent.
+// capture is what captureDoer keeps of one request: the body sent (after
+// the extra fields were merged) and the response body received.
+type capture struct{ request, response []byte }
+
+// captureDoer sits under go-openai: it merges the extra fields into
+// request bodies and keeps the bodies sent and received for the caller
+// that asked (via the request context), so that fields go-openai does not
+// know (tools as sent, token ids) are recorded exactly.
 type captureDoer struct {
 	base  *http.Client
-	extra map[string]any
+	extra map[string]json.RawMessage
 }
 
 func (d *captureDoer) Do(req *http.Request) (*http.Response, error) {
-	if len(d.extra) > 0 && req.Body != nil {
+	slot, _ := req.Context().Value(captureKey{}).(*capture)
+	if req.Body != nil && (len(d.extra) > 0 || slot != nil) {
 		b, err := io.ReadAll(req.Body)
 		req.Body.Close()
 		if err != nil {
 			return nil, err
 		}
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal(b, &m); err == nil {
-			for k, v := range d.extra {
-				if _, set := m[k]; !set {
-					m[k], _ = json.Marshal(v)
-				}
-			}
-			b, _ = json.Marshal(m)
+		b = trajectory.WithFields(b, d.extra)
+		if slot != nil {
+			slot.request = b
 		}
 		req.Body = io.NopCloser(bytes.NewReader(b))
 		req.ContentLength = int64(len(b))
@@ -536,14 +513,19 @@ func (d *captureDoer) Do(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return resp, err
 	}
-	if slot, ok := req.Context().Value(captureKey{}).(*[]byte); ok && resp.StatusCode/100 == 2 {
+	if slot != nil && resp.StatusCode/100 == 2 {
 		b, err := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if err != nil {
 			return nil, err
 		}
-		*slot = b
+		slot.response = b
 		resp.Body = io.NopCloser(bytes.NewReader(b))
 	}
 	return resp, nil
+}
+
+func tokenModeErr(mode string) error {
+	_, err := trajectory.TokenFields(mode)
+	return err
 }

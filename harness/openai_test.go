@@ -26,6 +26,8 @@ type reply struct {
 	tokenIDs  []int64     // sent as choices[0].token_ids
 	logprobs  []float64   // sent as logprobs.content[].logprob
 	asTokenID bool        // logprobs tokens are "token_id:N" for tokenIDs instead
+	promptIDs []int64     // sent as prompt_token_ids (vLLM return_token_ids)
+	alts      int         // top_logprobs alternatives per position
 }
 
 // fakeLLM is an OpenAI-compatible server speaking the real wire format,
@@ -96,12 +98,19 @@ func (f *fakeLLM) serve(w http.ResponseWriter, r *http.Request) {
 			if rp.asTokenID {
 				tok = fmt.Sprintf("token_id:%d", rp.tokenIDs[i])
 			}
-			content = append(content, map[string]any{"token": tok, "logprob": lp, "top_logprobs": []any{}})
+			top := []any{}
+			for k := range rp.alts {
+				top = append(top, map[string]any{"token": fmt.Sprintf("%s~%d", tok, k), "logprob": lp - float64(k)})
+			}
+			content = append(content, map[string]any{"token": tok, "logprob": lp, "top_logprobs": top})
 		}
 		choice["logprobs"] = map[string]any{"content": content}
 	}
 	resp := map[string]any{"id": fmt.Sprintf("chatcmpl-%d", n), "object": "chat.completion", "created": 1, "model": "fake-model",
 		"choices": []any{choice}}
+	if rp.promptIDs != nil {
+		resp["prompt_token_ids"] = rp.promptIDs
+	}
 	if rp.usage != nil {
 		resp["usage"] = map[string]any{"prompt_tokens": rp.usage[0], "completion_tokens": rp.usage[1], "total_tokens": rp.usage[2]}
 	}
@@ -229,6 +238,65 @@ func TestOpenAILoopRecoversFromBadOutput(t *testing.T) {
 	}
 	if diff := cmp.Diff(wantTok, got); diff != "" {
 		t.Errorf("recorded tokens (-want +got):\n%s", diff)
+	}
+}
+
+// TestOpenAIRecordsTurn: with TokenIDs vllm the loop asks for ids and
+// logprobs, and records the tools list and sampling parameters as sent and
+// prompt ids, completion ids, logprobs, token strings and alternatives as
+// served.
+func TestOpenAIRecordsTurn(t *testing.T) {
+	submit := toolCall("call_s", "submit", `{}`)
+	submit.promptIDs, submit.tokenIDs, submit.logprobs, submit.alts = []int64{1, 2, 3}, []int64{7, 8}, []float64{-0.5, -0.25}, 2
+	llm := newFakeLLM(t, submit)
+	p := newTestOpenAI(t, llm, func(c *OpenAIConfig) {
+		c.TokenIDs, c.Temperature, c.TopLogprobs, c.MaxCompletionTokens = trajectory.TokensVLLM, 0.5, 2, 64
+	})
+	r, st := testRunner(t, &fakeBackend{}, Limits{})
+	o, err := r.Run(context.Background(), fakeTask, fakeHidden, EpisodeMeta{Model: "fake-model"}, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := llm.requests()[0]
+	if body["return_token_ids"] != true || body["logprobs"] != true {
+		t.Errorf("request did not ask for token ids and logprobs: %v", body)
+	}
+	var mt trajectory.ModelTurn
+	for _, ev := range events(t, st, o.EpisodeID) {
+		if ev.Type == trajectory.TypeModelTurn {
+			if err := ev.Decode(&mt); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var tools []map[string]any
+	if err := json.Unmarshal(mt.Tools, &tools); err != nil || len(tools) != 5 {
+		t.Errorf("recorded tools %s (%v), want the 5 tools sent", mt.Tools, err)
+	}
+	var params map[string]any
+	if err := json.Unmarshal(mt.Params, &params); err != nil {
+		t.Fatalf("recorded params %s: %v", mt.Params, err)
+	}
+	for k, v := range map[string]any{"temperature": 0.5, "top_logprobs": float64(2), "max_completion_tokens": float64(64), "return_token_ids": true, "logprobs": true} {
+		if params[k] != v {
+			t.Errorf("params[%s] = %v, want %v (params %s)", k, params[k], v, mt.Params)
+		}
+	}
+	if _, ok := params["messages"]; ok {
+		t.Errorf("params repeat the messages: %s", mt.Params)
+	}
+	want := trajectory.ModelTurn{PromptTokenIDs: []int64{1, 2, 3}, TokenIDs: []int64{7, 8}, Logprobs: []float64{-0.5, -0.25}, Tokens: []string{"t0", "t1"},
+		TopLogprobs: [][]trajectory.TopLogprob{{{Token: "t0~0", Logprob: -0.5}, {Token: "t0~1", Logprob: -1.5}}, {{Token: "t1~0", Logprob: -0.25}, {Token: "t1~1", Logprob: -1.25}}}}
+	got := trajectory.ModelTurn{PromptTokenIDs: mt.PromptTokenIDs, TokenIDs: mt.TokenIDs, Logprobs: mt.Logprobs, Tokens: mt.Tokens, TopLogprobs: mt.TopLogprobs}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("recorded tokens (-want +got):\n%s", d)
+	}
+}
+
+func TestOpenAIBadTokenMode(t *testing.T) {
+	_, err := NewOpenAI(OpenAIConfig{BaseURL: "http://127.0.0.1:1/v1", Model: "m", TokenIDs: "tgi"})
+	if err == nil || !strings.Contains(err.Error(), "use vllm, sglang or off") {
+		t.Errorf("NewOpenAI(TokenIDs tgi) = %v, want an error naming the modes", err)
 	}
 }
 

@@ -50,6 +50,11 @@ type Config struct {
 	// proxy forwards chat completions to. Empty: the proxy answers 503.
 	PolicyURL    string
 	PolicyAPIKey string
+	// TokenIDs makes the proxy ask the policy server for token ids and
+	// logprobs on every forwarded request that does not set the fields
+	// itself (trajectory.TokensVLLM or trajectory.TokensSGLang), so a
+	// harness need not. "" or trajectory.TokensOff: requests go as sent.
+	TokenIDs string
 	// PublicURL is the gateway's address as clients reach it, used in the
 	// URLs returned at episode creation. Empty: taken from each request.
 	PublicURL string
@@ -88,6 +93,9 @@ func (c Config) Validate() error {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			errs = append(errs, fmt.Errorf("server: PolicyURL %q: give the OpenAI-compatible API with /v1, e.g. http://127.0.0.1:8000/v1", c.PolicyURL))
 		}
+	}
+	if _, err := trajectory.TokenFields(c.TokenIDs); err != nil {
+		errs = append(errs, fmt.Errorf("server: TokenIDs: %w", err))
 	}
 	if c.PublicURL != "" {
 		u, err := url.Parse(c.PublicURL)

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -19,9 +18,11 @@ import (
 // The recording proxy forwards a chat-completions request to the policy
 // server unchanged and answers with the server's response unchanged
 // (streamed chunk by chunk when the request streams), and records the
-// request's messages and the response (reassembled from the chunks), with
-// token ids and logprobs when the server returned them, as a model turn of
-// the episode.
+// request's messages, tools list and sampling parameters and the response
+// (reassembled from the chunks), with prompt and completion token ids,
+// logprobs, token strings and alternatives when the server returned them
+// (trajectory.Served), as a model turn of the episode. With Config.TokenIDs
+// it first adds the fields that ask the server for them.
 
 func (s *Server) handleChatEpisode(w http.ResponseWriter, r *http.Request, c caller) {
 	se, ok := s.episodeFor(w, r, c)
@@ -90,20 +91,11 @@ func contentText(raw json.RawMessage) string {
 	return string(raw)
 }
 
-type logprobs struct {
-	Content []struct {
-		Token   string  `json:"token"`
-		Logprob float64 `json:"logprob"`
-	} `json:"content"`
-}
-
 type chatResponse struct {
 	Model   string `json:"model"`
 	Choices []struct {
 		Message      chatMessage `json:"message"`
 		FinishReason string      `json:"finish_reason"`
-		TokenIDs     []int64     `json:"token_ids"`
-		Logprobs     *logprobs   `json:"logprobs"`
 	} `json:"choices"`
 	Usage *trajectory.Usage `json:"usage"`
 }
@@ -124,52 +116,9 @@ type chatChunk struct {
 				} `json:"function"`
 			} `json:"tool_calls"`
 		} `json:"delta"`
-		FinishReason *string   `json:"finish_reason"`
-		TokenIDs     []int64   `json:"token_ids"`
-		Logprobs     *logprobs `json:"logprobs"`
+		FinishReason *string `json:"finish_reason"`
 	} `json:"choices"`
 	Usage *trajectory.Usage `json:"usage"`
-}
-
-// tokens collects logprobs and, when the server sends no token_ids but
-// renders tokens as "token_id:N" (vLLM's return_tokens_as_token_ids), the
-// ids from them.
-type tokens struct {
-	ids       []int64
-	lps       []float64
-	fromText  []int64
-	textValid bool
-	seen      bool
-}
-
-func (t *tokens) add(ids []int64, lp *logprobs) {
-	t.ids = append(t.ids, ids...)
-	if lp == nil {
-		return
-	}
-	if !t.seen {
-		t.seen, t.textValid = true, true
-	}
-	for _, c := range lp.Content {
-		t.lps = append(t.lps, c.Logprob)
-		if !t.textValid {
-			continue
-		}
-		v, ok := strings.CutPrefix(c.Token, "token_id:")
-		n, err := strconv.ParseInt(v, 10, 64)
-		if !ok || err != nil {
-			t.textValid, t.fromText = false, nil
-			continue
-		}
-		t.fromText = append(t.fromText, n)
-	}
-}
-
-func (t *tokens) result() ([]int64, []float64) {
-	if len(t.ids) == 0 && t.textValid {
-		return t.fromText, t.lps
-	}
-	return t.ids, t.lps
 }
 
 func (s *Server) proxyChat(w http.ResponseWriter, r *http.Request, se *session) {
@@ -209,6 +158,9 @@ func (s *Server) proxyChat(w http.ResponseWriter, r *http.Request, se *session) 
 	for i, m := range req.Messages {
 		msgs[i] = m.message()
 	}
+	fields, _ := trajectory.TokenFields(s.cfg.TokenIDs) // validated by Config
+	body = trajectory.WithFields(body, fields)
+	tools, params := trajectory.RequestParts(body)
 
 	up, err := http.NewRequestWithContext(r.Context(), http.MethodPost, strings.TrimRight(s.cfg.PolicyURL, "/")+"/chat/completions", bytes.NewReader(body))
 	if err != nil {
@@ -237,7 +189,7 @@ func (s *Server) proxyChat(w http.ResponseWriter, r *http.Request, se *session) 
 		}
 	}
 	w.WriteHeader(resp.StatusCode)
-	turn := trajectory.ModelTurn{Model: req.Model, Request: msgs}
+	turn := trajectory.ModelTurn{Model: req.Model, Request: msgs, Tools: tools, Params: params}
 	streamed := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
 	if streamed {
 		err = relayStream(w, resp.Body, &turn)
@@ -291,9 +243,9 @@ func relayJSON(w io.Writer, body io.Reader, ok bool, turn *trajectory.ModelTurn)
 	if cr.Usage != nil {
 		turn.Usage = *cr.Usage
 	}
-	var t tokens
-	t.add(ch.TokenIDs, ch.Logprobs)
-	turn.TokenIDs, turn.Logprobs = t.result()
+	var sv trajectory.Served
+	sv.Add(data)
+	sv.Fill(turn)
 	return nil
 }
 
@@ -305,7 +257,7 @@ func relayStream(w io.Writer, body io.Reader, turn *trajectory.ModelTurn) error 
 	var content strings.Builder
 	type call struct{ id, name, args string }
 	calls := map[int]*call{}
-	var t tokens
+	var sv trajectory.Served
 	for {
 		line, err := br.ReadBytes('\n')
 		if len(line) > 0 {
@@ -318,6 +270,7 @@ func relayStream(w io.Writer, body io.Reader, turn *trajectory.ModelTurn) error 
 			if data, ok := bytes.CutPrefix(bytes.TrimSpace(line), []byte("data:")); ok {
 				data = bytes.TrimSpace(data)
 				if !bytes.Equal(data, []byte("[DONE]")) {
+					sv.Add(data)
 					var ck chatChunk
 					if json.Unmarshal(data, &ck) == nil {
 						if ck.Model != "" {
@@ -346,7 +299,6 @@ func relayStream(w io.Writer, body io.Reader, turn *trajectory.ModelTurn) error 
 							if ch.FinishReason != nil {
 								turn.FinishReason = *ch.FinishReason
 							}
-							t.add(ch.TokenIDs, ch.Logprobs)
 						}
 					}
 				}
@@ -373,6 +325,6 @@ func relayStream(w io.Writer, body io.Reader, turn *trajectory.ModelTurn) error 
 		turn.Response.ToolCalls = append(turn.Response.ToolCalls, trajectory.FunctionCall{ID: c.id, Type: "function",
 			Function: trajectory.Function{Name: c.name, Arguments: c.args}})
 	}
-	turn.TokenIDs, turn.Logprobs = t.result()
+	sv.Fill(turn)
 	return nil
 }

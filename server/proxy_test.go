@@ -42,10 +42,10 @@ func (p *policyServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.auth <- r.Header.Get("Authorization")
 	if req["stream"] != true {
 		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, `{"id":"c1","object":"chat.completion","model":"policy-7b","choices":[{"index":0,
+		fmt.Fprint(w, `{"id":"c1","object":"chat.completion","model":"policy-7b","prompt_token_ids":[1,2,3],"choices":[{"index":0,
 			"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"bash","arguments":"{\"command\":\"ls\"}"}}]},
 			"finish_reason":"tool_calls","token_ids":[11,12,13],
-			"logprobs":{"content":[{"token":"a","logprob":-0.5,"bytes":null,"top_logprobs":[]},{"token":"b","logprob":-0.25,"bytes":null,"top_logprobs":[]},{"token":"c","logprob":-0.125,"bytes":null,"top_logprobs":[]}]}}],
+			"logprobs":{"content":[{"token":"a","logprob":-0.5,"bytes":null,"top_logprobs":[{"token":"a","logprob":-0.5},{"token":"z","logprob":-2}]},{"token":"b","logprob":-0.25,"bytes":null,"top_logprobs":[]},{"token":"c","logprob":-0.125,"bytes":null,"top_logprobs":[]}]}}],
 			"usage":{"prompt_tokens":20,"completion_tokens":3,"total_tokens":23}}`)
 		return
 	}
@@ -121,11 +121,50 @@ func TestProxyNonStreaming(t *testing.T) {
 		Request: []trajectory.Message{{Role: "system", Content: "be good"}, {Role: "user", Content: "fix it"}},
 		Response: trajectory.Message{Role: "assistant", ToolCalls: []trajectory.FunctionCall{{ID: "call_1", Type: "function",
 			Function: trajectory.Function{Name: "bash", Arguments: `{"command":"ls"}`}}}},
-		TokenIDs: []int64{11, 12, 13}, Logprobs: []float64{-0.5, -0.25, -0.125}, FinishReason: "tool_calls",
-		Usage: trajectory.Usage{PromptTokens: 20, CompletionTokens: 3, TotalTokens: 23},
+		Params:         json.RawMessage(`{"logprobs":true,"stream":false}`),
+		PromptTokenIDs: []int64{1, 2, 3},
+		TokenIDs:       []int64{11, 12, 13}, Logprobs: []float64{-0.5, -0.25, -0.125}, Tokens: []string{"a", "b", "c"},
+		TopLogprobs:  [][]trajectory.TopLogprob{{{Token: "a", Logprob: -0.5}, {Token: "z", Logprob: -2}}, {}, {}},
+		FinishReason: "tool_calls",
+		Usage:        trajectory.Usage{PromptTokens: 20, CompletionTokens: 3, TotalTokens: 23},
 	}}
 	if diff := cmp.Diff(want, modelTurns(t, e, cr.EpisodeID)); diff != "" {
 		t.Errorf("recorded turns (-want +got):\n%s", diff)
+	}
+}
+
+// TestProxyAsksForTokens: with TokenIDs vllm the proxy adds
+// return_token_ids and logprobs to a request that does not set them (never
+// overriding a field the client set), and records the tools list and
+// parameters as forwarded.
+func TestProxyAsksForTokens(t *testing.T) {
+	p, url := newPolicy(t)
+	e := newEnv(t, &fakeBackend{}, func(c *Config) { c.PolicyURL, c.TokenIDs = url, trajectory.TokensVLLM })
+	cr := e.create()
+	tools := `[{"type":"function","function":{"name":"bash","parameters":{"type":"object"}}}]`
+	body := `{"model":"policy-7b","temperature":0.25,"return_token_ids":false,"tools":` + tools + `,"messages":[{"role":"user","content":"fix it"}]}`
+	req, _ := http.NewRequest("POST", cr.ChatURL, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+cr.Token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	<-p.auth
+	fwd := <-p.requests
+	if fwd["logprobs"] != true || fwd["return_token_ids"] != false || fwd["temperature"] != 0.25 {
+		t.Errorf("forwarded %v: want logprobs added, the client's return_token_ids and temperature kept", fwd)
+	}
+	turns := modelTurns(t, e, cr.EpisodeID)
+	if len(turns) != 1 {
+		t.Fatalf("%d turns recorded, want 1", len(turns))
+	}
+	if string(turns[0].Tools) != tools || string(turns[0].Params) != `{"logprobs":true,"return_token_ids":false,"temperature":0.25}` {
+		t.Errorf("recorded tools %s params %s", turns[0].Tools, turns[0].Params)
+	}
+	if bad := (Config{TokenIDs: "tgi"}).Validate(); bad == nil || !strings.Contains(bad.Error(), "use vllm, sglang or off") {
+		t.Errorf("Config with TokenIDs tgi: %v, want an error naming the modes", bad)
 	}
 }
 
@@ -169,8 +208,11 @@ func TestProxyStreaming(t *testing.T) {
 			{Role: "tool", ToolCallID: "c0", Content: "ok"}},
 		Response: trajectory.Message{Role: "assistant", Content: "Let me look.", ToolCalls: []trajectory.FunctionCall{{ID: "call_9", Type: "function",
 			Function: trajectory.Function{Name: "read_file", Arguments: `{"path":"a.py"}`}}}},
-		TokenIDs: []int64{101, 102, 103, 104}, Logprobs: []float64{-0.1, -0.2, -0.3, -0.4}, FinishReason: "tool_calls",
-		Usage: trajectory.Usage{PromptTokens: 30, CompletionTokens: 4, TotalTokens: 34},
+		Params:   json.RawMessage(`{"logprobs":true,"stream":true,"stream_options":{"include_usage":true}}`),
+		TokenIDs: []int64{101, 102, 103, 104}, Logprobs: []float64{-0.1, -0.2, -0.3, -0.4},
+		Tokens:       []string{"token_id:101", "token_id:102", "token_id:103", "token_id:104"},
+		FinishReason: "tool_calls",
+		Usage:        trajectory.Usage{PromptTokens: 30, CompletionTokens: 4, TotalTokens: 34},
 	}}
 	if diff := cmp.Diff(want, modelTurns(t, e, cr.EpisodeID)); diff != "" {
 		t.Errorf("recorded turns (-want +got):\n%s", diff)

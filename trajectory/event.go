@@ -120,24 +120,50 @@ type Usage struct {
 	TotalTokens      int `json:"total_tokens"`
 }
 
-// ModelTurn is one request to the policy model and its answer.
+// ModelTurn is one request to the policy model and its answer, with
+// everything a trainer needs to rebuild it token for token: the messages,
+// the tools list and sampling parameters as sent, and the ids, logprobs and
+// token strings as the server returned them (never re-tokenized).
 //
-// Request is the complete message list sent, not a delta: the conversation
-// of a segment is exactly the Request of its last turn plus that turn's
-// Response. Export relies on this; a harness that edits history within a
-// segment (other than by compaction, which starts a new segment) loses the
-// token ids of the assistant messages it changed, never their text.
+// Request is the complete message list sent, not a delta. A harness that
+// rewrites or condenses its history sends a Request that does not extend
+// the previous turn's; export then starts a new chain there (see Samples).
 type ModelTurn struct {
 	Model    string    `json:"model,omitempty"`
 	Request  []Message `json:"request"`
 	Response Message   `json:"response"`
-	// TokenIDs and Logprobs are of the Response's completion tokens, when
-	// the server returned them.
-	TokenIDs     []int64   `json:"token_ids,omitempty"`
-	Logprobs     []float64 `json:"logprobs,omitempty"`
-	FinishReason string    `json:"finish_reason,omitempty"`
-	Usage        Usage     `json:"usage"`
-	LatencyMS    int64     `json:"latency_ms,omitempty"`
+	// Tools is the request's "tools" list exactly as sent; Params are its
+	// other fields (temperature, top_p, max_tokens, seed, stop, logprobs,
+	// server extensions, ...) as sent, without messages, tools and model.
+	Tools  json.RawMessage `json:"tools,omitempty"`
+	Params json.RawMessage `json:"params,omitempty"`
+	// PromptTokenIDs are the prompt's token ids when the server returned
+	// them (vLLM return_token_ids, SGLang input_token_logprobs);
+	// PromptLogprobs is vLLM's prompt_logprobs as served.
+	PromptTokenIDs []int64         `json:"prompt_token_ids,omitempty"`
+	PromptLogprobs json.RawMessage `json:"prompt_logprobs,omitempty"`
+	// TokenIDs, Logprobs, Tokens (the token strings) and TopLogprobs are
+	// of the Response's completion tokens, when the server returned them;
+	// each non-empty one has one entry per completion token.
+	TokenIDs     []int64        `json:"token_ids,omitempty"`
+	Logprobs     []float64      `json:"logprobs,omitempty"`
+	Tokens       []string       `json:"tokens,omitempty"`
+	TopLogprobs  [][]TopLogprob `json:"top_logprobs,omitempty"`
+	FinishReason string         `json:"finish_reason,omitempty"`
+	Usage        Usage          `json:"usage"`
+	LatencyMS    int64          `json:"latency_ms,omitempty"`
+	// Error says why the turn failed part-way (an upstream that broke a
+	// stream); Response then holds what arrived before. Export skips failed
+	// turns.
+	Error string `json:"error,omitempty"`
+}
+
+// TopLogprob is one alternative at a completion position: its token
+// string, log probability and, when the server sent it, its token id.
+type TopLogprob struct {
+	Token   string  `json:"token" parquet:"token"`
+	Logprob float64 `json:"logprob" parquet:"logprob"`
+	ID      *int64  `json:"id,omitempty" parquet:"id,optional"`
 }
 
 // ToolCall is a call as the policy made it, before the monitor decides.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"github.com/rollcage/rollcage/harness"
 	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/task"
+	"github.com/rollcage/rollcage/trajectory"
 )
 
 func init() {
@@ -32,7 +34,7 @@ func runBatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	maxTurn := fs.Int("max-completion-tokens", 0, "cap on one model turn (0: server default)")
 	logprobs := fs.Bool("logprobs", true, "ask for and record completion logprobs")
 	topLogprobs := fs.Int("top-logprobs", 0, "alternatives per token position (0-20)")
-	tokenIDs := fs.Bool("token-ids", false, "ask a vLLM server for completion token ids (return_token_ids) and record them")
+	tokenIDs := addTokenIDsFlag(fs)
 	budget := fs.Int("context-budget", harness.DefaultContextBudget, "tokens of conversation before compaction into a new segment (-1: never)")
 	prompts := fs.String("prompts", "", "directory with system.tmpl, task.tmpl, compact.tmpl, resume.tmpl overriding the built-in prompts")
 	maxSteps := fs.Int("max-steps", harness.DefaultMaxSteps, "tool calls per episode")
@@ -92,7 +94,7 @@ type policyOptions struct {
 	temp          float64
 	maxTurn, top  int
 	logprobs      bool
-	tokenIDs      bool
+	tokenIDs      string
 	budget        int
 	prompts       string
 }
@@ -124,13 +126,17 @@ func buildPolicy(spec string, o policyOptions) (harness.PolicyFor, string, error
 	}
 	cfg := harness.OpenAIConfig{BaseURL: spec, Model: o.model, APIKey: o.apiKey, Temperature: float32(o.temp),
 		MaxCompletionTokens: o.maxTurn, Logprobs: o.logprobs, TopLogprobs: o.top, ContextBudget: o.budget,
-		PromptDir: o.prompts, RequestTimeout: 10 * time.Minute}
-	if o.tokenIDs {
-		cfg.Extra = map[string]any{"return_token_ids": true}
-	}
+		PromptDir: o.prompts, RequestTimeout: 10 * time.Minute, TokenIDs: o.tokenIDs}
 	p, err := harness.NewOpenAI(cfg)
 	if err != nil {
 		return nil, "", err
 	}
 	return func(task.Task, int) (harness.Policy, error) { return p, nil }, o.model, nil
+}
+
+// addTokenIDsFlag is --token-ids of run and serve: how the model server is
+// asked for token ids and logprobs.
+func addTokenIDsFlag(fs *flag.FlagSet) *string {
+	return fs.String("token-ids", envOr("ROLLCAGE_TOKEN_IDS", trajectory.TokensOff),
+		"ask the model server for prompt/completion token ids and logprobs, and record them: vllm (return_token_ids), sglang (return_logprob) or off (env ROLLCAGE_TOKEN_IDS)")
 }

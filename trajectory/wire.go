@@ -1,0 +1,289 @@
+package trajectory
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// RequestParts splits an OpenAI chat-completions request body into what a
+// ModelTurn keeps beside the messages: the "tools" list exactly as sent
+// and the remaining fields (sampling parameters and server extensions)
+// without messages, tools and model. A body that is not a JSON object
+// yields neither.
+func RequestParts(body []byte) (tools, params json.RawMessage) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(body, &m) != nil {
+		return nil, nil
+	}
+	if t, ok := m["tools"]; ok && !bytes.Equal(bytes.TrimSpace(t), []byte("null")) {
+		tools = append(json.RawMessage(nil), t...)
+	}
+	delete(m, "messages")
+	delete(m, "tools")
+	delete(m, "model")
+	if len(m) > 0 {
+		params, _ = json.Marshal(m) // keys sorted: the same parameters give the same bytes
+	}
+	return tools, params
+}
+
+// Served collects the token data a model server returned with a chat
+// completion, from a whole response body or from the chunks of a stream
+// (Add each chunk's data in order). Only choice 0 is read. It understands:
+//
+//   - vLLM: prompt_token_ids on the response (or on the choice),
+//     choices[0].token_ids (return_token_ids), prompt_logprobs, and
+//     "token_id:N" token strings (return_tokens_as_token_ids);
+//   - OpenAI logprobs: choices[0].logprobs.content[] with token, logprob
+//     and top_logprobs;
+//   - SGLang meta_info (on the response or the choice):
+//     input_token_logprobs and output_token_logprobs as [logprob, id,
+//     text] triples, output_top_logprobs as lists of them.
+//
+// Nothing is re-tokenized: what was not served stays empty.
+type Served struct {
+	promptIDs   []int64
+	promptLPs   json.RawMessage
+	ids         []int64
+	lps         []float64
+	tokens      []string
+	top         [][]TopLogprob
+	anyTop      bool
+	sgPrompt    []int64
+	sgIDs       []int64
+	sgLPs       []float64
+	sgTokens    []string
+	sgTop       [][]TopLogprob
+	sgTokensAll bool // every SGLang output triple carried its text
+}
+
+type wireLogprob struct {
+	Token       string  `json:"token"`
+	Logprob     float64 `json:"logprob"`
+	TopLogprobs []struct {
+		Token   string  `json:"token"`
+		Logprob float64 `json:"logprob"`
+	} `json:"top_logprobs"`
+}
+
+type wireMeta struct {
+	InputTokenLogprobs  []json.RawMessage   `json:"input_token_logprobs"`
+	OutputTokenLogprobs []json.RawMessage   `json:"output_token_logprobs"`
+	OutputTopLogprobs   [][]json.RawMessage `json:"output_top_logprobs"`
+}
+
+type wireChoice struct {
+	Index          int     `json:"index"`
+	TokenIDs       []int64 `json:"token_ids"`
+	PromptTokenIDs []int64 `json:"prompt_token_ids"`
+	Logprobs       *struct {
+		Content []wireLogprob `json:"content"`
+	} `json:"logprobs"`
+	MetaInfo *wireMeta `json:"meta_info"`
+}
+
+type wireBody struct {
+	PromptTokenIDs []int64         `json:"prompt_token_ids"`
+	PromptLogprobs json.RawMessage `json:"prompt_logprobs"`
+	MetaInfo       *wireMeta       `json:"meta_info"`
+	Choices        []wireChoice    `json:"choices"`
+}
+
+// Add reads one response body or stream chunk. Bodies that are not JSON
+// are ignored.
+func (s *Served) Add(body []byte) {
+	var b wireBody
+	if json.Unmarshal(body, &b) != nil {
+		return
+	}
+	if len(b.PromptTokenIDs) > 0 && s.promptIDs == nil {
+		s.promptIDs = b.PromptTokenIDs
+	}
+	if len(b.PromptLogprobs) > 0 && !bytes.Equal(b.PromptLogprobs, []byte("null")) && s.promptLPs == nil {
+		s.promptLPs = append(json.RawMessage(nil), b.PromptLogprobs...)
+	}
+	s.addMeta(b.MetaInfo)
+	for _, ch := range b.Choices {
+		if ch.Index != 0 {
+			continue
+		}
+		if len(ch.PromptTokenIDs) > 0 && s.promptIDs == nil {
+			s.promptIDs = ch.PromptTokenIDs
+		}
+		s.ids = append(s.ids, ch.TokenIDs...)
+		if ch.Logprobs != nil {
+			for _, c := range ch.Logprobs.Content {
+				s.lps = append(s.lps, c.Logprob)
+				s.tokens = append(s.tokens, c.Token)
+				alts := make([]TopLogprob, 0, len(c.TopLogprobs))
+				for _, t := range c.TopLogprobs {
+					alts = append(alts, TopLogprob{Token: t.Token, Logprob: t.Logprob})
+				}
+				s.anyTop = s.anyTop || len(alts) > 0
+				s.top = append(s.top, alts)
+			}
+		}
+		s.addMeta(ch.MetaInfo)
+	}
+}
+
+func (s *Served) addMeta(m *wireMeta) {
+	if m == nil {
+		return
+	}
+	if len(m.OutputTokenLogprobs) > 0 && s.sgIDs == nil {
+		s.sgTokensAll = true
+	}
+	for _, raw := range m.InputTokenLogprobs {
+		if _, id, _, ok := triple(raw); ok {
+			s.sgPrompt = append(s.sgPrompt, id)
+		}
+	}
+	for _, raw := range m.OutputTokenLogprobs {
+		lp, id, text, ok := triple(raw)
+		if !ok {
+			continue
+		}
+		s.sgIDs = append(s.sgIDs, id)
+		s.sgLPs = append(s.sgLPs, lp)
+		s.sgTokens = append(s.sgTokens, derefOr(text))
+		s.sgTokensAll = s.sgTokensAll && text != nil
+	}
+	for _, pos := range m.OutputTopLogprobs {
+		alts := make([]TopLogprob, 0, len(pos))
+		for _, raw := range pos {
+			if lp, id, text, ok := triple(raw); ok {
+				alts = append(alts, TopLogprob{Token: derefOr(text), Logprob: lp, ID: &id})
+			}
+		}
+		s.sgTop = append(s.sgTop, alts)
+	}
+}
+
+// triple decodes SGLang's [logprob, token_id, text-or-null]. The first
+// input token's logprob is null; it still names the token.
+func triple(raw json.RawMessage) (lp float64, id int64, text *string, ok bool) {
+	var t []json.RawMessage
+	if json.Unmarshal(raw, &t) != nil || len(t) < 2 {
+		return 0, 0, nil, false
+	}
+	if json.Unmarshal(t[1], &id) != nil {
+		return 0, 0, nil, false
+	}
+	_ = json.Unmarshal(t[0], &lp) // null stays 0
+	if len(t) > 2 {
+		var s *string
+		if json.Unmarshal(t[2], &s) == nil {
+			text = s
+		}
+	}
+	return lp, id, text, true
+}
+
+func derefOr(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// Fill sets the turn's token fields from what was served. OpenAI-style
+// logprobs win over SGLang's meta_info where both came; token ids come
+// from token_ids, else SGLang's triples, else "token_id:N" strings.
+func (s *Served) Fill(mt *ModelTurn) {
+	mt.PromptTokenIDs = s.promptIDs
+	if mt.PromptTokenIDs == nil && len(s.sgPrompt) > 0 {
+		mt.PromptTokenIDs = s.sgPrompt
+	}
+	mt.PromptLogprobs = s.promptLPs
+	mt.TokenIDs, mt.Logprobs, mt.Tokens, mt.TopLogprobs = s.ids, s.lps, s.tokens, nil
+	if s.anyTop {
+		mt.TopLogprobs = s.top
+	}
+	if len(mt.TokenIDs) == 0 && len(s.sgIDs) > 0 {
+		mt.TokenIDs = s.sgIDs
+	}
+	if len(mt.Logprobs) == 0 && len(s.sgLPs) > 0 {
+		mt.Logprobs = s.sgLPs
+		if s.sgTokensAll {
+			mt.Tokens = s.sgTokens
+		}
+		if len(s.sgTop) > 0 {
+			mt.TopLogprobs = s.sgTop
+		}
+	}
+	if len(mt.TokenIDs) == 0 {
+		mt.TokenIDs = idsFromTokens(mt.Tokens)
+	}
+}
+
+// idsFromTokens reads vLLM's return_tokens_as_token_ids rendering, where
+// every token string is "token_id:N"; anything else yields none.
+func idsFromTokens(tokens []string) []int64 {
+	if len(tokens) == 0 {
+		return nil
+	}
+	ids := make([]int64, len(tokens))
+	for i, t := range tokens {
+		v, ok := strings.CutPrefix(t, "token_id:")
+		n, err := strconv.ParseInt(v, 10, 64)
+		if !ok || err != nil {
+			return nil
+		}
+		ids[i] = n
+	}
+	return ids
+}
+
+// Token-id modes: how a model server is asked for token ids and logprobs
+// (TokenFields).
+const (
+	TokensOff    = "off"
+	TokensVLLM   = "vllm"   // return_token_ids (prompt and completion ids) and logprobs
+	TokensSGLang = "sglang" // return_logprob from the first prompt token, with token texts
+)
+
+// TokenFields returns the request fields that ask a server of the given
+// mode for token ids and logprobs: none for "" or TokensOff.
+func TokenFields(mode string) (map[string]json.RawMessage, error) {
+	t := json.RawMessage("true")
+	switch mode {
+	case "", TokensOff:
+		return nil, nil
+	case TokensVLLM:
+		return map[string]json.RawMessage{"return_token_ids": t, "logprobs": t}, nil
+	case TokensSGLang:
+		return map[string]json.RawMessage{"return_logprob": t, "logprob_start_len": json.RawMessage("0"), "return_text_in_logprobs": t}, nil
+	}
+	return nil, fmt.Errorf("token ids mode %q: use %s, %s or %s", mode, TokensVLLM, TokensSGLang, TokensOff)
+}
+
+// WithFields returns body (a JSON object) with fields added where the body
+// does not set them already; a body that is not an object comes back as
+// it was.
+func WithFields(body []byte, fields map[string]json.RawMessage) []byte {
+	if len(fields) == 0 {
+		return body
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(body, &m) != nil || m == nil {
+		return body
+	}
+	added := false
+	for k, v := range fields {
+		if _, set := m[k]; !set {
+			m[k], added = v, true
+		}
+	}
+	if !added {
+		return body
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return body
+	}
+	return b
+}

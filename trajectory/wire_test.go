@@ -1,0 +1,107 @@
+package trajectory
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestServed feeds recorded server bodies (one body, or a stream's chunks,
+// per line of testdata/wire/NAME.jsonl) through Served and compares the
+// token fields it fills with NAME.golden.json; the table says what each
+// case must hold whatever the golden file says.
+func TestServed(t *testing.T) {
+	id := func(n int64) *int64 { return &n }
+	tests := []struct {
+		name string
+		want ModelTurn
+	}{
+		{"vllm", ModelTurn{
+			PromptTokenIDs: []int64{151644, 8948, 198},
+			TokenIDs:       []int64{13048, 151645}, Logprobs: []float64{-0.25, -0.5}, Tokens: []string{"Hi", "<|im_end|>"},
+			TopLogprobs: [][]TopLogprob{{{Token: "Hi", Logprob: -0.25}, {Token: "Hello", Logprob: -1.5}}, {{Token: "<|im_end|>", Logprob: -0.5}, {Token: "!", Logprob: -1}}},
+		}},
+		{"vllm-stream", ModelTurn{
+			PromptTokenIDs: []int64{1, 2, 3},
+			TokenIDs:       []int64{13048, 151645}, Logprobs: []float64{-0.25, -0.5}, Tokens: []string{"Hi", "<|im_end|>"},
+		}},
+		{"sglang", ModelTurn{
+			PromptTokenIDs: []int64{151644, 8948, 198},
+			TokenIDs:       []int64{13048, 151645}, Logprobs: []float64{-0.25, -0.5}, Tokens: []string{"Hi", "<|im_end|>"},
+			TopLogprobs: [][]TopLogprob{{{Token: "Hi", Logprob: -0.25, ID: id(13048)}, {Token: "Hello", Logprob: -1.5, ID: id(9707)}}, {{Token: "<|im_end|>", Logprob: -0.5, ID: id(151645)}, {Token: "!", Logprob: -1, ID: id(0)}}},
+		}},
+		{"token-strings", ModelTurn{
+			TokenIDs: []int64{13048, 151645}, Logprobs: []float64{-0.25, -0.5}, Tokens: []string{"token_id:13048", "token_id:151645"},
+		}},
+		{"openai-plain", ModelTurn{}}, // choice 1's ids are not choice 0's
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := os.Open(filepath.Join("testdata", "wire", tc.name+".jsonl"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			var s Served
+			sc := bufio.NewScanner(f)
+			sc.Buffer(nil, 1<<20)
+			for sc.Scan() {
+				s.Add(sc.Bytes())
+			}
+			var got ModelTurn
+			s.Fill(&got)
+			pl := got.PromptLogprobs
+			got.PromptLogprobs = nil
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("token fields (-want +got):\n%s", d)
+			}
+			got.PromptLogprobs = pl
+			b, _ := json.MarshalIndent(got, "", "  ")
+			golden := filepath.Join("testdata", "wire", tc.name+".golden.json")
+			if *update {
+				os.WriteFile(golden, append(b, '\n'), 0o644)
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test -run TestServed -update)", err)
+			}
+			if d := cmp.Diff(string(want), string(b)+"\n"); d != "" {
+				t.Errorf("differs from %s (-want +got):\n%s", golden, d)
+			}
+		})
+	}
+	t.Run("vllm prompt_logprobs kept as served", func(t *testing.T) {
+		line, _ := os.ReadFile(filepath.Join("testdata", "wire", "vllm.jsonl"))
+		var s Served
+		s.Add(bytes.TrimSpace(line))
+		var got ModelTurn
+		s.Fill(&got)
+		if !strings.HasPrefix(string(got.PromptLogprobs), `[null,{"8948":{"logprob":-3.5`) {
+			t.Errorf("prompt_logprobs = %s, want the served array", got.PromptLogprobs)
+		}
+	})
+}
+
+func TestRequestParts(t *testing.T) {
+	tests := []struct {
+		body, tools, params string
+	}{
+		{`{"model":"m","messages":[],"tools":[{"type":"function","function":{"name":"bash"}}],"temperature":0.7,"top_p":0.9,"return_token_ids":true}`,
+			`[{"type":"function","function":{"name":"bash"}}]`, `{"return_token_ids":true,"temperature":0.7,"top_p":0.9}`},
+		{`{"model":"m","messages":[]}`, ``, ``},
+		{`{"messages":[],"tools":null,"max_tokens":5}`, ``, `{"max_tokens":5}`},
+		{`not json`, ``, ``},
+	}
+	for _, tc := range tests {
+		tools, params := RequestParts([]byte(tc.body))
+		if string(tools) != tc.tools || string(params) != tc.params {
+			t.Errorf("RequestParts(%s) = %s, %s; want %s, %s", tc.body, tools, params, tc.tools, tc.params)
+		}
+	}
+}
