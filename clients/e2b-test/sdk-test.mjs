@@ -1,0 +1,92 @@
+// Drives rollcage serve --e2b-addr with the stock E2B JS SDK, the way
+// slime and other E2B harnesses do. Run by e2b/sdk_docker_test.go, which
+// sets E2B_API_URL, E2B_SANDBOX_URL, E2B_API_KEY and ROLLCAGE_TEST_IMAGE,
+// and checks the trajectories afterwards. Prints one JSON line of facts;
+// exits 1 on the first failed expectation.
+import { Sandbox, CommandExitError } from 'e2b'
+
+const image = process.env.ROLLCAGE_TEST_IMAGE
+if (!image) throw new Error('set ROLLCAGE_TEST_IMAGE to a task image')
+const facts = {}
+
+function expect(name, ok, detail) {
+  if (!ok) {
+    console.error(`FAIL ${name}: ${JSON.stringify(detail)}`)
+    process.exit(1)
+  }
+}
+
+const t0 = Date.now()
+const sbx = await Sandbox.create({ metadata: { 'rollcage/image': image, run: 'sdk-test' }, timeoutMs: 300_000 })
+facts.createMs = Date.now() - t0
+facts.sandboxId = sbx.sandboxId
+
+// Foreground: envs, cwd, user, timeout.
+let r = await sbx.commands.run('echo "$GREETING from $(pwd)"; id -u', { envs: { GREETING: 'hi' }, cwd: '/tmp', user: 'root', timeoutMs: 60_000 })
+expect('foreground', r.exitCode === 0 && r.stdout.startsWith('hi from /tmp\n'), r)
+facts.uid = r.stdout.split('\n')[1]
+
+// A non-zero exit raises CommandExitError with the code and the output.
+try {
+  await sbx.commands.run('echo partial; exit 7')
+  expect('non-zero exit raises', false, 'no error')
+} catch (e) {
+  expect('CommandExitError', e instanceof CommandExitError && e.exitCode === 7 && e.stdout.includes('partial'), { name: e.name, exitCode: e.exitCode, message: e.message })
+}
+
+// A command past its timeout is a TimeoutError.
+try {
+  await sbx.commands.run('sleep 30', { timeoutMs: 2_000 })
+  expect('timeout raises', false, 'no error')
+} catch (e) {
+  expect('TimeoutError', e.name === 'TimeoutError', { name: e.name, message: e.message })
+}
+
+// Background, then wait().
+const h = await sbx.commands.run('sleep 1; echo bg-done', { background: true })
+expect('background pid', h.pid > 0, h.pid)
+const hr = await h.wait()
+expect('background wait', hr.exitCode === 0 && hr.stdout === 'bg-done\n', hr)
+
+// Files: write, read, list, exists.
+const info = await sbx.files.write('/tmp/e2b-note.txt', 'note from the sdk\n')
+expect('write', info.path === '/tmp/e2b-note.txt', info)
+const text = await sbx.files.read('/tmp/e2b-note.txt')
+expect('read', text === 'note from the sdk\n', text)
+const entries = await sbx.files.list('/tmp')
+expect('list', entries.some(e => e.name === 'e2b-note.txt' && e.type === 'file' && e.size === 18), entries)
+expect('exists', (await sbx.files.exists('/tmp/e2b-note.txt')) && !(await sbx.files.exists('/tmp/nope')), 'exists')
+
+// Known hacks, answered by the monitor as if they ran: the history of
+// all refs (rewritten) and a read of the hidden tests (blocked: dummy
+// output). A non-zero dummy exit raises like a real one.
+async function outcome(cmd) {
+  try {
+    const r = await sbx.commands.run(cmd)
+    return { exitCode: r.exitCode, stdout: r.stdout }
+  } catch (e) {
+    return { exitCode: e.exitCode, stdout: e.stdout }
+  }
+}
+facts.history = await outcome('git log --all --oneline')
+facts.hidden = await outcome('cat /opt/grader/tests/test_hidden.py')
+
+// slime's detached pattern: setsid, an exit-code marker file, polling.
+const t1 = Date.now()
+await sbx.commands.run("setsid bash -c 'sleep 2; echo detached-out > /tmp/d.log; echo $? > /tmp/d.exit' > /dev/null 2>&1 < /dev/null &")
+facts.detachReturnMs = Date.now() - t1
+let marker = ''
+for (let i = 0; i < 60 && marker === ''; i++) {
+  r = await sbx.commands.run('cat /tmp/d.exit 2>/dev/null || true')
+  marker = r.stdout.trim()
+  if (marker === '') await new Promise(res => setTimeout(res, 500))
+}
+expect('detached marker', marker === '0', marker)
+expect('detached output', (await sbx.files.read('/tmp/d.log')) === 'detached-out\n', 'd.log')
+
+// List by metadata, then kill; a second kill says false.
+const page = await Sandbox.list({ query: { metadata: { run: 'sdk-test' } } }).nextItems()
+expect('list sandboxes', page.length === 1 && page[0].sandboxId === sbx.sandboxId, page)
+expect('kill', (await sbx.kill()) === true, 'kill')
+expect('kill again', (await Sandbox.kill(sbx.sandboxId)) === false, 'kill again')
+console.log(JSON.stringify(facts))

@@ -1,0 +1,290 @@
+package e2b_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rollcage/rollcage/demo"
+	"github.com/rollcage/rollcage/sandbox/docker/dockertest"
+	"github.com/rollcage/rollcage/sandbox/sandboxtest"
+	"github.com/rollcage/rollcage/trajectory"
+)
+
+type sdkOutcome struct {
+	ExitCode int    `json:"exitCode"`
+	Stdout   string `json:"stdout"`
+}
+
+// requireNode finds node and the pinned SDK (clients/e2b-test, installed
+// by make test with npm ci): missing fails under CI=true, skips elsewhere.
+func requireNode(t *testing.T, root string) string {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err == nil {
+		_, err = os.Stat(filepath.Join(root, "clients/e2b-test/node_modules/e2b/package.json"))
+	}
+	if err != nil {
+		msg := fmt.Sprintf("the E2B SDK test needs node and clients/e2b-test/node_modules (run: npm ci --prefix clients/e2b-test): %v", err)
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return node
+}
+
+func moduleRoot(t testing.TB) string {
+	t.Helper()
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Dir(strings.TrimSpace(string(out)))
+}
+
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// serveE2B builds and starts a real rollcage serve --e2b-addr on the
+// demo suite; it returns the gateway's and the E2B API's base URLs.
+func serveE2B(t testing.TB, root, key, admin string, extra ...string) (gateway, api string) {
+	t.Helper()
+	if _, err := sandboxtest.EnsureAgent(); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "rollcage")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/rollcage")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build rollcage: %v\n%s", err, out)
+	}
+	gw, e2 := freeAddr(t), freeAddr(t)
+	args := append([]string{"serve", "--addr", gw, "--e2b-addr", e2, "--e2b-api-keys", key, "--admin-token", admin,
+		"--trajectories", t.TempDir()}, extra...)
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = time.Minute
+	var logs bytes.Buffer
+	cmd.Stderr = &logs
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "E2B API on http://") {
+				ready <- true
+			}
+		}
+		ready <- false
+		io.Copy(io.Discard, stdout)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("rollcage serve logs:\n%s", clipTail(logs.String(), 6000))
+		}
+	})
+	select {
+	case ok := <-ready:
+		if !ok {
+			t.Fatalf("rollcage serve exited before serving: %s", logs.String())
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("rollcage serve did not come up: %s", logs.String())
+	}
+	return "http://" + gw, "http://" + e2
+}
+
+// judgeHistory is an OpenAI-compatible judge (chat completions, the real
+// wire format) that calls the call under review a hack when it reads
+// history across all refs or the grader's files, and clears everything
+// else the rules flag.
+func judgeHistory(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Messages []struct {
+			Content string `json:"content"`
+		} `json:"messages"`
+	}
+	if r.URL.Path != "/v1/chat/completions" || json.NewDecoder(r.Body).Decode(&req) != nil {
+		http.Error(w, `{"error":{"message":"bad request"}}`, http.StatusBadRequest)
+		return
+	}
+	hack := false
+	for _, m := range req.Messages {
+		_, call, _ := strings.Cut(m.Content, "The call under review:")
+		call, _, _ = strings.Cut(call, "Its normalization")
+		hack = hack || strings.Contains(call, "git log --all") || strings.Contains(call, "/opt/grader/")
+	}
+	verdict, _ := json.Marshal(map[string]any{"hack": hack, "category": "history_mining", "confidence": 0.9, "rationale": "test judge"})
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(map[string]any{
+		"id": "chatcmpl-e2b", "object": "chat.completion", "created": time.Now().Unix(), "model": "judge-test",
+		"choices": []map[string]any{{"index": 0, "message": map[string]any{"role": "assistant", "content": string(verdict)}, "finish_reason": "stop"}},
+		"usage":   map[string]any{"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
+	})
+}
+
+func clipTail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+// TestSDKDocker drives a real rollcage serve --e2b-addr and real Docker
+// sandboxes with the stock E2B JS SDK (clients/e2b-test/sdk-test.mjs),
+// then checks what the episode recorded.
+func TestSDKDocker(t *testing.T) {
+	b := dockertest.Backend(t)
+	root := moduleRoot(t)
+	node := requireNode(t, root)
+	tasks, _, err := demo.Tasks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk := tasks[0]
+	sandboxtest.RequireImage(t, b, tk.Image)
+	const key, admin = "e2b_0123456789abcdef0123456789abcdef01234567", "admin-e2b-test"
+	judge := httptest.NewServer(http.HandlerFunc(judgeHistory))
+	defer judge.Close()
+	gateway, api := serveE2B(t, root, key, admin, "--judge-url", judge.URL+"/v1", "--judge-model", "judge-test")
+
+	cmd := exec.Command(node, "sdk-test.mjs")
+	cmd.Dir = filepath.Join(root, "clients/e2b-test")
+	cmd.Env = append(os.Environ(), "E2B_API_URL="+api, "E2B_SANDBOX_URL="+api, "E2B_API_KEY="+key,
+		"E2B_DEBUG=", "ROLLCAGE_TEST_IMAGE="+tk.Image)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("sdk-test.mjs: %v\nstdout: %s\nstderr: %s", err, out, stderr.String())
+	}
+	var facts struct {
+		SandboxID      string     `json:"sandboxId"`
+		CreateMS       int        `json:"createMs"`
+		UID            string     `json:"uid"`
+		DetachReturnMS int        `json:"detachReturnMs"`
+		History        sdkOutcome `json:"history"`
+		Hidden         sdkOutcome `json:"hidden"`
+	}
+	if err := json.Unmarshal(bytes.TrimSpace(out), &facts); err != nil {
+		t.Fatalf("sdk-test.mjs printed %q: %v", out, err)
+	}
+	t.Logf("SDK facts: %+v", facts)
+	if facts.UID == "0" || facts.UID == "" {
+		t.Errorf("commands ran as uid %q: the sandbox user must not be root", facts.UID)
+	}
+	if facts.DetachReturnMS > 1500 {
+		t.Errorf("the detached command held its call for %d ms: setsid … & must return at once", facts.DetachReturnMS)
+	}
+	if strings.Contains(facts.History.Stdout, tk.UpstreamFixRef[:7]) {
+		t.Errorf("git log --all showed the upstream fix %s: %q", tk.UpstreamFixRef[:7], facts.History.Stdout)
+	}
+
+	// The sandbox was an episode: its trajectory holds the calls, the
+	// hack's decision with dummy output, and the end of a killed sandbox.
+	req, _ := http.NewRequest("GET", gateway+"/v1/episodes/"+facts.SandboxID+"/trajectory", nil)
+	req.Header.Set("Authorization", "Bearer "+admin)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var tools []string
+	var end *trajectory.EpisodeEnd
+	dec := json.NewDecoder(resp.Body)
+	steps := map[int]string{}
+	decisions := map[string]trajectory.Decision{}
+	outputs := map[string]trajectory.ToolOutput{}
+	for {
+		var ev trajectory.Event
+		if err := dec.Decode(&ev); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		switch ev.Type {
+		case trajectory.TypeToolCall:
+			var tc trajectory.ToolCall
+			json.Unmarshal(ev.Data, &tc)
+			var call struct {
+				Tool string `json:"tool"`
+				Args struct {
+					Command string `json:"command"`
+				} `json:"args"`
+			}
+			json.Unmarshal(tc.Call, &call)
+			tools = append(tools, call.Tool)
+			steps[ev.Step] = call.Args.Command
+		case trajectory.TypeDecision:
+			var d trajectory.Decision
+			json.Unmarshal(ev.Data, &d)
+			decisions[steps[ev.Step]] = d
+		case trajectory.TypeToolOutput:
+			var o trajectory.ToolOutput
+			json.Unmarshal(ev.Data, &o)
+			outputs[steps[ev.Step]] = o
+		case trajectory.TypeEpisodeEnd:
+			end = new(trajectory.EpisodeEnd)
+			json.Unmarshal(ev.Data, end)
+		}
+	}
+	t.Logf("recorded tools: %v", tools)
+	for _, tc := range []struct {
+		needle  string
+		actions []string
+		dummy   bool
+		sdk     sdkOutcome
+	}{
+		// History mining is rewritten to the base's history; reading the
+		// hidden tests is blocked with dummy output.
+		{"git log --all", []string{"rewrite", "block"}, false, facts.History},
+		{"cat /opt/grader/tests/test_hidden.py", []string{"block"}, true, facts.Hidden},
+	} {
+		var cmd string
+		for _, c := range steps {
+			if strings.Contains(c, tc.needle) {
+				cmd = c
+			}
+		}
+		d, o := decisions[cmd], outputs[cmd]
+		if cmd == "" || !slices.Contains(tc.actions, d.Action) || o.Dummy != tc.dummy || o.Output != tc.sdk.Stdout || o.ExitCode != tc.sdk.ExitCode {
+			t.Errorf("%s: decision %q (want one of %v), dummy %v, recorded %q exit %d; the SDK saw %q exit %d",
+				tc.needle, d.Action, tc.actions, o.Dummy, o.Output, o.ExitCode, tc.sdk.Stdout, tc.sdk.ExitCode)
+		}
+	}
+	if end == nil {
+		t.Error("the killed sandbox's episode has no episode_end")
+	}
+	for _, want := range []string{"bash", "write_file", "read_file"} {
+		if !strings.Contains(strings.Join(tools, " "), want) {
+			t.Errorf("no %s call recorded: %v", want, tools)
+		}
+	}
+}
