@@ -28,6 +28,10 @@ type EpisodeMeta struct {
 	// Model is the policy's model name, recorded at episode start.
 	Model  string            `json:"model,omitempty"`
 	Labels map[string]string `json:"labels,omitempty"`
+	// GroupID names the group of episodes of one task this one belongs to
+	// (a GRPO-style group: the gateway's POST /v1/groups, run --attempts);
+	// recorded at start and end, so the finished feed carries it.
+	GroupID string `json:"group_id,omitempty"`
 }
 
 // Episode is one running episode. Call, RecordModelTurn and Compact are
@@ -466,7 +470,7 @@ func (e *Episode) emitEnd(o Outcome) error {
 		Resolved: o.Resolved, Reward: o.Reward, Hacked: o.Hacked, Label: o.Label, FailureClass: o.FailureClass, Reason: o.Reason,
 		Counts: trajectory.Counts{Turns: e.turnsNow(), ToolCalls: o.Steps, Flagged: o.Flagged, Unconfirmed: o.Unconfirmed, Blocked: o.Blocked,
 			Rewritten: o.Rewritten, Segments: o.Segments, Tokens: o.Tokens},
-		DurationMS: o.Duration.Milliseconds(),
+		DurationMS: o.Duration.Milliseconds(), GroupID: e.meta.GroupID,
 	}
 	if o.Error != "" {
 		end.Reason = o.Reason + ": " + o.Error

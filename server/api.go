@@ -38,6 +38,7 @@ type CreateResponse struct {
 	// Token is the episode's bearer token: it acts on this episode only.
 	Token       string    `json:"token"`
 	TaskID      string    `json:"task_id"`
+	GroupID     string    `json:"group_id,omitempty"`
 	Instruction string    `json:"instruction"`
 	Workdir     string    `json:"workdir"`
 	Deadline    time.Time `json:"deadline"`
@@ -78,6 +79,7 @@ type SubmitRequest struct {
 type EpisodeInfo struct {
 	EpisodeID string           `json:"episode_id"`
 	TaskID    string           `json:"task_id,omitempty"`
+	GroupID   string           `json:"group_id,omitempty"`
 	State     string           `json:"state"`
 	Created   *time.Time       `json:"created,omitempty"`
 	LastUsed  *time.Time       `json:"last_used,omitempty"`
@@ -296,25 +298,34 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, _ caller) 
 			return
 		}
 	}
-	se, err := s.open(r.Context(), t, s.cfg.Hidden, harness.EpisodeMeta{
-		ID: req.EpisodeID, Attempt: req.Attempt, Model: req.Model, Labels: req.Labels})
-	if errors.Is(err, ErrShuttingDown) {
-		writeError(w, http.StatusServiceUnavailable, "gateway shutting down: retry against another instance")
+	cr, code, msg := s.createEpisode(r.Context(), t, harness.EpisodeMeta{
+		ID: req.EpisodeID, Attempt: req.Attempt, Model: req.Model, Labels: req.Labels}, s.baseURL(r))
+	if msg != "" {
+		writeError(w, code, msg)
 		return
 	}
+	writeJSON(w, http.StatusCreated, cr)
+}
+
+// createEpisode starts an episode of t and registers its session. On
+// failure it returns the status and message to answer with.
+func (s *Server) createEpisode(ctx context.Context, t task.Task, meta harness.EpisodeMeta, base string) (CreateResponse, int, string) {
+	se, err := s.open(ctx, t, s.cfg.Hidden, meta)
+	if errors.Is(err, ErrShuttingDown) {
+		return CreateResponse{}, http.StatusServiceUnavailable, "gateway shutting down: retry against another instance"
+	}
 	if err != nil {
-		writeError(w, http.StatusBadGateway, "starting the episode failed (sandbox or recording): "+err.Error())
-		return
+		return CreateResponse{}, http.StatusBadGateway, "starting the episode failed (sandbox or recording): " + err.Error()
 	}
 	ep, tok := se.ep, se.token
 
-	base := s.baseURL(r) + "/v1/episodes/" + se.id
-	writeJSON(w, http.StatusCreated, CreateResponse{
-		EpisodeID: se.id, Token: tok, TaskID: t.ID, Instruction: t.Instruction, Workdir: t.Workdir,
+	epBase := base + "/v1/episodes/" + se.id
+	return CreateResponse{
+		EpisodeID: se.id, Token: tok, TaskID: t.ID, GroupID: meta.GroupID, Instruction: t.Instruction, Workdir: t.Workdir,
 		Deadline: ep.Deadline(), Tools: Tools(),
-		CallsURL: base + "/calls", SubmitURL: base + "/submit", MCPURL: base + "/mcp", ChatURL: base + "/chat/completions",
-		StreamURL: strings.Replace(base, "http", "ws", 1) + "/stream", TrajectoryURL: base + "/trajectory",
-	})
+		CallsURL: epBase + "/calls", SubmitURL: epBase + "/submit", MCPURL: epBase + "/mcp", ChatURL: epBase + "/chat/completions",
+		StreamURL: strings.Replace(epBase, "http", "ws", 1) + "/stream", TrajectoryURL: epBase + "/trajectory",
+	}, 0, ""
 }
 
 // call takes one tool call through the episode; a submit finishes it.
@@ -357,6 +368,7 @@ func (s *Server) finish(ctx context.Context, se *session, reason string) (harnes
 		se.mu.Unlock()
 		s.metrics.transition(StateFinishing, StateFinished)
 		s.metrics.observeOutcome(o)
+		se.markEnded()
 	} else {
 		o = *se.outcome
 		se.mu.Unlock()
@@ -479,7 +491,7 @@ func (s *Server) info(se *session) EpisodeInfo {
 	st, o := se.getState()
 	created := se.created
 	last := time.Unix(0, se.lastUse.Load())
-	in := EpisodeInfo{EpisodeID: se.id, TaskID: se.taskID, State: st, Created: &created, LastUsed: &last, Outcome: o}
+	in := EpisodeInfo{EpisodeID: se.id, TaskID: se.taskID, GroupID: se.groupID, State: st, Created: &created, LastUsed: &last, Outcome: o}
 	if fi, err := s.cfg.Store.Info(se.id); err == nil {
 		in.Events = fi.Events
 	}

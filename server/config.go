@@ -31,6 +31,12 @@ type Runner interface {
 
 var _ Runner = (*harness.Runner)(nil)
 
+// SandboxRemover removes the sandboxes an episode left behind, found by
+// the episode's label; *docker.Backend is one.
+type SandboxRemover interface {
+	RemoveEpisode(ctx context.Context, episodeID string) (int, error)
+}
+
 // Config configures a Server. Runner and Store are required; every other
 // field's zero value is a working default.
 type Config struct {
@@ -70,6 +76,9 @@ type Config struct {
 	// Zero: 100/s, burst 200; negative Rate: unlimited.
 	Rate  float64
 	Burst int
+	// Sandboxes, when set, removes the sandboxes of the episodes New finds
+	// unfinished in the Store (a gateway that crashed left them).
+	Sandboxes SandboxRemover
 	// PoolStats, when set, reports the sandbox backend's containers for
 	// the metrics (alive, warm).
 	PoolStats func() (alive, warm int)

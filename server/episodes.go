@@ -46,8 +46,8 @@ func (s *Server) open(ctx context.Context, t task.Task, hidden fs.FS, meta harne
 		return nil, err
 	}
 	tok := "rce_" + randomHex(24)
-	se := &session{id: ep.ID(), taskID: t.ID, ep: ep, token: tok, tokHash: sha256.Sum256([]byte(tok)),
-		limiter: s.newLimiter(), created: time.Now(), state: StateRunning}
+	se := &session{id: ep.ID(), taskID: t.ID, groupID: meta.GroupID, ep: ep, token: tok, tokHash: sha256.Sum256([]byte(tok)),
+		limiter: s.newLimiter(), created: time.Now(), state: StateRunning, ended: make(chan struct{})}
 	se.touch(se.created)
 	se.mcp = s.newMCPHandler(se)
 	s.mu.Lock()
@@ -60,7 +60,7 @@ func (s *Server) open(ctx context.Context, t task.Task, hidden fs.FS, meta harne
 	s.byToken[se.tokHash] = se
 	s.mu.Unlock()
 	s.metrics.transition("", StateRunning)
-	s.log.Info("episode created", "episode_id", se.id, "task_id", t.ID)
+	s.log.Info("episode created", "episode_id", se.id, "task_id", t.ID, "group_id", meta.GroupID)
 	return se, nil
 }
 

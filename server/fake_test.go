@@ -137,7 +137,8 @@ type env struct {
 	store *trajectory.Store
 }
 
-func newEnv(t testing.TB, b sandbox.Backend, tweak func(*Config)) *env {
+// testMonitor is a monitor with the default rules and no judge.
+func testMonitor(t testing.TB) *monitor.Pipeline {
 	t.Helper()
 	rulesOnce.Do(func() { rulesEng, rulesErr = rules.New(context.Background(), rules.Config{}) })
 	if rulesErr != nil {
@@ -147,6 +148,12 @@ func newEnv(t testing.TB, b sandbox.Backend, tweak func(*Config)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return mon
+}
+
+func newEnv(t testing.TB, b sandbox.Backend, tweak func(*Config)) *env {
+	t.Helper()
+	mon := testMonitor(t)
 	st, err := trajectory.OpenStore(context.Background(), trajectory.Config{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)

@@ -30,6 +30,7 @@ type metrics struct {
 	blocked       *prometheus.CounterVec
 	modelTurns    *prometheus.CounterVec
 	rateLimited   prometheus.Counter
+	abandoned     prometheus.Counter
 }
 
 func newMetrics(s *Server) *metrics {
@@ -63,9 +64,11 @@ func newMetrics(s *Server) *metrics {
 			Help: "Chat completions through the recording proxy, by result."}, []string{"result"}),
 		rateLimited: prometheus.NewCounter(prometheus.CounterOpts{Name: "rollcage_rate_limited_total",
 			Help: "Requests refused with 429."}),
+		abandoned: prometheus.NewCounter(prometheus.CounterOpts{Name: "rollcage_episodes_abandoned_on_start_total",
+			Help: "Episodes a previous gateway left unfinished, ended as abandoned when this one started."}),
 	}
 	for _, c := range []prometheus.Collector{m.episodes, m.finished, m.startLatency, m.startFailures, m.calls, m.callLatency,
-		m.overhead, m.flags, m.verdicts, m.judgeLatency, m.blocked, m.modelTurns, m.rateLimited,
+		m.overhead, m.flags, m.verdicts, m.judgeLatency, m.blocked, m.modelTurns, m.rateLimited, m.abandoned,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
 	}

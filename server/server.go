@@ -65,6 +65,7 @@ type Server struct {
 type session struct {
 	id      string
 	taskID  string
+	groupID string
 	ep      *harness.Episode
 	token   string
 	tokHash [32]byte
@@ -73,10 +74,16 @@ type session struct {
 	mcp     http.Handler
 	lastUse atomic.Int64 // unix nanos
 
+	// ended is closed once the episode has ended (graded or closed).
+	ended   chan struct{}
+	endOnce sync.Once
+
 	mu      sync.Mutex // guards the fields below
 	state   string
 	outcome *harness.Outcome
 }
+
+func (s *session) markEnded() { s.endOnce.Do(func() { close(s.ended) }) }
 
 func (s *session) touch(now time.Time) { s.lastUse.Store(now.UnixNano()) }
 
@@ -113,9 +120,56 @@ func New(cfg Config) (*Server, error) {
 		s.tasks[t.ID] = t
 	}
 	s.metrics = newMetrics(s)
+	if err := s.recoverStore(context.Background()); err != nil {
+		hub.Close()
+		return nil, err
+	}
 	s.routes()
 	go s.reapLoop()
 	return s, nil
+}
+
+// recoverTimeout bounds New's recovery of the store.
+const recoverTimeout = 2 * time.Minute
+
+// recoverStore ends the episodes a previous gateway left unfinished in
+// the store (it crashed or was killed: its tokens are gone, so nobody can
+// finish them): each gets an episode_end (reason abandoned, class
+// infrastructure), which puts it on the finished feed, and its sandboxes
+// are removed. Nothing else writes to the store yet.
+func (s *Server) recoverStore(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, recoverTimeout)
+	defer cancel()
+	eps, err := s.cfg.Store.Episodes(ctx)
+	if err != nil {
+		return fmt.Errorf("server: recover: %w", err)
+	}
+	var errs []error
+	for _, fi := range eps {
+		if fi.Finished {
+			continue
+		}
+		ended, err := harness.AbandonStored(ctx, s.cfg.Store, fi.ID, "gateway restart")
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if ended {
+			s.metrics.abandoned.Inc()
+			s.log.Info("ended an episode the previous gateway left unfinished", "episode_id", fi.ID)
+		}
+		if s.cfg.Sandboxes != nil {
+			if _, err := s.cfg.Sandboxes.RemoveEpisode(ctx, fi.ID); err != nil {
+				// The sandbox is the backend's to reap later; the episode
+				// has ended either way.
+				s.log.Warn("removing an abandoned episode's sandboxes", "episode_id", fi.ID, "err", err)
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("server: recover: %w", err)
+	}
+	return nil
 }
 
 // AdminToken is the admin bearer token (generated when Config had none).
@@ -235,6 +289,7 @@ func (s *Server) closeEpisode(ctx context.Context, se *session, why string) erro
 	se.mu.Unlock()
 	s.metrics.transition(StateRunning, StateClosed)
 	err := se.ep.Close(ctx)
+	se.markEnded()
 	s.log.Info("episode closed", "episode_id", se.id, "why", why)
 	if err != nil {
 		return fmt.Errorf("server: close episode %s: %w", se.id, err)

@@ -72,6 +72,8 @@ type EpisodeStart struct {
 	Image       string `json:"image,omitempty"`
 	Instruction string `json:"instruction,omitempty"`
 	SandboxID   string `json:"sandbox_id,omitempty"`
+	// GroupID is the group of episodes of one task this one belongs to.
+	GroupID string `json:"group_id,omitempty"`
 	// Config is the episode's configuration as its owner recorded it.
 	Config json.RawMessage `json:"config,omitempty"`
 	// Context is what the monitor knew at start: {"task": the task
@@ -314,6 +316,9 @@ type EpisodeEnd struct {
 	Reason       string `json:"reason,omitempty"`
 	Counts       Counts `json:"counts"`
 	DurationMS   int64  `json:"duration_ms,omitempty"`
+	// GroupID repeats EpisodeStart's, so a trainer reading the finished
+	// feed can gather a group's rewards without opening the logs.
+	GroupID string `json:"group_id,omitempty"`
 }
 
 // Labels of an episode (EpisodeEnd.Label, Outcome.Label, Sample.Label).

@@ -139,6 +139,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		AdminToken: *admin, PolicyURL: *policyURL, PolicyAPIKey: *policyKey, TokenIDs: *tokenIDs, PublicURL: *publicURL,
 		IdleTimeout: *idle, Rate: *rate, Burst: *burst, Logger: log,
 		PoolStats: func() (int, int) { st := backend.Stats(); return st.Alive, st.Warm },
+		Sandboxes: backend,
 	})
 	if err != nil {
 		return err

@@ -125,3 +125,43 @@ func reapDirs(stateDir string, inUse map[string]bool, log *slog.Logger) (int, er
 	}
 	return removed, errors.Join(errs...)
 }
+
+// RemoveEpisode removes the containers (and their host directories) of
+// one episode, found by its label, whose owner no longer runs: what a
+// gateway that restarted calls for each episode it ended as abandoned.
+// Containers of a live owner (this process, or another rollcage still
+// running the episode) are left alone. It returns how many it removed.
+func (b *Backend) RemoveEpisode(ctx context.Context, episodeID string) (int, error) {
+	if episodeID == "" {
+		return 0, errors.New("docker: remove episode: empty episode id")
+	}
+	list, err := b.cli.ContainerList(ctx, dcontainer.ListOptions{
+		All: true,
+		Filters: filters.NewArgs(filters.Arg("label", LabelManaged+"=1"),
+			filters.Arg("label", LabelEpisode+"="+episodeID)),
+	})
+	if err != nil {
+		return 0, b.engineErr("remove episode "+episodeID+": list containers", err)
+	}
+	ns, boot := pidNS(), bootID()
+	removed := 0
+	var errs []error
+	for _, c := range list {
+		if o, ok := ownerFromLabels(c.Labels); ok && (o.PidNS == "" || o.PidNS == ns) && (o.Boot == "" || o.Boot == boot) && o.alive() {
+			continue
+		}
+		err := b.cli.ContainerRemove(ctx, c.ID, dcontainer.RemoveOptions{Force: true, RemoveVolumes: true})
+		if err != nil && !cerrdefs.IsNotFound(err) && !isRemovalInProgress(err) {
+			errs = append(errs, b.engineErr("remove episode "+episodeID+": remove "+c.ID[:12], err))
+			continue
+		}
+		removed++
+		b.log.Info("removed container of an abandoned episode", "episode_id", episodeID, "id", c.ID[:12])
+		if d := c.Labels[LabelRunDir]; d != "" && b.cfg.StateDir != "" && filepath.Base(d) == d {
+			if err := os.RemoveAll(filepath.Join(b.cfg.StateDir, d)); err != nil {
+				errs = append(errs, fmt.Errorf("docker: remove episode %s: %w", episodeID, err))
+			}
+		}
+	}
+	return removed, errors.Join(errs...)
+}

@@ -1,0 +1,113 @@
+package server
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/rollcage/rollcage/harness"
+	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/trajectory"
+)
+
+// recordingRemover records the episodes whose sandboxes it was asked to
+// remove.
+type recordingRemover struct {
+	mu  sync.Mutex
+	ids []string // guarded by mu
+}
+
+func (r *recordingRemover) RemoveEpisode(ctx context.Context, id string) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ids = append(r.ids, id)
+	return 1, nil
+}
+
+// TestRestartEndsUnfinished: a gateway that starts on a trajectory
+// directory where a crashed one left an episode running ends it as
+// abandoned (infrastructure), puts it on the finished feed, removes its
+// sandboxes, and leaves finished episodes alone.
+func TestRestartEndsUnfinished(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	// The crashed gateway: its store and runner are dropped without a
+	// Close, as a SIGKILL would.
+	old, err := trajectory.OpenStore(ctx, trajectory.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { old.Close() })
+	r, err := harness.NewRunner(harness.Config{Backend: &fakeBackend{}, Monitor: testMonitor(t), Store: old})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, err := r.Start(ctx, fakeTask, fakeHidden, harness.EpisodeMeta{ID: "crashed-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := live.Call(ctx, monitor.ToolCall{Tool: "bash", Args: []byte(`{"command":"echo hi"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	done, err := r.Start(ctx, fakeTask, fakeHidden, harness.EpisodeMeta{ID: "done-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := done.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	st, err := trajectory.OpenStore(ctx, trajectory.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	rm := &recordingRemover{}
+	srv, err := New(Config{Runner: r, Store: st, Tasks: nil, AdminToken: testAdmin, Sandboxes: rm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(ctx) })
+
+	var evs []trajectory.Event
+	if err := st.Read(ctx, "crashed-1", 0, func(ev trajectory.Event) error { evs = append(evs, ev); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	last := evs[len(evs)-1]
+	var end trajectory.EpisodeEnd
+	if err := last.Decode(&end); err != nil || last.Type != trajectory.TypeEpisodeEnd {
+		t.Fatalf("last event %s (%v), want episode_end", last.Type, err)
+	}
+	if end.FailureClass != trajectory.FailureInfrastructure || !strings.HasPrefix(end.Reason, harness.ReasonAbandoned+":") ||
+		end.Counts.ToolCalls != 1 || end.Resolved || end.Reward != 0 {
+		t.Errorf("episode_end of the crashed episode: %+v", end)
+	}
+	if !slices.Equal(rm.ids, []string{"crashed-1"}) {
+		t.Errorf("sandboxes removed for %v, want [crashed-1]", rm.ids)
+	}
+	var feed []string
+	if err := st.ReadFinished(ctx, 0, func(ev trajectory.Event) error {
+		if ev.Type == trajectory.TypeEpisodeEnd {
+			feed = append(feed, ev.EpisodeID)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(feed, "crashed-1") || !slices.Contains(feed, "done-1") || len(feed) != 2 {
+		t.Errorf("finished feed episode_end items %v, want crashed-1 and done-1 once each", feed)
+	}
+
+	// A second start finds nothing left to end.
+	rm2 := &recordingRemover{}
+	srv2, err := New(Config{Runner: r, Store: st, AdminToken: testAdmin, Sandboxes: rm2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv2.Shutdown(ctx)
+	if len(rm2.ids) != 0 {
+		t.Errorf("second start removed sandboxes of %v", rm2.ids)
+	}
+}
