@@ -103,6 +103,9 @@ func (r *Runner) RunBatch(ctx context.Context, tasks []task.Task, hidden fs.FS, 
 	defer stopProg()
 	r.log.Info("batch", "episodes", len(tasks)*opts.Attempts, "resumed", len(tasks)*opts.Attempts-len(todo), "concurrency", opts.Concurrency)
 
+	// The attempts of one task in this batch are a group (GRPO-style); a
+	// resumed batch starts new groups for what it runs.
+	batch := randomHex(4)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(opts.Concurrency)
 	var mu sync.Mutex // guards done
@@ -116,7 +119,8 @@ func (r *Runner) RunBatch(ctx context.Context, tasks []task.Task, hidden fs.FS, 
 			if err != nil {
 				return fmt.Errorf("harness: batch: policy for %s attempt %d: %w", t.ID, k.Attempt, err)
 			}
-			meta := EpisodeMeta{ID: NewEpisodeID(t.ID, k.Attempt), Attempt: k.Attempt, Model: opts.Model, Labels: opts.Labels}
+			meta := EpisodeMeta{ID: NewEpisodeID(t.ID, k.Attempt), Attempt: k.Attempt, Model: opts.Model, Labels: opts.Labels,
+				GroupID: groupID(batch, t.ID)}
 			o, err := r.Run(gctx, t, hidden, meta, p)
 			if err != nil {
 				r.log.Warn("episode", "episode_id", meta.ID, "err", err)
@@ -321,4 +325,9 @@ func (p *progress) print() {
 		return
 	}
 	fmt.Fprintln(p.w, l)
+}
+
+// groupID names the group of a task's attempts in one batch.
+func groupID(batch, taskID string) string {
+	return "grp_" + batch + "." + safeID(taskID)
 }

@@ -53,6 +53,11 @@ var unsafeID = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 // NewEpisodeID returns a fresh episode id for a task and attempt: readable
 // (task id first) and unique (random suffix).
 func NewEpisodeID(taskID string, attempt int) string {
+	return fmt.Sprintf("%s.a%d.%s", safeID(taskID), attempt, randomHex(4))
+}
+
+// safeID is taskID made fit for a trajectory id.
+func safeID(taskID string) string {
 	s := strings.Trim(unsafeID.ReplaceAllString(taskID, "-"), "-._")
 	if len(s) > 120 {
 		s = s[:120]
@@ -60,7 +65,7 @@ func NewEpisodeID(taskID string, attempt int) string {
 	if s == "" {
 		s = "episode"
 	}
-	return fmt.Sprintf("%s.a%d.%s", s, attempt, randomHex(4))
+	return s
 }
 
 func workdirOf(t task.Task) string {

@@ -199,11 +199,14 @@ func (s *Server) routes() {
 	})
 	m.HandleFunc("POST /v1/episodes", s.withAuth(true, false, s.handleCreate))
 	m.HandleFunc("GET /v1/episodes", s.withAuth(true, false, s.handleList))
+	m.HandleFunc("POST /v1/groups", s.withAuth(true, false, s.handleCreateGroup))
+	m.HandleFunc("GET /v1/groups/{id}", s.withAuth(true, true, s.handleGetGroup))
 	m.HandleFunc("GET /v1/episodes/{id}", s.withAuth(false, false, s.handleGet))
 	m.HandleFunc("DELETE /v1/episodes/{id}", s.withAuth(false, false, s.handleDelete))
 	m.HandleFunc("POST /v1/episodes/{id}/calls", s.withAuth(false, false, s.handleCall))
 	m.HandleFunc("POST /v1/episodes/{id}/submit", s.withAuth(false, false, s.handleSubmit))
 	m.HandleFunc("GET /v1/episodes/{id}/trajectory", s.withAuth(false, false, s.handleTrajectory))
+	m.HandleFunc("GET /v1/episodes/{id}/samples", s.withAuth(false, false, s.handleSamples))
 	m.HandleFunc("GET /v1/episodes/{id}/stream", s.withAuth(false, true, s.handleStream))
 	m.HandleFunc("GET /v1/stream/finished", s.withAuth(true, true, func(w http.ResponseWriter, r *http.Request, _ caller) {
 		s.hub.ServeFinished(w, r)
@@ -610,4 +613,44 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request, c caller) 
 		return
 	}
 	s.hub.ServeEpisode(w, r, id)
+}
+
+// handleSamples answers an ended episode's training samples as JSONL,
+// what `rollcage export` writes for it.
+func (s *Server) handleSamples(w http.ResponseWriter, r *http.Request, c caller) {
+	id, ok := s.allowedEpisode(w, r, c)
+	if !ok {
+		return
+	}
+	for k := range r.URL.Query() {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("unknown query parameter %q: this gateway's export takes none", k))
+		return
+	}
+	fi, err := s.cfg.Store.Info(id)
+	if err != nil {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("episode %q has no trajectory: GET /v1/episodes?all=1 lists them", id))
+		return
+	}
+	if !fi.Finished {
+		writeError(w, http.StatusConflict, fmt.Sprintf("episode %s has not ended: submit it (or wait for it) first; samples carry its reward", id))
+		return
+	}
+	var evs []trajectory.Event
+	if err := s.cfg.Store.Read(r.Context(), id, 0, func(ev trajectory.Event) error { evs = append(evs, ev); return nil }); err != nil {
+		writeError(w, http.StatusInternalServerError, "reading the trajectory: "+err.Error())
+		return
+	}
+	samples, err := trajectory.Samples(evs)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "building samples: "+err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	for i := range samples {
+		if err := enc.Encode(&samples[i]); err != nil {
+			return
+		}
+	}
 }

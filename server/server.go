@@ -51,6 +51,7 @@ type Server struct {
 	mu       sync.Mutex
 	episodes map[string]*session // guarded by mu; by episode id
 	byToken  map[[32]byte]*session
+	groups   map[string]*group // guarded by mu; by group id
 	closing  bool           // guarded by mu; Shutdown began
 	inflight sync.WaitGroup // requests being served (streams excluded); Add under mu
 
@@ -112,6 +113,7 @@ func New(cfg Config) (*Server, error) {
 		tasks:    map[string]task.Task{},
 		episodes: map[string]*session{},
 		byToken:  map[[32]byte]*session{},
+		groups:   map[string]*group{},
 		stopReap: make(chan struct{}),
 		reapDone: make(chan struct{}),
 	}
@@ -339,6 +341,7 @@ func (s *Server) reapIdle(now time.Time) []string {
 			delete(s.byToken, se.tokHash)
 		}
 	}
+	s.forgetGroupsLocked()
 	s.mu.Unlock()
 	var ids []string
 	for _, se := range idle {

@@ -1,0 +1,143 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"testing"
+
+	"github.com/rollcage/rollcage/trajectory"
+)
+
+// TestGroup: POST /v1/groups starts n episodes of a task with their own
+// tokens; GET waits for them and reports the group; the finished feed
+// carries the group id.
+func TestGroup(t *testing.T) {
+	e := newEnv(t, &fakeBackend{}, nil)
+	for _, tc := range []struct {
+		body string
+		code int
+	}{
+		{`{"task_id":"fake-task","n":0}`, http.StatusBadRequest},
+		{`{"task_id":"fake-task","n":257}`, http.StatusBadRequest},
+		{`{"task_id":"nope","n":2}`, http.StatusBadRequest},
+		{`{"task_id":"fake-task","n":2,"x":1}`, http.StatusBadRequest},
+	} {
+		var ae apiError
+		if code, _ := e.do("POST", "/v1/groups", testAdmin, tc.body, &ae); code != tc.code || ae.Error == "" {
+			t.Errorf("POST /v1/groups %s: %d %q, want %d with an error", tc.body, code, ae.Error, tc.code)
+		}
+	}
+	var gr GroupResponse
+	if code, _ := e.do("POST", "/v1/groups", testAdmin, GroupRequest{TaskID: fakeTask.ID, N: 3}, &gr); code != http.StatusCreated {
+		t.Fatalf("create group: %d", code)
+	}
+	if len(gr.Episodes) != 3 || gr.GroupID == "" || gr.TaskID != fakeTask.ID {
+		t.Fatalf("group: %+v", gr)
+	}
+	tokens := map[string]bool{}
+	for _, cr := range gr.Episodes {
+		tokens[cr.Token] = true
+		if cr.GroupID != gr.GroupID {
+			t.Errorf("episode %s: group %q, want %q", cr.EpisodeID, cr.GroupID, gr.GroupID)
+		}
+	}
+	if len(tokens) != 3 {
+		t.Errorf("%d distinct tokens for 3 episodes", len(tokens))
+	}
+	if code, _ := e.do("GET", "/v1/groups/"+gr.GroupID, gr.Episodes[0].Token, nil, nil); code != http.StatusForbidden {
+		t.Errorf("GET group with an episode token: %d, want 403", code)
+	}
+	var gi GroupInfo
+	if code, _ := e.do("GET", "/v1/groups/"+gr.GroupID+"?wait=0s", testAdmin, nil, &gi); code != 200 || gi.Done || gi.N != 3 {
+		t.Errorf("group before submits: %d %+v", code, gi)
+	}
+	// Two submit, one is deleted: the group is done, two graded.
+	for _, cr := range gr.Episodes[:2] {
+		if code, _ := e.do("POST", "/v1/episodes/"+cr.EpisodeID+"/submit", cr.Token, nil, nil); code != 200 {
+			t.Fatalf("submit %s: %d", cr.EpisodeID, code)
+		}
+	}
+	waited := make(chan GroupInfo, 1)
+	go func() {
+		var gi GroupInfo
+		e.do("GET", "/v1/groups/"+gr.GroupID, testAdmin, nil, &gi)
+		waited <- gi
+	}()
+	last := gr.Episodes[2]
+	if code, _ := e.do("DELETE", "/v1/episodes/"+last.EpisodeID, last.Token, nil, nil); code != 200 {
+		t.Fatalf("delete: %d", code)
+	}
+	gi = <-waited
+	if !gi.Done || gi.Graded != 2 || gi.Resolved != 2 || gi.ResolveRate != 1 || gi.MeanReward != 1 || len(gi.Episodes) != 3 {
+		t.Errorf("group after the ends: %+v", gi)
+	}
+	ended := 0
+	if err := e.store.ReadFinished(context.Background(), 0, func(ev trajectory.Event) error {
+		if ev.Type != trajectory.TypeEpisodeEnd {
+			return nil
+		}
+		var end trajectory.EpisodeEnd
+		if err := ev.Decode(&end); err != nil {
+			return err
+		}
+		if end.GroupID != gr.GroupID {
+			t.Errorf("finished feed: %s has group %q, want %q", ev.EpisodeID, end.GroupID, gr.GroupID)
+		}
+		ended++
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if ended != 3 {
+		t.Errorf("finished feed: %d episode ends, want 3", ended)
+	}
+}
+
+// TestSamplesEndpoint: an ended episode's samples come as JSONL with the
+// recorded tokens; a running one's are refused, as is an unknown
+// parameter.
+func TestSamplesEndpoint(t *testing.T) {
+	p, url := newPolicy(t)
+	e := newEnv(t, &fakeBackend{}, func(c *Config) { c.PolicyURL = url })
+	cr := e.create()
+	path := "/v1/episodes/" + cr.EpisodeID
+	go func() { <-p.requests; <-p.auth }()
+	if code, _ := e.do("POST", path+"/chat/completions", cr.Token, `{"model":"m","messages":[{"role":"user","content":"fix it"}]}`, nil); code != 200 {
+		t.Fatalf("chat: %d", code)
+	}
+	var ae apiError
+	if code, _ := e.do("GET", path+"/samples", cr.Token, nil, &ae); code != http.StatusConflict {
+		t.Errorf("samples of a running episode: %d %q, want 409", code, ae.Error)
+	}
+	if code, _ := e.do("POST", path+"/submit", cr.Token, nil, nil); code != 200 {
+		t.Fatalf("submit: %d", code)
+	}
+	if code, _ := e.do("GET", path+"/samples?bogus=1", cr.Token, nil, &ae); code != http.StatusBadRequest {
+		t.Errorf("samples?bogus=1: %d, want 400", code)
+	}
+	req, _ := http.NewRequest("GET", e.http.URL+path+"/samples", nil)
+	req.Header.Set("Authorization", "Bearer "+cr.Token)
+	resp, err := e.http.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got []trajectory.Sample
+	dec := json.NewDecoder(resp.Body)
+	for dec.More() {
+		var s trajectory.Sample
+		if err := dec.Decode(&s); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, s)
+	}
+	if resp.StatusCode != 200 || len(got) != 1 || got[0].EpisodeID != cr.EpisodeID || got[0].Reward != 1 {
+		t.Fatalf("samples: %d %+v", resp.StatusCode, got)
+	}
+	last := len(got[0].TokenIDs) - 1
+	if !slices.Equal(got[0].TokenIDs[last], []int64{11, 12, 13}) || got[0].LossMask[last] != 1 {
+		t.Errorf("sample tokens %v mask %v, want [11 12 13] on the last message with mask 1", got[0].TokenIDs, got[0].LossMask)
+	}
+}
