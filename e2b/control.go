@@ -206,7 +206,8 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, client str
 	now := time.Now()
 	b := &sbx{id: op.ID, client: client, template: template, taskID: t.ID, bound: bound, image: t.Image,
 		metadata: maps.Clone(req.Metadata), envs: maps.Clone(req.EnvVars), token: op.Token, started: now,
-		endAt: now.Add(timeout), procs: map[uint32]*proc{}, nextPID: 1000}
+		deadline: op.Deadline, procs: map[uint32]*proc{}, nextPID: 1000}
+	b.setEnd(now.Add(timeout), false)
 	s.mu.Lock()
 	s.sandboxes[b.id] = b
 	s.mu.Unlock()
@@ -254,12 +255,7 @@ func (s *Server) handleConnect(w http.ResponseWriter, r *http.Request, client st
 	}
 	if req.Timeout != nil && *req.Timeout > 0 {
 		// Connecting extends the lifetime, never shortens it (E2B's rule).
-		end := time.Now().Add(time.Duration(*req.Timeout) * time.Second)
-		b.mu.Lock()
-		if end.After(b.endAt) {
-			b.endAt = end
-		}
-		b.mu.Unlock()
+		b.setEnd(time.Now().Add(time.Duration(*req.Timeout)*time.Second), true)
 	}
 	writeJSON(w, http.StatusOK, s.describe(b, true))
 }
@@ -278,9 +274,7 @@ func (s *Server) handleTimeout(w http.ResponseWriter, r *http.Request, client st
 		apiError(w, http.StatusBadRequest, "timeout: send JSON {\"timeout\": seconds > 0}")
 		return
 	}
-	b.mu.Lock()
-	b.endAt = time.Now().Add(time.Duration(req.Timeout) * time.Second)
-	b.mu.Unlock()
+	b.setEnd(time.Now().Add(time.Duration(req.Timeout)*time.Second), false)
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -351,7 +345,8 @@ func matches(have map[string]string, want url.Values) bool {
 }
 
 // handleSubmit grades a task-bound sandbox (rollcage's extension) and
-// answers its outcome; the sandbox stays listed until killed or timed out.
+// answers its outcome; grading ends the episode, so the sandbox is gone
+// afterwards (kill answers 404, as for any ended sandbox).
 func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, client string) {
 	id := r.PathValue("id")
 	s.mu.Lock()

@@ -218,12 +218,27 @@ type sbx struct {
 	envs     map[string]string
 	token    string
 	started  time.Time
+	deadline time.Time // the episode's wall-time limit: no E2B timeout outlives it
 
 	mu      sync.Mutex
 	endAt   time.Time        // guarded by mu
 	killed  bool             // guarded by mu
 	nextPID uint32           // guarded by mu
 	procs   map[uint32]*proc // guarded by mu; running processes
+}
+
+// setEnd sets the sandbox's end, never past the episode's wall time
+// (calls after it would fail; the sandbox ends instead). extend only
+// moves it later (connect's rule).
+func (b *sbx) setEnd(end time.Time, extend bool) {
+	if !b.deadline.IsZero() && end.After(b.deadline) {
+		end = b.deadline
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !extend || end.After(b.endAt) {
+		b.endAt = end
+	}
 }
 
 func (b *sbx) end() time.Time {
@@ -299,15 +314,23 @@ func (s *Server) reapLoop() {
 	}
 }
 
+// reap kills the sandboxes past their end and keeps the others' episodes
+// in use, so that the gateway's idle close follows the E2B timeout
+// instead of cutting a sandbox its client still holds.
 func (s *Server) reap(now time.Time) {
-	var due []*sbx
+	var due, live []*sbx
 	s.mu.Lock()
 	for _, b := range s.sandboxes {
 		if !now.Before(b.end()) {
 			due = append(due, b)
+		} else {
+			live = append(live, b)
 		}
 	}
 	s.mu.Unlock()
+	for _, b := range live {
+		_, _, _ = s.cfg.Episodes.State(b.id) // touches it
+	}
 	for _, b := range due {
 		if err := s.kill(context.Background(), b, "e2b timeout"); err != nil {
 			s.log.Warn("killing timed-out sandbox", "sandbox_id", b.id, "err", err)

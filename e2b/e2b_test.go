@@ -58,7 +58,7 @@ type env struct {
 	store *trajectory.Store
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T, tweak ...func(*server.Config)) *env {
 	t.Helper()
 	rulesOnce.Do(func() { rulesEng, rulesErr = rules.New(context.Background(), rules.Config{}) })
 	if rulesErr != nil {
@@ -78,8 +78,12 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(server.Config{Runner: r, Store: st, Tasks: []task.Task{boundTask},
-		Hidden: fstest.MapFS{"hidden/fake/test_x.py": {Data: []byte("def test_x():\n    assert True\n")}}})
+	cfg := server.Config{Runner: r, Store: st, Tasks: []task.Task{boundTask},
+		Hidden: fstest.MapFS{"hidden/fake/test_x.py": {Data: []byte("def test_x():\n    assert True\n")}}}
+	for _, f := range tweak {
+		f(&cfg)
+	}
+	srv, err := server.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -724,5 +728,20 @@ func TestSubmit(t *testing.T) {
 	}
 	if code, _ := e.do("DELETE", "/sandboxes/"+bound.SandboxID, keyA, nil, nil); code != 404 {
 		t.Errorf("kill after submit: %d (the graded episode has ended)", code)
+	}
+}
+
+// TestIdleCloseFollowsTimeout: the gateway's idle close does not cut a
+// sandbox whose E2B timeout has not passed, however idle it is.
+func TestIdleCloseFollowsTimeout(t *testing.T) {
+	e := newEnv(t, func(c *server.Config) { c.IdleTimeout = time.Second })
+	cr := e.create(keyA, map[string]string{e2b.MetaImage: "rollcage/plain:latest"})
+	time.Sleep(4 * time.Second) // the gateway's reaper checks every second
+	if code, _ := e.do("GET", "/sandboxes/"+cr.SandboxID, keyA, nil, nil); code != 200 {
+		t.Fatalf("an idle sandbox within its timeout: %d, want 200", code)
+	}
+	c := e.clients(cr)
+	if _, out, _, err := run(context.Background(), t, c, bashCfg("echo still")); err != nil || out != "still\n" {
+		t.Errorf("after idling: %q %v", out, err)
 	}
 }

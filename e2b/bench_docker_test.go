@@ -1,0 +1,148 @@
+package e2b_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/rollcage/rollcage/demo"
+	"github.com/rollcage/rollcage/e2b"
+	"github.com/rollcage/rollcage/e2b/envd/process"
+	"github.com/rollcage/rollcage/e2b/envd/process/processconnect"
+	"github.com/rollcage/rollcage/sandbox/docker/dockertest"
+	"github.com/rollcage/rollcage/sandbox/sandboxtest"
+)
+
+// BenchmarkE2B measures, on a real rollcage serve --e2b-addr --pool 2
+// and Docker sandboxes of the first demo task: the round trip of `true`
+// through the E2B path (process Start, JSON as the JS SDK speaks it and
+// binary proto as the Python SDK does) beside POST /calls on the same
+// sandbox, and creating a sandbox through the E2B API with the warm
+// pool (each create starts when the pool is refilled; the kill is not
+// timed).
+func BenchmarkE2B(b *testing.B) {
+	be := dockertest.Backend(b)
+	root := moduleRoot(b)
+	tasks, _, err := demo.Tasks()
+	if err != nil {
+		b.Fatal(err)
+	}
+	tk := tasks[0]
+	sandboxtest.RequireImage(b, be, tk.Image)
+	const key, admin = "e2b_0123456789abcdef0123456789abcdef01234567", "admin-e2b-bench"
+	gateway, api := serveE2B(b, root, key, admin, "--pool", "2", "--max-steps", "1000000")
+
+	post := func(url, auth string, body any) (int, []byte) {
+		data, _ := json.Marshal(body)
+		req, _ := http.NewRequest("POST", url, bytes.NewReader(data))
+		req.Header.Set("Content-Type", "application/json")
+		if strings.HasPrefix(auth, "e2b_") {
+			req.Header.Set("X-API-KEY", auth)
+		} else {
+			req.Header.Set("Authorization", "Bearer "+auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var buf bytes.Buffer
+		buf.ReadFrom(resp.Body)
+		return resp.StatusCode, buf.Bytes()
+	}
+	create := func() created {
+		code, body := post(api+"/v2/sandboxes", key, map[string]any{"templateID": "base", "metadata": map[string]string{e2b.MetaImage: tk.Image}})
+		var c created
+		if code != 201 || json.Unmarshal(body, &c) != nil {
+			b.Fatalf("create: %d %s", code, body)
+		}
+		return c
+	}
+	kill := func(id string) {
+		req, _ := http.NewRequest("DELETE", api+"/sandboxes/"+id, nil)
+		req.Header.Set("X-API-KEY", key)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}
+	waitWarm := func(n int) {
+		deadline := time.Now().Add(2 * time.Minute)
+		for time.Now().Before(deadline) {
+			if warm(b, gateway) >= n {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		b.Fatalf("the warm pool did not refill to %d", n)
+	}
+
+	waitWarm(2)
+	sb := create()
+	defer kill(sb.SandboxID)
+	ctx := context.Background()
+	for _, codec := range codecs {
+		pc := processconnect.NewProcessClient(&http.Client{Transport: sandboxHeaders{id: sb.SandboxID, token: sb.EnvdAccessToken}}, api, codec.opts...)
+		b.Run("true/e2b-"+codec.name, func(b *testing.B) {
+			for b.Loop() {
+				n, err := drain(pc.Start(ctx, connect.NewRequest(&process.StartRequest{Process: bashCfg("true")})))
+				if err != nil || n < 2 {
+					b.Fatalf("start true: %d events, %v", n, err)
+				}
+			}
+		})
+	}
+	// The E2B path runs each command in a subshell of session "e2b";
+	// calls-subshell is /calls with that same command, which separates
+	// the wrapping's cost from the wire's.
+	for name, call := range map[string]map[string]any{
+		"calls":          {"tool": "bash", "args": map[string]string{"command": "true"}},
+		"calls-subshell": {"tool": "bash", "session": "e2b", "args": map[string]string{"command": "(\ntrue\n)"}},
+	} {
+		b.Run("true/"+name, func(b *testing.B) {
+			for b.Loop() {
+				if code, body := post(gateway+"/v1/episodes/"+sb.SandboxID+"/calls", sb.EnvdAccessToken, call); code != 200 {
+					b.Fatalf("calls: %d %s", code, body)
+				}
+			}
+		})
+	}
+	if testing.Short() {
+		return
+	}
+	b.Run("create/warm", func(b *testing.B) {
+		for b.Loop() {
+			b.StopTimer()
+			waitWarm(2)
+			b.StartTimer()
+			c := create()
+			b.StopTimer()
+			kill(c.SandboxID)
+			b.StartTimer()
+		}
+	})
+}
+
+// warm reads the gateway's warm-pool gauge.
+func warm(t testing.TB, gateway string) int {
+	resp, err := http.Get(gateway + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "rollcage_sandbox_pool_warm "); ok {
+			var n float64
+			json.Unmarshal([]byte(v), &n)
+			return int(n)
+		}
+	}
+	return 0
+}
