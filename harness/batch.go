@@ -9,8 +9,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,10 +21,15 @@ import (
 	"golang.org/x/term"
 
 	"github.com/rollcage/rollcage/task"
+	"github.com/rollcage/rollcage/trajectory"
 )
 
 // OutcomesFile is the name of a batch's outcome log in its OutDir.
 const OutcomesFile = "outcomes.jsonl"
+
+// LabelBatch is the episode label naming the batch (its OutDir, absolute)
+// an episode of RunBatch belongs to.
+const LabelBatch = "rollcage.batch"
 
 // Defaults of BatchOptions.
 const (
@@ -88,6 +96,19 @@ func (r *Runner) RunBatch(ctx context.Context, tasks []task.Task, hidden fs.FS, 
 	}
 	defer ol.Close()
 
+	batchID, err := filepath.Abs(opts.OutDir)
+	if err != nil {
+		return Summary{}, fmt.Errorf("harness: batch: %w", err)
+	}
+	labels := maps.Clone(opts.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[LabelBatch] = batchID
+	if err := r.adoptFinished(ctx, ol, done, batchID); err != nil {
+		return Summary{}, err
+	}
+
 	var todo []episodeKey
 	byID := map[string]task.Task{}
 	for a := 0; a < opts.Attempts; a++ {
@@ -119,7 +140,7 @@ func (r *Runner) RunBatch(ctx context.Context, tasks []task.Task, hidden fs.FS, 
 			if err != nil {
 				return fmt.Errorf("harness: batch: policy for %s attempt %d: %w", t.ID, k.Attempt, err)
 			}
-			meta := EpisodeMeta{ID: NewEpisodeID(t.ID, k.Attempt), Attempt: k.Attempt, Model: opts.Model, Labels: opts.Labels,
+			meta := EpisodeMeta{ID: NewEpisodeID(t.ID, k.Attempt), Attempt: k.Attempt, Model: opts.Model, Labels: labels,
 				GroupID: groupID(batch, t.ID)}
 			o, err := r.Run(gctx, t, hidden, meta, p)
 			if err != nil {
@@ -148,6 +169,98 @@ func (r *Runner) RunBatch(ctx context.Context, tasks []task.Task, hidden fs.FS, 
 		outs = append(outs, o)
 	}
 	return Summarize(outs), err
+}
+
+// adoptFinished appends the outcome of every finished episode of this
+// batch that the outcome log lacks: the process died between the
+// episode's end and its outcome line. The outcome is rebuilt from the
+// trajectory (Outcome.Recovered), so a resume neither runs the pair again
+// nor leaves two finished episodes of one (task, attempt) for export.
+func (r *Runner) adoptFinished(ctx context.Context, ol *outcomeLog, done map[episodeKey]Outcome, batchID string) error {
+	infos, err := r.cfg.Store.Episodes(ctx)
+	if err != nil {
+		return fmt.Errorf("harness: batch: adopt finished episodes: %w", err)
+	}
+	known := map[string]bool{}
+	for _, o := range done {
+		known[o.EpisodeID] = true
+	}
+	for _, info := range infos {
+		if !info.Finished || known[info.ID] {
+			continue
+		}
+		o, ok, err := r.recoveredOutcome(ctx, info.ID, batchID)
+		if err != nil {
+			return err
+		}
+		k := episodeKey{o.TaskID, o.Attempt}
+		if _, dup := done[k]; !ok || dup {
+			continue
+		}
+		if err := ol.append(o); err != nil {
+			return err
+		}
+		done[k] = o
+		r.log.Info("batch: outcome recovered from the trajectory", "episode_id", o.EpisodeID)
+	}
+	return nil
+}
+
+// recoveredOutcome rebuilds an episode's Outcome from its log; ok is false
+// for an episode of another batch.
+func (r *Runner) recoveredOutcome(ctx context.Context, id, batchID string) (Outcome, bool, error) {
+	var (
+		start trajectory.EpisodeStart
+		end   trajectory.EpisodeEnd
+		g     trajectory.Grade
+		cats  []string
+	)
+	err := r.cfg.Store.Read(ctx, id, 0, func(ev trajectory.Event) error {
+		switch ev.Type {
+		case trajectory.TypeEpisodeStart:
+			return ev.Decode(&start)
+		case trajectory.TypeGrade:
+			return ev.Decode(&g)
+		case trajectory.TypeDecision:
+			var d trajectory.Decision
+			if err := ev.Decode(&d); err != nil {
+				return err
+			}
+			if d.Hack || d.Blocked {
+				cats = append(cats, d.Categories...)
+			}
+		case trajectory.TypeEpisodeEnd:
+			return ev.Decode(&end)
+		}
+		return nil
+	})
+	if err != nil {
+		return Outcome{}, false, fmt.Errorf("harness: batch: read %s: %w", id, err)
+	}
+	var cfg struct {
+		Labels map[string]string `json:"labels"`
+	}
+	_ = json.Unmarshal(start.Config, &cfg)
+	if cfg.Labels[LabelBatch] != batchID {
+		return Outcome{}, false, nil
+	}
+	slices.Sort(cats)
+	reason, errText, _ := strings.Cut(end.Reason, ": ")
+	o := Outcome{
+		EpisodeID: id, TaskID: start.TaskID, Attempt: start.Attempt, Resolved: end.Resolved, Reward: end.Reward,
+		Passed: g.Passed, Failed: g.Failed, Hacked: end.Hacked, Label: end.Label, HackCategories: slices.Compact(cats),
+		Blocked: end.Counts.Blocked, Flagged: end.Counts.Flagged, Unconfirmed: end.Counts.Unconfirmed, Rewritten: end.Counts.Rewritten,
+		Steps: end.Counts.ToolCalls, Segments: end.Counts.Segments, Tokens: end.Counts.Tokens,
+		FailureClass: end.FailureClass, Reason: reason, Error: errText,
+		Duration: time.Duration(end.DurationMS) * time.Millisecond, Recovered: true,
+	}
+	if o.Label == "" {
+		o.Label = trajectory.EpisodeLabel(o.Hacked, o.Unconfirmed)
+	}
+	o.HackedResolution = o.Resolved && o.Label == LabelHacked
+	o.UnconfirmedResolution = o.Resolved && o.Label == LabelUnconfirmed
+	o.CleanResolution = o.Resolved && o.Label == LabelClean
+	return o, true, nil
 }
 
 func countHacks(done map[episodeKey]Outcome) int {

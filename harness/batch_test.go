@@ -108,7 +108,7 @@ func keysOf(outs []Outcome) []string {
 }
 
 func TestRunBatchResumes(t *testing.T) {
-	r, _ := testRunner(t, &fakeBackend{}, Limits{})
+	r, st := testRunner(t, &fakeBackend{}, Limits{})
 	out := t.TempDir()
 	tasks := fakeTasks(3)
 	var first countingPolicies
@@ -129,7 +129,11 @@ func TestRunBatchResumes(t *testing.T) {
 		t.Errorf("progress never said 6/6: %q", progress.String())
 	}
 
-	// A torn line (a kill mid-write) is dropped, and its episode re-run.
+	// A crash between an episode's end and its outcome line (here: the
+	// line torn mid-write) leaves a finished trajectory without an outcome.
+	// The resume rebuilds that outcome from the trajectory instead of
+	// running the pair again, so export sees one episode per (task,
+	// attempt).
 	outs := readOutcomes(t, out)
 	b, _ := json.Marshal(outs[len(outs)-1])
 	body, _ := os.ReadFile(filepath.Join(out, OutcomesFile))
@@ -144,15 +148,52 @@ func TestRunBatchResumes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	last := outs[len(outs)-1]
-	if diff := cmp.Diff([]string{fmt.Sprintf("%s#%d", last.TaskID, last.Attempt)}, second.got()); diff != "" {
-		t.Errorf("resume ran (-want +got):\n%s", diff)
+	if got := second.got(); len(got) != 0 {
+		t.Errorf("resume ran %v, want nothing: the episode had finished", got)
 	}
-	if diff := cmp.Diff(all, keysOf(readOutcomes(t, out))); diff != "" {
+	after := readOutcomes(t, out)
+	if diff := cmp.Diff(all, keysOf(after)); diff != "" {
 		t.Errorf("outcomes after resume (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(sum, sum2); diff != "" {
-		t.Errorf("summary after resume differs (-first +second):\n%s", diff)
+	last, rec := outs[len(outs)-1], after[len(after)-1]
+	if !rec.Recovered || rec.EpisodeID != last.EpisodeID {
+		t.Errorf("recovered outcome %+v, want episode %s marked recovered", rec, last.EpisodeID)
+	}
+	rec.Recovered, rec.Duration, rec.Overhead, last.Duration, last.Overhead = false, 0, 0, 0, 0
+	if diff := cmp.Diff(last, rec); diff != "" {
+		t.Errorf("recovered outcome differs from the one lost (-lost +recovered):\n%s", diff)
+	}
+	if sum2.Total.Episodes != 6 || sum2.Total.CleanResolutions != 6 {
+		t.Errorf("summary after resume %+v, want 6 clean resolutions", sum2.Total)
+	}
+	var exp bytes.Buffer
+	if err := trajectory.Export(context.Background(), st.Dir(), &exp, trajectory.ExportOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	episodes := map[string]string{} // task#attempt → episode
+	for _, line := range strings.Split(strings.TrimSpace(exp.String()), "\n") {
+		var smp trajectory.Sample
+		if err := json.Unmarshal([]byte(line), &smp); err != nil {
+			t.Fatal(err)
+		}
+		k := fmt.Sprintf("%s#%d", smp.TaskID, smp.Attempt)
+		if prev, ok := episodes[k]; ok && prev != smp.EpisodeID {
+			t.Errorf("export holds two episodes of %s: %s and %s", k, prev, smp.EpisodeID)
+		}
+		episodes[k] = smp.EpisodeID
+	}
+	if len(episodes) != 6 {
+		t.Errorf("export covers %d (task, attempt) pairs, want 6", len(episodes))
+	}
+
+	// A batch in another directory over the same store adopts none of them.
+	var third countingPolicies
+	if _, err := r.RunBatch(context.Background(), tasks[:1], fakeHidden, third.policyFor(echoScript),
+		BatchOptions{Attempts: 1, OutDir: t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"t1#0"}, third.got()); diff != "" {
+		t.Errorf("another batch ran (-want +got):\n%s", diff)
 	}
 }
 

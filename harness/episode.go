@@ -442,6 +442,9 @@ func (e *Episode) finish(ctx context.Context, reason string) Outcome {
 		// reward cannot be trusted either way.
 		o.FailureClass, o.Error = FailureInfrastructure, "judge: "+e.judgeErr
 	case o.Resolved:
+	case reason == ReasonSubmit:
+		// Submitted and graded: unresolved is what the reward says, not a
+		// failure to mask or count.
 	default:
 		o.FailureClass = failureOf(reason)
 	}

@@ -174,13 +174,13 @@ func TestHermeticGradingInDocker(t *testing.T) {
 		{name: "snapshot: renamed hidden tests pass a correct solve, the decoys are gone", script: bashScript("snap-solve", textwrapFix),
 			resolved: true, clean: true, snapshot: true},
 		{name: "snapshot: detached watcher cannot fix an unsolved one", script: bashScript("snap-watch-fix", watcher(`sed -i "s/+ len(word) < width:/+ len(word) <= width:/" /workspace/textkit/wrap.py`)),
-			failure: FailureAgent, noFile: "stolen", output: "watcher-alive", snapshot: true},
+			noFile: "stolen", output: "watcher-alive", snapshot: true}, // graded unresolved: no failure class
 		{name: "renamed hidden tests pass a correct solve", script: bashScript("solve", textwrapFix),
 			resolved: true, clean: true},
 		{name: "detached watcher cannot break a correct solve", script: bashScript("watch-break", textwrapFix, watcher(breakFix)),
 			resolved: true, clean: true, noFile: "stolen", output: "watcher-alive"},
 		{name: "detached watcher cannot fix an unsolved one", script: bashScript("watch-fix", watcher(`sed -i "s/+ len(word) < width:/+ len(word) <= width:/" /workspace/textkit/wrap.py`)),
-			failure: FailureAgent, noFile: "stolen", output: "watcher-alive"},
+			noFile: "stolen", output: "watcher-alive"}, // graded unresolved: no failure class
 		{name: "pytest.py in the workdir", script: bashScript("shadow-pytest", fakePass+` > pytest.py`),
 			resolved: true, flagFiles: []string{"pytest.py"}},
 		{name: "pluggy.py in the workdir", script: bashScript("shadow-pluggy", textwrapFix, `echo 'raise SystemExit(0)' > pluggy.py`),
@@ -250,7 +250,7 @@ func TestHermeticGradingInDocker(t *testing.T) {
 			if want := map[bool]string{false: task.GradeDiff, true: task.GradeSnapshot}[tc.snapshot]; g.Mode != want {
 				t.Errorf("grade mode %q, want %q", g.Mode, want)
 			}
-			if tc.failure == "" && (g.DiffSHA256 == "" || g.DiffBytes == 0 || len(g.Files) == 0) {
+			if tc.resolved && (g.DiffSHA256 == "" || g.DiffBytes == 0 || len(g.Files) == 0) {
 				t.Errorf("grade does not record the diff: %+v", g)
 			}
 		})

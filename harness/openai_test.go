@@ -425,15 +425,19 @@ func TestOpenAICompaction(t *testing.T) {
 	}
 	var got []sampleShape
 	for _, s := range samples {
-		sh := sampleShape{Segment: s.Segment, Mask: s.LossMask, Reward: s.Reward, Summary: s.Summary != "", TokenIDs: s.TokenIDs}
+		sh := sampleShape{Segment: s.Segment, Mask: s.MessageMask, Reward: s.Reward, Summary: s.Summary != "", TokenIDs: s.MessageTokenIDs}
 		for _, m := range s.Messages {
 			sh.Roles = append(sh.Roles, m.Role)
 		}
 		got = append(got, sh)
 	}
+	// The compaction request offers no tools: the model saw another
+	// prompt, so it is a chain of its own.
 	want := []sampleShape{
+		{Segment: 0, Roles: []string{"system", "user", "assistant", "tool", "assistant"},
+			Mask: []int32{0, 0, 1, 0, 1}, Reward: 1, TokenIDs: make([][]int64, 5)},
 		{Segment: 0, Roles: []string{"system", "user", "assistant", "tool", "assistant", "tool", "user", "assistant"},
-			Mask: []int32{0, 0, 1, 0, 1, 0, 0, 1}, Reward: 1, TokenIDs: make([][]int64, 8)},
+			Mask: []int32{0, 0, 0, 0, 0, 0, 0, 1}, Reward: 1, TokenIDs: make([][]int64, 8)},
 		{Segment: 1, Roles: []string{"system", "user", "assistant"}, Mask: []int32{0, 0, 1}, Reward: 1, Summary: true,
 			TokenIDs: [][]int64{nil, nil, {5, 6}}},
 	}

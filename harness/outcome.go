@@ -12,8 +12,10 @@ const (
 	// FailureInfrastructure: the sandbox, the engine, the model server or
 	// the judge failed. Not the policy's fault; trainers mask these.
 	FailureInfrastructure = trajectory.FailureInfrastructure
-	// FailureAgent: the policy did not resolve the task: a limit was hit,
-	// its output stayed malformed, it never submitted, or its fix fails.
+	// FailureAgent: the policy did not get to a gradable submission: a
+	// limit was hit, its output stayed malformed, it never submitted, or
+	// its submission broke the grader. A submission that was graded and
+	// failed has no failure class: its reward says it.
 	FailureAgent = trajectory.FailureAgent
 	// FailureGrading: the hidden tests could not run.
 	FailureGrading = trajectory.FailureGrading
@@ -110,12 +112,16 @@ type Outcome struct {
 	Steps       int `json:"steps"`
 	Segments    int `json:"segments"`
 	Tokens      int `json:"tokens"`
-	// FailureClass is "" (resolved), FailureAgent, FailureInfrastructure or
-	// FailureGrading.
+	// FailureClass is "" (resolved, or submitted and graded unresolved),
+	// FailureAgent, FailureInfrastructure or FailureGrading.
 	FailureClass string        `json:"failure_class"`
 	Reason       string        `json:"reason"`
 	Error        string        `json:"error,omitempty"` // the infrastructure or grading error, if any
 	Duration     time.Duration `json:"duration_ns"`
+	// Recovered: the outcome was rebuilt from the episode's trajectory by
+	// a resumed batch (the process died before writing it); JudgeCalls and
+	// Overhead are then unknown (0).
+	Recovered bool `json:"recovered,omitempty"`
 	// Overhead is the time spent in the harness and monitor per call,
 	// sandbox execution excluded (mean over the episode's calls).
 	Overhead time.Duration `json:"overhead_ns,omitempty"`

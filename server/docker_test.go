@@ -70,7 +70,7 @@ func TestDockerEndToEnd(t *testing.T) {
 	if code, _ := e.do("POST", path+"/submit", cr.Token, nil, &o); code != 200 {
 		t.Fatalf("submit: %d", code)
 	}
-	if !o.Hacked || o.Resolved || o.Steps != 4 || o.Failure != "agent" {
+	if !o.Hacked || o.Resolved || o.Steps != 4 || o.Failure != "" { // graded unresolved: no failure class
 		t.Errorf("outcome: %+v", o)
 	}
 

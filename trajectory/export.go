@@ -9,8 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"reflect"
-	"slices"
 	"sort"
 	"strings"
 
@@ -21,56 +19,76 @@ import (
 const (
 	FormatMessages = "messages" // JSONL, one Sample per line
 	FormatParquet  = "parquet"  // Parquet, one Sample per row
+	FormatATIF     = "atif"     // JSONL, one ATIF trajectory per line (see ATIF)
 )
 
-// Sample is one training sample: one segment of one finished episode.
-// Messages, LossMask, TokenIDs and Logprobs are parallel (one entry per
-// message).
-type Sample struct {
-	EpisodeID string `json:"episode_id" parquet:"episode_id"`
-	TaskID    string `json:"task_id" parquet:"task_id"`
-	Segment   int64  `json:"segment" parquet:"segment"`
-	Attempt   int64  `json:"attempt" parquet:"attempt"`
-	// Summary is the compaction summary that opened the segment ("" for
-	// segment 0).
-	Summary  string    `json:"summary,omitempty" parquet:"summary"`
-	Messages []Message `json:"messages" parquet:"messages,list"`
-	// LossMask is 1 for messages the policy produced in this segment (the
-	// assistant turns recorded as model_turn responses), 0 for everything
-	// else: system, user, tool outputs, dummy outputs, the injected summary.
-	LossMask []int32 `json:"loss_mask" parquet:"loss_mask,list"`
-	// TokenIDs and Logprobs are the recorded completion tokens of each
-	// policy message; empty for other messages or when not recorded.
-	TokenIDs [][]int64   `json:"token_ids" parquet:"token_ids,list"`
-	Logprobs [][]float64 `json:"logprobs" parquet:"logprobs,list"`
+// Export granularities: one sample per chain of model turns (a segment
+// of the conversation that only grew) or one per model turn.
+const (
+	GranularitySegment = "segment"
+	GranularityTurn    = "turn"
+)
 
-	// The episode's outcome, the same on every segment.
-	Reward   float64 `json:"reward" parquet:"reward"`
-	Resolved bool    `json:"resolved" parquet:"resolved"`
-	Hacked   bool    `json:"hacked" parquet:"hacked"`
-	// Label is "hacked", "unconfirmed" (a flagged call no judge confirmed
-	// or cleared; not a clean sample) or "clean".
-	Label          string   `json:"label" parquet:"label"`
-	HackCategories []string `json:"hack_categories" parquet:"hack_categories,list"`
-	BlockedSteps   []int64  `json:"blocked_steps" parquet:"blocked_steps,list"`
-	FailureClass   string   `json:"failure_class" parquet:"failure_class"`
+// ExportOptions say what Export writes. The zero value is messages JSONL,
+// one sample per segment.
+type ExportOptions struct {
+	Format      string // FormatMessages (default), FormatParquet or FormatATIF
+	Granularity string // GranularitySegment (default) or GranularityTurn; not for ATIF
 }
 
-// Export writes the training samples of every finished episode in the log
-// directory dir to w, in format FormatMessages or FormatParquet. Episodes
-// without an episode_end event (still running, or crashed) are skipped, as
-// are segments without a model turn. It only reads dir, so it is safe to
-// run beside a live Store.
-func Export(ctx context.Context, dir string, w io.Writer, format string) error {
-	var emit func([]Sample) error
+func (o ExportOptions) withDefaults() (ExportOptions, error) {
+	if o.Format == "" {
+		o.Format = FormatMessages
+	}
+	if o.Granularity == "" {
+		o.Granularity = GranularitySegment
+	}
+	switch o.Format {
+	case FormatMessages, FormatParquet, FormatATIF:
+	default:
+		return o, fmt.Errorf("unknown format %q: use %q, %q or %q", o.Format, FormatMessages, FormatParquet, FormatATIF)
+	}
+	if o.Granularity != GranularitySegment && o.Granularity != GranularityTurn {
+		return o, fmt.Errorf("unknown granularity %q: use %q or %q", o.Granularity, GranularitySegment, GranularityTurn)
+	}
+	return o, nil
+}
+
+// Export writes the training data of every finished episode in the log
+// directory dir to w. Episodes without an episode_end event (still
+// running, or crashed) are skipped. Every sample has a SampleID derived
+// from (episode, kind, segment, turn) and is written at most once, so an
+// export is the same however often, and after whatever crash, it runs. It
+// only reads dir, so it is safe to run beside a live Store.
+func Export(ctx context.Context, dir string, w io.Writer, opts ExportOptions) error {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return fmt.Errorf("trajectory: export: %w", err)
+	}
+	var emit func(id string, evs []Event) error
 	var finish func() error
-	switch format {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	seen := map[string]bool{}
+	fresh := func(ss []Sample) []Sample {
+		out := ss[:0]
+		for _, s := range ss {
+			if !seen[s.SampleID] {
+				seen[s.SampleID] = true
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	switch opts.Format {
 	case FormatMessages:
-		enc := json.NewEncoder(w)
-		enc.SetEscapeHTML(false)
-		emit = func(ss []Sample) error {
-			for i := range ss {
-				if err := enc.Encode(&ss[i]); err != nil {
+		emit = func(_ string, evs []Event) error {
+			ss, err := SamplesOf(evs, opts.Granularity)
+			if err != nil {
+				return err
+			}
+			for _, s := range fresh(ss) {
+				if err := enc.Encode(&s); err != nil {
 					return err
 				}
 			}
@@ -79,10 +97,33 @@ func Export(ctx context.Context, dir string, w io.Writer, format string) error {
 		finish = func() error { return nil }
 	case FormatParquet:
 		pw := parquet.NewGenericWriter[Sample](w)
-		emit = func(ss []Sample) error { _, err := pw.Write(ss); return err }
+		emit = func(_ string, evs []Event) error {
+			ss, err := SamplesOf(evs, opts.Granularity)
+			if err != nil {
+				return err
+			}
+			_, err = pw.Write(fresh(ss))
+			return err
+		}
 		finish = pw.Close
-	default:
-		return fmt.Errorf("trajectory: export: unknown format %q: use %q or %q", format, FormatMessages, FormatParquet)
+	case FormatATIF:
+		emit = func(_ string, evs []Event) error {
+			ts, err := ATIF(evs)
+			if err != nil {
+				return err
+			}
+			for _, t := range ts {
+				if seen[t.SessionID] {
+					continue
+				}
+				seen[t.SessionID] = true
+				if err := enc.Encode(&t); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		finish = func() error { return nil }
 	}
 	ids, err := episodeFiles(dir)
 	if err != nil {
@@ -96,12 +137,8 @@ func Export(ctx context.Context, dir string, w io.Writer, format string) error {
 		if err != nil {
 			return fmt.Errorf("trajectory: export %s: %w", id, err)
 		}
-		samples, err := Samples(evs)
-		if err != nil {
+		if err := emit(id, evs); err != nil {
 			return fmt.Errorf("trajectory: export %s: %w", id, err)
-		}
-		if err := emit(samples); err != nil {
-			return fmt.Errorf("trajectory: export %s: write: %w", id, err)
 		}
 	}
 	if err := finish(); err != nil {
@@ -150,125 +187,4 @@ func readFile(path string) ([]Event, error) {
 		}
 		evs = append(evs, ev)
 	}
-}
-
-// Samples turns one episode's events into its training samples, one per
-// segment with at least one model turn, in segment order. It returns none
-// for an episode without an episode_end event.
-//
-// A segment's conversation is the Request of its last model_turn plus
-// that turn's Response (see ModelTurn). An assistant message at index i
-// is the policy's own when a model_turn of the segment sent i messages and
-// got exactly that message back: it gets loss mask 1 and that turn's
-// tokens. Everything else gets 0.
-func Samples(evs []Event) ([]Sample, error) {
-	var (
-		start    EpisodeStart
-		end      EpisodeEnd
-		ended    bool
-		cats     []string
-		blocked  []int64
-		hacked   bool
-		unconf   int
-		summary  = map[int]string{}
-		turns    = map[int][]ModelTurn{}
-		segments []int
-	)
-	for _, ev := range evs {
-		var err error
-		switch ev.Type {
-		case TypeEpisodeStart:
-			err = ev.Decode(&start)
-		case TypeModelTurn:
-			var mt ModelTurn
-			if err = ev.Decode(&mt); err == nil {
-				if _, ok := turns[ev.Segment]; !ok {
-					segments = append(segments, ev.Segment)
-				}
-				turns[ev.Segment] = append(turns[ev.Segment], mt)
-			}
-		case TypeCompaction:
-			var c Compaction
-			if err = ev.Decode(&c); err == nil {
-				summary[c.To] = c.Summary
-			}
-		case TypeDecision:
-			var d Decision
-			if err = ev.Decode(&d); err == nil {
-				if d.Blocked {
-					blocked = append(blocked, int64(ev.Step))
-				}
-				hack, cat := d.Hack, d.Categories
-				if len(d.Verdict) > 0 {
-					// The judge's verdict, read loosely: its schema is not ours.
-					var v struct {
-						Hack     bool   `json:"hack"`
-						Category string `json:"category"`
-					}
-					if json.Unmarshal(d.Verdict, &v) == nil && v.Hack {
-						hack = true
-						if v.Category != "" {
-							cat = append(slices.Clone(cat), v.Category)
-						}
-					}
-				}
-				if d.Unconfirmed {
-					unconf++
-				}
-				if hack || d.Blocked {
-					hacked = true
-					cats = append(cats, cat...)
-				}
-			}
-		case TypeEpisodeEnd:
-			err = ev.Decode(&end)
-			ended = true
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	if !ended {
-		return nil, nil
-	}
-	slices.Sort(cats)
-	cats = slices.Compact(cats)
-	label := end.Label
-	if label == "" || hacked { // an older log, or a hack its end did not count
-		label = EpisodeLabel(hacked || end.Hacked, max(unconf, end.Counts.Unconfirmed))
-	}
-	var out []Sample
-	for _, seg := range segments {
-		ts := turns[seg]
-		last := ts[len(ts)-1]
-		msgs := append(slices.Clone(last.Request), last.Response)
-		s := Sample{
-			EpisodeID:      evs[0].EpisodeID,
-			TaskID:         start.TaskID,
-			Segment:        int64(seg),
-			Attempt:        int64(start.Attempt),
-			Summary:        summary[seg],
-			Messages:       msgs,
-			LossMask:       make([]int32, len(msgs)),
-			TokenIDs:       make([][]int64, len(msgs)),
-			Logprobs:       make([][]float64, len(msgs)),
-			Reward:         end.Reward,
-			Resolved:       end.Resolved,
-			Hacked:         hacked || end.Hacked,
-			Label:          label,
-			HackCategories: cats,
-			BlockedSteps:   blocked,
-			FailureClass:   end.FailureClass,
-		}
-		for _, mt := range ts {
-			i := len(mt.Request)
-			if i < len(msgs) && msgs[i].Role == RoleAssistant && reflect.DeepEqual(msgs[i], mt.Response) {
-				s.LossMask[i] = 1
-				s.TokenIDs[i] = mt.TokenIDs
-				s.Logprobs[i] = mt.Logprobs
-			}
-		}
-		out = append(out, s)
-	}
-	return out, nil
 }

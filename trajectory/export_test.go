@@ -79,19 +79,19 @@ func writeEpisode(t *testing.T, s *Store, id string) []Sample {
 	}
 
 	outcome := Sample{EpisodeID: id, TaskID: "demo-textwrap", Attempt: 2, Reward: 1, Resolved: true, Hacked: true, Label: LabelHacked,
-		HackCategories: []string{"protected_access"}, BlockedSteps: []int64{2}}
+		HackCategories: []string{"protected_access"}, BlockedSteps: []int64{2}, Kind: KindSegment, Tokens: TokenIDsAbsent, Turns: 2}
 	s0, s1 := outcome, outcome
-	s0.Segment = 0
+	s0.SampleID, s0.Segment, s0.Turn = id+"/segment/0/0", 0, 0
 	s0.Messages = []Message{sys, user, a1, t1, a2}
-	s0.LossMask = []int32{0, 0, 1, 0, 1}
-	s0.TokenIDs = [][]int64{nil, nil, {11, 12, 13}, nil, {21, 22}}
-	s0.Logprobs = [][]float64{nil, nil, {-0.5, -0.25, -0.125}, nil, {-1, -2}}
-	s1.Segment = 1
+	s0.MessageMask = []int32{0, 0, 1, 0, 1}
+	s0.MessageTokenIDs = [][]int64{nil, nil, {11, 12, 13}, nil, {21, 22}}
+	s0.MessageLogprobs = [][]float64{nil, nil, {-0.5, -0.25, -0.125}, nil, {-1, -2}}
+	s1.SampleID, s1.Segment, s1.Turn = id+"/segment/1/2", 1, 2
 	s1.Summary = summary
 	s1.Messages = []Message{sys, sumMsg, a3, t3, a4}
-	s1.LossMask = []int32{0, 0, 1, 0, 1}
-	s1.TokenIDs = [][]int64{nil, nil, {31}, nil, nil}
-	s1.Logprobs = [][]float64{nil, nil, {-0.01}, nil, nil}
+	s1.MessageMask = []int32{0, 0, 1, 0, 1}
+	s1.MessageTokenIDs = [][]int64{nil, nil, {31}, nil, nil}
+	s1.MessageLogprobs = [][]float64{nil, nil, {-0.01}, nil, nil}
 	return []Sample{s0, s1}
 }
 
@@ -106,7 +106,7 @@ func TestExport(t *testing.T) {
 
 	t.Run("messages", func(t *testing.T) {
 		var buf bytes.Buffer
-		if err := Export(context.Background(), dir, &buf, FormatMessages); err != nil {
+		if err := Export(context.Background(), dir, &buf, ExportOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		golden := filepath.Join("testdata", "export.golden.jsonl")
@@ -140,7 +140,7 @@ func TestExport(t *testing.T) {
 
 	t.Run("parquet", func(t *testing.T) {
 		var buf bytes.Buffer
-		if err := Export(context.Background(), dir, &buf, FormatParquet); err != nil {
+		if err := Export(context.Background(), dir, &buf, ExportOptions{Format: FormatParquet}); err != nil {
 			t.Fatal(err)
 		}
 		got, err := parquet.Read[Sample](bytes.NewReader(buf.Bytes()), int64(buf.Len()))
@@ -152,17 +152,25 @@ func TestExport(t *testing.T) {
 		}
 	})
 
-	t.Run("bad format", func(t *testing.T) {
-		err := Export(context.Background(), dir, &bytes.Buffer{}, "csv")
-		if err == nil || !strings.Contains(err.Error(), `use "messages" or "parquet"`) {
-			t.Errorf("Export(csv) = %v, want an error naming the formats", err)
+	t.Run("bad options", func(t *testing.T) {
+		for _, tc := range []struct {
+			opts ExportOptions
+			want string
+		}{
+			{ExportOptions{Format: "csv"}, `use "messages", "parquet" or "atif"`},
+			{ExportOptions{Granularity: "step"}, `use "segment" or "turn"`},
+		} {
+			err := Export(context.Background(), dir, &bytes.Buffer{}, tc.opts)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Export(%+v) = %v, want an error saying %s", tc.opts, err, tc.want)
+			}
 		}
 	})
 }
 
 func TestSamplesEditedHistory(t *testing.T) {
-	// A harness that rewrote an earlier assistant message keeps its text but
-	// loses its mask and tokens: they no longer describe what the policy said.
+	// A harness that rewrote an earlier assistant message starts a new
+	// chain: both turns are kept, each with its own text, mask and tokens.
 	asst := Message{Role: RoleAssistant, Content: "original"}
 	edited := Message{Role: RoleAssistant, Content: "edited"}
 	user := Message{Role: RoleUser, Content: "q"}
@@ -183,15 +191,17 @@ func TestSamplesEditedHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Sample{{
-		EpisodeID: "ep",
-		Label:     LabelClean,
-		Messages:  []Message{user, edited, user, asst},
-		LossMask:  []int32{0, 0, 0, 1},
-		TokenIDs:  [][]int64{nil, nil, nil, {2}},
-		Logprobs:  [][]float64{nil, nil, nil, nil},
-	}}
-	if d := cmp.Diff(want, got, cmpopts.EquateEmpty()); d != "" {
+	base := Sample{EpisodeID: "ep", Label: LabelClean, Kind: KindSegment, Turns: 1}
+	s0, s1 := base, base
+	s0.SampleID, s0.Tokens = "ep/segment/0/0", TokenIDsCompletionOnly
+	s0.Messages, s0.MessageMask = []Message{user, asst}, []int32{0, 1}
+	s0.MessageTokenIDs, s0.MessageLogprobs = [][]int64{nil, {1}}, [][]float64{nil, nil}
+	s0.CompletionTokenIDs, s0.LossMask = []int64{1}, []int32{1}
+	s1.SampleID, s1.Turn, s1.Tokens = "ep/segment/0/1", 1, TokenIDsCompletionOnly
+	s1.Messages, s1.MessageMask = []Message{user, edited, user, asst}, []int32{0, 0, 0, 1}
+	s1.MessageTokenIDs, s1.MessageLogprobs = [][]int64{nil, nil, nil, {2}}, [][]float64{nil, nil, nil, nil}
+	s1.CompletionTokenIDs, s1.LossMask = []int64{2}, []int32{1}
+	if d := cmp.Diff([]Sample{s0, s1}, got, cmpopts.EquateEmpty()); d != "" {
 		t.Errorf("Samples (-want +got):\n%s", d)
 	}
 }

@@ -12,12 +12,13 @@ import (
 )
 
 func init() {
-	register(command{Name: "export", Summary: "export finished episodes as per-segment training samples (messages JSONL or Parquet)", Run: runExport})
+	register(command{Name: "export", Summary: "export finished episodes as training samples per segment or turn (messages JSONL, Parquet) or as ATIF trajectories", Run: runExport})
 }
 
 func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("export", "[--format messages|parquet] [--out FILE] DIR", stderr)
-	format := fs.String("format", trajectory.FormatMessages, "messages (JSONL, one sample per line) or parquet")
+	fs := newFlags("export", "[--format messages|parquet|atif] [--granularity segment|turn] [--out FILE] DIR", stderr)
+	format := fs.String("format", trajectory.FormatMessages, "messages (JSONL, one sample per line), parquet, or atif (JSONL, one ATIF trajectory per line)")
+	granularity := fs.String("granularity", trajectory.GranularitySegment, "segment (one sample per chain of turns whose prompts only grew) or turn (one per model turn); messages and parquet only")
 	out := fs.String("out", "", "output file (default: stdout for messages; required for parquet)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -27,8 +28,13 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintln(stderr, "rollcage export: give one DIR: a trajectory store, or a run's --out directory")
 		return errUsage
 	}
-	if *format != trajectory.FormatMessages && *format != trajectory.FormatParquet {
-		return fmt.Errorf("--format %q: use messages or parquet", *format)
+	switch *format {
+	case trajectory.FormatMessages, trajectory.FormatParquet, trajectory.FormatATIF:
+	default:
+		return fmt.Errorf("--format %q: use messages, parquet or atif", *format)
+	}
+	if *granularity != trajectory.GranularitySegment && *granularity != trajectory.GranularityTurn {
+		return fmt.Errorf("--granularity %q: use segment or turn", *granularity)
 	}
 	dir := fs.Arg(0)
 	// A run's output directory holds the store in trajectories/.
@@ -50,7 +56,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		w = f
 	}
-	err := trajectory.Export(ctx, dir, w, *format)
+	err := trajectory.Export(ctx, dir, w, trajectory.ExportOptions{Format: *format, Granularity: *granularity})
 	if f != nil {
 		if cerr := f.Close(); err == nil {
 			err = cerr

@@ -1,0 +1,474 @@
+package trajectory
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+)
+
+// Kinds of Sample.
+const (
+	KindSegment        = "segment"         // a chain of model turns (GranularitySegment)
+	KindTurn           = "turn"            // one model turn (GranularityTurn)
+	KindToolTrajectory = "tool_trajectory" // an episode driven without the model proxy: its calls only
+)
+
+// Token states of a Sample (Sample.Tokens).
+const (
+	// TokenIDsPresent: the server returned prompt and completion ids for
+	// every turn of the sample; the token fields are filled.
+	TokenIDsPresent = "present"
+	// TokenIDsCompletionOnly: a one-turn sample whose server returned
+	// completion ids but no prompt ids: CompletionTokenIDs, LossMask (all
+	// 1) and Logprobs are filled, PromptTokenIDs is empty.
+	TokenIDsCompletionOnly = "completion_only"
+	// TokenIDsAbsent: some turn has no ids; the token fields are empty and
+	// only the text (Messages) is there. Nothing is re-tokenized.
+	TokenIDsAbsent = "absent"
+)
+
+// Sample is one training sample of a finished episode: one model turn,
+// one chain of turns (a stretch where every prompt extends the previous
+// prompt plus its completion), or an episode's tool trajectory.
+//
+// The token fields are exactly as served: PromptTokenIDs are the first
+// turn's prompt; CompletionTokenIDs are everything after it in the
+// chain's final sequence (each turn's completion, and between them the
+// tokens the next prompt added: tool outputs, user messages, template
+// framing). LossMask runs over PromptTokenIDs ++ CompletionTokenIDs: 1 on
+// tokens the model generated, 0 on the prompt and the added tokens.
+// Logprobs and TopLogprobs are parallel to CompletionTokenIDs (0 and
+// empty on added tokens).
+type Sample struct {
+	// SampleID is "<episode_id>/<kind>/<segment>/<turn>": unique and the
+	// same on every export.
+	SampleID  string `json:"sample_id" parquet:"sample_id"`
+	Kind      string `json:"kind" parquet:"kind"`
+	EpisodeID string `json:"episode_id" parquet:"episode_id"`
+	TaskID    string `json:"task_id" parquet:"task_id"`
+	// Segment is the compaction segment of the sample; Turn the 0-based
+	// index, among the episode's model turns, of its first turn; Turns how
+	// many it holds.
+	Segment int64 `json:"segment" parquet:"segment"`
+	Turn    int64 `json:"turn" parquet:"turn"`
+	Turns   int64 `json:"turns" parquet:"turns"`
+	Attempt int64 `json:"attempt" parquet:"attempt"`
+	// Summary is the compaction summary that opened the segment ("" for
+	// segment 0).
+	Summary string `json:"summary,omitempty" parquet:"summary"`
+
+	// Messages (OpenAI format) are the last turn's request plus its
+	// response. MessageMask is 1 on the assistant messages the sample's
+	// turns produced, 0 on everything else (system, user, tool outputs,
+	// the injected summary, assistant messages from before the sample);
+	// MessageTokenIDs and MessageLogprobs are those messages' completion
+	// ids and logprobs as served.
+	Messages        []Message   `json:"messages" parquet:"messages,list"`
+	MessageMask     []int32     `json:"message_mask" parquet:"message_mask,list"`
+	MessageTokenIDs [][]int64   `json:"message_token_ids" parquet:"message_token_ids,list"`
+	MessageLogprobs [][]float64 `json:"message_logprobs" parquet:"message_logprobs,list"`
+	// Tools is the tools list the model saw and Params the sampling
+	// parameters, both as sent with the last turn.
+	Tools  json.RawMessage `json:"tools,omitempty" parquet:"tools,json"`
+	Params json.RawMessage `json:"params,omitempty" parquet:"params,json"`
+
+	Tokens             string         `json:"tokens" parquet:"tokens"` // TokenIDsPresent, TokenIDsCompletionOnly, TokenIDsAbsent
+	PromptTokenIDs     []int64        `json:"prompt_token_ids" parquet:"prompt_token_ids,list"`
+	CompletionTokenIDs []int64        `json:"completion_token_ids" parquet:"completion_token_ids,list"`
+	LossMask           []int32        `json:"loss_mask" parquet:"loss_mask,list"`
+	Logprobs           []float64      `json:"logprobs" parquet:"logprobs,list"`
+	TopLogprobs        [][]TopLogprob `json:"top_logprobs,omitempty" parquet:"top_logprobs,list"`
+
+	// ToolSteps are a tool trajectory's calls (KindToolTrajectory only).
+	ToolSteps []ToolStep `json:"tool_steps,omitempty" parquet:"tool_steps,list"`
+
+	// The episode's outcome, the same on every sample. Reward is the
+	// hidden tests' reward and stays 1 on a hacked resolution: read Label
+	// (or Hacked) to mask or penalise those.
+	Reward   float64 `json:"reward" parquet:"reward"`
+	Resolved bool    `json:"resolved" parquet:"resolved"`
+	Hacked   bool    `json:"hacked" parquet:"hacked"`
+	// Label is "hacked", "unconfirmed" (a flagged call no judge confirmed
+	// or cleared; not a clean sample) or "clean".
+	Label          string   `json:"label" parquet:"label"`
+	HackCategories []string `json:"hack_categories" parquet:"hack_categories,list"`
+	BlockedSteps   []int64  `json:"blocked_steps" parquet:"blocked_steps,list"`
+	FailureClass   string   `json:"failure_class" parquet:"failure_class"`
+}
+
+// ToolStep is one call of a tool trajectory: the call as made, what the
+// monitor decided and the output shown to the policy.
+type ToolStep struct {
+	Step        int64    `json:"step" parquet:"step"`
+	ToolCallID  string   `json:"tool_call_id,omitempty" parquet:"tool_call_id"`
+	Tool        string   `json:"tool" parquet:"tool"`
+	Args        string   `json:"args" parquet:"args"` // JSON text
+	Action      string   `json:"action" parquet:"action"`
+	Blocked     bool     `json:"blocked,omitempty" parquet:"blocked"`
+	Hack        bool     `json:"hack,omitempty" parquet:"hack"`
+	Unconfirmed bool     `json:"unconfirmed,omitempty" parquet:"unconfirmed"`
+	Categories  []string `json:"categories,omitempty" parquet:"categories,list"`
+	Output      string   `json:"output" parquet:"output"`
+	ExitCode    int64    `json:"exit_code" parquet:"exit_code"`
+	Dummy       bool     `json:"dummy,omitempty" parquet:"dummy"` // the output was made up: the call did not run
+}
+
+// turnRec is one recorded model turn with where it sits in the episode.
+type turnRec struct {
+	index int // among the episode's model_turn events
+	seg   int
+	mt    ModelTurn
+}
+
+func (t turnRec) tokenful() bool { return len(t.mt.PromptTokenIDs) > 0 && len(t.mt.TokenIDs) > 0 }
+
+// episode is what export reads of one episode's log.
+type episode struct {
+	id       string
+	start    EpisodeStart
+	end      EpisodeEnd
+	outcome  Sample // the outcome fields, copied into every sample
+	summary  map[int]string
+	turns    []turnRec // failed turns left out
+	steps    []ToolStep
+	outputs  map[string]string // tool_call_id → output shown
+	turnTime map[int]string    // turn index → RFC 3339 time
+}
+
+// readEpisode reads one episode's events; ok is false for an unfinished
+// one.
+func readEpisode(evs []Event) (ep episode, ok bool, err error) {
+	var (
+		cats    []string
+		blocked []int64
+		hacked  bool
+		unconf  int
+		ended   bool
+		graded  bool
+		gradeOK bool
+		byStep  = map[int]int{} // step → index in ep.steps
+		nturns  int
+	)
+	ep.summary, ep.outputs, ep.turnTime = map[int]string{}, map[string]string{}, map[int]string{}
+	if len(evs) > 0 {
+		ep.id = evs[0].EpisodeID
+	}
+	step := func(n int) *ToolStep {
+		i, ok := byStep[n]
+		if !ok {
+			i = len(ep.steps)
+			byStep[n] = i
+			ep.steps = append(ep.steps, ToolStep{Step: int64(n)})
+		}
+		return &ep.steps[i]
+	}
+	for _, ev := range evs {
+		if ended {
+			break // nothing counts after the end
+		}
+		switch ev.Type {
+		case TypeEpisodeStart:
+			err = ev.Decode(&ep.start)
+		case TypeModelTurn:
+			var mt ModelTurn
+			if err = ev.Decode(&mt); err == nil {
+				if mt.Error == "" {
+					ep.turns = append(ep.turns, turnRec{index: nturns, seg: ev.Segment, mt: mt})
+					if !ev.Time.IsZero() {
+						ep.turnTime[nturns] = ev.Time.UTC().Format("2006-01-02T15:04:05.000Z07:00")
+					}
+				}
+				nturns++
+			}
+		case TypeCompaction:
+			var c Compaction
+			if err = ev.Decode(&c); err == nil {
+				ep.summary[c.To] = c.Summary
+			}
+		case TypeToolCall:
+			var tc ToolCall
+			if err = ev.Decode(&tc); err == nil {
+				var call struct {
+					Tool string          `json:"tool"`
+					Args json.RawMessage `json:"args"`
+				}
+				_ = json.Unmarshal(tc.Call, &call) // the monitor's schema, read loosely
+				st := step(ev.Step)
+				st.ToolCallID, st.Tool, st.Args = tc.ToolCallID, call.Tool, string(call.Args)
+			}
+		case TypeToolOutput:
+			var out ToolOutput
+			if err = ev.Decode(&out); err == nil {
+				st := step(ev.Step)
+				st.Output, st.ExitCode, st.Dummy = out.Output, int64(out.ExitCode), out.Dummy
+				if out.ToolCallID != "" {
+					ep.outputs[out.ToolCallID] = out.Output
+				}
+			}
+		case TypeDecision:
+			var d Decision
+			if err = ev.Decode(&d); err == nil {
+				if d.Blocked {
+					blocked = append(blocked, int64(ev.Step))
+				}
+				hack, cat := d.Hack, d.Categories
+				if len(d.Verdict) > 0 {
+					// The judge's verdict, read loosely: its schema is not ours.
+					var v struct {
+						Hack     bool   `json:"hack"`
+						Category string `json:"category"`
+					}
+					if json.Unmarshal(d.Verdict, &v) == nil && v.Hack {
+						hack = true
+						if v.Category != "" {
+							cat = append(slices.Clone(cat), v.Category)
+						}
+					}
+				}
+				if d.Unconfirmed {
+					unconf++
+				}
+				if hack || d.Blocked {
+					hacked = true
+					cats = append(cats, cat...)
+				}
+				st := step(ev.Step)
+				st.Action, st.Blocked, st.Hack, st.Unconfirmed, st.Categories = d.Action, d.Blocked, hack, d.Unconfirmed, cat
+			}
+		case TypeGrade:
+			var g Grade
+			if err = ev.Decode(&g); err == nil {
+				graded, gradeOK = true, g.Error == ""
+			}
+		case TypeEpisodeEnd:
+			err = ev.Decode(&ep.end)
+			ended = true
+		}
+		if err != nil {
+			return episode{}, false, err
+		}
+	}
+	if !ended {
+		return episode{}, false, nil
+	}
+	slices.Sort(cats)
+	cats = slices.Compact(cats)
+	label := ep.end.Label
+	if label == "" || hacked { // an older log, or a hack its end did not count
+		label = EpisodeLabel(hacked || ep.end.Hacked, max(unconf, ep.end.Counts.Unconfirmed))
+	}
+	failure := ep.end.FailureClass
+	if failure == FailureAgent && ep.end.Reason == "submit" && graded && gradeOK {
+		// Logs from before the fix called a graded, unresolved
+		// submission an agent failure; it is none.
+		failure = FailureNone
+	}
+	ep.outcome = Sample{
+		EpisodeID: ep.id, TaskID: ep.start.TaskID, Attempt: int64(ep.start.Attempt),
+		Reward: ep.end.Reward, Resolved: ep.end.Resolved, Hacked: hacked || ep.end.Hacked, Label: label,
+		HackCategories: cats, BlockedSteps: blocked, FailureClass: failure,
+	}
+	return ep, true, nil
+}
+
+// chains splits the turns where a prompt stops extending the previous
+// prompt plus its completion: in token ids when both turns have them, else
+// in messages. A new segment (compaction) or a changed tools list always
+// starts a new chain.
+func chains(turns []turnRec) [][]turnRec {
+	var out [][]turnRec
+	for i, t := range turns {
+		if i == 0 || !extends(turns[i-1], t) {
+			out = append(out, nil)
+		}
+		out[len(out)-1] = append(out[len(out)-1], t)
+	}
+	return out
+}
+
+func extends(prev, cur turnRec) bool {
+	if prev.seg != cur.seg || !bytes.Equal(prev.mt.Tools, cur.mt.Tools) {
+		return false
+	}
+	if prev.tokenful() && cur.tokenful() {
+		seq := slices.Concat(prev.mt.PromptTokenIDs, prev.mt.TokenIDs)
+		return len(cur.mt.PromptTokenIDs) >= len(seq) && slices.Equal(cur.mt.PromptTokenIDs[:len(seq)], seq)
+	}
+	n := len(prev.mt.Request)
+	return len(cur.mt.Request) > n &&
+		reflect.DeepEqual(cur.mt.Request[:n], prev.mt.Request) &&
+		reflect.DeepEqual(cur.mt.Request[n], prev.mt.Response)
+}
+
+// SamplesOf turns one episode's events into its training samples, in
+// order: one per chain of model turns (GranularitySegment) or one per
+// model turn (GranularityTurn); an episode with tool calls but no model
+// turn gives one KindToolTrajectory sample. Turns recorded as failed are
+// left out. It returns none for an episode without an episode_end event.
+func SamplesOf(evs []Event, granularity string) ([]Sample, error) {
+	ep, ok, err := readEpisode(evs)
+	if err != nil || !ok {
+		return nil, err
+	}
+	var groups [][]turnRec
+	kind := KindSegment
+	switch granularity {
+	case GranularitySegment, "":
+		groups = chains(ep.turns)
+	case GranularityTurn:
+		kind = KindTurn
+		for _, t := range ep.turns {
+			groups = append(groups, []turnRec{t})
+		}
+	default:
+		return nil, fmt.Errorf("unknown granularity %q: use %q or %q", granularity, GranularitySegment, GranularityTurn)
+	}
+	var out []Sample
+	for _, g := range groups {
+		out = append(out, ep.sample(kind, g).lists())
+	}
+	if len(ep.turns) == 0 && len(ep.steps) > 0 {
+		s := ep.outcome
+		s.Kind, s.SampleID, s.Tokens, s.ToolSteps = KindToolTrajectory, sampleID(ep.id, KindToolTrajectory, 0, 0), TokenIDsAbsent, ep.steps
+		out = append(out, s.lists())
+	}
+	return out, nil
+}
+
+// Samples is SamplesOf with GranularitySegment.
+func Samples(evs []Event) ([]Sample, error) { return SamplesOf(evs, GranularitySegment) }
+
+func sampleID(episode, kind string, segment, turn int) string {
+	return fmt.Sprintf("%s/%s/%d/%d", episode, kind, segment, turn)
+}
+
+// sample builds the sample of one group of turns (a chain, or one turn).
+func (ep episode) sample(kind string, g []turnRec) Sample {
+	first, last := g[0], g[len(g)-1]
+	s := ep.outcome
+	s.Kind, s.SampleID = kind, sampleID(ep.id, kind, first.seg, first.index)
+	s.Segment, s.Turn, s.Turns = int64(first.seg), int64(first.index), int64(len(g))
+	s.Summary = ep.summary[first.seg]
+	s.Tools, s.Params = last.mt.Tools, last.mt.Params
+	msgs := append(slices.Clone(last.mt.Request), last.mt.Response)
+	s.Messages = msgs
+	s.MessageMask = make([]int32, len(msgs))
+	s.MessageTokenIDs = make([][]int64, len(msgs))
+	s.MessageLogprobs = make([][]float64, len(msgs))
+	for _, t := range g {
+		i := len(t.mt.Request)
+		if i < len(msgs) && msgs[i].Role == RoleAssistant && reflect.DeepEqual(msgs[i], t.mt.Response) {
+			s.MessageMask[i] = 1
+			s.MessageTokenIDs[i] = t.mt.TokenIDs
+			s.MessageLogprobs[i] = t.mt.Logprobs
+		}
+	}
+	s.Tokens = TokenIDsAbsent
+	switch {
+	case allOf(g, turnRec.tokenful):
+		if tokenSeq(&s, g) {
+			s.Tokens = TokenIDsPresent
+		}
+	case len(g) == 1 && len(first.mt.TokenIDs) > 0:
+		s.Tokens = TokenIDsCompletionOnly
+		s.CompletionTokenIDs = first.mt.TokenIDs
+		s.LossMask = ones(len(first.mt.TokenIDs))
+		if len(first.mt.Logprobs) == len(first.mt.TokenIDs) {
+			s.Logprobs = first.mt.Logprobs
+		}
+		if len(first.mt.TopLogprobs) == len(first.mt.TokenIDs) {
+			s.TopLogprobs = first.mt.TopLogprobs
+		}
+	}
+	return s
+}
+
+// tokenSeq fills the token fields of a chain whose turns all have prompt
+// and completion ids; false (nothing filled) if a prompt does not extend
+// the sequence so far.
+func tokenSeq(s *Sample, g []turnRec) bool {
+	prompt := g[0].mt.PromptTokenIDs
+	var comp []int64
+	var mask []int32
+	var lps []float64
+	var top [][]TopLogprob
+	lpOK, anyTop := true, false
+	seqLen := len(prompt)
+	for i, t := range g {
+		if i > 0 {
+			p := t.mt.PromptTokenIDs
+			if len(p) < seqLen || !slices.Equal(p[:len(prompt)], prompt) || !slices.Equal(p[len(prompt):seqLen], comp) {
+				return false
+			}
+			gap := p[seqLen:]
+			comp = append(comp, gap...)
+			mask = append(mask, make([]int32, len(gap))...)
+			lps = append(lps, make([]float64, len(gap))...)
+			top = append(top, make([][]TopLogprob, len(gap))...)
+		}
+		ids := t.mt.TokenIDs
+		comp = append(comp, ids...)
+		mask = append(mask, ones(len(ids))...)
+		if len(t.mt.Logprobs) == len(ids) {
+			lps = append(lps, t.mt.Logprobs...)
+		} else {
+			lpOK = false
+		}
+		if len(t.mt.TopLogprobs) == len(ids) {
+			top = append(top, t.mt.TopLogprobs...)
+			anyTop = true
+		} else {
+			top = append(top, make([][]TopLogprob, len(ids))...)
+		}
+		seqLen = len(prompt) + len(comp)
+	}
+	s.PromptTokenIDs, s.CompletionTokenIDs = prompt, comp
+	s.LossMask = append(make([]int32, len(prompt)), mask...)
+	if lpOK {
+		s.Logprobs = lps
+	}
+	if anyTop {
+		s.TopLogprobs = top
+	}
+	return true
+}
+
+// lists makes the token lists empty rather than null, so readers can take
+// their length without a check.
+func (s Sample) lists() Sample {
+	if s.PromptTokenIDs == nil {
+		s.PromptTokenIDs = []int64{}
+	}
+	if s.CompletionTokenIDs == nil {
+		s.CompletionTokenIDs = []int64{}
+	}
+	if s.LossMask == nil {
+		s.LossMask = []int32{}
+	}
+	if s.Logprobs == nil {
+		s.Logprobs = []float64{}
+	}
+	if s.Messages == nil {
+		s.Messages = []Message{}
+	}
+	return s
+}
+
+func allOf(g []turnRec, f func(turnRec) bool) bool {
+	for _, t := range g {
+		if !f(t) {
+			return false
+		}
+	}
+	return true
+}
+
+func ones(n int) []int32 {
+	m := make([]int32, n)
+	for i := range m {
+		m[i] = 1
+	}
+	return m
+}
