@@ -615,17 +615,23 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request, c caller) 
 	s.hub.ServeEpisode(w, r, id)
 }
 
-// handleSamples answers an ended episode's training samples as JSONL,
-// what `rollcage export` writes for it.
+// handleSamples answers an ended episode's training data, what `rollcage
+// export` writes for it, with the same options as query parameters:
+// format (messages, the default, atif or parquet) and granularity
+// (segment, the default, or turn).
 func (s *Server) handleSamples(w http.ResponseWriter, r *http.Request, c caller) {
 	id, ok := s.allowedEpisode(w, r, c)
 	if !ok {
 		return
 	}
-	for k := range r.URL.Query() {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("unknown query parameter %q: this gateway's export takes none", k))
-		return
+	q := r.URL.Query()
+	for k := range q {
+		if k != "format" && k != "granularity" {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("unknown query parameter %q: use format (messages, atif, parquet) and granularity (segment, turn)", k))
+			return
+		}
 	}
+	opts := trajectory.ExportOptions{Format: q.Get("format"), Granularity: q.Get("granularity")}
 	fi, err := s.cfg.Store.Info(id)
 	if err != nil {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("episode %q has no trajectory: GET /v1/episodes?all=1 lists them", id))
@@ -640,17 +646,23 @@ func (s *Server) handleSamples(w http.ResponseWriter, r *http.Request, c caller)
 		writeError(w, http.StatusInternalServerError, "reading the trajectory: "+err.Error())
 		return
 	}
-	samples, err := trajectory.Samples(evs)
+	var buf bytes.Buffer
+	x, err := trajectory.NewExporter(&buf, opts)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if err := x.Episode(evs); err == nil {
+		err = x.Close()
+	}
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "building samples: "+err.Error())
 		return
 	}
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	for i := range samples {
-		if err := enc.Encode(&samples[i]); err != nil {
-			return
-		}
+	ct := "application/x-ndjson"
+	if opts.Format == trajectory.FormatParquet {
+		ct = "application/vnd.apache.parquet"
 	}
+	w.Header().Set("Content-Type", ct)
+	w.Write(buf.Bytes())
 }

@@ -3,8 +3,10 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/rollcage/rollcage/trajectory"
@@ -136,8 +138,32 @@ func TestSamplesEndpoint(t *testing.T) {
 	if resp.StatusCode != 200 || len(got) != 1 || got[0].EpisodeID != cr.EpisodeID || got[0].Reward != 1 {
 		t.Fatalf("samples: %d %+v", resp.StatusCode, got)
 	}
-	last := len(got[0].TokenIDs) - 1
-	if !slices.Equal(got[0].TokenIDs[last], []int64{11, 12, 13}) || got[0].LossMask[last] != 1 {
-		t.Errorf("sample tokens %v mask %v, want [11 12 13] on the last message with mask 1", got[0].TokenIDs, got[0].LossMask)
+	smp := got[0]
+	if smp.Tokens != trajectory.TokenIDsPresent || !slices.Equal(smp.PromptTokenIDs, []int64{1, 2, 3}) || !slices.Equal(smp.CompletionTokenIDs, []int64{11, 12, 13}) ||
+		!slices.Equal(smp.LossMask, []int32{0, 0, 0, 1, 1, 1}) || smp.MessageMask[len(smp.MessageMask)-1] != 1 {
+		t.Errorf("sample tokens %s %v %v mask %v message mask %v, want prompt [1 2 3], completion [11 12 13] trained on",
+			smp.Tokens, smp.PromptTokenIDs, smp.CompletionTokenIDs, smp.LossMask, smp.MessageMask)
+	}
+	// The CLI's options as query parameters.
+	for _, tc := range []struct {
+		query, want string
+		code        int
+	}{
+		{"?granularity=turn", `"kind":"turn"`, 200},
+		{"?format=atif", `"schema_version":"ATIF-v1.6"`, 200},
+		{"?format=csv", `use \"messages\", \"parquet\" or \"atif\"`, 400},
+		{"?granularity=step", `use \"segment\" or \"turn\"`, 400},
+	} {
+		req, _ := http.NewRequest("GET", e.http.URL+path+"/samples"+tc.query, nil)
+		req.Header.Set("Authorization", "Bearer "+cr.Token)
+		resp, err := e.http.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.code || !strings.Contains(string(body), tc.want) {
+			t.Errorf("samples%s: %d %s, want %d with %s", tc.query, resp.StatusCode, body, tc.code, tc.want)
+		}
 	}
 }

@@ -237,7 +237,7 @@ func turnMetrics(mt ModelTurn) *ATIFMetrics {
 func (ep episode) atifExtra(kind string, segment, turn int) map[string]any {
 	o := ep.outcome
 	return map[string]any{
-		"sample_id": sampleID(ep.id, kind, segment, turn), "episode_id": ep.id, "task_id": o.TaskID, "attempt": o.Attempt,
+		"sample_id": sampleID(ep.id, kind, segment, turn), "episode_id": ep.id, "task_id": o.TaskID, "attempt": o.Attempt, "group_id": o.GroupID,
 		"segment": segment, "reward": o.Reward, "resolved": o.Resolved, "hacked": o.Hacked, "label": o.Label,
 		"hack_categories": o.HackCategories, "blocked_steps": o.BlockedSteps, "failure_class": o.FailureClass,
 	}

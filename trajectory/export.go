@@ -55,75 +55,13 @@ func (o ExportOptions) withDefaults() (ExportOptions, error) {
 }
 
 // Export writes the training data of every finished episode in the log
-// directory dir to w. Episodes without an episode_end event (still
-// running, or crashed) are skipped. Every sample has a SampleID derived
-// from (episode, kind, segment, turn) and is written at most once, so an
-// export is the same however often, and after whatever crash, it runs. It
-// only reads dir, so it is safe to run beside a live Store.
+// directory dir to w (see Exporter). Episodes without an episode_end
+// event (still running, or crashed) are skipped. It only reads dir, so it
+// is safe to run beside a live Store.
 func Export(ctx context.Context, dir string, w io.Writer, opts ExportOptions) error {
-	opts, err := opts.withDefaults()
+	x, err := NewExporter(w, opts)
 	if err != nil {
 		return fmt.Errorf("trajectory: export: %w", err)
-	}
-	var emit func(id string, evs []Event) error
-	var finish func() error
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	seen := map[string]bool{}
-	fresh := func(ss []Sample) []Sample {
-		out := ss[:0]
-		for _, s := range ss {
-			if !seen[s.SampleID] {
-				seen[s.SampleID] = true
-				out = append(out, s)
-			}
-		}
-		return out
-	}
-	switch opts.Format {
-	case FormatMessages:
-		emit = func(_ string, evs []Event) error {
-			ss, err := SamplesOf(evs, opts.Granularity)
-			if err != nil {
-				return err
-			}
-			for _, s := range fresh(ss) {
-				if err := enc.Encode(&s); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-		finish = func() error { return nil }
-	case FormatParquet:
-		pw := parquet.NewGenericWriter[Sample](w)
-		emit = func(_ string, evs []Event) error {
-			ss, err := SamplesOf(evs, opts.Granularity)
-			if err != nil {
-				return err
-			}
-			_, err = pw.Write(fresh(ss))
-			return err
-		}
-		finish = pw.Close
-	case FormatATIF:
-		emit = func(_ string, evs []Event) error {
-			ts, err := ATIF(evs)
-			if err != nil {
-				return err
-			}
-			for _, t := range ts {
-				if seen[t.SessionID] {
-					continue
-				}
-				seen[t.SessionID] = true
-				if err := enc.Encode(&t); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-		finish = func() error { return nil }
 	}
 	ids, err := episodeFiles(dir)
 	if err != nil {
@@ -137,12 +75,97 @@ func Export(ctx context.Context, dir string, w io.Writer, opts ExportOptions) er
 		if err != nil {
 			return fmt.Errorf("trajectory: export %s: %w", id, err)
 		}
-		if err := emit(id, evs); err != nil {
+		if err := x.Episode(evs); err != nil {
 			return fmt.Errorf("trajectory: export %s: %w", id, err)
 		}
 	}
-	if err := finish(); err != nil {
+	if err := x.Close(); err != nil {
 		return fmt.Errorf("trajectory: export: %w", err)
+	}
+	return nil
+}
+
+// Exporter writes episodes' training data in one format: Samples (JSONL
+// or Parquet) or ATIF trajectories (JSONL). Every sample has a SampleID
+// derived from (episode, kind, segment, turn), every trajectory a
+// session_id, and each is written at most once, so the output is the same
+// however often, and after whatever crash, an episode is given.
+type Exporter struct {
+	opts ExportOptions
+	enc  *json.Encoder
+	pw   *parquet.GenericWriter[Sample]
+	seen map[string]bool
+}
+
+// NewExporter returns an Exporter writing to w; Close finishes the output.
+func NewExporter(w io.Writer, opts ExportOptions) (*Exporter, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	x := &Exporter{opts: opts, seen: map[string]bool{}}
+	if opts.Format == FormatParquet {
+		x.pw = parquet.NewGenericWriter[Sample](w)
+	} else {
+		x.enc = json.NewEncoder(w)
+		x.enc.SetEscapeHTML(false)
+	}
+	return x, nil
+}
+
+// Episode writes one episode's data (none for an unfinished episode).
+func (x *Exporter) Episode(evs []Event) error {
+	if x.opts.Format == FormatATIF {
+		ts, err := ATIF(evs)
+		if err != nil {
+			return err
+		}
+		for i := range ts {
+			if x.once(ts[i].SessionID) {
+				if err := x.enc.Encode(&ts[i]); err != nil {
+					return fmt.Errorf("write: %w", err)
+				}
+			}
+		}
+		return nil
+	}
+	ss, err := SamplesOf(evs, x.opts.Granularity)
+	if err != nil {
+		return err
+	}
+	fresh := ss[:0]
+	for _, s := range ss {
+		if x.once(s.SampleID) {
+			fresh = append(fresh, s)
+		}
+	}
+	if x.pw != nil {
+		_, err = x.pw.Write(fresh)
+	} else {
+		for i := range fresh {
+			if err = x.enc.Encode(&fresh[i]); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	return nil
+}
+
+func (x *Exporter) once(key string) bool {
+	if x.seen[key] {
+		return false
+	}
+	x.seen[key] = true
+	return true
+}
+
+// Close finishes the output (Parquet's footer).
+func (x *Exporter) Close() error {
+	if x.pw != nil {
+		return x.pw.Close()
 	}
 	return nil
 }

@@ -55,6 +55,9 @@ type Sample struct {
 	Turn    int64 `json:"turn" parquet:"turn"`
 	Turns   int64 `json:"turns" parquet:"turns"`
 	Attempt int64 `json:"attempt" parquet:"attempt"`
+	// GroupID is the episode's group (GRPO-style: the attempts of one task
+	// run together), "" when it had none.
+	GroupID string `json:"group_id,omitempty" parquet:"group_id"`
 	// Summary is the compaction summary that opened the segment ("" for
 	// segment 0).
 	Summary string `json:"summary,omitempty" parquet:"summary"`
@@ -266,7 +269,7 @@ func readEpisode(evs []Event) (ep episode, ok bool, err error) {
 		failure = FailureNone
 	}
 	ep.outcome = Sample{
-		EpisodeID: ep.id, TaskID: ep.start.TaskID, Attempt: int64(ep.start.Attempt),
+		EpisodeID: ep.id, TaskID: ep.start.TaskID, Attempt: int64(ep.start.Attempt), GroupID: ep.start.GroupID,
 		Reward: ep.end.Reward, Resolved: ep.end.Resolved, Hacked: hacked || ep.end.Hacked, Label: label,
 		HackCategories: cats, BlockedSteps: blocked, FailureClass: failure,
 	}
