@@ -28,6 +28,7 @@ type reply struct {
 	asTokenID bool        // logprobs tokens are "token_id:N" for tokenIDs instead
 	promptIDs []int64     // sent as prompt_token_ids (vLLM return_token_ids)
 	alts      int         // top_logprobs alternatives per position
+	sglang    bool        // promptIDs, tokenIDs and logprobs go as SGLang meta_info triples instead
 }
 
 // fakeLLM is an OpenAI-compatible server speaking the real wire format,
@@ -88,6 +89,24 @@ func (f *fakeLLM) serve(w http.ResponseWriter, r *http.Request) {
 		finish = "tool_calls"
 	}
 	choice := map[string]any{"index": 0, "message": msg, "finish_reason": finish}
+	if rp.sglang {
+		var in, out []any
+		for i, id := range rp.promptIDs {
+			var lp any = -1.0
+			if i == 0 {
+				lp = nil // SGLang has no logprob for the first prompt token
+			}
+			in = append(in, []any{lp, id, nil})
+		}
+		for i, id := range rp.tokenIDs {
+			out = append(out, []any{rp.logprobs[i], id, fmt.Sprintf("t%d", i)})
+		}
+		resp := map[string]any{"id": "s", "object": "chat.completion", "model": "fake-model", "choices": []any{choice},
+			"meta_info": map[string]any{"input_token_logprobs": in, "output_token_logprobs": out}}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(resp)
+		return
+	}
 	if rp.tokenIDs != nil && !rp.asTokenID {
 		choice["token_ids"] = rp.tokenIDs
 	}
@@ -287,6 +306,38 @@ func TestOpenAIRecordsTurn(t *testing.T) {
 	}
 	want := trajectory.ModelTurn{PromptTokenIDs: []int64{1, 2, 3}, TokenIDs: []int64{7, 8}, Logprobs: []float64{-0.5, -0.25}, Tokens: []string{"t0", "t1"},
 		TopLogprobs: [][]trajectory.TopLogprob{{{Token: "t0~0", Logprob: -0.5}, {Token: "t0~1", Logprob: -1.5}}, {{Token: "t1~0", Logprob: -0.25}, {Token: "t1~1", Logprob: -1.25}}}}
+	got := trajectory.ModelTurn{PromptTokenIDs: mt.PromptTokenIDs, TokenIDs: mt.TokenIDs, Logprobs: mt.Logprobs, Tokens: mt.Tokens, TopLogprobs: mt.TopLogprobs}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("recorded tokens (-want +got):\n%s", d)
+	}
+}
+
+// TestOpenAIRecordsSGLang: with TokenIDs sglang the loop asks for
+// return_logprob from the first prompt token and records the ids SGLang's
+// meta_info triples carry.
+func TestOpenAIRecordsSGLang(t *testing.T) {
+	submit := toolCall("call_s", "submit", `{}`)
+	submit.sglang, submit.promptIDs, submit.tokenIDs, submit.logprobs = true, []int64{1, 2, 3}, []int64{7, 8}, []float64{-0.5, -0.25}
+	llm := newFakeLLM(t, submit)
+	p := newTestOpenAI(t, llm, func(c *OpenAIConfig) { c.TokenIDs = trajectory.TokensSGLang })
+	r, st := testRunner(t, &fakeBackend{}, Limits{})
+	o, err := r.Run(context.Background(), fakeTask, fakeHidden, EpisodeMeta{}, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := llm.requests()[0]
+	if body["return_logprob"] != true || body["logprob_start_len"] != float64(0) || body["return_text_in_logprobs"] != true {
+		t.Errorf("request did not ask SGLang for logprobs with ids: %v", body)
+	}
+	var mt trajectory.ModelTurn
+	for _, ev := range events(t, st, o.EpisodeID) {
+		if ev.Type == trajectory.TypeModelTurn {
+			if err := ev.Decode(&mt); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	want := trajectory.ModelTurn{PromptTokenIDs: []int64{1, 2, 3}, TokenIDs: []int64{7, 8}, Logprobs: []float64{-0.5, -0.25}, Tokens: []string{"t0", "t1"}}
 	got := trajectory.ModelTurn{PromptTokenIDs: mt.PromptTokenIDs, TokenIDs: mt.TokenIDs, Logprobs: mt.Logprobs, Tokens: mt.Tokens, TopLogprobs: mt.TopLogprobs}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("recorded tokens (-want +got):\n%s", d)
