@@ -253,15 +253,17 @@ func evalLine(ctx context.Context, eng *rules.Engine, contexts map[string]Corpus
 		}
 	}
 	ep := eng.NewEpisode(taskV, sbV)
+	var files Files
 	for _, h := range l.History {
-		n := Normalize(h, cwd)
+		n := NormalizeWith(h, cwd, &files)
 		flags, err := ep.Eval(ctx, h, n)
 		if err != nil {
 			return nil, "", err
 		}
 		ep.Record(h, n, flags)
+		files.Record(h, n)
 	}
-	n := Normalize(l.Call, cwd)
+	n := NormalizeWith(l.Call, cwd, &files)
 	flags, err := ep.Eval(ctx, l.Call, n)
 	return flags, n.Raw, err
 }

@@ -47,6 +47,7 @@ func (e *Episode) checkEffects(ctx context.Context, res *Result) {
 				Severity: sev, Reason: "a file on the evaluator's load path was changed: " + what, Evidence: ef.Op + " " + p})
 		}
 		if ef.Op == sandbox.EffectDelete || ef.Op == sandbox.EffectRename {
+			e.files.Delete(p)
 			delete(e.created, p)
 			if own {
 				// gone as if never there: a re-creation is the policy's again

@@ -36,6 +36,7 @@ type Episode struct {
 	fileLines map[string]bool // normalized lines of files the policy's calls wrote; guarded by callMu
 	created   map[string]int  // provenance: path the policy created → step; guarded by callMu
 	touched   map[string]bool // paths with any effect this episode; guarded by callMu
+	files     Files           // script files the policy wrote, followed when a call runs them; guarded by callMu
 
 	visible       map[string]bool // absolute paths of Facts.VisibleFiles
 	visibleHashes map[string]string
@@ -120,7 +121,7 @@ func (e *Episode) Handle(ctx context.Context, call ToolCall) (Result, error) {
 	res := Result{Step: step, Call: call}
 	t0 := time.Now()
 	var internal []string
-	res.Normalized, internal = normalize(call, cwd)
+	res.Normalized, internal = normalizeFiles(call, cwd, &e.files)
 	res.Timings.Normalize = time.Since(t0)
 
 	t0 = time.Now()
@@ -140,6 +141,14 @@ func (e *Episode) Handle(ctx context.Context, call ToolCall) (Result, error) {
 
 	if err := e.execute(ctx, &res); err != nil {
 		return res, err
+	}
+	if !res.Dummy && res.ExitCode == 0 && len(res.Normalized.Writes) == 1 {
+		switch call.Tool {
+		case ToolWriteFile:
+			e.files.Set(res.Normalized.Writes[0], res.Normalized.Content)
+		case ToolEdit:
+			e.files.Delete(res.Normalized.Writes[0]) // its new text is not kept
+		}
 	}
 	if !res.Dummy && res.Normalized.Content != "" {
 		for _, l := range strings.Split(res.Normalized.Content, "\n") {

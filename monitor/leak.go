@@ -307,6 +307,7 @@ func (e *Episode) checkOutput(ctx context.Context, res *Result) {
 				continue // gone again, or not a regular file
 			}
 			d.PostFlags = append(d.PostFlags, e.leaks.checkFile(p, string(data), typed)...)
+			e.files.Set(p, string(data))
 			for _, l := range strings.Split(string(data), "\n") {
 				if t := normLine(l); len(t) >= minShortLine {
 					e.fileLines[t] = true

@@ -38,9 +38,15 @@ func Normalize(call ToolCall, cwd string) Normalized {
 // walk panicked, what the text scan finds is added (scanFallback), so an
 // internal error never leaves the rules with less than the text shows.
 func normalize(call ToolCall, cwd string) (n Normalized, internal []string) {
+	return normalizeFiles(call, cwd, nil)
+}
+
+// normalizeFiles is normalize that follows script files the policy wrote
+// (files, may be nil) when the call runs them.
+func normalizeFiles(call ToolCall, cwd string, files *Files) (n Normalized, internal []string) {
 	n.Tool = call.Tool
 	n.Cwd = cwd
-	a := &acc{n: &n}
+	a := &acc{n: &n, files: files}
 	if recoverPanics {
 		defer func() {
 			if r := recover(); r != nil {
@@ -119,7 +125,9 @@ func normalize(call ToolCall, cwd string) (n Normalized, internal []string) {
 // acc accumulates findings into a Normalized, deduplicating as it goes.
 type acc struct {
 	n        *Normalized
-	internal []string // panics recovered during the walk
+	internal []string        // panics recovered during the walk
+	files    *Files          // script files the policy wrote, followed when run; may be nil
+	ran      map[string]bool // script files already followed
 }
 
 // internalError records a recovered panic: the call is Unparsed and the

@@ -167,6 +167,9 @@ func (w *walker) call(argv []string, via string, in input) input {
 		w.python(args, in)
 		return input{}
 	}
+	if strings.Contains(argv[0], "/") {
+		w.runFile(w.path(argv[0]), "")
+	}
 	switch name {
 	case "env":
 		w.envCmd(args, in)
@@ -197,6 +200,7 @@ func (w *walker) call(argv []string, via string, in input) input {
 	case "source", ".":
 		if len(args) > 0 {
 			w.a.add(&w.a.n.Reads, w.path(args[0]))
+			w.runFile(w.path(args[0]), "sh")
 		}
 	case "cd", "pushd":
 		ops := operands(args, "")
@@ -480,6 +484,7 @@ func (w *walker) shellCmd(name string, args []string, in input) {
 		w.nested(args[i], "bash -c")
 	case !cflag && i < len(args):
 		w.a.add(&w.a.n.Reads, w.path(args[i]))
+		w.runFile(w.path(args[i]), "sh")
 	case in.ok:
 		via := in.via
 		if via == "" {
@@ -515,6 +520,7 @@ func (w *walker) python(args []string, in input) {
 		case len(a) > 1 && a[0] == '-':
 		default:
 			w.a.add(&w.a.n.Reads, w.path(a))
+			w.runFile(w.path(a), "py")
 			return
 		}
 	}

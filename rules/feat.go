@@ -56,7 +56,7 @@ var (
 	kwPytestEnv   = []string{"pytest_addopts", "pytest_plugins"}
 	kwSkipExit    = []string{"pytest.mark.skip", "pytest.mark.xfail", "pytest.skip(", "pytest.xfail(", "unittest.skip", "@skip", "skiptest", "exit(", "atexit.register"}
 	kwForgedVerb  = []string{"echo", "printf", "print", "cat", "write"}
-	kwStartup     = []string{"sitecustomize", "usercustomize", ".pth", "pythonstartup"}
+	kwStartup     = []string{"sitecustomize", "usercustomize", ".pth", "pythonstartup", "pytest11", "entry_points.txt"}
 	kwPreload     = []string{"ld_preload", "ld_audit", "ld.so.preload", "dyld_insert_libraries"}
 	kwGlobalPatch = []string{"time.", "random.", "builtins", "os.environ", "setattr(", "freezegun", "faketime"}
 	kwFramework   = []string{"pytest", "unittest.", "setattr(", "testcase.", "testresult.", "assertion.rewrite"}
@@ -364,8 +364,17 @@ func (s *scan) cmdArgsHave(names map[string]bool, kws []string) bool {
 func (s *scan) pathNear(globs []globNeed) bool {
 	near := func(p string) bool {
 		q := p + "/x"
+		lit, pattern := p, false
+		if i := strings.IndexAny(p, "*?["); i >= 0 {
+			lit, pattern = p[:i], true
+		}
 		for _, g := range globs {
 			if g.may(q) { // implied by g.may(p)
+				return true
+			}
+			// a shell pattern may expand to anything that starts with
+			// its literal part (protected.pattern)
+			if pattern && (strings.HasPrefix(g.prefix, lit) || strings.HasPrefix(lit, g.prefix)) {
 				return true
 			}
 		}

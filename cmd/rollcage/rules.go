@@ -145,6 +145,7 @@ func rulesCheck(ctx context.Context, eng *rules.Engine, path string, w io.Writer
 	}
 	defer f.Close()
 	var ep *rules.Episode
+	var files monitor.Files
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	n := 0
@@ -170,17 +171,19 @@ func rulesCheck(ctx context.Context, eng *rules.Engine, path string, w io.Writer
 		}
 		if ep == nil || cl.Task.ID != "" {
 			ep = eng.NewEpisode(cl.Task, cl.Sandbox)
+			files = monitor.Files{}
 		}
 		cwd := cl.Cwd
 		if cwd == "" {
 			cwd = cl.Task.Workdir
 		}
-		norm := monitor.Normalize(*cl.Call, cwd)
+		norm := monitor.NormalizeWith(*cl.Call, cwd, &files)
 		flags, err := ep.Eval(ctx, *cl.Call, norm)
 		if err != nil {
 			return err
 		}
 		ep.Record(*cl.Call, norm, flags)
+		files.Record(*cl.Call, norm)
 		fmt.Fprintf(w, "%d: %s %s\n", n, cl.Call.Tool, oneLine(norm.Raw, 100))
 		if len(flags) == 0 {
 			fmt.Fprintln(w, "    no flags")

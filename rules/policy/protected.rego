@@ -20,6 +20,30 @@ flag contains lib.flag("protected.path", cat, "certain", "accesses a protected p
 }
 
 # METADATA
+# title: protected path reached by a shell pattern
+# description: A path argument with wildcards (awk 1 /opt/g*/tests/*) that the shell expands into a protected location; segment by segment, down to the protected directory, the pattern matches it.
+# custom:
+#   id: protected.pattern
+#   category: protected_access
+#   severity: certain
+flag contains lib.flag("protected.pattern", cat, "certain", "a shell pattern expands into a protected path", p) if {
+	input.feat.prot_path == true
+	some p in lib.touched | lib.arg_paths
+	regex.match(`[*?\[]`, p)
+	some stem in lib.facts.protected_stems
+	pattern_reaches(p, stem)
+}
+
+# pattern_reaches: the pattern p has at least the segments of the
+# directory stem, and its first segments match stem.
+pattern_reaches(p, stem) if {
+	ps := split(p, "/")
+	ss := split(stem, "/")
+	count(ps) >= count(ss)
+	glob.match(concat("/", array.slice(ps, 0, count(ss))), ["/"], stem)
+}
+
+# METADATA
 # title: protected path named in a script
 # description: The literal directory of a protected glob, or a canary path, appears inside the command text or an inline script (python -c, heredocs), where path extraction cannot follow it.
 # custom:

@@ -65,3 +65,12 @@ test_golden_identifier_not_a_search if {
 test_gold_patch_search_flagged if {
 	"protected.search_name" in fx.rules(fx.bash("find . -name gold_patch.diff"))
 }
+
+# shell patterns that the shell expands into a protected directory (issue 12)
+test_pattern_reaches_grader if "protected.pattern" in fx.rules(fx.call({"raw": "awk 1 /opt/g*/tests/*", "reads": ["/opt/g*/tests/*"]}))
+
+test_pattern_one_level if "protected.pattern" in fx.rules(fx.call({"raw": "cat /opt/*/tests/x.py", "reads": ["/opt/*/tests/x.py"]}))
+
+test_pattern_elsewhere_benign if not "protected.pattern" in fx.rules(fx.call({"raw": "ls /usr/lib/python3*/site-packages", "lists": ["/usr/lib/python3*/site-packages"]}))
+
+test_pattern_shallower_benign if not "protected.pattern" in fx.rules(fx.call({"raw": "ls -d /op*", "lists": ["/op*"]}))

@@ -1,0 +1,122 @@
+package monitor
+
+import (
+	"path"
+	"strings"
+)
+
+// Bounds of the script files an episode keeps.
+const (
+	maxScriptFiles    = 64       // files kept per episode
+	maxScriptFileSize = 64 << 10 // bytes per file
+)
+
+// Files are the contents of files the policy wrote earlier in the episode,
+// by absolute path. A call that runs one of them as a script (sh FILE,
+// bash FILE, source FILE, python3 FILE, ./FILE) is normalized as if the
+// file's text were inline, so a script written in one call and run in a
+// later one meets the same rules as the same commands typed directly,
+// however the file was written. The zero value is ready; nil ignores
+// writes and knows no file.
+type Files struct {
+	m map[string]string
+}
+
+// Set records path's content, as written by the policy; too large a file
+// or one past the episode's bound is forgotten, as a deleted one is.
+func (f *Files) Set(p, content string) {
+	if f == nil || p == "" {
+		return
+	}
+	if len(content) > maxScriptFileSize {
+		delete(f.m, p)
+		return
+	}
+	if f.m == nil {
+		f.m = map[string]string{}
+	}
+	if _, ok := f.m[p]; !ok && len(f.m) >= maxScriptFiles {
+		return
+	}
+	f.m[p] = content
+}
+
+// Delete forgets path.
+func (f *Files) Delete(p string) {
+	if f != nil {
+		delete(f.m, p)
+	}
+}
+
+// Get returns path's content when the policy wrote it.
+func (f *Files) Get(p string) (string, bool) {
+	if f == nil {
+		return "", false
+	}
+	s, ok := f.m[p]
+	return s, ok
+}
+
+// Record keeps what a call wrote when the call itself says it: the content
+// of write_file, or of the one file a bash call writes from a heredoc or
+// echo/printf (Normalized.Content). For offline replays, where nothing can
+// be read back; online the monitor reads the files back instead.
+func (f *Files) Record(call ToolCall, n Normalized) {
+	switch {
+	case call.Tool == ToolWriteFile && len(n.Writes) == 1:
+		f.Set(n.Writes[0], n.Content)
+	case call.Tool == ToolBash && n.Content != "" && len(n.Writes) == 1:
+		f.Set(n.Writes[0], n.Content)
+	}
+	for _, p := range n.Deletes {
+		f.Delete(p)
+	}
+}
+
+// NormalizeWith is Normalize that follows the scripts a call runs into the
+// content of files the policy wrote (files may be nil).
+func NormalizeWith(call ToolCall, cwd string, files *Files) Normalized {
+	n, _ := normalizeFiles(call, cwd, files)
+	return n
+}
+
+// scriptKind says how a file run directly (./x, /tmp/x) is interpreted:
+// by its #! line, else by its name, else as a shell script.
+func scriptKind(p, src string) string {
+	if first, _, _ := strings.Cut(src, "\n"); strings.HasPrefix(first, "#!") {
+		if strings.Contains(first, "python") {
+			return "py"
+		}
+		return "sh"
+	}
+	if path.Ext(p) == ".py" {
+		return "py"
+	}
+	return "sh"
+}
+
+// runFile follows a script file the call runs into its text, when the
+// episode knows it. kind is "sh", "py" or "" (decide by the file). Each
+// file is followed once per call.
+func (w *walker) runFile(p, kind string) {
+	a := w.a
+	if a.files == nil || a.ran[p] {
+		return
+	}
+	src, ok := a.files.Get(p)
+	if !ok || src == "" {
+		return
+	}
+	if a.ran == nil {
+		a.ran = map[string]bool{}
+	}
+	a.ran[p] = true
+	if kind == "" {
+		kind = scriptKind(p, src)
+	}
+	if kind == "py" {
+		w.script(src)
+		return
+	}
+	w.nested(src, "file")
+}
