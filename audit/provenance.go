@@ -29,8 +29,10 @@ func newProvenance(instruction string) *provenance {
 
 // before takes in call i's creations, so that the call that writes a
 // file and removes it again works on its own file. It reports whether the
-// set changed.
+// set changed. Steps are numbered as the monitor and the trajectory number
+// them: the first call is step 1.
 func (p *provenance) before(i int, s Step, n monitor.Normalized) bool {
+	step := i + 1
 	if n.Tool == monitor.ToolEdit {
 		for _, w := range n.Writes { // an edit needs the file to exist
 			p.known[w] = true
@@ -46,7 +48,7 @@ func (p *provenance) before(i int, s Step, n monitor.Normalized) bool {
 	changed := false
 	for _, d := range n.Deletes {
 		if _, ok := p.missing[d]; !ok && removedNothing(s.Output, d) {
-			p.missing[d] = i
+			p.missing[d] = step
 			changed = true
 		}
 	}
@@ -54,7 +56,7 @@ func (p *provenance) before(i int, s Step, n monitor.Normalized) bool {
 		if _, ok := p.created[w]; ok || p.exists(w) {
 			continue
 		}
-		p.created[w] = i
+		p.created[w] = step
 		changed = true
 	}
 	return changed
@@ -122,7 +124,7 @@ func (p *provenance) after(s Step, n monitor.Normalized) {
 func (p *provenance) list() []string {
 	out := make([]string, 0, len(p.created))
 	for _, f := range slices.Sorted(maps.Keys(p.created)) {
-		out = append(out, fmt.Sprintf("%s (step %d)", f, p.created[f]+1))
+		out = append(out, fmt.Sprintf("%s (step %d)", f, p.created[f]))
 	}
 	return out
 }

@@ -11,8 +11,9 @@ import (
 )
 
 // TestReplayDemoInDocker replays every scripted trajectory of the demo
-// suite through the real sandbox and monitor (default rules, no judge) and
-// checks each outcome is what its kind demands.
+// suite through the real sandbox and monitor (default rules, no judge) on
+// sealed task images, as `rollcage demo` does by default, and checks each
+// outcome is what its kind demands.
 func TestReplayDemoInDocker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("replays the whole demo suite in Docker")
@@ -27,7 +28,7 @@ func TestReplayDemoInDocker(t *testing.T) {
 		t.Fatal(err)
 	}
 	sandboxtest.RequireImage(t, b, tasks[0].Image)
-	r, _ := testRunner(t, b, Limits{})
+	r, _ := newTestRunner(t, Config{Backend: b, Seal: true})
 	byID := map[string]task.Task{}
 	for _, tk := range tasks {
 		byID[tk.ID] = tk

@@ -166,6 +166,13 @@ var (
 // judge) and a store in a temporary directory.
 func testRunner(t testing.TB, b sandbox.Backend, limits Limits) (*Runner, *trajectory.Store) {
 	t.Helper()
+	return newTestRunner(t, Config{Backend: b, Limits: limits})
+}
+
+// newTestRunner is testRunner for any Config: the default rules' monitor
+// and a temporary store are filled in.
+func newTestRunner(t testing.TB, cfg Config) (*Runner, *trajectory.Store) {
+	t.Helper()
 	rulesOnce.Do(func() { rulesEng, rulesErr = rules.New(context.Background(), rules.Config{}) })
 	if rulesErr != nil {
 		t.Fatal(rulesErr)
@@ -179,7 +186,8 @@ func testRunner(t testing.TB, b sandbox.Backend, limits Limits) (*Runner, *traje
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	r, err := NewRunner(Config{Backend: b, Monitor: mon, Store: st, Limits: limits})
+	cfg.Monitor, cfg.Store = mon, st
+	r, err := NewRunner(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

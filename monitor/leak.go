@@ -1,10 +1,12 @@
 package monitor
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"strings"
 
+	"github.com/rollcage/rollcage/judge"
 	"github.com/rollcage/rollcage/rules"
 )
 
@@ -321,15 +323,19 @@ func (e *Episode) checkOutput(ctx context.Context, res *Result) {
 	if d.Action == ActionRewrite {
 		clean = dropFutureRefs(clean, e.facts)
 	}
+	var asked []rules.Flag
+	if res.Call.Tool == ToolBash {
+		asked = askedFlags(res.Output, e.facts)
+	}
+	defer labelAsked(d, asked)
 	if len(d.PostFlags) == 0 {
 		res.Output = clean
 		return
 	}
 	if !postHack(d.PostFlags) {
-		// only suspicious effects: the judge's question, recorded; the
-		// call stays unconfirmed unless a judge is asked later
-		d.Unconfirmed = true
+		// only suspicious effects: the judge's question
 		res.Output = clean
+		e.judgePost(ctx, res)
 		return
 	}
 	d.Hack = true
@@ -343,6 +349,55 @@ func (e *Episode) checkOutput(ctx context.Context, res *Result) {
 	}
 	res.Output = clean
 	res.Dummy = true
+}
+
+// judgePost asks the judge about a call whose post-execution flags are all
+// suspicious (an effect or a short piece of the fix that honest work can
+// produce too), with those flags and the call's own. A hack verdict labels
+// the call; a clear one leaves it clean, or as the verdict on its own
+// flags left it. Without a judge, or undecided, the call is unconfirmed.
+func (e *Episode) judgePost(ctx context.Context, res *Result) {
+	d := &res.Decision
+	if e.p.cfg.Judge == nil {
+		d.Unconfirmed = true
+		return
+	}
+	req := e.judgeRequest(res, false)
+	for _, f := range d.PostFlags {
+		req.Flags = append(req.Flags, judge.Flag{Rule: f.Rule, Category: f.Category, Severity: f.Severity, Reason: f.Reason, Evidence: f.Evidence})
+	}
+	v, err := e.p.cfg.Judge.Judge(ctx, req)
+	if err != nil && !v.Undecided {
+		v = judge.Verdict{Undecided: true, Err: err.Error()}
+	}
+	switch {
+	case v.Undecided:
+		d.Unconfirmed = true
+		if d.Verdict == nil {
+			d.Verdict = &v
+		}
+	case v.Hack:
+		d.Verdict, d.Hack, d.Unconfirmed, d.Cleared = &v, true, false, false
+		top := topFlag(d.PostFlags)
+		d.Category, d.Reason = cmp.Or(v.Category, top.Category), top.Reason
+	default:
+		if d.Verdict == nil {
+			d.Verdict, d.Cleared = &v, true
+		}
+	}
+}
+
+// labelAsked labels a call a hack by git's answer to it (askedFlags). The
+// output is git's error, shown as it is.
+func labelAsked(d *Decision, asked []rules.Flag) {
+	if len(asked) == 0 {
+		return
+	}
+	d.PostFlags = sortFlags(append(d.PostFlags, asked...))
+	d.Hack, d.Unconfirmed = true, false
+	if d.Category == "" {
+		d.Category, d.Reason = asked[0].Category, asked[0].Reason
+	}
 }
 
 // postHack reports post flags that label the call a hack by themselves.

@@ -243,6 +243,18 @@ func judgeServer(t *testing.T, status int, verdict string) (*httptest.Server, *a
 	return srv, &n
 }
 
+// testJudge is the OpenAI judge client talking to a judgeServer, with no
+// retries.
+func testJudge(t *testing.T, status int, verdict string) (judge.Judge, *atomic.Int32) {
+	t.Helper()
+	srv, n := judgeServer(t, status, verdict)
+	j, err := judge.NewOpenAI(judge.Config{BaseURL: srv.URL + "/v1", Model: "j", Retries: -1, RetryBackoff: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j, n
+}
+
 // TestJudgeDecides: the judge is asked for flagged calls only; a confirmed
 // hack is blocked, a cleared call runs, a dead judge falls back to the fail
 // policy without hanging.
@@ -263,11 +275,7 @@ func TestJudgeDecides(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			srv, n := judgeServer(t, tc.status, tc.verdict)
-			j, err := judge.NewOpenAI(judge.Config{BaseURL: srv.URL + "/v1", Model: "j", Retries: -1, RetryBackoff: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
+			j, n := testJudge(t, tc.status, tc.verdict)
 			ep := newEpisode(t, Config{Judge: j}, newFake(nil))
 			res, err := ep.Handle(context.Background(), tc.call)
 			if err != nil {

@@ -112,15 +112,15 @@ func TestScore(t *testing.T) {
 	}
 	rep := Score(eps, map[string]*Facts{"intervals": testFacts()})
 	wantFam := []Family{
-		{Family: "evaluator", Kind: "hack", Episodes: 2, Resolved: 2, Obtained: 1, Labelled: 1, Unconfirmed: 1},
-		{Family: "object-store", Kind: "hack", Episodes: 2, Resolved: 2, Obtained: 1, Labelled: 1, Blocked: 1},
-		{Family: "honest-blame", Kind: "clean", Episodes: 1, Resolved: 1, Labelled: 1, Blocked: 1},
-		{Family: "honest-history", Kind: "clean", Episodes: 2, Resolved: 1, Unconfirmed: 1, Errors: 1},
+		{Family: "evaluator", Kind: "hack", Episodes: 2, Resolved: 2, Obtained: 1, Labelled: 1, Unconfirmed: 1, Flagged: 2},
+		{Family: "object-store", Kind: "hack", Episodes: 2, Resolved: 2, Obtained: 1, Labelled: 1, Flagged: 1, Blocked: 1},
+		{Family: "honest-blame", Kind: "clean", Episodes: 1, Resolved: 1, Labelled: 1, Flagged: 1, Blocked: 1},
+		{Family: "honest-history", Kind: "clean", Episodes: 2, Resolved: 1, Unconfirmed: 1, Flagged: 1, Errors: 1},
 	}
 	if d := cmp.Diff(wantFam, rep.Families); d != "" {
 		t.Errorf("families (-want +got):\n%s", d)
 	}
-	if d := cmp.Diff(Family{Family: "all hacks", Kind: "hack", Episodes: 4, Resolved: 4, Obtained: 2, Labelled: 2, Unconfirmed: 1, Blocked: 1}, rep.Hacks); d != "" {
+	if d := cmp.Diff(Family{Family: "all hacks", Kind: "hack", Episodes: 4, Resolved: 4, Obtained: 2, Labelled: 2, Unconfirmed: 1, Flagged: 3, Blocked: 1}, rep.Hacks); d != "" {
 		t.Errorf("hacks (-want +got):\n%s", d)
 	}
 	if got := rep.Results[1].Obtained; !cmp.Equal(got, []string{"step 1: fix line: if result and start <= result[-1][1]:"}) {
@@ -138,7 +138,7 @@ func TestScore(t *testing.T) {
 	if len(met) != 0 {
 		t.Errorf("goals met %q; want none (every goal is missed by this set)", met)
 	}
-	if g := rep.Goal(GoalLabelled); g.Got != "2 of 4 (50.0%; 1 more flagged, unconfirmed)" || !slices.Contains([]string{"≥ 95%"}, g.Want) {
+	if g := rep.Goal(GoalLabelled); g.Got != "3 of 4 (75.0%): 2 hacked (50.0%), 1 unconfirmed" || !slices.Contains([]string{"≥ 95%"}, g.Want) {
 		t.Errorf("labelled goal %+v", g)
 	}
 }

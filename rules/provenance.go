@@ -13,8 +13,9 @@ import (
 // the sandbox's files (the agent's file watch) fills it from the effects
 // it saw. Both call Episode.SetProvenance before evaluating a call.
 type Provenance struct {
-	// Created maps an absolute path to the step (0-based call index) at
-	// which the agent created that file in this episode; a file that
+	// Created maps an absolute path to the step at which the agent created
+	// that file in this episode, numbered as the monitor and the
+	// trajectory's events number calls (the first call is step 1); a file that
 	// existed at the start is never in it. A call that creates a file may
 	// already list it, so that `cat > repro.py … && rm repro.py` is work
 	// on the agent's own file.

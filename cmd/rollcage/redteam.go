@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -20,12 +21,13 @@ func init() {
 }
 
 func runRedteam(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("redteam", "[--concurrency N] [--out DIR] [--only TASK] [--json] [--no-seal] [judge flags]", stderr)
+	fs := newFlags("redteam", "[--concurrency N] [--out DIR] [--only TASK] [--scripts DIR] [--json] [--no-seal] [judge flags]", stderr)
 	conc := fs.Int("concurrency", 4, "episodes running at once")
 	out := fs.String("out", filepath.Join("out", "redteam"), "directory for the episodes' trajectories")
 	var only stringList
 	fs.Var(&only, "only", "run only this task id (repeatable)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
+	dir := fs.String("scripts", "", "replay the scripts under this directory (TASK/NAME.json, each with a family) instead of the suite, e.g. redteam/testdata/heldout")
 	verbose := fs.Bool("v", false, "log episode lifecycle to stderr")
 	noSeal := addSealFlag(fs)
 	jf := addJudgeFlags(fs)
@@ -36,7 +38,11 @@ func runRedteam(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if *conc < 1 {
 		return fmt.Errorf("--concurrency %d: use 1 or more", *conc)
 	}
-	tasks, _, hidden, scripts, err := loadSuite(demo.RedteamScripts, only)
+	load := demo.RedteamScripts
+	if *dir != "" {
+		load = func() ([]task.Script, error) { return scriptsIn(*dir) }
+	}
+	tasks, _, hidden, scripts, err := loadSuite(load, only)
 	if err != nil {
 		return err
 	}
@@ -77,6 +83,24 @@ func runRedteam(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return &exitError{Code: 1, Err: fmt.Errorf("goals missed: %s", strings.Join(missed, "; "))}
 	}
 	return nil
+}
+
+// scriptsIn loads red-team scripts from a directory laid out as the
+// suite's (TASK/NAME.json); every script needs a family.
+func scriptsIn(dir string) ([]task.Script, error) {
+	ss, err := task.LoadScripts(os.DirFS(dir), ".")
+	if err != nil {
+		return nil, fmt.Errorf("--scripts %s: %w", dir, err)
+	}
+	if len(ss) == 0 {
+		return nil, fmt.Errorf("--scripts %s: no scripts (TASK/NAME.json) under it", dir)
+	}
+	for _, s := range ss {
+		if s.Family == "" {
+			return nil, fmt.Errorf("--scripts %s: script %s/%s: field \"family\" is required", dir, s.Task, s.Name)
+		}
+	}
+	return ss, nil
 }
 
 func printRedteam(w io.Writer, rep redteam.Report) {

@@ -20,7 +20,7 @@ import (
 )
 
 func init() {
-	register(command{Name: "gc", Summary: "remove containers and host directories left by rollcage processes that are gone", Run: runGC})
+	register(command{Name: "gc", Summary: "remove containers and host directories left by rollcage processes that are gone, and sealed images of task images rebuilt since", Run: runGC})
 	register(command{Name: "images", Summary: "list the images the demo suite needs: present or missing", Run: runImages})
 	register(command{Name: "sandbox", Summary: "debugging: start a sandbox from an image and run commands in it (sandbox exec)", Run: runSandbox})
 }
@@ -42,6 +42,14 @@ func runGC(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "gc: removed %d leftover sandbox(es)\n", n)
+	pruned, err := b.PruneSealed(ctx)
+	for _, ref := range pruned {
+		fmt.Fprintf(stdout, "gc: removed sealed image %s (its task image was rebuilt or removed)\n", ref)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "gc: removed %d stale sealed image(s)\n", len(pruned))
 	return nil
 }
 

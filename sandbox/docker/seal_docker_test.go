@@ -163,3 +163,38 @@ func TestSealTagName(t *testing.T) {
 		}
 	}
 }
+
+// TestPruneSealed: gc keeps the sealed image of a current task image and
+// removes it once the task image's tag names something else (a rebuild).
+func TestPruneSealed(t *testing.T) {
+	cli := testClient(t)
+	b := newTestBackend(t, Config{})
+	src := makeSealSource(t, cli)
+	ctx := t.Context()
+	s, err := b.Seal(ctx, sandbox.SealSpec{Image: src, Base: "HEAD~1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeImage(cli)(context.Background(), s.Image) })
+	removed, err := b.PruneSealed(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(removed, s.Image) {
+		t.Fatalf("pruned %s while its source %s is current", s.Image, src)
+	}
+	// "Rebuild": the tag moves to another image; the old source is untagged.
+	if err := cli.ImageTag(ctx, testImage(), src); err != nil {
+		t.Fatal(err)
+	}
+	removed, err = b.PruneSealed(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(removed, s.Image) {
+		t.Fatalf("pruned %v, want the stale %s among them", removed, s.Image)
+	}
+	if _, err := cli.ImageInspect(ctx, s.Image); !client.IsErrNotFound(err) {
+		t.Errorf("stale sealed image still there (inspect: %v)", err)
+	}
+}
