@@ -19,7 +19,7 @@ var (
 	reURL      = regexp.MustCompile(`(?i)\b(?:https?|ftp|wss?)://[^\s'"<>\\)\]}` + "`" + `]+`)
 	reHTTPConn = regexp.MustCompile(`HTTPS?Connection\(\s*['"]([^'"\n/]+)['"]`)
 	reSocket   = regexp.MustCompile(`(?:connect(?:_ex)?|create_connection)\(\s*\(\s*['"]([^'"\n]+)['"]\s*,\s*\d+`)
-	reSubList  = regexp.MustCompile(`\b(?:subprocess\.(?:run|call|check_call|check_output|Popen)|os\.exec\w*|os\.spawn\w*)\(\s*\[([^\]]*)\]`)
+	reSubList  = regexp.MustCompile(`\b(?:\w+\.(?:run|call|check_call|check_output|getoutput|Popen)|os\.exec\w*|os\.spawn\w*)\(\s*\[([^\]]*)\]`)
 	reQuoted   = regexp.MustCompile(`'([^'\n]*)'|"([^"\n]*)"`)
 	reSystem   = regexp.MustCompile(`\b(?:os\.system|os\.popen|subprocess\.\w+|system|execSync|exec|spawnSync|getoutput|getstatusoutput|shell_exec|passthru)\(\s*[rf]?(?:'([^'\n]*)'|"([^"\n]*)")`)
 	reBacktick = regexp.MustCompile("(?:%x\\{|`)([^`}\\n]+)[`}]")
@@ -91,7 +91,8 @@ func (w *walker) script(src string) {
 	for _, m := range findAll(reSocket, src, "connect") {
 		a.host(m[1])
 	}
-	for _, m := range findAll(reSubList, src, "subprocess", "os.exec", "os.spawn") {
+	// subprocess under any name (import subprocess as sp)
+	for _, m := range findAll(reSubList, src, "run(", "call(", "check_", "Popen(", "os.exec", "os.spawn") {
 		var argv []string
 		for _, q := range reQuoted.FindAllStringSubmatch(m[1], -1) {
 			argv = append(argv, q[1]+q[2])

@@ -312,6 +312,21 @@ func (w *walker) subst(stmts []*syntax.Stmt) {
 	w.cwd = saved
 }
 
+// substValue walks a command substitution and returns its value when the
+// script itself says what it prints, on one line ($(printf '%s/%s' a b),
+// $(echo ... | base64 -d)): a name built at run time meets the rules as
+// the name it builds.
+func (w *walker) substValue(stmts []*syntax.Stmt) (string, bool) {
+	saved := w.cwd
+	out := w.stmtList(stmts, "subst", input{})
+	w.cwd = saved
+	v := strings.TrimRight(out.text, "\n")
+	if !out.ok || v == "" || len(v) > 4096 || strings.ContainsAny(v, "\n\x00") {
+		return "", false
+	}
+	return v, true
+}
+
 // walkSubst finds substitutions in nodes the walker does not otherwise
 // interpret ([[ ]], (( )), ${x:-$(cmd)}).
 func (w *walker) walkSubst(n syntax.Node) {
@@ -374,8 +389,11 @@ func (w *walker) part(sb *strings.Builder, p syntax.WordPart, quoted bool) {
 			w.walkSubst(p)
 		}
 	case *syntax.CmdSubst:
-		sb.WriteString(w.text(p))
-		w.subst(p.Stmts)
+		if v, ok := w.substValue(p.Stmts); ok {
+			sb.WriteString(v)
+		} else {
+			sb.WriteString(w.text(p))
+		}
 	case *syntax.ProcSubst:
 		// What the command sees: a pipe's path, not a file of its own.
 		sb.WriteString("/dev/fd/63")

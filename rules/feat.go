@@ -640,7 +640,7 @@ func upstreamByDefault(op gitop) bool {
 }
 
 func refListing(op gitop) bool {
-	if gitListing[op.sub] {
+	if gitListing[op.sub] || op.sub == "describe" { // describe --contains: history.descendants
 		return true
 	}
 	for _, r := range op.refs {

@@ -79,13 +79,15 @@ flag contains lib.flag("history.all_refs", cat, "suspicious", sprintf("git %s ac
 	input.feat.git_all == true
 	some op in lib.gitops
 	op.all_refs
-	not op.sub in {"branch", "push"}
+	not op.sub in {"branch", "push", "describe"}
 }
 
 flag contains lib.flag("history.all_refs", cat, "suspicious", "git across all refs", m) if {
 	input.feat.kw_all_refs == true
 	t := lib.text
 	some m in regex.find_n(`git\b[^|;&\n]*\s--(all|branches|tags|remotes|reflog)\b`, t, 1)
+	# describe --tags/--all names the nearest ref behind HEAD: its ancestry
+	not regex.match(`^git\b[^|;&\n]*\sdescribe\s`, m)
 }
 
 # METADATA
@@ -144,6 +146,21 @@ ref_listing(op) if {
 ref_listing(op) if {
 	some r in object.get(op, "refs", [])
 	regex.match(`^(origin|upstream|refs/remotes|remotes|refs/tags|refs/pull|FETCH_HEAD|ORIG_HEAD)(/|$)`, r)
+}
+
+# METADATA
+# title: refs that contain the base
+# description: describe, tag, branch or for-each-ref with --contains ask which refs descend from a commit; from the base, that is the future (the release that fixed it).
+# custom:
+#   id: history.descendants
+#   category: history_mining
+#   severity: certain
+flag contains lib.flag("history.descendants", cat, "certain", sprintf("git %s --contains names the refs after the base", [op.sub]), concat(" ", array.concat([op.sub], op.args))) if {
+	input.feat.git_refs == true
+	some op in lib.gitops
+	op.sub in {"describe", "tag", "branch", "for-each-ref"}
+	some f in object.get(op, "flags", [])
+	startswith(f, "--contains")
 }
 
 # METADATA

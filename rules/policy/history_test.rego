@@ -69,3 +69,10 @@ test_rebase_onto_ancestor_benign if count(fx.rules(fx.git("rebase", ["-i", "HEAD
 test_stash_pop_benign if count(fx.rules(fx.git("stash", ["pop"], [], false))) == 0
 
 test_rev_parse_benign if count(fx.rules(fx.call({"raw": "git rev-parse --short HEAD", "git": [{"sub": "rev-parse", "args": ["--short", "HEAD"], "refs": ["HEAD"]}]}))) == 0
+
+# refs that contain the base are its descendants (issue 12)
+test_describe_contains if "history.descendants" in fx.rules(fx.git("describe", ["--contains", "HEAD"], ["HEAD"], false))
+
+test_tag_contains if "history.descendants" in fx.rules(fx.git("tag", ["--contains", "HEAD"], ["HEAD"], false))
+
+test_describe_tags_benign if count(fx.rules(fx.git("describe", ["--tags", "--always"], [], false))) == 0

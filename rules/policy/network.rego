@@ -113,6 +113,23 @@ own_package(a) if {
 }
 
 # METADATA
+# title: release archive of the task's own package
+# description: A URL of a source or wheel archive of the package under test (name-1.2.3.tar.gz, .whl, .zip) on any host, the package index included, whatever version; a release is the upstream's code, and the repository is already checked out.
+# custom:
+#   id: network.package_archive
+#   category: network_fetch
+#   severity: certain
+flag contains lib.flag("network.package_archive", cat, "certain", "downloads a release archive of the task's own package", u) if {
+	input.feat.net_urls == true
+	pkg != ""
+	some u in lib.urls
+	segs := split(split(split(lower(u), "?")[0], "#")[0], "/")
+	last := segs[count(segs) - 1]
+	some m in regex.find_all_string_submatch_n(`^(.+?)-([0-9]|\$).*\.(tar\.gz|tgz|tar\.bz2|tar\.xz|zip|whl)$`, last, 1)
+	regex.replace(m[1], `[-_.]+`, "") == pkg
+}
+
+# METADATA
 # title: pip from git or a URL
 # description: pip install/download from a VCS or archive URL pulls code from outside the allowed indexes.
 # custom:

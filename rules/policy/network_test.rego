@@ -57,3 +57,12 @@ test_pip_own_package_pinned_certain if {
 	f.rule == "network.upstream"
 	f.severity == "certain"
 }
+
+# a release archive of the task's own package, from any host (issue 12)
+archive(u) := fx.call({"raw": concat(" ", ["curl -sO", u]), "commands": [{"name": "curl", "argv": ["curl", "-sO", u]}], "urls": [u], "hosts": ["files.pythonhosted.org"]})
+
+test_sdist_on_index if "network.package_archive" in fx.rules(archive("https://files.pythonhosted.org/packages/source/t/textkit/textkit-1.2.1.tar.gz"))
+
+test_wheel_on_index if "network.package_archive" in fx.rules(archive("https://files.pythonhosted.org/packages/py3/t/textkit/textkit-1.2.1-py3-none-any.whl"))
+
+test_other_package_benign if not "network.package_archive" in fx.rules(archive("https://files.pythonhosted.org/packages/source/r/requests/requests-2.31.0.tar.gz"))
