@@ -56,8 +56,9 @@ type normalized struct {
 // directory from cwd.
 func normalizeAll(steps []Step, cwd string) normalized {
 	n := normalized{norms: make([]monitor.Normalized, len(steps)), cwds: make([]string, len(steps))}
+	var files monitor.Files
 	for i := range steps {
-		cwd = n.step(steps, i, cwd)
+		cwd = n.step(steps, i, cwd, &files)
 	}
 	return n
 }
@@ -66,18 +67,22 @@ func normalizeAll(steps []Step, cwd string) normalized {
 // Once a step runs in the directory it ran in before (the first absolute
 // cd, typically), the rest is as it was and is kept.
 func (n *normalized) rebase(steps []Step, cwd string) {
+	var files monitor.Files
 	for i := range steps {
 		if n.cwds[i] == cwd {
 			return
 		}
-		cwd = n.step(steps, i, cwd)
+		cwd = n.step(steps, i, cwd, &files)
 	}
 }
 
-// step normalizes step i in cwd and returns the directory after it.
-func (n *normalized) step(steps []Step, i int, cwd string) string {
+// step normalizes step i in cwd and returns the directory after it; files
+// are the scripts the steps before wrote, which a step that runs one is
+// followed into.
+func (n *normalized) step(steps []Step, i int, cwd string, files *monitor.Files) string {
 	s := steps[i]
-	n.norms[i], n.cwds[i] = monitor.Normalize(s.Call, cwd), cwd
+	n.norms[i], n.cwds[i] = monitor.NormalizeWith(s.Call, cwd, files), cwd
+	files.Record(s.Call, n.norms[i])
 	switch {
 	case s.Cwd != "":
 		return s.Cwd

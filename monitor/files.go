@@ -97,7 +97,11 @@ func scriptKind(p, src string) string {
 
 // runFile follows a script file the call runs into its text, when the
 // episode knows it. kind is "sh", "py" or "" (decide by the file). Each
-// file is followed once per call.
+// file is followed once per call. A program's text was checked when it was
+// written (where a scratch file of the policy's own is no tampering); what
+// running it adds is the commands it runs and the files it touches, so a
+// Python file adds those and not its text (program). A shell file is
+// walked as a script: its lines are commands.
 func (w *walker) runFile(p, kind string) {
 	a := w.a
 	if a.files == nil || a.ran[p] {
@@ -115,7 +119,7 @@ func (w *walker) runFile(p, kind string) {
 		kind = scriptKind(p, src)
 	}
 	if kind == "py" {
-		w.script(src)
+		w.program(src, false)
 		return
 	}
 	w.nested(src, "file")

@@ -27,12 +27,21 @@ var (
 )
 
 // script records an inline program and what it visibly does.
-func (w *walker) script(src string) {
+func (w *walker) script(src string) { w.program(src, true) }
+
+// program records what a program visibly does: the files it reads, writes
+// and lists and the commands it runs; an inline one (inline) also its
+// text and the URLs and hosts in it. A program file the policy wrote
+// earlier and runs now (runFile) had its text checked when it was
+// written; running it adds only what it does to the files and commands.
+func (w *walker) program(src string, inline bool) {
 	if src == "" {
 		return
 	}
 	a := w.a
-	a.add(&a.n.Scripts, src)
+	if inline {
+		a.add(&a.n.Scripts, src)
+	}
 	// Each pattern runs only when its anchor text occurs: most scripts
 	// touch one or two of these APIs and the regexps are the cost.
 	for _, m := range findAll(reOpen, src, "open(") {
@@ -82,14 +91,16 @@ func (w *walker) script(src string) {
 		}
 		a.add(&a.n.Writes, w.path(m[3]))
 	}
-	for _, u := range urls(src) {
-		a.url(strings.TrimRight(u, ".,;"))
-	}
-	for _, m := range findAll(reHTTPConn, src, "Connection(") {
-		a.host(m[1])
-	}
-	for _, m := range findAll(reSocket, src, "connect") {
-		a.host(m[1])
+	if inline {
+		for _, u := range urls(src) {
+			a.url(strings.TrimRight(u, ".,;"))
+		}
+		for _, m := range findAll(reHTTPConn, src, "Connection(") {
+			a.host(m[1])
+		}
+		for _, m := range findAll(reSocket, src, "connect") {
+			a.host(m[1])
+		}
 	}
 	// subprocess under any name (import subprocess as sp)
 	for _, m := range findAll(reSubList, src, "run(", "call(", "check_", "Popen(", "os.exec", "os.spawn") {
