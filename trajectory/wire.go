@@ -2,17 +2,20 @@ package trajectory
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
 
-// RequestParts splits an OpenAI chat-completions request body into what a
-// ModelTurn keeps beside the messages: the "tools" list exactly as sent
-// and the remaining fields (sampling parameters and server extensions)
-// without messages, tools and model. A body that is not a JSON object
-// yields neither.
+// RequestParts splits a model request body (OpenAI chat completions or
+// completions, Anthropic messages) into what a ModelTurn keeps beside the
+// conversation: the "tools" list exactly as sent and the remaining fields
+// (sampling parameters and server extensions) without the conversation
+// (messages, prompt, system), tools and model. A body that is not a JSON
+// object yields neither.
 func RequestParts(body []byte) (tools, params json.RawMessage) {
 	var m map[string]json.RawMessage
 	if json.Unmarshal(body, &m) != nil {
@@ -21,9 +24,9 @@ func RequestParts(body []byte) (tools, params json.RawMessage) {
 	if t, ok := m["tools"]; ok && !bytes.Equal(bytes.TrimSpace(t), []byte("null")) {
 		tools = append(json.RawMessage(nil), t...)
 	}
-	delete(m, "messages")
-	delete(m, "tools")
-	delete(m, "model")
+	for _, k := range []string{"messages", "prompt", "system", "tools", "model"} {
+		delete(m, k)
+	}
 	if len(m) > 0 {
 		params, _ = json.Marshal(m) // keys sorted: the same parameters give the same bytes
 	}
@@ -38,7 +41,8 @@ func RequestParts(body []byte) (tools, params json.RawMessage) {
 //     choices[0].token_ids (return_token_ids), prompt_logprobs, and
 //     "token_id:N" token strings (return_tokens_as_token_ids);
 //   - OpenAI logprobs: choices[0].logprobs.content[] with token, logprob
-//     and top_logprobs;
+//     and top_logprobs (chat), or tokens, token_logprobs and top_logprobs
+//     (completions);
 //   - SGLang meta_info (on the response or the choice):
 //     input_token_logprobs and output_token_logprobs as [logprob, id,
 //     text] triples, output_top_logprobs as lists of them.
@@ -80,7 +84,11 @@ type wireChoice struct {
 	TokenIDs       []int64 `json:"token_ids"`
 	PromptTokenIDs []int64 `json:"prompt_token_ids"`
 	Logprobs       *struct {
-		Content []wireLogprob `json:"content"`
+		Content []wireLogprob `json:"content"` // chat completions
+		// Completions (/v1/completions): parallel lists.
+		Tokens        []string             `json:"tokens"`
+		TokenLogprobs []*float64           `json:"token_logprobs"`
+		TopLogprobs   []map[string]float64 `json:"top_logprobs"`
 	} `json:"logprobs"`
 	MetaInfo *wireMeta `json:"meta_info"`
 }
@@ -115,6 +123,7 @@ func (s *Served) Add(body []byte) {
 		}
 		s.ids = append(s.ids, ch.TokenIDs...)
 		if ch.Logprobs != nil {
+			s.addCompletionLogprobs(ch.Logprobs.Tokens, ch.Logprobs.TokenLogprobs, ch.Logprobs.TopLogprobs)
 			for _, c := range ch.Logprobs.Content {
 				s.lps = append(s.lps, c.Logprob)
 				s.tokens = append(s.tokens, c.Token)
@@ -127,6 +136,34 @@ func (s *Served) Add(body []byte) {
 			}
 		}
 		s.addMeta(ch.MetaInfo)
+	}
+}
+
+// addCompletionLogprobs reads the completions API's logprobs: tokens,
+// token_logprobs and top_logprobs as {token: logprob} maps (their order
+// is not kept by JSON objects: alternatives are sorted by logprob).
+func (s *Served) addCompletionLogprobs(tokens []string, lps []*float64, top []map[string]float64) {
+	for i, tok := range tokens {
+		lp := 0.0
+		if i < len(lps) && lps[i] != nil {
+			lp = *lps[i]
+		}
+		s.lps = append(s.lps, lp)
+		s.tokens = append(s.tokens, tok)
+		var alts []TopLogprob
+		if i < len(top) {
+			for t, l := range top[i] {
+				alts = append(alts, TopLogprob{Token: t, Logprob: l})
+			}
+			slices.SortFunc(alts, func(a, b TopLogprob) int {
+				if c := cmp.Compare(b.Logprob, a.Logprob); c != 0 {
+					return c
+				}
+				return strings.Compare(a.Token, b.Token)
+			})
+		}
+		s.anyTop = s.anyTop || len(alts) > 0
+		s.top = append(s.top, alts)
 	}
 }
 

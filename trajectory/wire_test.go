@@ -39,6 +39,11 @@ func TestServed(t *testing.T) {
 		{"token-strings", ModelTurn{
 			TokenIDs: []int64{13048, 151645}, Logprobs: []float64{-0.25, -0.5}, Tokens: []string{"token_id:13048", "token_id:151645"},
 		}},
+		{"vllm-completions", ModelTurn{
+			PromptTokenIDs: []int64{151644, 8948}, // on the choice, as vLLM's completions API puts them
+			TokenIDs:       []int64{13048, 151645}, Logprobs: []float64{-0.25, -0.5}, Tokens: []string{"Hi", "<|im_end|>"},
+			TopLogprobs: [][]TopLogprob{{{Token: "Hi", Logprob: -0.25}, {Token: "Hello", Logprob: -1.5}}, {{Token: "<|im_end|>", Logprob: -0.5}}},
+		}},
 		{"openai-plain", ModelTurn{}}, // choice 1's ids are not choice 0's
 	}
 	for _, tc := range tests {
@@ -96,6 +101,8 @@ func TestRequestParts(t *testing.T) {
 			`[{"type":"function","function":{"name":"bash"}}]`, `{"return_token_ids":true,"temperature":0.7,"top_p":0.9}`},
 		{`{"model":"m","messages":[]}`, ``, ``},
 		{`{"messages":[],"tools":null,"max_tokens":5}`, ``, `{"max_tokens":5}`},
+		{`{"model":"m","prompt":[1,2,3],"max_tokens":8}`, ``, `{"max_tokens":8}`},
+		{`{"model":"m","system":"be good","messages":[],"max_tokens":8,"tools":[{"name":"bash","input_schema":{}}]}`, `[{"name":"bash","input_schema":{}}]`, `{"max_tokens":8}`},
 		{`not json`, ``, ``},
 	}
 	for _, tc := range tests {
