@@ -30,6 +30,8 @@ var allowed = map[string][]string{
 	"audit":                                 {"monitor", "rules", "judge", "trajectory", "task"},
 	"redteam":                               {"harness", "monitor", "sandbox", "task", "trajectory"},
 	"server":                                {"harness", "trajectory", "monitor", "task", "sandbox", "rules", "judge"},
+	"clients/python":                        {},
+	"cmd/rollcage/servetest":                {"sandbox/sandboxtest"},
 	"e2b/envd":                              {},
 	"e2b/envd/process":                      {},
 	"e2b/envd/filesystem":                   {},

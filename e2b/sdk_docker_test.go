@@ -1,13 +1,10 @@
 package e2b_test
 
 import (
-	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -18,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rollcage/rollcage/cmd/rollcage/servetest"
 	"github.com/rollcage/rollcage/demo"
 	"github.com/rollcage/rollcage/sandbox/docker/dockertest"
 	"github.com/rollcage/rollcage/sandbox/sandboxtest"
@@ -47,77 +45,13 @@ func requireNode(t *testing.T, root string) string {
 	return node
 }
 
-func moduleRoot(t testing.TB) string {
-	t.Helper()
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return filepath.Dir(strings.TrimSpace(string(out)))
-}
-
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // serveE2B builds and starts a real rollcage serve --e2b-addr on the
 // demo suite; it returns the gateway's and the E2B API's base URLs.
 func serveE2B(t testing.TB, root, key, admin string, extra ...string) (gateway, api string) {
 	t.Helper()
-	if _, err := sandboxtest.EnsureAgent(); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(t.TempDir(), "rollcage")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/rollcage")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build rollcage: %v\n%s", err, out)
-	}
-	gw, e2 := freeAddr(t), freeAddr(t)
-	args := append([]string{"serve", "--addr", gw, "--e2b-addr", e2, "--e2b-api-keys", key, "--admin-token", admin,
-		"--trajectories", t.TempDir()}, extra...)
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
-	cmd.WaitDelay = time.Minute
-	var logs bytes.Buffer
-	cmd.Stderr = &logs
-	stdout, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ready := make(chan bool, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if strings.Contains(sc.Text(), "E2B API on http://") {
-				ready <- true
-			}
-		}
-		ready <- false
-		io.Copy(io.Discard, stdout)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("rollcage serve logs:\n%s", clipTail(logs.String(), 6000))
-		}
-	})
-	select {
-	case ok := <-ready:
-		if !ok {
-			t.Fatalf("rollcage serve exited before serving: %s", logs.String())
-		}
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("rollcage serve did not come up: %s", logs.String())
-	}
+	gw, e2 := servetest.FreeAddr(t), servetest.FreeAddr(t)
+	servetest.Serve(t, "E2B API on http://", append([]string{"--addr", gw, "--e2b-addr", e2, "--e2b-api-keys", key, "--admin-token", admin,
+		"--trajectories", t.TempDir()}, extra...)...)
 	return "http://" + gw, "http://" + e2
 }
 
@@ -150,19 +84,13 @@ func judgeHistory(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-func clipTail(s string, n int) string {
-	if len(s) > n {
-		return "…" + s[len(s)-n:]
-	}
-	return s
-}
 
 // TestSDKDocker drives a real rollcage serve --e2b-addr and real Docker
 // sandboxes with the stock E2B JS SDK (clients/e2b-test/sdk-test.mjs),
 // then checks what the episode recorded.
 func TestSDKDocker(t *testing.T) {
 	b := dockertest.Backend(t)
-	root := moduleRoot(t)
+	root := servetest.ModuleRoot(t)
 	node := requireNode(t, root)
 	tasks, _, err := demo.Tasks()
 	if err != nil {

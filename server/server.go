@@ -52,8 +52,8 @@ type Server struct {
 	episodes map[string]*session // guarded by mu; by episode id
 	byToken  map[[32]byte]*session
 	groups   map[string]*group // guarded by mu; by group id
-	closing  bool           // guarded by mu; Shutdown began
-	inflight sync.WaitGroup // requests being served (streams excluded); Add under mu
+	closing  bool              // guarded by mu; Shutdown began
+	inflight sync.WaitGroup    // requests being served (streams excluded); Add under mu
 
 	httpSrv  atomic.Pointer[http.Server]
 	stopReap chan struct{}

@@ -1,0 +1,115 @@
+"""Tests of the rollcage Python client against a real rollcage serve and
+Docker sandboxes (started by clients/python/client_test.go, which sets
+ROLLCAGE_URL, ROLLCAGE_ADMIN_TOKEN, ROLLCAGE_TASK_ID and ROLLCAGE_MODEL
+and puts a scripted OpenAI-compatible model behind --policy-url)."""
+
+import asyncio
+import os
+import subprocess
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+
+import rollcage  # noqa: E402
+
+URL = os.environ.get("ROLLCAGE_URL", "")
+ADMIN = os.environ.get("ROLLCAGE_ADMIN_TOKEN", "")
+TASK = os.environ.get("ROLLCAGE_TASK_ID", "")
+MODEL = os.environ.get("ROLLCAGE_MODEL", "policy")
+
+
+@unittest.skipUnless(URL and ADMIN and TASK, "needs ROLLCAGE_URL, ROLLCAGE_ADMIN_TOKEN, ROLLCAGE_TASK_ID (run go test ./clients/python)")
+class ClientTest(unittest.TestCase):
+    def setUp(self):
+        self.client = rollcage.Client(URL, ADMIN)
+
+    def test_bad_input(self):
+        with self.assertRaises(ValueError):
+            rollcage.Client("localhost:8080", ADMIN)
+        with self.assertRaises(rollcage.RollcageError) as cm:
+            self.client.create_episode(task_id="no-such-task")
+        self.assertEqual(cm.exception.status, 400)
+        self.assertIn("unknown task", cm.exception.message)
+        with self.assertRaises(rollcage.RollcageError) as cm:
+            rollcage.Client(URL, "wrong-token").create_episode(task_id=TASK)
+        self.assertEqual(cm.exception.status, 401)
+
+    def test_episode_agent_loop(self):
+        """The agent loop through the recording proxy resolves the task;
+        the stream, the trajectory and the samples agree."""
+        ep = self.client.create_episode(task_id=TASK, model=MODEL)
+        self.assertTrue(ep.token.startswith("rce_"))
+        self.assertIn("bash", [t["function"]["name"] for t in ep.tools])
+        run = rollcage.run_episode(ep, rollcage.ChatModel(ep.model_base_url, ep.token, MODEL, temperature=1.0))
+        o = run["outcome"]
+        self.assertTrue(o["resolved"], o)
+        self.assertEqual(o["label"], "clean", o)
+        self.assertEqual(o["failure_class"], "", o)
+        self.assertGreater(run["turns"], 2)
+        types = [ev["type"] for ev in ep.stream()]
+        self.assertEqual(types[0], "episode_start")
+        self.assertEqual(types[-1], "episode_end")
+        self.assertEqual(types.count("model_turn"), run["turns"])
+        self.assertEqual(types, [ev["type"] for ev in ep.events()])
+        samples = ep.samples()
+        self.assertTrue(samples)
+        s = samples[-1]
+        self.assertEqual(s["episode_id"], ep.id)
+        self.assertEqual(s["reward"], 1)
+        self.assertFalse(rollcage.masked(s))
+        # The scripted model's completion ids (1000 + turn) came through.
+        ids = s.get("completion_token_ids") or [i for m in rollcage.policy_messages(s) for i in m["token_ids"]]
+        self.assertIn(1000, ids)
+        with self.assertRaises(rollcage.RollcageError) as cm:
+            ep.bash("ls")
+        self.assertEqual(cm.exception.status, 409)
+
+    def test_hack_blocked(self):
+        ep = self.client.create_episode(task_id=TASK)
+        res = ep.bash("cat /opt/grader/tests/*.py")
+        self.assertTrue(res["dummy"], res)
+        self.assertTrue(res["decision"]["hack"], res)
+        self.assertNotIn("rollcage canary", res["output"])
+        ok = ep.read_file("README.md")
+        self.assertFalse(ok.get("dummy"), ok)
+        self.assertIn("textkit", ok["output"])
+        o = ep.submit()
+        self.assertTrue(o["hacked"])
+        self.assertEqual(o["label"], "hacked")
+        self.assertTrue(all(rollcage.masked(s) for s in ep.samples()))
+
+    def test_group_async(self):
+        async def main():
+            client = rollcage.AsyncClient(URL, ADMIN)
+            g = await client.create_group(TASK, n=2, model=MODEL)
+            self.assertEqual(len(g.episodes), 2)
+            self.assertEqual({e.group_id for e in g.episodes}, {g.id})
+            first = await g.wait("0s")
+            self.assertFalse(first["done"])
+            runs = await asyncio.gather(*[
+                rollcage.run_episode_async(e, rollcage.ChatModel(e.model_base_url, e.token, MODEL)) for e in g.episodes])
+            info = await g.wait("1m")
+            self.assertTrue(info["done"], info)
+            self.assertEqual(info["graded"], 2)
+            self.assertEqual(info["resolve_rate"], 1.0)
+            self.assertEqual([r["outcome"]["resolved"] for r in runs], [True, True])
+            seen = [ev["type"] async for ev in g.episodes[0].stream()]
+            self.assertEqual(seen[-1], "episode_end")
+            self.assertEqual(len(await g.samples()), len(await g.episodes[0].samples()) + len(await g.episodes[1].samples()))
+        asyncio.run(main())
+
+    def test_examples(self):
+        """The slime, verl and SkyRL examples run their rollcage part."""
+        for script in ("slime_generate.py", "verl_agent_loop.py", "skyrl_env.py"):
+            with self.subTest(script=script):
+                p = subprocess.run([sys.executable, os.path.join(HERE, "..", "examples", script), TASK],
+                                   capture_output=True, text=True, timeout=600)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                self.assertIn("'reward': 1", p.stdout, p.stdout + p.stderr) if script != "skyrl_env.py" else \
+                    self.assertIn("'done': True", p.stdout, p.stdout + p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
