@@ -12,6 +12,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/rollcage/rollcage/cmd/rollcage/servetest"
 	"github.com/rollcage/rollcage/demo"
 	"github.com/rollcage/rollcage/e2b"
 	"github.com/rollcage/rollcage/e2b/envd/process"
@@ -29,7 +30,7 @@ import (
 // timed).
 func BenchmarkE2B(b *testing.B) {
 	be := dockertest.Backend(b)
-	root := moduleRoot(b)
+	root := servetest.ModuleRoot(b)
 	tasks, _, err := demo.Tasks()
 	if err != nil {
 		b.Fatal(err)

@@ -84,7 +84,6 @@ func judgeHistory(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-
 // TestSDKDocker drives a real rollcage serve --e2b-addr and real Docker
 // sandboxes with the stock E2B JS SDK (clients/e2b-test/sdk-test.mjs),
 // then checks what the episode recorded.
