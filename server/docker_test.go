@@ -98,4 +98,24 @@ func TestDockerEndToEnd(t *testing.T) {
 	if want := eventTypes(e.events(cr.EpisodeID))[1:]; strings.Join(types, ",") != strings.Join(want, ",") {
 		t.Errorf("streamed %v\nwant %v", types, want)
 	}
+
+	// Driven through /calls alone, the episode exports its tool
+	// trajectory: the calls as made, the decisions, the outputs shown.
+	var smp trajectory.Sample
+	if code, _ := e.do("GET", path+"/samples", cr.Token, nil, &smp); code != 200 {
+		t.Fatalf("samples: %d", code)
+	}
+	var tools []string
+	for _, st := range smp.ToolSteps {
+		tools = append(tools, st.Tool)
+	}
+	if smp.Kind != trajectory.KindToolTrajectory || smp.Label != trajectory.LabelHacked || strings.Join(tools, ",") != "bash,bash,read_file,submit" {
+		t.Fatalf("samples: kind %q label %q tools %v, want the hacked tool trajectory of 4 calls", smp.Kind, smp.Label, tools)
+	}
+	if st := smp.ToolSteps[1]; !st.Blocked || !st.Dummy || st.Output != hack.Output || st.Action != trajectory.ActionBlock {
+		t.Errorf("blocked step %+v, want it blocked with the dummy output the policy was shown", st)
+	}
+	if st := smp.ToolSteps[0]; st.Output != ls.Output || !strings.Contains(st.Args, "git status") {
+		t.Errorf("first step %+v, want the call and the output shown", st)
+	}
 }
