@@ -6,7 +6,11 @@
 // file per episode in a directory and a durable index of finished segments
 // and episodes (_finished.jsonl); the Hub streams both over WebSocket,
 // resumable from any offset; Export turns finished episodes into
-// per-segment training samples (messages JSONL or Parquet).
+// training samples, one per model turn or per chain of turns whose prompts
+// only grew, token-exact where the model server returned ids (messages
+// JSONL or Parquet), tool trajectories for episodes without model turns,
+// or ATIF trajectories. Served reads the token data of a model server's
+// responses (vLLM, SGLang, OpenAI) once for every recorder.
 //
 // The package is plain data: it imports none of rollcage's packages. Payloads
 // owned by other packages (the tool call, its normalization, flags, the
