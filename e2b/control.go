@@ -193,8 +193,8 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, client str
 	if template == "" {
 		template = "base"
 	}
-	labels := map[string]string{"rollcage.e2b.client": client, "rollcage.e2b.template": template}
-	op, err := s.cfg.Episodes.Open(r.Context(), t, harness.EpisodeMeta{ID: id, Labels: labels})
+	// No labels: a sandbox spec with labels cannot take a warm container.
+	op, err := s.cfg.Episodes.Open(r.Context(), t, harness.EpisodeMeta{ID: id})
 	if errors.Is(err, server.ErrShuttingDown) {
 		apiError(w, http.StatusServiceUnavailable, "rollcage is shutting down: retry against another instance")
 		return
