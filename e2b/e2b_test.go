@@ -60,6 +60,11 @@ type env struct {
 
 func newEnv(t *testing.T, tweak ...func(*server.Config)) *env {
 	t.Helper()
+	return newEnvWith(t, func(*e2b.Config) {}, tweak...)
+}
+
+func newEnvWith(t *testing.T, apiTweak func(*e2b.Config), tweak ...func(*server.Config)) *env {
+	t.Helper()
 	rulesOnce.Do(func() { rulesEng, rulesErr = rules.New(context.Background(), rules.Config{}) })
 	if rulesErr != nil {
 		t.Fatal(rulesErr)
@@ -87,7 +92,9 @@ func newEnv(t *testing.T, tweak ...func(*server.Config)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := e2b.New(e2b.Config{Episodes: srv, APIKeys: map[string]string{keyA: "a", keyB: "b"}, ImageKeys: []string{"image"}})
+	acfg := e2b.Config{Episodes: srv, APIKeys: map[string]string{keyA: "a", keyB: "b"}, ImageKeys: []string{"image"}}
+	apiTweak(&acfg)
+	api, err := e2b.New(acfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -530,6 +537,22 @@ func TestFiles(t *testing.T) {
 	if code, body := send("GET", "path="+p, "", nil); code != 200 || body != "multi\n" {
 		t.Errorf("download: %d %q", code, body)
 	}
+	// several files in one multipart body, each named by its part's
+	// filename (writeFiles)
+	var mp2 bytes.Buffer
+	mw2 := multipart.NewWriter(&mp2)
+	for i, name := range []string{p + ".1", p + ".2"} {
+		fw, _ := mw2.CreateFormFile("file", name)
+		fmt.Fprintf(fw, "part %d", i)
+	}
+	mw2.Close()
+	if code, body := send("POST", "username=user", mw2.FormDataContentType(), &mp2); code != 200 ||
+		body != fmt.Sprintf(`[{"name":"x.txt.1","type":"file","path":%q},{"name":"x.txt.2","type":"file","path":%q}]`, p+".1", p+".2") {
+		t.Fatalf("multi-file upload: %d %s", code, body)
+	}
+	if b, _ := os.ReadFile(p + ".2"); string(b) != "part 1" {
+		t.Errorf("second part wrote %q", b)
+	}
 	// octet-stream
 	if code, body := send("POST", "path="+p, "application/octet-stream", strings.NewReader("raw")); code != 200 || !strings.Contains(body, `"x.txt"`) {
 		t.Fatalf("octet upload: %d %s", code, body)
@@ -559,7 +582,7 @@ func TestFiles(t *testing.T) {
 		}
 		return nil
 	})
-	if diff := cmp.Diff([]string{"write_file", "read_file", "write_file", "read_file", "read_file"}, tools); diff != "" {
+	if diff := cmp.Diff([]string{"write_file", "read_file", "write_file", "write_file", "write_file", "read_file", "read_file"}, tools); diff != "" {
 		t.Errorf("recorded calls (-want +got):\n%s", diff)
 	}
 }
@@ -743,5 +766,38 @@ func TestIdleCloseFollowsTimeout(t *testing.T) {
 	c := e.clients(cr)
 	if _, out, _, err := run(context.Background(), t, c, bashCfg("echo still")); err != nil || out != "still\n" {
 		t.Errorf("after idling: %q %v", out, err)
+	}
+}
+
+// TestKeepalive: a long process stream carries keepalive events between
+// start and end (the SDKs ping every 50 s; rollcage sends more often).
+func TestKeepalive(t *testing.T) {
+	e := newEnvWith(t, func(c *e2b.Config) { c.Keepalive = 100 * time.Millisecond })
+	c := e.clients(e.create(keyA, map[string]string{e2b.MetaImage: "rollcage/plain:latest"}), connect.WithProtoJSON())
+	st, err := c.proc.Start(context.Background(), connect.NewRequest(&process.StartRequest{Process: bashCfg("sleep 1; echo done")}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var kinds []string
+	for st.Receive() {
+		switch ev := st.Msg().Event; {
+		case ev.GetStart() != nil:
+			kinds = append(kinds, "start")
+		case ev.GetKeepalive() != nil:
+			if kinds[len(kinds)-1] != "keepalive" {
+				kinds = append(kinds, "keepalive")
+			}
+		case ev.GetData() != nil:
+			kinds = append(kinds, "data")
+		case ev.GetEnd() != nil:
+			kinds = append(kinds, "end")
+		}
+	}
+	if err := st.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"start", "keepalive", "data", "end"}, kinds); diff != "" {
+		t.Errorf("events (-want +got, keepalive runs folded):\n%s", diff)
 	}
 }

@@ -102,7 +102,10 @@ func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {
 			}
 			p := qpath
 			if p == "" {
-				p = part.FileName()
+				// The filename is the target path; Part.FileName would
+				// keep only its base name.
+				_, params, _ := mime.ParseMediaType(part.Header.Get("Content-Disposition"))
+				p = params["filename"]
 			}
 			if err = read(p, part); err != nil {
 				break
