@@ -286,7 +286,13 @@ func (p *processService) SendSignal(ctx context.Context, req *connect.Request[pr
 		return nil, err
 	}
 	pr.cancel()
-	<-pr.done
+	// A running call dies at once; one still queued behind another of the
+	// sandbox's calls ends when its turn comes, so do not wait for that.
+	select {
+	case <-pr.done:
+	case <-time.After(5 * time.Second):
+	case <-ctx.Done():
+	}
 	return connect.NewResponse(&process.SendSignalResponse{}), nil
 }
 
