@@ -74,8 +74,8 @@ type Sample struct {
 	MessageLogprobs [][]float64 `json:"message_logprobs" parquet:"message_logprobs,list"`
 	// Tools is the tools list the model saw and Params the sampling
 	// parameters, both as sent with the last turn.
-	Tools  json.RawMessage `json:"tools,omitempty" parquet:"tools,json"`
-	Params json.RawMessage `json:"params,omitempty" parquet:"params,json"`
+	Tools  json.RawMessage `json:"tools,omitempty" parquet:"tools,json,optional"`
+	Params json.RawMessage `json:"params,omitempty" parquet:"params,json,optional"`
 
 	Tokens             string         `json:"tokens" parquet:"tokens"` // TokenIDsPresent, TokenIDsCompletionOnly, TokenIDsAbsent
 	PromptTokenIDs     []int64        `json:"prompt_token_ids" parquet:"prompt_token_ids,list"`

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/parquet-go/parquet-go"
 )
 
 // ev is one event of a hand-built episode.
@@ -262,5 +263,51 @@ func TestExportCrashedLogs(t *testing.T) {
 	}
 	if d := cmp.Diff([]string{"ep/turn/0/0", "ep/turn/0/1", "ep2/turn/0/0"}, ids); d != "" {
 		t.Errorf("exported samples (-want +got):\n%s", d)
+	}
+}
+
+// TestParquetRoundTrip: token fields, top_logprobs (ids included), tools
+// and params as JSON columns, and tool steps survive Parquet.
+func TestParquetRoundTrip(t *testing.T) {
+	var want []Sample
+	for _, g := range []string{GranularityTurn, GranularitySegment} {
+		ss, err := SamplesOf(tokenEpisode(t), g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, ss...)
+	}
+	id := int64(7)
+	want[0].TopLogprobs[0][0].ID = &id
+	tt, err := Samples(events(t, "tools",
+		ev{TypeToolCall, 0, 1, ToolCall{ToolCallID: "r1", Call: json.RawMessage(`{"tool":"bash","args":{"command":"ls"}}`)}},
+		ev{TypeDecision, 0, 1, Decision{Action: ActionBlock, Blocked: true, Categories: []string{"x"}}},
+		ev{TypeToolOutput, 0, 1, ToolOutput{ToolCallID: "r1", Output: "no", Dummy: true}},
+		ev{TypeEpisodeEnd, 0, 1, EpisodeEnd{}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, tt...)
+	var buf bytes.Buffer
+	pw := parquet.NewGenericWriter[Sample](&buf)
+	if _, err := pw.Write(want); err != nil {
+		t.Fatal(err)
+	}
+	if err := pw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := parquet.Read[Sample](bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range got { // a JSON column reads an absent value back as null
+		for _, m := range []*json.RawMessage{&got[i].Tools, &got[i].Params} {
+			if string(*m) == "null" {
+				*m = nil
+			}
+		}
+	}
+	if d := cmp.Diff(want, got, cmpopts.EquateEmpty()); d != "" {
+		t.Errorf("parquet round trip (-want +got):\n%s", d)
 	}
 }
