@@ -48,6 +48,21 @@ expect('background pid', h.pid > 0, h.pid)
 const hr = await h.wait()
 expect('background wait', hr.exitCode === 0 && hr.stdout === 'bg-done\n', hr)
 
+// A running process: listed, reattached by pid, killed; its waiters see
+// the kill as a non-zero exit.
+const long = await sbx.commands.run('sleep 30', { background: true })
+const procs = await sbx.commands.list()
+expect('commands.list', procs.some(p => p.pid === long.pid && p.args.includes('sleep 30')), procs)
+const again = await sbx.commands.connect(long.pid)
+expect('commands.kill', (await sbx.commands.kill(long.pid)) === true, 'kill')
+try {
+  await again.wait()
+  expect('killed wait raises', false, 'no error')
+} catch (e) {
+  expect('killed: CommandExitError', e instanceof CommandExitError && e.exitCode === -1, { name: e.name, exitCode: e.exitCode, message: e.message })
+}
+expect('kill unknown pid', (await sbx.commands.kill(99999)) === false, 'kill 99999')
+
 // Files: write, read, list, exists.
 const info = await sbx.files.write('/tmp/e2b-note.txt', 'note from the sdk\n')
 expect('write', info.path === '/tmp/e2b-note.txt', info)
