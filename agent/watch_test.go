@@ -43,7 +43,8 @@ func TestEffects(t *testing.T) {
 		session string
 		cmd     string
 		want    []E
-		subset  bool // the kernel and the watcher race on new directories: only these must be there
+		subset  bool   // the kernel and the watcher race on new directories: only these must be there
+		gone    string // wait on the host until this file is gone before the call
 	}{
 		{name: "nothing yet", cmd: "true"},
 		{name: "test weakened", cmd: "printf 'assert True\\n' > tests/test_a.py", want: []E{{Path: ws + "/tests/test_a.py", Op: "modify"}}},
@@ -64,11 +65,14 @@ func TestEffects(t *testing.T) {
 		{name: "rollcage's own session gets none", session: "rollcage-tools", cmd: "echo > tool.txt"},
 		{name: "and they go to the next call", cmd: "true", want: []E{{Path: ws + "/tool.txt", Op: "create"}, {Path: ws + "/tool.txt", Op: "modify"}}},
 		{name: "backgrounded", cmd: "(sleep 0.3; echo late > late.txt) >/dev/null 2>&1 &"},
-		{name: "attributed to the call in flight", cmd: "sleep 0.6", want: []E{{Path: ws + "/late.txt", Op: "create"}, {Path: ws + "/late.txt", Op: "modify"}}},
+		{name: "attributed to the call in flight", cmd: "until grep -qs late late.txt; do sleep 0.05; done", want: []E{{Path: ws + "/late.txt", Op: "create"}, {Path: ws + "/late.txt", Op: "modify"}}},
 		{name: "backgrounded again", cmd: "(sleep 0.2; rm late.txt) >/dev/null 2>&1 &"},
-		{name: "between calls: the next call", cmd: "sleep 0.4 && true", want: []E{{Path: ws + "/late.txt", Op: "delete"}}},
+		{name: "between calls: the next call", gone: ws + "/late.txt", cmd: "true", want: []E{{Path: ws + "/late.txt", Op: "delete"}}},
 	}
 	for _, s := range steps {
+		if s.gone != "" {
+			waitGone(t, s.gone)
+		}
 		res := run(t, c, s.session, s.cmd)
 		got := res.Effects
 		if s.subset {
@@ -99,6 +103,23 @@ func TestEffects(t *testing.T) {
 	// but what a policy call does in the directory the host made is watched
 	if res := run(t, c, "", "echo > hostdir/p.txt"); len(res.Effects) == 0 || res.Effects[0].Path != ws+"/hostdir/p.txt" {
 		t.Errorf("write in host-made directory: %+v", res.Effects)
+	}
+}
+
+// waitGone polls until path no longer exists, so an effect is known to have
+// happened between calls however slow the machine (the watcher's drain marker
+// then orders it before the next call's end).
+func waitGone(t *testing.T, path string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Lstat(path); os.IsNotExist(err) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still there after 30 s", path)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
