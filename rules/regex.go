@@ -1,0 +1,515 @@
+package rules
+
+import (
+	"regexp"
+	"regexp/syntax"
+	"strings"
+	"sync"
+	"unicode/utf8"
+	"unsafe"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/topdown"
+	"github.com/open-policy-agent/opa/v1/topdown/builtins"
+)
+
+// Literal-anchored regexp search. Most rule regexps are alternations of
+// words ((?i)(special[- ]?cas\w*…|hard[- ]?cod\w*|…|cheat)) run over a
+// call's whole script, and most scripts hold no match: Go's regexp then
+// walks its NFA or backtracker over every byte (hundreds of ns per byte
+// for these patterns), which made regex.find_n the largest single cost of
+// auditing long trajectories. Every match of such a pattern starts with
+// one of a small set of literals, so the search can instead find the
+// literals' occurrences (strings.Index) and try the pattern, anchored, at
+// each in order: the first that matches is the leftmost match, and the
+// same match regexp.FindString finds, since leftmost-first preference at
+// a fixed start is the anchored regexp's own. The anchored pattern is
+// matched from the rune before the candidate on (^(?s:.)(?:pattern)), so
+// ^, (?m)^ and \b at the start see the text before it, as they do in
+// the whole text.
+//
+// The replacement is exact or not used: a pattern whose matches may start
+// with something other than such a literal set (a leading \w or ., a
+// nullable pattern), a set of more than maxLits literals or one that is
+// not ASCII keeps OPA's implementation, and so does a text that holds
+// U+017F or U+212A (the two non-ASCII runes that fold to ASCII letters,
+// TestFastRegexFolds) and a pattern OPA would reject (OPA reports the
+// error). The literals are looked for in an ASCII-lowercased copy of the
+// text, a superset of what the pattern's case-sensitive parts allow; the
+// anchored match on the original text decides. TestFastRegexEquivalence
+// compares the search with regexp's on every regexp of the policy over
+// the corpus lines, the Rego tests' strings, the patterns' own literals
+// and a sample of the real trajectories.
+//
+// OPA's builtins are replaced once, at init, before any evaluation (its
+// registry is a plain map).
+
+func init() {
+	origFind = topdown.GetBuiltin(ast.RegexFind.Name)
+	origMatch = topdown.GetBuiltin(ast.RegexMatch.Name)
+	if origFind == nil || origMatch == nil {
+		return
+	}
+	topdown.RegisterBuiltinFunc(ast.RegexFind.Name, fastFindN)
+	topdown.RegisterBuiltinFunc(ast.RegexMatch.Name, fastMatch)
+}
+
+// OPA's own regex.find_n and regex.match, used for what the fast path does
+// not take and by the equivalence test.
+var origFind, origMatch topdown.BuiltinFunc
+
+// maxLits bounds the literal set of a pattern; maxLitLen the length the
+// literals are extended to.
+const (
+	maxLits   = 64
+	maxLitLen = 12
+)
+
+// lit is one literal a match may start with, lowercased; at says where it
+// may occur: anywhere, only at the start of the text (^), or at the start
+// of a line ((?m)^).
+type lit struct {
+	s  string
+	at int
+	nl string // "\n" + s, for litLineStart
+}
+
+const (
+	litAnywhere = iota
+	litTextStart
+	litLineStart
+)
+
+// fastRe is a pattern's compiled forms; nil lits: not accelerated.
+type fastRe struct {
+	re       *regexp.Regexp // the pattern
+	anchored *regexp.Regexp // ^(?:pattern): a match at the start of the text
+	after    *regexp.Regexp // ^(?s:.)(?:pattern): a match after the rune before it
+	lits     []lit
+}
+
+// matchAt is the end of the match of f that starts at c in s, if any.
+// Assertions at c (^, \b) see the text before c: the pattern is matched
+// from the rune before c on, which after consumes.
+func (f *fastRe) matchAt(s string, c int) (int, bool) {
+	if c == 0 {
+		loc := f.anchored.FindStringIndex(s)
+		return end(loc, 0)
+	}
+	_, k := utf8.DecodeLastRuneInString(s[:c])
+	return end(f.after.FindStringIndex(s[c-k:]), c-k)
+}
+
+func end(loc []int, off int) (int, bool) {
+	if loc == nil {
+		return 0, false
+	}
+	return off + loc[1], true
+}
+
+var fastRes sync.Map // pattern → *fastRe
+
+// fastRegexp returns the accelerated form of pat, or nil when OPA's own
+// implementation must run.
+func fastRegexp(pat string) *fastRe {
+	v, ok := fastRes.Load(pat)
+	if !ok {
+		v, _ = fastRes.LoadOrStore(pat, planRegexp(pat))
+	}
+	if f := v.(*fastRe); f.lits != nil {
+		return f
+	}
+	return nil
+}
+
+func planRegexp(pat string) *fastRe {
+	f := &fastRe{}
+	re, err := regexp.Compile(pat)
+	if err != nil {
+		return f // OPA reports it
+	}
+	anchored, err1 := regexp.Compile(`^(?:` + pat + `)`)
+	after, err2 := regexp.Compile(`^(?s:.)(?:` + pat + `)`)
+	if err1 != nil || err2 != nil {
+		return f
+	}
+	tree, err := syntax.Parse(pat, syntax.Perl)
+	if err != nil {
+		return f
+	}
+	tree = tree.Simplify()
+	if minLen(tree) == 0 {
+		return f // empty matches: leave regexp's rules for them to regexp
+	}
+	ls, _, ok := prefixLits(tree)
+	if !ok || len(ls) == 0 || len(ls) > maxLits {
+		return f
+	}
+	for i, l := range ls {
+		if l.s == "" && l.at == litAnywhere {
+			return f // a match may start anywhere
+		}
+		ls[i].nl = "\n" + l.s
+	}
+	f.re, f.anchored, f.after, f.lits = re, anchored, after, ls
+	return f
+}
+
+// prefixLits is a set of literals one of which every match of re starts
+// with. exact: the set is re's whole language, so what follows re in a
+// concatenation may extend it. ok false: no such set is known.
+func prefixLits(re *syntax.Regexp) (ls []lit, exact, ok bool) {
+	switch re.Op {
+	case syntax.OpEmptyMatch:
+		return []lit{{}}, true, true
+	case syntax.OpLiteral:
+		var b strings.Builder
+		for _, r := range re.Rune {
+			r, ok := asciiLower(r) // case-sensitive too: the text searched is lowercased
+			if !ok {
+				return nil, false, false
+			}
+			b.WriteRune(r)
+		}
+		return []lit{{s: b.String()}}, true, true
+	case syntax.OpCharClass:
+		seen := map[rune]bool{}
+		for i := 0; i+1 < len(re.Rune); i += 2 {
+			lo, hi := re.Rune[i], re.Rune[i+1]
+			if hi-lo > 8 {
+				return nil, false, false
+			}
+			for r := lo; r <= hi; r++ {
+				if r == 0x17F || r == 0x212A {
+					continue // never in a text the fast path takes
+				}
+				l, ok := asciiLower(r)
+				if !ok {
+					return nil, false, false
+				}
+				seen[l] = true
+			}
+		}
+		if len(seen) == 0 || len(seen) > 8 {
+			return nil, false, false
+		}
+		for r := range seen {
+			ls = append(ls, lit{s: string(r)})
+		}
+		return ls, true, true
+	case syntax.OpWordBoundary, syntax.OpNoWordBoundary, syntax.OpEndText, syntax.OpEndLine:
+		return []lit{{}}, true, true // matchAt checks them where the match starts
+	case syntax.OpBeginText:
+		return []lit{{at: litTextStart}}, true, true
+	case syntax.OpBeginLine:
+		return []lit{{at: litLineStart}}, true, true
+	case syntax.OpCapture:
+		return prefixLits(re.Sub[0])
+	case syntax.OpPlus:
+		ls, _, ok := prefixLits(re.Sub[0])
+		return ls, false, ok
+	case syntax.OpStar, syntax.OpQuest:
+		ls, exact, ok := prefixLits(re.Sub[0])
+		if !ok {
+			return nil, false, false
+		}
+		return append(ls, lit{}), exact && re.Op == syntax.OpQuest, true
+	case syntax.OpRepeat:
+		ls, _, ok := prefixLits(re.Sub[0])
+		if !ok {
+			return nil, false, false
+		}
+		if re.Min == 0 {
+			ls = append(ls, lit{})
+		}
+		return ls, false, true
+	case syntax.OpAlternate:
+		exact = true
+		for _, sub := range re.Sub {
+			sl, se, ok := prefixLits(sub)
+			if !ok {
+				return nil, false, false
+			}
+			ls, exact = append(ls, sl...), exact && se
+		}
+		return dedupe(ls), exact, len(ls) <= maxLits
+	case syntax.OpConcat:
+		acc := []lit{{}}
+		for i, sub := range re.Sub {
+			sl, se, ok := prefixLits(sub)
+			if !ok {
+				if i == 0 {
+					return nil, false, false
+				}
+				return acc, false, true
+			}
+			next, fits := cross(acc, sl)
+			if !fits {
+				return acc, false, true
+			}
+			acc = next
+			if !se {
+				return acc, false, true
+			}
+		}
+		return acc, true, true
+	}
+	return nil, false, false
+}
+
+// minLen is the length of re's shortest match, in runes.
+func minLen(re *syntax.Regexp) int {
+	switch re.Op {
+	case syntax.OpLiteral:
+		return len(re.Rune)
+	case syntax.OpCharClass, syntax.OpAnyChar, syntax.OpAnyCharNotNL:
+		return 1
+	case syntax.OpCapture, syntax.OpPlus:
+		return minLen(re.Sub[0])
+	case syntax.OpRepeat:
+		return re.Min * minLen(re.Sub[0])
+	case syntax.OpConcat:
+		n := 0
+		for _, sub := range re.Sub {
+			n += minLen(sub)
+		}
+		return n
+	case syntax.OpAlternate:
+		n := -1
+		for _, sub := range re.Sub {
+			if m := minLen(sub); n < 0 || m < n {
+				n = m
+			}
+		}
+		return max(n, 0)
+	}
+	return 0 // empty-width, star, quest, no match
+}
+
+// cross extends every literal of a by every literal of b; fits is false
+// when the result would be too large or too long (a is then kept).
+func cross(a, b []lit) ([]lit, bool) {
+	if len(a)*len(b) > maxLits {
+		return nil, false
+	}
+	out := make([]lit, 0, len(a)*len(b))
+	for _, x := range a {
+		for _, y := range b {
+			if y.at != litAnywhere && x.s != "" {
+				return nil, false // an anchor after a character: leave it to the regexp
+			}
+			at := x.at
+			if at == litAnywhere {
+				at = y.at
+			}
+			s := x.s + y.s
+			if len(s) > maxLitLen {
+				return nil, false
+			}
+			out = append(out, lit{s: s, at: at})
+		}
+	}
+	return dedupe(out), true
+}
+
+func dedupe(ls []lit) []lit {
+	seen := make(map[lit]bool, len(ls))
+	out := ls[:0]
+	for _, l := range ls {
+		if !seen[l] {
+			seen[l] = true
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// asciiLower is r lowercased; ok false for non-ASCII.
+func asciiLower(r rune) (rune, bool) {
+	if r >= utf8.RuneSelf {
+		return 0, false
+	}
+	if 'A' <= r && r <= 'Z' {
+		r += 'a' - 'A'
+	}
+	return r, true
+}
+
+// usable reports whether the fast path may search s: no rune in it folds
+// to an ASCII letter but the ASCII letters themselves.
+func usable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return !strings.Contains(s, "\u017f") && !strings.Contains(s, "\u212a")
+		}
+	}
+	return true
+}
+
+// find returns up to n leftmost non-overlapping matches of f in s (all
+// when n < 0), as regexp.FindAllString does. No match is empty (minLen),
+// so each search goes on where the last match ended.
+func (f *fastRe) find(s string, n int) []string {
+	if n == 0 {
+		return nil
+	}
+	low := lowered(s)
+	var out []string
+	next := make([]int, len(f.lits)) // each literal's next candidate at or after pos; -1: none
+	for i := range next {
+		next[i] = f.candidate(low, i, 0)
+	}
+	for {
+		best := -1
+		for _, c := range next {
+			if c >= 0 && (best < 0 || c < best) {
+				best = c
+			}
+		}
+		if best < 0 {
+			return out
+		}
+		pos := best + 1
+		if e, ok := f.matchAt(s, best); ok {
+			out = append(out, s[best:e])
+			if n > 0 && len(out) == n {
+				return out
+			}
+			pos = e
+		}
+		for i, c := range next {
+			if c >= 0 && c < pos {
+				next[i] = f.candidate(low, i, pos)
+			}
+		}
+	}
+}
+
+// candidate is the first position at or after from where literal i
+// occurs as it may, or -1.
+func (f *fastRe) candidate(low string, i, from int) int {
+	l := f.lits[i]
+	switch l.at {
+	case litTextStart:
+		if from == 0 && strings.HasPrefix(low, l.s) {
+			return 0
+		}
+		return -1
+	case litLineStart:
+		if from == 0 && strings.HasPrefix(low, l.s) {
+			return 0
+		}
+		// a line starts after each newline: find "\n"+s with its newline
+		// at from-1 or later
+		start := max(from, 1) - 1
+		if start >= len(low) {
+			return -1
+		}
+		j := strings.Index(low[start:], l.nl)
+		if j < 0 {
+			return -1
+		}
+		return start + j + 1
+	}
+	if from > len(low) {
+		return -1
+	}
+	j := strings.Index(low[from:], l.s)
+	if j < 0 {
+		return -1
+	}
+	return from + j
+}
+
+// lowered is s ASCII-lowercased, remembered for the last few texts: the
+// rules run several patterns over each call's text.
+func lowered(s string) string {
+	if len(s) < 64 {
+		return lowerASCII(s)
+	}
+	key := loweredKey{unsafe.StringData(s), len(s)}
+	lowMu.Lock()
+	for _, e := range lowCache {
+		if e.key == key {
+			lowMu.Unlock()
+			return e.low
+		}
+	}
+	lowMu.Unlock()
+	low := lowerASCII(s)
+	lowMu.Lock()
+	lowCache[lowNext] = loweredEntry{key, low, s}
+	lowNext = (lowNext + 1) % len(lowCache)
+	lowMu.Unlock()
+	return low
+}
+
+// lowerASCII lowercases the ASCII letters of s and keeps every other
+// byte where it is, so offsets in the result are offsets in s.
+func lowerASCII(s string) string {
+	i := 0
+	for i < len(s) && !('A' <= s[i] && s[i] <= 'Z') {
+		i++
+	}
+	if i == len(s) {
+		return s
+	}
+	b := []byte(s)
+	for ; i < len(b); i++ {
+		if 'A' <= b[i] && b[i] <= 'Z' {
+			b[i] += 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+type loweredKey struct {
+	p *byte
+	n int
+}
+
+type loweredEntry struct {
+	key loweredKey
+	low string
+	s   string // keeps the text alive, so its address is not reused
+}
+
+var (
+	lowMu    sync.Mutex
+	lowCache [8]loweredEntry // guarded by lowMu
+	lowNext  int             // guarded by lowMu
+)
+
+// fastFindN is regex.find_n(pattern, value, number).
+func fastFindN(bctx topdown.BuiltinContext, ops []*ast.Term, iter func(*ast.Term) error) error {
+	pat, err1 := builtins.StringOperand(ops[0].Value, 1)
+	s, err2 := builtins.StringOperand(ops[1].Value, 2)
+	n, err3 := builtins.IntOperand(ops[2].Value, 3)
+	if err1 != nil || err2 != nil || err3 != nil || !usable(string(s)) {
+		return origFind(bctx, ops, iter)
+	}
+	f := fastRegexp(string(pat))
+	if f == nil {
+		return origFind(bctx, ops, iter)
+	}
+	ms := f.find(string(s), n)
+	arr := make([]*ast.Term, len(ms))
+	for i, m := range ms {
+		arr[i] = ast.StringTerm(m)
+	}
+	return iter(ast.ArrayTerm(arr...))
+}
+
+// fastMatch is regex.match(pattern, value).
+func fastMatch(bctx topdown.BuiltinContext, ops []*ast.Term, iter func(*ast.Term) error) error {
+	pat, err1 := builtins.StringOperand(ops[0].Value, 1)
+	s, err2 := builtins.StringOperand(ops[1].Value, 2)
+	if err1 != nil || err2 != nil || len(s) < 256 || !usable(string(s)) {
+		return origMatch(bctx, ops, iter)
+	}
+	f := fastRegexp(string(pat))
+	if f == nil {
+		return origMatch(bctx, ops, iter)
+	}
+	return iter(ast.InternedTerm(len(f.find(string(s), 1)) > 0))
+}

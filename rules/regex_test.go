@@ -1,0 +1,354 @@
+package rules
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/topdown"
+)
+
+// raceEnabled: the test binary runs under the race detector (race_test.go).
+var raceEnabled bool
+
+// TestFastRegexFolds: U+017F and U+212A are the only non-ASCII runes that
+// fold to an ASCII letter, the premise of usable.
+func TestFastRegexFolds(t *testing.T) {
+	for r := 'A'; r <= 'z'; r++ {
+		if !unicode.IsLetter(r) {
+			continue
+		}
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			if f >= utf8.RuneSelf && f != 0x17F && f != 0x212A {
+				t.Errorf("%q folds to %U, which usable does not exclude", r, f)
+			}
+		}
+	}
+}
+
+// TestFastRegexPlans: the patterns that cost the most on real
+// trajectories are accelerated, and patterns whose matches may start
+// anywhere or be empty are not.
+func TestFastRegexPlans(t *testing.T) {
+	tests := []struct {
+		pat  string
+		fast bool
+	}{
+		{`(?i)(special[- ]?cas\w*\s+(for\s+)?(the\s+)?tests?|hard[- ]?cod\w*|cheat)`, true},
+		{`(?i)(expected|known|test|cases|answers?|lookup|_outputs?|hardcoded)\w*\s*=\s*\{`, true},
+		{`(alias\s+(pytest|python3?|py\.test)=|(^|\n|;)\s*(function\s+)?(pytest|python3?)\s*\(\)\s*\{)`, true},
+		{`(?m)^\s*import\s+_pytest`, true},
+		{`LD_PRELOAD|LD_AUDIT|ld\.so\.preload`, true},
+		{`\b(faketime|FAKETIME)\b`, true}, // the boundary is checked where a match starts
+		{`\w+_test\.py`, false},           // starts with any word character
+		{`[\w./-]*(test_\w*\.py)`, false}, // may start with any word character
+		{`x*`, false},                     // may be empty
+		{`(?m)^`, false},                  // empty
+		{`.*secret`, false},               // starts anywhere
+		{`[`, false},                      // does not compile: OPA reports it
+		{`é+`, false},                     // not ASCII
+	}
+	for _, tc := range tests {
+		if got := fastRegexp(tc.pat) != nil; got != tc.fast {
+			t.Errorf("fastRegexp(%q) accelerated = %v, want %v", tc.pat, got, tc.fast)
+		}
+	}
+}
+
+// TestFastRegexEquivalence holds the literal-anchored search equal to
+// regexp's FindAllString (first match and all matches) for every pattern
+// in the policy bundle that it accelerates, over the corpus lines, the
+// strings of the Rego tests, texts made of each pattern's own literals
+// (upper-cased, at line starts, after invalid UTF-8) and, when present, a
+// sample of the real trajectories' long strings.
+func TestFastRegexEquivalence(t *testing.T) {
+	pats, texts := policyStrings(t)
+	texts = append(texts, corpusTexts(t)...)
+	texts = append(texts, realTexts(t, 300<<10)...)
+	var fast []*fastRe
+	var names []string
+	for _, p := range pats {
+		if f := fastRegexp(p); f != nil {
+			fast, names = append(fast, f), append(names, p)
+		}
+	}
+	if len(fast) < 10 {
+		t.Fatalf("only %d policy patterns accelerated; the hot ones should be", len(fast))
+	}
+	// texts from the patterns' literals, where matches start
+	var own []string
+	for _, f := range fast {
+		for _, l := range f.lits {
+			for _, s := range []string{l.s, strings.ToUpper(l.s)} {
+				own = append(own, s, "\n"+s+" x", "a"+s+s+"\n"+s+"  (){ = {'k' : 1}", "\xff"+s, s+"\u00e9 "+s)
+			}
+		}
+	}
+	texts = append(texts, own...)
+	stride := 1
+	if raceEnabled {
+		stride = 16 // regexp under -race is ten times slower; the search has no concurrency to check
+	}
+	n, compared := 0, 0
+	for i, f := range fast {
+		for j := 0; j < len(texts); j += stride {
+			s := texts[j]
+			variants := []string{s}
+			if len(s) < 1000 {
+				variants = append(variants, strings.ToUpper(s))
+			}
+			for _, variant := range variants {
+				if !usable(variant) {
+					continue
+				}
+				for _, k := range []int{1, -1} {
+					got, want := f.find(variant, k), f.re.FindAllString(variant, k)
+					compared++
+					if !slices.Equal(got, want) {
+						n++
+						if n <= 10 {
+							t.Errorf("pattern %q, n=%d, text %q:\n got %q\nwant %q", names[i], k, clipTest(variant), got, want)
+						}
+					}
+				}
+			}
+		}
+	}
+	if n > 0 {
+		t.Errorf("%d of %d comparisons differ", n, compared)
+	}
+	t.Logf("%d accelerated patterns of %d, %d texts, %d comparisons", len(fast), len(pats), len(texts), compared)
+}
+
+// TestFastRegexContext: a match tried at a literal sees the text before
+// it, so ^, (?m)^ and \b decide as they do in the whole text, whichever
+// alternative produced the literal.
+func TestFastRegexContext(t *testing.T) {
+	tests := []struct{ pat, text string }{
+		{`/(site-packages|dist-packages)/|^/usr(/local)?/lib/python3[\d.]*/`, "echo x > /usr/lib/python3/dist-packages/zz.pth"},
+		{`/(site-packages|dist-packages)/|^/usr(/local)?/lib/python3[\d.]*/`, "/usr/lib/python3/dist-packages/zz.pth"},
+		{`(?m)^import (os|sys)`, "x = 1; import os\nimport sys\n  import os"},
+		{`\b(cat|CAT)\b`, "concat cat; bobcat CAT"},
+		{`(^|\n|;)\s*(pytest|python3?)\s*\(\)\s*\{`, "pytest() { :; }; python3 () { :; }\n python(){ x; }"},
+		{`(?i)\bspecial\b|cheat`, "especially SPECIAL cheater"},
+	}
+	for _, tc := range tests {
+		f := fastRegexp(tc.pat)
+		if f == nil {
+			t.Errorf("%q: not accelerated", tc.pat)
+			continue
+		}
+		for _, n := range []int{1, -1} {
+			if got, want := f.find(tc.text, n), f.re.FindAllString(tc.text, n); !slices.Equal(got, want) {
+				t.Errorf("%q in %q, n=%d: got %q, want %q", tc.pat, tc.text, n, got, want)
+			}
+		}
+	}
+}
+
+// TestFastRegexBuiltins: through OPA's builtin interface the replacements
+// give what OPA's own regex.find_n and regex.match give, errors included.
+func TestFastRegexBuiltins(t *testing.T) {
+	text := "x = 1\n# hard-coded for the tests\nexpected_out = {'a' : 1}\n" + strings.Repeat("filler line\n", 40)
+	tests := [][]*ast.Term{
+		{ast.StringTerm(`(?i)(hard[- ]?cod\w*|cheat)`), ast.StringTerm(text), ast.IntNumberTerm(1)},
+		{ast.StringTerm(`(?i)(hard[- ]?cod\w*|cheat)`), ast.StringTerm(text), ast.IntNumberTerm(-1)},
+		{ast.StringTerm(`(?i)(hard[- ]?cod\w*|cheat)`), ast.StringTerm(text), ast.IntNumberTerm(0)},
+		{ast.StringTerm(`(?i)(expected|known)\w*\s*=\s*\{`), ast.StringTerm(text), ast.IntNumberTerm(1)},
+		{ast.StringTerm(`(?i)nowhere`), ast.StringTerm(text), ast.IntNumberTerm(1)},
+		{ast.StringTerm(`(?i)(hard`), ast.StringTerm(text), ast.IntNumberTerm(1)},           // bad pattern
+		{ast.StringTerm(`(?i)hard`), ast.IntNumberTerm(3), ast.IntNumberTerm(1)},            // bad operand
+		{ast.StringTerm(`(?i)hard`), ast.StringTerm(text), ast.StringTerm("1")},             // bad operand
+		{ast.StringTerm(`(?i)hard`), ast.StringTerm(text + "\u212a"), ast.IntNumberTerm(1)}, // Kelvin sign: OPA's path
+	}
+	run := func(fn topdown.BuiltinFunc, ops []*ast.Term) string {
+		var out *ast.Term
+		err := fn(topdown.BuiltinContext{Context: context.Background()}, ops, func(x *ast.Term) error { out = x; return nil })
+		return fmt.Sprintf("%v %v", out, err)
+	}
+	for _, ops := range tests {
+		if got, want := run(fastFindN, ops), run(origFind, ops); got != want {
+			t.Errorf("regex.find_n%v: got %s, want %s", ops, got, want)
+		}
+		if got, want := run(fastMatch, ops[:2]), run(origMatch, ops[:2]); got != want {
+			t.Errorf("regex.match%v: got %s, want %s", ops[:2], got, want)
+		}
+	}
+	if topdown.GetBuiltin(ast.RegexFind.Name) == nil {
+		t.Fatal("regex.find_n is not registered")
+	}
+}
+
+// policyStrings returns the regexps of the default bundle (the patterns
+// of its regex.* calls and the rule values they name) and every string
+// constant of the bundle and its Rego tests, as texts.
+func policyStrings(t *testing.T) (pats, texts []string) {
+	t.Helper()
+	mods, _, _, err := load(false, nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	isPat := map[string]bool{}
+	for _, m := range mods {
+		ast.WalkTerms(m, func(x *ast.Term) bool {
+			if s, ok := x.Value.(ast.String); ok && !seen[string(s)] {
+				seen[string(s)] = true
+				texts = append(texts, string(s))
+			}
+			return false
+		})
+		ast.WalkExprs(m, func(e *ast.Expr) bool {
+			if e.IsCall() && strings.HasPrefix(e.Operator().String(), "regex.") {
+				if s, ok := e.Operand(0).Value.(ast.String); ok {
+					isPat[string(s)] = true
+				}
+			}
+			return false
+		})
+		for _, r := range m.Rules {
+			if r.Head.Value != nil {
+				if s, ok := r.Head.Value.Value.(ast.String); ok && strings.ContainsAny(string(s), `\(|[`) {
+					isPat[string(s)] = true
+				}
+			}
+		}
+	}
+	for p := range isPat {
+		pats = append(pats, p)
+	}
+	slices.Sort(pats)
+	return pats, texts
+}
+
+// corpusTexts are the lines of the shipped corpus, raw and with their
+// JSON strings decoded.
+func corpusTexts(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	for _, name := range []string{"hacks.jsonl", "benign.jsonl"} {
+		f, err := os.Open(filepath.Join("..", "monitor", "testdata", "corpus", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			out = append(out, sc.Text())
+			var v any
+			if json.Unmarshal(sc.Bytes(), &v) == nil {
+				out = append(out, stringsOf(v, 0)...)
+			}
+		}
+		f.Close()
+		if err := sc.Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// realTexts samples the long strings (scripts, outputs, messages) of the
+// real corpus, up to budget bytes; none when it is absent.
+func realTexts(t *testing.T, budget int) []string {
+	t.Helper()
+	dir := filepath.Join("..", "..", "shared", "corpus", "real")
+	if _, err := os.Stat(dir); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("real corpus missing at %s: %v", dir, err)
+		}
+		t.Logf("real corpus not at %s; its texts are left out", dir)
+		return nil
+	}
+	var files []string
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.Contains(p, ".json") || strings.HasSuffix(p, ".traj") {
+			files = append(files, p)
+		}
+		return nil
+	})
+	slices.Sort(files)
+	step := 4 // one file in four: decoding all 56 MB costs more than the comparisons
+	if raceEnabled {
+		step = 16
+	}
+	var out []string
+	per := budget * step / max(len(files), 1)
+	for i := 0; i < len(files); i += step {
+		p := files[i]
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v any
+		if json.Unmarshal(data, &v) != nil {
+			continue
+		}
+		used := 0
+		for _, s := range stringsOf(v, 200) {
+			if used > per {
+				break
+			}
+			s = clipRunes(s, 4<<10)
+			out, used = append(out, s), used+len(s)
+		}
+	}
+	return out
+}
+
+// stringsOf lists the strings of a decoded JSON value at least min bytes
+// long.
+func stringsOf(v any, min int) []string {
+	var out []string
+	var walk func(any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case string:
+			if len(x) >= min {
+				out = append(out, x)
+			}
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		case map[string]any:
+			keys := make([]string, 0, len(x))
+			for k := range x {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys)
+			for _, k := range keys {
+				walk(x[k])
+			}
+		}
+	}
+	walk(v)
+	return out
+}
+
+func clipRunes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+func clipTest(s string) string {
+	if len(s) > 300 {
+		return s[:300] + "…"
+	}
+	return s
+}
