@@ -3,6 +3,8 @@ package e2b_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -19,6 +21,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/rollcage/rollcage/e2b"
 	"github.com/rollcage/rollcage/e2b/envd/filesystem"
@@ -799,5 +802,109 @@ func TestKeepalive(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"start", "keepalive", "data", "end"}, kinds); diff != "" {
 		t.Errorf("events (-want +got, keepalive runs folded):\n%s", diff)
+	}
+}
+
+// pyWire sends one request the way the Python SDK's Connect client
+// (e2b_connect) does: binary proto, its headers, a streamed request in
+// one envelope.
+func pyWire(t *testing.T, url string, c created, method string, msg proto.Message, stream bool) (*http.Response, []byte) {
+	t.Helper()
+	data, err := proto.Marshal(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctype := "application/proto"
+	if stream {
+		env := make([]byte, 5, 5+len(data))
+		binary.BigEndian.PutUint32(env[1:], uint32(len(data)))
+		data = append(env, data...)
+		ctype = "application/connect+proto"
+	}
+	req, _ := http.NewRequest("POST", url+method, bytes.NewReader(data))
+	req.Header.Set("user-agent", "connect-python")
+	req.Header.Set("connect-protocol-version", "1")
+	req.Header.Set("content-type", ctype)
+	if stream {
+		req.Header.Set("connect-content-encoding", "identity")
+		req.Header.Set("connect-timeout-ms", "30000")
+	} else {
+		req.Header.Set("content-encoding", "identity")
+	}
+	req.Header.Set("E2b-Sandbox-Id", c.SandboxID)
+	req.Header.Set("X-Access-Token", c.EnvdAccessToken)
+	req.Header.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte("root:")))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp, body
+}
+
+// TestPythonWire: the requests of the Python SDK's own Connect client
+// are served, and errors before the handler carry a Connect code name in
+// the JSON body, which that client maps to its Code enum.
+func TestPythonWire(t *testing.T) {
+	e := newEnv(t)
+	c := e.create(keyA, map[string]string{e2b.MetaImage: "rollcage/plain:latest"})
+	resp, body := pyWire(t, e.url, c, "/process.Process/Start", &process.StartRequest{Process: bashCfg("echo py; exit 4")}, true)
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/connect+proto" {
+		t.Fatalf("start: %d %s %q", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+	}
+	var kinds []string
+	var out string
+	var code int32
+	for len(body) >= 5 {
+		flags, n := body[0], binary.BigEndian.Uint32(body[1:5])
+		frame := body[5 : 5+n]
+		body = body[5+n:]
+		if flags&2 != 0 { // end of stream: JSON, as the client expects
+			var end map[string]any
+			if err := json.Unmarshal(frame, &end); err != nil || end["error"] != nil {
+				t.Errorf("end-stream frame %q: %v", frame, err)
+			}
+			kinds = append(kinds, "end-stream")
+			continue
+		}
+		var r process.StartResponse
+		if err := proto.Unmarshal(frame, &r); err != nil {
+			t.Fatal(err)
+		}
+		switch ev := r.Event; {
+		case ev.GetStart() != nil:
+			kinds = append(kinds, "start")
+		case ev.GetData() != nil:
+			kinds = append(kinds, "data")
+			out += string(ev.GetData().GetStdout())
+		case ev.GetEnd() != nil:
+			kinds = append(kinds, "end")
+			code = ev.GetEnd().ExitCode
+		}
+	}
+	if diff := cmp.Diff([]string{"start", "data", "end", "end-stream"}, kinds); diff != "" || out != "py\n" || code != 4 {
+		t.Errorf("stream %v (-want +got %s), output %q, exit %d", kinds, diff, out, code)
+	}
+	resp, body = pyWire(t, e.url, c, "/process.Process/List", &process.ListRequest{}, false)
+	var list process.ListResponse
+	if resp.StatusCode != 200 || proto.Unmarshal(body, &list) != nil {
+		t.Errorf("list: %d %q", resp.StatusCode, body)
+	}
+	for _, tc := range []struct {
+		name string
+		c    created
+		code string
+	}{
+		{"wrong token", created{SandboxID: c.SandboxID, EnvdAccessToken: "rce_nope"}, "unauthenticated"},
+		{"gone", created{SandboxID: "inope", EnvdAccessToken: c.EnvdAccessToken}, "unavailable"},
+	} {
+		_, body := pyWire(t, e.url, tc.c, "/process.Process/List", &process.ListRequest{}, false)
+		var errBody struct {
+			Code string `json:"code"`
+		}
+		if json.Unmarshal(body, &errBody) != nil || errBody.Code != tc.code {
+			t.Errorf("%s: body %q, want code %q", tc.name, body, tc.code)
+		}
 	}
 }

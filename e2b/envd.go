@@ -40,21 +40,30 @@ func (s *Server) routeEnvd() {
 // withSandbox resolves the request's sandbox (E2b-Sandbox-Id or host
 // name) and checks its X-Access-Token, the episode's token: 401 without
 // the right one, 502 for a sandbox that is gone (what E2B's proxy
-// answers, and what the SDKs read as "sandbox was killed").
+// answers, and what the SDKs read as "sandbox was killed"). On the RPC
+// paths the body is a Connect error ({"code": "unavailable", ...}): the
+// Python SDK's client takes a JSON body's code as a Connect code name.
 func (s *Server) withSandbox(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fail := func(status int, code connect.Code, msg string) {
+			if strings.HasPrefix(r.URL.Path, "/"+processconnect.ProcessName+"/") || strings.HasPrefix(r.URL.Path, "/"+filesystemconnect.FilesystemName+"/") {
+				writeJSON(w, status, map[string]string{"code": code.String(), "message": msg})
+				return
+			}
+			apiError(w, status, msg)
+		}
 		id := sandboxIDOf(r)
 		if id == "" {
-			apiError(w, http.StatusBadRequest, "no sandbox named: send the E2b-Sandbox-Id header (set E2B_SANDBOX_URL) or use {port}-{id}.{domain}")
+			fail(http.StatusBadRequest, connect.CodeInvalidArgument, "no sandbox named: send the E2b-Sandbox-Id header (set E2B_SANDBOX_URL) or use {port}-{id}.{domain}")
 			return
 		}
 		b := s.lookup("", id)
 		if b == nil {
-			apiError(w, http.StatusBadGateway, fmt.Sprintf("sandbox %q is not running (killed, timed out, or never created)", id))
+			fail(http.StatusBadGateway, connect.CodeUnavailable, fmt.Sprintf("sandbox %q is not running (killed, timed out, or never created)", id))
 			return
 		}
 		if !b.tokenOK(r.Header.Get("X-Access-Token")) {
-			apiError(w, http.StatusUnauthorized, fmt.Sprintf("wrong or missing X-Access-Token for sandbox %s: send the envdAccessToken its create returned", id))
+			fail(http.StatusUnauthorized, connect.CodeUnauthenticated, fmt.Sprintf("wrong or missing X-Access-Token for sandbox %s: send the envdAccessToken its create returned", id))
 			return
 		}
 		if r.URL.Path == "/health" {
