@@ -43,11 +43,16 @@ type CreateResponse struct {
 	Workdir     string    `json:"workdir"`
 	Deadline    time.Time `json:"deadline"`
 	// Tools are the tools the policy may call, in OpenAI's function format.
-	Tools         []Tool `json:"tools"`
-	CallsURL      string `json:"calls_url"`
-	SubmitURL     string `json:"submit_url"`
-	MCPURL        string `json:"mcp_url"`
+	Tools     []Tool `json:"tools"`
+	CallsURL  string `json:"calls_url"`
+	SubmitURL string `json:"submit_url"`
+	MCPURL    string `json:"mcp_url"`
+	// ChatURL is the recording proxy's base URL for OpenAI SDKs (their
+	// base_url; POST …/chat/completions, …/completions, GET …/models);
+	// AnthropicURL the one for Anthropic SDKs (they add /v1/messages).
+	// The token is the API key.
 	ChatURL       string `json:"chat_url"`
+	AnthropicURL  string `json:"anthropic_url"`
 	StreamURL     string `json:"stream_url"`
 	TrajectoryURL string `json:"trajectory_url"`
 }
@@ -212,8 +217,7 @@ func (s *Server) routes() {
 		s.hub.ServeFinished(w, r)
 	}))
 	m.HandleFunc("/v1/episodes/{id}/mcp", s.withAuth(false, false, s.handleMCP))
-	m.HandleFunc("POST /v1/episodes/{id}/chat/completions", s.withAuth(false, false, s.handleChatEpisode))
-	m.HandleFunc("POST /v1/chat/completions", s.withAuth(false, false, s.handleChat))
+	s.proxyRoutes(m)
 	s.mountDashboard(m)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no route %s %s: see /openapi.yaml", r.Method, r.URL.Path))
@@ -326,7 +330,7 @@ func (s *Server) createEpisode(ctx context.Context, t task.Task, meta harness.Ep
 	return CreateResponse{
 		EpisodeID: se.id, Token: tok, TaskID: t.ID, GroupID: meta.GroupID, Instruction: t.Instruction, Workdir: t.Workdir,
 		Deadline: ep.Deadline(), Tools: Tools(),
-		CallsURL: epBase + "/calls", SubmitURL: epBase + "/submit", MCPURL: epBase + "/mcp", ChatURL: epBase + "/chat/completions",
+		CallsURL: epBase + "/calls", SubmitURL: epBase + "/submit", MCPURL: epBase + "/mcp", ChatURL: epBase + "/v1", AnthropicURL: epBase,
 		StreamURL: strings.Replace(epBase, "http", "ws", 1) + "/stream", TrajectoryURL: epBase + "/trajectory",
 	}, 0, ""
 }

@@ -24,6 +24,12 @@ const (
 	DefaultBurst        = 200
 )
 
+// PolicyAuth values.
+const (
+	PolicyAuthKey     = "key"
+	PolicyAuthSession = "session"
+)
+
 // Runner starts episodes; *harness.Runner is one.
 type Runner interface {
 	Start(ctx context.Context, t task.Task, hidden fs.FS, meta harness.EpisodeMeta) (*harness.Episode, error)
@@ -56,6 +62,11 @@ type Config struct {
 	// proxy forwards chat completions to. Empty: the proxy answers 503.
 	PolicyURL    string
 	PolicyAPIKey string
+	// PolicyAuth is what the proxy sends upstream as Authorization:
+	// PolicyAuthKey (the default when empty) sends PolicyAPIKey;
+	// PolicyAuthSession sends "Bearer <session>", the /sessions/{id} path's
+	// id or else the episode id, for routers that pin sessions by it.
+	PolicyAuth string
 	// TokenIDs makes the proxy ask the policy server for token ids and
 	// logprobs on every forwarded request that does not set the fields
 	// itself (trajectory.TokensVLLM or trajectory.TokensSGLang), so a
@@ -111,6 +122,9 @@ func (c Config) Validate() error {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			errs = append(errs, fmt.Errorf("server: PublicURL %q: give the gateway's base URL, e.g. http://gateway:8080", c.PublicURL))
 		}
+	}
+	if c.PolicyAuth != "" && c.PolicyAuth != PolicyAuthKey && c.PolicyAuth != PolicyAuthSession {
+		errs = append(errs, fmt.Errorf("server: PolicyAuth %q: use %q (the API key) or %q (Bearer <session id>)", c.PolicyAuth, PolicyAuthKey, PolicyAuthSession))
 	}
 	if c.MaxBodyBytes < 0 || c.MaxChatBytes < 0 {
 		errs = append(errs, errors.New("server: MaxBodyBytes and MaxChatBytes must not be negative: use 0 for the defaults"))

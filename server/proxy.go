@@ -24,21 +24,75 @@ import (
 // (trajectory.Served), as a model turn of the episode. With Config.TokenIDs
 // it first adds the fields that ask the server for them.
 
-func (s *Server) handleChatEpisode(w http.ResponseWriter, r *http.Request, c caller) {
-	se, ok := s.episodeFor(w, r, c)
-	if !ok {
-		return
+// The proxy's paths. An episode's base URL for OpenAI SDKs is
+// /v1/episodes/{id}/v1 (chat_url), for Anthropic SDKs /v1/episodes/{id}
+// (they add /v1/messages); with an episode's token the gateway's own /v1
+// serves too, and /sessions/{sid}/v1 where sid is a session key the
+// router upstream pins by.
+func (s *Server) proxyRoutes(m *http.ServeMux) {
+	for _, api := range []*modelAPI{chatAPI, completionsAPI, messagesAPI} {
+		m.HandleFunc("POST /v1/episodes/{id}/v1"+api.path, s.withAuth(false, false, s.episodeModel(api)))
+		m.HandleFunc("POST /v1"+api.path, s.withAuth(false, false, s.tokenModel(api)))
+		m.HandleFunc("POST /sessions/{sid}/v1"+api.path, s.withAuth(false, false, s.tokenModel(api)))
 	}
-	s.proxyChat(w, r, se)
+	// The path before base URLs.
+	m.HandleFunc("POST /v1/episodes/{id}/chat/completions", s.withAuth(false, false, s.episodeModel(chatAPI)))
+	m.HandleFunc("GET /v1/episodes/{id}/v1/models", s.withAuth(false, false, func(w http.ResponseWriter, r *http.Request, c caller) {
+		if _, ok := s.episodeFor(w, r, c); ok {
+			s.proxyModels(w, r)
+		}
+	}))
+	for _, p := range []string{"GET /v1/models", "GET /sessions/{sid}/v1/models"} {
+		m.HandleFunc(p, s.withAuth(false, false, func(w http.ResponseWriter, r *http.Request, c caller) { s.proxyModels(w, r) }))
+	}
 }
 
-func (s *Server) handleChat(w http.ResponseWriter, r *http.Request, c caller) {
-	if c.se == nil {
-		writeError(w, http.StatusBadRequest, "the admin token names no episode: use the episode's token here, or POST /v1/episodes/{id}/chat/completions")
+func (s *Server) episodeModel(api *modelAPI) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, c caller) {
+		se, ok := s.episodeFor(w, r, c)
+		if !ok {
+			return
+		}
+		s.proxyModel(w, r, se, api)
+	}
+}
+
+func (s *Server) tokenModel(api *modelAPI) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, c caller) {
+		if c.se == nil {
+			writeError(w, http.StatusBadRequest, "the admin token names no episode: use the episode's token here, or /v1/episodes/{id}/v1"+api.path)
+			return
+		}
+		c.se.touch(time.Now())
+		s.proxyModel(w, r, c.se, api)
+	}
+}
+
+// proxyModels passes GET /models through to the policy server.
+func (s *Server) proxyModels(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.PolicyURL == "" {
+		writeError(w, http.StatusServiceUnavailable, "no policy server configured: start the gateway with --policy-url http://HOST:PORT/v1")
 		return
 	}
-	c.se.touch(time.Now())
-	s.proxyChat(w, r, c.se)
+	up, err := http.NewRequestWithContext(r.Context(), http.MethodGet, strings.TrimRight(s.cfg.PolicyURL, "/")+"/models", nil)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	if s.cfg.PolicyAPIKey != "" {
+		up.Header.Set("Authorization", "Bearer "+s.cfg.PolicyAPIKey)
+	}
+	resp, err := s.cfg.HTTPClient.Do(up)
+	if err != nil {
+		writeError(w, http.StatusBadGateway, "policy server unreachable: "+err.Error())
+		return
+	}
+	defer resp.Body.Close()
+	if v := resp.Header.Get("Content-Type"); v != "" {
+		w.Header().Set("Content-Type", v)
+	}
+	w.WriteHeader(resp.StatusCode)
+	io.Copy(w, io.LimitReader(resp.Body, s.cfg.MaxChatBytes))
 }
 
 // chatMessage is an OpenAI chat message as it comes over the wire; content
@@ -121,9 +175,77 @@ type chatChunk struct {
 	Usage *trajectory.Usage `json:"usage"`
 }
 
-func (s *Server) proxyChat(w http.ResponseWriter, r *http.Request, se *session) {
+// modelAPI is one model endpoint the proxy serves: how to read its
+// requests and answers into a ModelTurn.
+type modelAPI struct {
+	name string // trajectory.APIChat, ...
+	path string // after the base URL's /v1
+	// request parses a request body; msg is a one-line 400 when bad.
+	request func(body []byte) (turn trajectory.ModelTurn, msg string)
+	// tokenFields: the request takes Config.TokenIDs' fields.
+	tokenFields bool
+	// response parses a whole 200 answer into turn.
+	response func(data []byte, turn *trajectory.ModelTurn) error
+	// stream returns a decoder of the answer's server-sent events.
+	stream func() streamDecoder
+	// errorEvent is the SSE an upstream of this API sends on an error.
+	errorEvent func(msg string) []byte
+}
+
+// streamDecoder reassembles a streamed answer.
+type streamDecoder interface {
+	// event takes one data: line's payload; name is the event: field of
+	// the event it belongs to ("" when none).
+	event(name string, data []byte)
+	// complete: the stream's end marker arrived.
+	complete() bool
+	fill(turn *trajectory.ModelTurn)
+}
+
+// sessionKeys are the session keys of a request: the headers and body
+// fields routers pin sessions by, passed upstream unchanged.
+func sessionKeys(r *http.Request, body []byte) map[string]string {
+	keys := map[string]string{}
+	for _, h := range []string{"X-Session-ID", "X-SMG-Routing-Key"} {
+		if v := r.Header.Get(h); v != "" {
+			keys[strings.ToLower(h)] = v
+		}
+	}
+	var b struct {
+		SessionID string `json:"session_id"`
+		CacheSalt string `json:"cache_salt"`
+		Metadata  struct {
+			SessionID string `json:"session_id"`
+		} `json:"metadata"`
+		ExtraBody struct {
+			SessionID string `json:"session_id"`
+			CacheSalt string `json:"cache_salt"`
+		} `json:"extra_body"`
+	}
+	if json.Unmarshal(body, &b) == nil {
+		for k, v := range map[string]string{"session_id": b.SessionID, "cache_salt": b.CacheSalt, "metadata.session_id": b.Metadata.SessionID,
+			"extra_body.session_id": b.ExtraBody.SessionID, "extra_body.cache_salt": b.ExtraBody.CacheSalt} {
+			if v != "" {
+				keys[k] = v
+			}
+		}
+	}
+	if sid := r.PathValue("sid"); sid != "" {
+		keys["path"] = sid
+	}
+	return keys
+}
+
+// The headers passed to the upstream as they came.
+var passHeaders = []string{"Accept", "X-Session-ID", "X-SMG-Routing-Key", "Anthropic-Version", "Anthropic-Beta"}
+
+func (s *Server) proxyModel(w http.ResponseWriter, r *http.Request, se *session, api *modelAPI) {
 	if s.cfg.PolicyURL == "" {
 		writeError(w, http.StatusServiceUnavailable, "no policy server configured: start the gateway with --policy-url http://HOST:PORT/v1")
+		return
+	}
+	if st, _ := se.getState(); st != StateRunning {
+		writeError(w, http.StatusConflict, fmt.Sprintf("episode %s is %s: its model turns are over; create a new episode", se.id, st))
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxChatBytes))
@@ -136,44 +258,47 @@ func (s *Server) proxyChat(w http.ResponseWriter, r *http.Request, se *session) 
 		writeError(w, http.StatusBadRequest, "reading request body: "+err.Error())
 		return
 	}
-	var req struct {
-		Model    string        `json:"model"`
-		Messages []chatMessage `json:"messages"`
-		Stream   bool          `json:"stream"`
-	}
-	// Not strict: the proxy passes every field it does not know through.
-	if err := json.Unmarshal(body, &req); err != nil {
-		msg := decodeStrict(body, &req)
-		if msg == "" {
-			msg = "malformed JSON: " + err.Error()
-		}
+	turn, msg := api.request(body)
+	if msg != "" {
 		writeError(w, http.StatusBadRequest, msg)
 		return
 	}
-	if len(req.Messages) == 0 {
-		writeError(w, http.StatusBadRequest, `field "messages": missing or empty: send the conversation`)
-		return
+	turn.API = api.name
+	if api.tokenFields {
+		fields, _ := trajectory.TokenFields(s.cfg.TokenIDs) // validated by Config
+		body = trajectory.WithFields(body, fields)
 	}
-	msgs := make([]trajectory.Message, len(req.Messages))
-	for i, m := range req.Messages {
-		msgs[i] = m.message()
-	}
-	fields, _ := trajectory.TokenFields(s.cfg.TokenIDs) // validated by Config
-	body = trajectory.WithFields(body, fields)
-	tools, params := trajectory.RequestParts(body)
+	turn.Tools, turn.Params = trajectory.RequestParts(body)
+	turn.Session = sessionKeys(r, body)
 
-	up, err := http.NewRequestWithContext(r.Context(), http.MethodPost, strings.TrimRight(s.cfg.PolicyURL, "/")+"/chat/completions", bytes.NewReader(body))
+	up, err := http.NewRequestWithContext(r.Context(), http.MethodPost, strings.TrimRight(s.cfg.PolicyURL, "/")+api.path, bytes.NewReader(body))
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
 	up.Header.Set("Content-Type", "application/json")
-	if a := r.Header.Get("Accept"); a != "" {
-		up.Header.Set("Accept", a)
+	for _, h := range passHeaders {
+		if v := r.Header.Get(h); v != "" {
+			up.Header.Set(h, v)
+		}
 	}
 	// The episode token never leaves the gateway.
-	if s.cfg.PolicyAPIKey != "" {
+	switch {
+	case s.cfg.PolicyAuth == PolicyAuthSession:
+		sid := se.id
+		if v := r.PathValue("sid"); v != "" {
+			sid = v
+		}
+		up.Header.Set("Authorization", "Bearer "+sid)
+		turn.Session["authorization"] = "Bearer " + sid
+	case s.cfg.PolicyAPIKey != "":
 		up.Header.Set("Authorization", "Bearer "+s.cfg.PolicyAPIKey)
+		if api.name == trajectory.APIMessages {
+			up.Header.Set("X-Api-Key", s.cfg.PolicyAPIKey)
+		}
+	}
+	if len(turn.Session) == 0 {
+		turn.Session = nil
 	}
 	t0 := time.Now()
 	resp, err := s.cfg.HTTPClient.Do(up)
@@ -183,20 +308,33 @@ func (s *Server) proxyChat(w http.ResponseWriter, r *http.Request, se *session) 
 		return
 	}
 	defer resp.Body.Close()
-	for _, h := range []string{"Content-Type", "Cache-Control", "Retry-After"} {
+	for _, h := range []string{"Content-Type", "Cache-Control", "Retry-After", "Request-Id", "X-Request-Id"} {
 		if v := resp.Header.Get(h); v != "" {
 			w.Header().Set(h, v)
 		}
 	}
 	w.WriteHeader(resp.StatusCode)
-	turn := trajectory.ModelTurn{Model: req.Model, Request: msgs, Tools: tools, Params: params}
-	streamed := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
+	streamed := resp.StatusCode == http.StatusOK && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
+	var broken error
 	if streamed {
-		err = relayStream(w, resp.Body, &turn)
+		err, broken = relayStream(w, resp.Body, api, &turn)
 	} else {
-		err = relayJSON(w, resp.Body, resp.StatusCode == http.StatusOK, &turn)
+		err = relayJSON(w, resp.Body, resp.StatusCode == http.StatusOK, api, &turn)
 	}
 	turn.LatencyMS = time.Since(t0).Milliseconds()
+	if broken != nil {
+		// The upstream failed mid-stream: the client got an error event
+		// and a cut connection (as from the upstream), and the partial
+		// turn is recorded as failed.
+		turn.Error = broken.Error()
+		turn.Response.Role = trajectory.RoleAssistant
+		s.metrics.modelTurns.WithLabelValues("broken").Inc()
+		s.log.Warn("policy stream broke", "episode_id", se.id, "err", broken)
+		if rerr := se.ep.RecordModelTurn(turn); rerr != nil {
+			s.log.Warn("recording failed model turn", "episode_id", se.id, "err", rerr)
+		}
+		panic(http.ErrAbortHandler)
+	}
 	if err != nil {
 		s.metrics.modelTurns.WithLabelValues("broken").Inc()
 		s.log.Warn("proxying model turn", "episode_id", se.id, "err", err)
@@ -216,7 +354,7 @@ func (s *Server) proxyChat(w http.ResponseWriter, r *http.Request, se *session) 
 }
 
 // relayJSON copies a whole response and parses it into turn.
-func relayJSON(w io.Writer, body io.Reader, ok bool, turn *trajectory.ModelTurn) error {
+func relayJSON(w io.Writer, body io.Reader, ok bool, api *modelAPI, turn *trajectory.ModelTurn) error {
 	data, err := io.ReadAll(body)
 	if err != nil {
 		return fmt.Errorf("read policy response: %w", err)
@@ -227,104 +365,300 @@ func relayJSON(w io.Writer, body io.Reader, ok bool, turn *trajectory.ModelTurn)
 	if !ok {
 		return nil
 	}
-	var cr chatResponse
-	if err := json.Unmarshal(data, &cr); err != nil {
-		return fmt.Errorf("policy response is not a chat completion: %w", err)
-	}
-	if len(cr.Choices) == 0 {
-		return errors.New("policy response has no choices")
-	}
-	ch := cr.Choices[0]
-	turn.Response = ch.Message.message()
-	turn.FinishReason = ch.FinishReason
-	if cr.Model != "" {
-		turn.Model = cr.Model
-	}
-	if cr.Usage != nil {
-		turn.Usage = *cr.Usage
-	}
-	var sv trajectory.Served
-	sv.Add(data)
-	sv.Fill(turn)
-	return nil
+	return api.response(data, turn)
 }
 
 // relayStream passes server-sent events through as they come, flushing
-// after each event, and reassembles choice 0 into turn.
-func relayStream(w io.Writer, body io.Reader, turn *trajectory.ModelTurn) error {
+// after each event, and reassembles the answer into turn. broken is set
+// when the upstream failed before its end marker: the client has then
+// been sent an error event.
+func relayStream(w io.Writer, body io.Reader, api *modelAPI, turn *trajectory.ModelTurn) (err, broken error) {
 	fl, _ := w.(http.Flusher)
+	flush := func() {
+		if fl != nil {
+			fl.Flush()
+		}
+	}
 	br := bufio.NewReaderSize(body, 64<<10)
-	var content strings.Builder
-	type call struct{ id, name, args string }
-	calls := map[int]*call{}
-	var sv trajectory.Served
+	dec := api.stream()
+	event := ""
 	for {
-		line, err := br.ReadBytes('\n')
-		if len(line) > 0 {
+		line, rerr := br.ReadBytes('\n')
+		if len(line) > 0 && (rerr == nil || bytes.HasSuffix(line, []byte("\n"))) {
 			if _, werr := w.Write(line); werr != nil {
-				return fmt.Errorf("write to client: %w", werr)
+				return fmt.Errorf("write to client: %w", werr), nil
 			}
-			if len(bytes.TrimSpace(line)) == 0 && fl != nil {
-				fl.Flush()
-			}
-			if data, ok := bytes.CutPrefix(bytes.TrimSpace(line), []byte("data:")); ok {
-				data = bytes.TrimSpace(data)
-				if !bytes.Equal(data, []byte("[DONE]")) {
-					sv.Add(data)
-					var ck chatChunk
-					if json.Unmarshal(data, &ck) == nil {
-						if ck.Model != "" {
-							turn.Model = ck.Model
-						}
-						if ck.Usage != nil {
-							turn.Usage = *ck.Usage
-						}
-						for _, ch := range ck.Choices {
-							if ch.Index != 0 {
-								continue
-							}
-							if ch.Delta.Content != nil {
-								content.WriteString(*ch.Delta.Content)
-							}
-							for _, tc := range ch.Delta.ToolCalls {
-								c := calls[tc.Index]
-								if c == nil {
-									c = &call{}
-									calls[tc.Index] = c
-								}
-								c.id += tc.ID
-								c.name += tc.Function.Name
-								c.args += tc.Function.Arguments
-							}
-							if ch.FinishReason != nil {
-								turn.FinishReason = *ch.FinishReason
-							}
-						}
-					}
-				}
+			trimmed := bytes.TrimSpace(line)
+			switch {
+			case len(trimmed) == 0:
+				flush()
+				event = ""
+			case bytes.HasPrefix(trimmed, []byte("event:")):
+				event = string(bytes.TrimSpace(trimmed[len("event:"):]))
+			case bytes.HasPrefix(trimmed, []byte("data:")):
+				dec.event(event, bytes.TrimSpace(trimmed[len("data:"):]))
 			}
 		}
-		if err == io.EOF {
+		if rerr == io.EOF {
 			break
 		}
-		if err != nil {
-			return fmt.Errorf("read policy stream: %w", err)
+		if rerr != nil {
+			broken = fmt.Errorf("policy stream broke: %w", rerr)
+			break
 		}
 	}
-	if fl != nil {
-		fl.Flush()
+	dec.fill(turn)
+	if broken == nil && !dec.complete() {
+		broken = errors.New("policy stream ended before its end marker")
 	}
-	turn.Response = trajectory.Message{Role: trajectory.RoleAssistant, Content: content.String()}
+	if broken != nil {
+		w.Write(api.errorEvent("rollcage: the policy server's stream broke off: " + broken.Error()))
+	}
+	flush()
+	return nil, broken
+}
+
+// OpenAI chat completions.
+
+var chatAPI = &modelAPI{
+	name: trajectory.APIChat, path: "/chat/completions", tokenFields: true,
+	request: func(body []byte) (trajectory.ModelTurn, string) {
+		var req struct {
+			Model    string        `json:"model"`
+			Messages []chatMessage `json:"messages"`
+		}
+		if msg := lenientDecode(body, &req); msg != "" {
+			return trajectory.ModelTurn{}, msg
+		}
+		if len(req.Messages) == 0 {
+			return trajectory.ModelTurn{}, `field "messages": missing or empty: send the conversation`
+		}
+		msgs := make([]trajectory.Message, len(req.Messages))
+		for i, m := range req.Messages {
+			msgs[i] = m.message()
+		}
+		return trajectory.ModelTurn{Model: req.Model, Request: msgs}, ""
+	},
+	response: func(data []byte, turn *trajectory.ModelTurn) error {
+		var cr chatResponse
+		if err := json.Unmarshal(data, &cr); err != nil {
+			return fmt.Errorf("policy response is not a chat completion: %w", err)
+		}
+		if len(cr.Choices) == 0 {
+			return errors.New("policy response has no choices")
+		}
+		var o oaStream // a whole answer reads as a one-chunk stream
+		o.take(data)
+		o.finish = cr.Choices[0].FinishReason
+		o.fillWith(turn, cr.Choices[0].Message.message())
+		return nil
+	},
+	stream:     func() streamDecoder { return &chatStream{calls: map[int]*streamCall{}} },
+	errorEvent: openAIErrorEvent,
+}
+
+// openAIErrorEvent is the error an OpenAI-compatible server sends in a
+// stream; the OpenAI SDKs raise it.
+func openAIErrorEvent(msg string) []byte {
+	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": "server_error", "code": "upstream_stream_broken"}})
+	return append(append([]byte("data: "), b...), "\n\n"...)
+}
+
+// lenientDecode decodes a proxied body, passing unknown fields: the
+// proxy forwards every field it does not know.
+func lenientDecode(body []byte, v any) string {
+	if err := json.Unmarshal(body, v); err != nil {
+		msg := decodeStrict(body, v)
+		if msg == "" || strings.Contains(msg, "unknown field") {
+			msg = "malformed JSON: " + err.Error()
+		}
+		return msg
+	}
+	return ""
+}
+
+type streamCall struct{ id, name, args string }
+
+// oaStream is what OpenAI's streamed APIs (chat completions,
+// completions) share: the [DONE] marker, model, usage, the finish reason
+// and the served token data.
+type oaStream struct {
+	sv       trajectory.Served
+	model    string
+	usage    *trajectory.Usage
+	finish   string
+	done     bool
+	finished bool
+}
+
+// take reads a chunk's shared fields; false for [DONE] or a chunk that
+// is not JSON.
+func (o *oaStream) take(data []byte) bool {
+	if bytes.Equal(data, []byte("[DONE]")) {
+		o.done = true
+		return false
+	}
+	o.sv.Add(data)
+	var ck struct {
+		Model string            `json:"model"`
+		Usage *trajectory.Usage `json:"usage"`
+	}
+	if json.Unmarshal(data, &ck) != nil {
+		return false
+	}
+	if ck.Model != "" {
+		o.model = ck.Model
+	}
+	if ck.Usage != nil {
+		o.usage = ck.Usage
+	}
+	return true
+}
+
+func (o *oaStream) finishAs(r *string) {
+	if r != nil {
+		o.finish, o.finished = *r, true
+	}
+}
+
+// complete: [DONE], or a finish reason from a server that sends no
+// [DONE].
+func (o *oaStream) complete() bool { return o.done || o.finished }
+
+// fillWith fills turn with the response and the shared fields.
+func (o *oaStream) fillWith(turn *trajectory.ModelTurn, resp trajectory.Message) {
+	if o.model != "" {
+		turn.Model = o.model
+	}
+	if o.usage != nil {
+		turn.Usage = *o.usage
+	}
+	turn.FinishReason = o.finish
+	turn.Response = resp
+	o.sv.Fill(turn)
+}
+
+type chatStream struct {
+	oaStream
+	content strings.Builder
+	calls   map[int]*streamCall
+}
+
+func (c *chatStream) event(_ string, data []byte) {
+	var ck chatChunk
+	if !c.take(data) || json.Unmarshal(data, &ck) != nil {
+		return
+	}
+	for _, ch := range ck.Choices {
+		if ch.Index != 0 {
+			continue
+		}
+		if ch.Delta.Content != nil {
+			c.content.WriteString(*ch.Delta.Content)
+		}
+		for _, tc := range ch.Delta.ToolCalls {
+			sc := c.calls[tc.Index]
+			if sc == nil {
+				sc = &streamCall{}
+				c.calls[tc.Index] = sc
+			}
+			sc.id += tc.ID
+			sc.name += tc.Function.Name
+			sc.args += tc.Function.Arguments
+		}
+		c.finishAs(ch.FinishReason)
+	}
+}
+
+func (c *chatStream) fill(turn *trajectory.ModelTurn) {
+	c.fillWith(turn, trajectory.Message{Role: trajectory.RoleAssistant, Content: c.content.String(), ToolCalls: sortedCalls(c.calls)})
+}
+
+func sortedCalls(calls map[int]*streamCall) []trajectory.FunctionCall {
 	idx := make([]int, 0, len(calls))
 	for i := range calls {
 		idx = append(idx, i)
 	}
 	sort.Ints(idx)
+	var out []trajectory.FunctionCall
 	for _, i := range idx {
 		c := calls[i]
-		turn.Response.ToolCalls = append(turn.Response.ToolCalls, trajectory.FunctionCall{ID: c.id, Type: "function",
-			Function: trajectory.Function{Name: c.name, Arguments: c.args}})
+		out = append(out, trajectory.FunctionCall{ID: c.id, Type: "function", Function: trajectory.Function{Name: c.name, Arguments: c.args}})
 	}
-	sv.Fill(turn)
-	return nil
+	return out
+}
+
+// OpenAI completions (a prompt, no messages).
+
+var completionsAPI = &modelAPI{
+	name: trajectory.APICompletions, path: "/completions", tokenFields: true,
+	request: func(body []byte) (trajectory.ModelTurn, string) {
+		var req struct {
+			Model  string          `json:"model"`
+			Prompt json.RawMessage `json:"prompt"`
+		}
+		if msg := lenientDecode(body, &req); msg != "" {
+			return trajectory.ModelTurn{}, msg
+		}
+		var prompt string
+		if json.Unmarshal(req.Prompt, &prompt) != nil || prompt == "" {
+			if len(req.Prompt) == 0 || string(req.Prompt) == "null" {
+				return trajectory.ModelTurn{}, `field "prompt": missing: send the prompt (a string, or token ids)`
+			}
+			prompt = string(req.Prompt) // token ids or a batch, kept as sent
+		}
+		return trajectory.ModelTurn{Model: req.Model, Prompt: prompt}, ""
+	},
+	response: func(data []byte, turn *trajectory.ModelTurn) error {
+		var cr struct {
+			Model   string `json:"model"`
+			Choices []struct {
+				Text         string `json:"text"`
+				FinishReason string `json:"finish_reason"`
+			} `json:"choices"`
+			Usage *trajectory.Usage `json:"usage"`
+		}
+		if err := json.Unmarshal(data, &cr); err != nil {
+			return fmt.Errorf("policy response is not a completion: %w", err)
+		}
+		if len(cr.Choices) == 0 {
+			return errors.New("policy response has no choices")
+		}
+		var o oaStream
+		o.take(data)
+		o.finish = cr.Choices[0].FinishReason
+		o.fillWith(turn, trajectory.Message{Role: trajectory.RoleAssistant, Content: cr.Choices[0].Text})
+		return nil
+	},
+	stream:     func() streamDecoder { return &completionStream{} },
+	errorEvent: openAIErrorEvent,
+}
+
+type completionStream struct {
+	oaStream
+	text strings.Builder
+}
+
+func (c *completionStream) event(_ string, data []byte) {
+	var ck struct {
+		Choices []struct {
+			Index        int     `json:"index"`
+			Text         string  `json:"text"`
+			FinishReason *string `json:"finish_reason"`
+		} `json:"choices"`
+	}
+	if !c.take(data) || json.Unmarshal(data, &ck) != nil {
+		return
+	}
+	for _, ch := range ck.Choices {
+		if ch.Index != 0 {
+			continue
+		}
+		c.text.WriteString(ch.Text)
+		c.finishAs(ch.FinishReason)
+	}
+}
+
+func (c *completionStream) fill(turn *trajectory.ModelTurn) {
+	c.fillWith(turn, trajectory.Message{Role: trajectory.RoleAssistant, Content: c.text.String()})
 }

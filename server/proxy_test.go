@@ -116,7 +116,7 @@ func TestProxyNonStreaming(t *testing.T) {
 	if req := <-p.requests; req["logprobs"] != true {
 		t.Errorf("request not forwarded unchanged: %v", req)
 	}
-	want := []trajectory.ModelTurn{{
+	want := []trajectory.ModelTurn{{API: trajectory.APIChat,
 		Model:   "policy-7b",
 		Request: []trajectory.Message{{Role: "system", Content: "be good"}, {Role: "user", Content: "fix it"}},
 		Response: trajectory.Message{Role: "assistant", ToolCalls: []trajectory.FunctionCall{{ID: "call_1", Type: "function",
@@ -143,7 +143,7 @@ func TestProxyAsksForTokens(t *testing.T) {
 	cr := e.create()
 	tools := `[{"type":"function","function":{"name":"bash","parameters":{"type":"object"}}}]`
 	body := `{"model":"policy-7b","temperature":0.25,"return_token_ids":false,"tools":` + tools + `,"messages":[{"role":"user","content":"fix it"}]}`
-	req, _ := http.NewRequest("POST", cr.ChatURL, strings.NewReader(body))
+	req, _ := http.NewRequest("POST", cr.ChatURL+"/chat/completions", strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+cr.Token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -176,7 +176,8 @@ func TestProxyStreaming(t *testing.T) {
 		"messages":[{"role":"user","content":[{"type":"text","text":"fix "},{"type":"text","text":"it"}]},
 		{"role":"assistant","content":null,"tool_calls":[{"id":"c0","type":"function","function":{"name":"bash","arguments":"{}"}}]},
 		{"role":"tool","tool_call_id":"c0","content":"ok"}]}`
-	req, _ := http.NewRequest("POST", cr.ChatURL, strings.NewReader(body))
+	// The path before chat_url became a base URL still serves.
+	req, _ := http.NewRequest("POST", e.http.URL+"/v1/episodes/"+cr.EpisodeID+"/chat/completions", strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+cr.Token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -201,7 +202,7 @@ func TestProxyStreaming(t *testing.T) {
 		t.Errorf("rest of the stream: %q", rest)
 	}
 	<-p.auth
-	want := []trajectory.ModelTurn{{
+	want := []trajectory.ModelTurn{{API: trajectory.APIChat,
 		Model: "policy-7b",
 		Request: []trajectory.Message{{Role: "user", Content: "fix it"},
 			{Role: "assistant", ToolCalls: []trajectory.FunctionCall{{ID: "c0", Type: "function", Function: trajectory.Function{Name: "bash", Arguments: "{}"}}}},

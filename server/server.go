@@ -363,10 +363,17 @@ type caller struct {
 	se    *session
 }
 
+// bearer is the request's token: "Authorization: Bearer <token>" (the
+// scheme in any case), or X-Api-Key (Anthropic SDKs send their API key
+// there), or for a WebSocket upgrade (browsers cannot set headers) the
+// access_token query parameter.
 func bearer(r *http.Request) string {
-	h := r.Header.Get("Authorization")
-	if t, ok := strings.CutPrefix(h, "Bearer "); ok {
+	h := strings.TrimSpace(r.Header.Get("Authorization"))
+	if scheme, t, ok := strings.Cut(h, " "); ok && strings.EqualFold(scheme, "Bearer") {
 		return strings.TrimSpace(t)
+	}
+	if k := r.Header.Get("X-Api-Key"); k != "" {
+		return strings.TrimSpace(k)
 	}
 	// WebSocket clients in browsers cannot set headers.
 	if r.Header.Get("Upgrade") != "" {

@@ -154,11 +154,30 @@ type ModelTurn struct {
 	FinishReason string         `json:"finish_reason,omitempty"`
 	Usage        Usage          `json:"usage"`
 	LatencyMS    int64          `json:"latency_ms,omitempty"`
+	// API is the endpoint the turn went to: APIChat (the default when
+	// empty), APICompletions or APIMessages (Anthropic). Prompt is a
+	// completions request's prompt (Request is then empty).
+	API    string `json:"api,omitempty"`
+	Prompt string `json:"prompt,omitempty"`
+	// Session holds the session keys the request carried, passed to the
+	// upstream unchanged (routers pin a session to one replica by them):
+	// "x-session-id", "x-smg-routing-key" (headers), "metadata.session_id",
+	// "session_id", "cache_salt", "extra_body.session_id",
+	// "extra_body.cache_salt" (body), "path" (/sessions/{id}/v1/...) and
+	// "authorization" (Bearer <session> sent upstream when so configured).
+	Session map[string]string `json:"session,omitempty"`
 	// Error says why the turn failed part-way (an upstream that broke a
 	// stream); Response then holds what arrived before. Export skips failed
 	// turns.
 	Error string `json:"error,omitempty"`
 }
+
+// APIs of a ModelTurn.
+const (
+	APIChat        = "chat.completions"
+	APICompletions = "completions"
+	APIMessages    = "messages"
+)
 
 // TopLogprob is one alternative at a completion position: its token
 // string, log probability and, when the server sent it, its token id.

@@ -40,8 +40,7 @@ func requirePython(t *testing.T) string {
 // scriptedModel is an OpenAI-compatible chat-completions server (the
 // real wire format, vLLM's token-id extensions included) whose model
 // plays a script: the k-th assistant turn of a conversation is step k as
-// a tool call. Completion token ids are 1000+k and 2000+k; prompt ids one
-// per request message.
+// a tool call. Completion token ids are 1000+k and 2000+k.
 func scriptedModel(t *testing.T, steps []task.Step) *httptest.Server {
 	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
@@ -75,9 +74,11 @@ func scriptedModel(t *testing.T, steps []task.Step) *httptest.Server {
 				"function": map[string]any{"name": steps[k].Tool, "arguments": args}}}}
 			finish = "tool_calls"
 		}
-		prompt := make([]int, len(req.Messages))
-		for i := range prompt {
-			prompt[i] = i + 1
+		// Prompt ids extend the last turn's prompt and completion by the
+		// tool output's (3000+j), as a chat template renders them.
+		prompt := []int{1}
+		for j := range k {
+			prompt = append(prompt, 1000+j, 2000+j, 3000+j)
 		}
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(map[string]any{

@@ -57,6 +57,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	policyURL := fs.String("policy-url", os.Getenv("ROLLCAGE_POLICY_URL"), "OpenAI-compatible policy server the recording proxy forwards to, with /v1 (env ROLLCAGE_POLICY_URL)")
 	tokenIDs := addTokenIDsFlag(fs)
 	policyKey := fs.String("policy-api-key", os.Getenv("ROLLCAGE_POLICY_API_KEY"), "API key for the policy server (env ROLLCAGE_POLICY_API_KEY)")
+	policyAuth := fs.String("policy-auth", envOr("ROLLCAGE_POLICY_AUTH", server.PolicyAuthKey), "what the proxy sends the policy server as Authorization: key (Bearer --policy-api-key) or session (Bearer <session id>, for routers that pin sessions by it)")
 	publicURL := fs.String("public-url", os.Getenv("ROLLCAGE_PUBLIC_URL"), "the gateway's URL as clients reach it, for the URLs it hands out (env ROLLCAGE_PUBLIC_URL); default: from each request")
 	idle := fs.Duration("idle-timeout", envDuration("ROLLCAGE_IDLE_TIMEOUT", server.DefaultIdleTimeout), "close episodes unused this long (negative: never)")
 	maxSteps := fs.Int("max-steps", envInt("ROLLCAGE_MAX_STEPS", harness.DefaultMaxSteps), "tool calls per episode")
@@ -136,7 +137,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	srv, err := server.New(server.Config{
 		Runner: runner, Store: store, Tasks: tasks, Hidden: hidden,
-		AdminToken: *admin, PolicyURL: *policyURL, PolicyAPIKey: *policyKey, TokenIDs: *tokenIDs, PublicURL: *publicURL,
+		AdminToken: *admin, PolicyURL: *policyURL, PolicyAPIKey: *policyKey, PolicyAuth: *policyAuth, TokenIDs: *tokenIDs, PublicURL: *publicURL,
 		IdleTimeout: *idle, Rate: *rate, Burst: *burst, Logger: log,
 		PoolStats: func() (int, int) { st := backend.Stats(); return st.Alive, st.Warm },
 		Sandboxes: backend,
