@@ -105,7 +105,7 @@ func TestSDKDocker(t *testing.T) {
 	cmd := exec.Command(node, "sdk-test.mjs")
 	cmd.Dir = filepath.Join(root, "clients/e2b-test")
 	cmd.Env = append(os.Environ(), "E2B_API_URL="+api, "E2B_SANDBOX_URL="+api, "E2B_API_KEY="+key,
-		"E2B_DEBUG=", "ROLLCAGE_TEST_IMAGE="+tk.Image)
+		"E2B_DEBUG=", "ROLLCAGE_TEST_IMAGE="+tk.Image, "ROLLCAGE_TEST_TASK="+tk.ID)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -119,11 +119,25 @@ func TestSDKDocker(t *testing.T) {
 		DetachReturnMS int        `json:"detachReturnMs"`
 		History        sdkOutcome `json:"history"`
 		Hidden         sdkOutcome `json:"hidden"`
+		Outcome        *struct {
+			Resolved bool    `json:"resolved"`
+			Reward   float64 `json:"reward"`
+			Passed   int     `json:"passed"`
+			Failed   int     `json:"failed"`
+			Label    string  `json:"label"`
+		} `json:"outcome"`
 	}
 	if err := json.Unmarshal(bytes.TrimSpace(out), &facts); err != nil {
 		t.Fatalf("sdk-test.mjs printed %q: %v", out, err)
 	}
 	t.Logf("SDK facts: %+v", facts)
+	// The task-bound sandbox was submitted unchanged: graded, not solved.
+	if facts.Outcome != nil {
+		t.Logf("outcome of the task-bound sandbox: %+v", *facts.Outcome)
+	}
+	if o := facts.Outcome; o == nil || o.Resolved || o.Reward != 0 || o.Failed == 0 || o.Label != trajectory.LabelClean {
+		t.Errorf("outcome of the unchanged task-bound sandbox: %+v, want unresolved, failing hidden tests, clean", o)
+	}
 	if facts.UID == "0" || facts.UID == "" {
 		t.Errorf("commands ran as uid %q: the sandbox user must not be root", facts.UID)
 	}

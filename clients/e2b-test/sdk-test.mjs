@@ -104,4 +104,16 @@ const page = await Sandbox.list({ query: { metadata: { run: 'sdk-test' } } }).ne
 expect('list sandboxes', page.length === 1 && page[0].sandboxId === sbx.sandboxId, page)
 expect('kill', (await sbx.kill()) === true, 'kill')
 expect('kill again', (await Sandbox.kill(sbx.sandboxId)) === false, 'kill again')
+// A task-bound sandbox, graded through rollcage's extension endpoint.
+const task = process.env.ROLLCAGE_TEST_TASK
+if (task) {
+  const graded = await Sandbox.create({ metadata: { 'rollcage/task': task } })
+  const res = await fetch(`${process.env.E2B_API_URL}/sandboxes/${graded.sandboxId}/rollcage/submit`, {
+    method: 'POST', headers: { 'X-API-KEY': process.env.E2B_API_KEY, 'Content-Type': 'application/json' }, body: '{"message":"unchanged"}',
+  })
+  const outcome = await res.json()
+  expect('submit', res.status === 200 && outcome.episode_id === graded.sandboxId && outcome.task_id === task, { status: res.status, outcome })
+  facts.outcome = { resolved: outcome.resolved, reward: outcome.reward, passed: outcome.passed, failed: outcome.failed, label: outcome.label }
+  expect('graded sandbox ended', (await graded.kill()) === false, 'kill after submit')
+}
 console.log(JSON.stringify(facts))
