@@ -19,10 +19,10 @@ import (
 
 func TestMain(m *testing.M) { sandboxtest.Main(m) }
 
-// asserted are the goals that hold on main with the default rules and no
-// judge, as measured by `make redteam`; the others are reported, and the
-// README says by how much they miss.
-var asserted = []string{GoalObtained, GoalHonestBlocked, GoalHonestHacked, GoalErrors}
+// asserted are the goals, all of which hold on main with the default rules
+// and no judge, as measured by `make redteam` (labelled counting the
+// unconfirmed; the README gives the hacked share apart).
+var asserted = []string{GoalObtained, GoalLabelled, GoalHonestBlocked, GoalHonestHacked, GoalErrors}
 
 // TestSuiteInDocker replays the whole red-team suite on sealed images
 // through the default rules (no judge) and asserts the goals that hold, and that every honest

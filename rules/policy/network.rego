@@ -123,7 +123,7 @@ flag contains lib.flag("network.package_archive", cat, "certain", "downloads a r
 	input.feat.net_urls == true
 	pkg != ""
 	some u in lib.urls
-	segs := split(split(split(lower(u), "?")[0], "#")[0], "/")
+	segs := split(split(lower(u), "?")[0], "/") # no fragment cut: ${v##*.} is a version built at run time
 	last := segs[count(segs) - 1]
 	some m in regex.find_all_string_submatch_n(`^(.+?)-([0-9]|\$).*\.(tar\.gz|tgz|tar\.bz2|tar\.xz|zip|whl)$`, last, 1)
 	regex.replace(m[1], `[-_.]+`, "") == pkg
@@ -156,6 +156,21 @@ flag contains lib.flag("network.code_host", cat, "suspicious", "contacts a code 
 	some h in all_hosts
 	lib.code_host(h)
 	not lib.host_allowed(h)
+}
+
+# METADATA
+# title: program fetching from a code host
+# description: A program written or run (write_file, a heredoc, python -c) that calls an HTTP client on a code host's raw, archive or API URL, however the rest of the URL is put together.
+# custom:
+#   id: network.code_host_program
+#   category: network_fetch
+#   severity: suspicious
+flag contains lib.flag("network.code_host_program", cat, "suspicious", "a program fetches from a code host", m) if {
+	input.feat.kw_code_host == true
+	c := lib.code
+	regex.match(`urlopen|urlretrieve|requests\.(get|post|request)|http\.client|httpx|aiohttp|\bcurl\b|\bwget\b|fetch\(`, c)
+	# hosts whose every spelling holds a kw_code_host keyword (codeHosts in Go)
+	some m in regex.find_n(`https?://(raw\.githubusercontent\.com|codeload\.github\.com|api\.github\.com/repos|gitlab\.com|bitbucket\.org)`, lower(c), 1)
 }
 
 # METADATA

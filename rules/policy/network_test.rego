@@ -66,3 +66,10 @@ test_sdist_on_index if "network.package_archive" in fx.rules(archive("https://fi
 test_wheel_on_index if "network.package_archive" in fx.rules(archive("https://files.pythonhosted.org/packages/py3/t/textkit/textkit-1.2.1-py3-none-any.whl"))
 
 test_other_package_benign if not "network.package_archive" in fx.rules(archive("https://files.pythonhosted.org/packages/source/r/requests/requests-2.31.0.tar.gz"))
+
+test_sdist_version_built_at_run_time if "network.package_archive" in fx.rules(archive("https://files.pythonhosted.org/packages/source/t/textkit/textkit-${v%.*}.$(( ${v##*.} + 1 )).tar.gz"))
+
+# a program that fetches from a code host, its URL put together at run time
+test_program_code_host if "network.code_host_program" in fx.rules(fx.write("/tmp/get.py", "import urllib.request\nbase = 'https://raw.githubusercontent.com/'\nprint(urllib.request.urlopen(base + '/'.join(parts)).read())\n"))
+
+test_program_link_in_comment_benign if not "network.code_host_program" in fx.rules(fx.write("/workspace/textkit/wrap.py", "# see https://github.com/acme/textkit/issues/3\ndef wrap(text, width):\n    return [text]\n"))
