@@ -60,7 +60,10 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(s["reward"], 1)
         self.assertFalse(rollcage.masked(s))
         # The scripted model's completion ids (1000 + turn) came through.
-        ids = s.get("completion_token_ids") or [i for m in rollcage.policy_messages(s) for i in m["token_ids"]]
+        # Samples are chains (a prompt that does not extend the last turn
+        # starts a new one), so look across all of them.
+        ids = [i for x in samples for i in (x.get("completion_token_ids")
+               or [i for m in rollcage.policy_messages(x) for i in m["token_ids"]])]
         self.assertIn(1000, ids)
         with self.assertRaises(rollcage.RollcageError) as cm:
             ep.bash("ls")
