@@ -2,109 +2,17 @@ package audit
 
 import (
 	"encoding/json"
-	"strings"
 
 	"github.com/rollcage/rollcage/monitor"
 )
 
-// Foreign tool vocabularies, by lowercase name.
-var (
-	bashTools   = set("bash", "execute_bash", "shell", "run_command", "run_shell_command", "terminal", "execute_command", "exec_command", "run_bash", "local_shell", "container.exec", "cmd")
-	editorTools = set("str_replace_editor", "str_replace_based_edit_tool", "text_editor", "edit_tool", "file_editor")
-	readTools   = set("read_file", "view_file", "open_file", "read", "cat_file")
-	writeTools  = set("write_file", "create_file", "write", "write_to_file")
-	editTools   = set("edit", "edit_file", "replace_in_file", "str_replace", "apply_edit")
-	listTools   = set("list_dir", "list_directory", "list_files", "ls")
-	submitTools = set("submit", "finish", "task_done", "attempt_completion", "done")
-)
+// mapTool turns a foreign tool call into one of rollcage's tool model
+// (monitor.FromForeign: the mapping the gateway also takes).
+func mapTool(name, rawArgs string) monitor.ToolCall { return monitor.FromForeign(name, rawArgs) }
 
-func set(s ...string) map[string]bool {
-	m := make(map[string]bool, len(s))
-	for _, x := range s {
-		m[x] = true
-	}
-	return m
-}
-
-// mapTool turns a foreign tool call (name and its JSON arguments as the
-// model wrote them) into a call of rollcage's tool model. Unknown tools
-// stay generic: the normalizer still picks paths and URLs out of them.
-func mapTool(name, rawArgs string) monitor.ToolCall {
-	lname := strings.ToLower(strings.TrimSpace(name))
-	var args map[string]any
-	argsOK := json.Unmarshal([]byte(rawArgs), &args) == nil
-	str := func(keys ...string) string {
-		for _, k := range keys {
-			if v, ok := args[k]; ok {
-				switch v := v.(type) {
-				case string:
-					return v
-				case []any:
-					return argvText(v)
-				}
-			}
-		}
-		return ""
-	}
-	switch {
-	case bashTools[lname]:
-		cmd := rawArgs
-		if argsOK {
-			cmd = str("command", "cmd", "script", "input", "code")
-		}
-		return bash(cmd)
-	case editorTools[lname]:
-		return editorCall(strings.ToLower(str("command")), str("path"), str("file_text"), str("old_str"), str("new_str"))
-	case readTools[lname]:
-		return call(monitor.ToolReadFile, monitor.ReadFileArgs{Path: str("path", "file_path", "filename", "file")})
-	case writeTools[lname]:
-		return call(monitor.ToolWriteFile, monitor.WriteFileArgs{Path: str("path", "file_path", "filename", "file"),
-			Content: str("content", "file_text", "contents", "text")})
-	case editTools[lname]:
-		return call(monitor.ToolEdit, monitor.EditArgs{Path: str("path", "file_path", "filename", "file"),
-			Old: str("old", "old_str", "old_string", "search"), New: str("new", "new_str", "new_string", "replace")})
-	case listTools[lname]:
-		return call(monitor.ToolListDir, monitor.ListDirArgs{Path: str("path", "dir", "directory")})
-	case submitTools[lname]:
-		return call(monitor.ToolSubmit, monitor.SubmitArgs{Message: str("message", "result", "summary")})
-	}
-	if !argsOK && rawArgs != "" {
-		b, _ := json.Marshal(map[string]string{"input": rawArgs})
-		return monitor.ToolCall{Tool: lname, Args: b}
-	}
-	return monitor.ToolCall{Tool: lname, Args: json.RawMessage(rawArgs)}
-}
-
-// editorCall maps the str_replace_editor family (Anthropic's and
-// SWE-agent's) by its sub-command.
+// editorCall maps the str_replace_editor family by its sub-command.
 func editorCall(cmd, path, fileText, oldStr, newStr string) monitor.ToolCall {
-	switch cmd {
-	case "view":
-		if looksLikeDir(path) {
-			return call(monitor.ToolListDir, monitor.ListDirArgs{Path: path})
-		}
-		return call(monitor.ToolReadFile, monitor.ReadFileArgs{Path: path})
-	case "create":
-		return call(monitor.ToolWriteFile, monitor.WriteFileArgs{Path: path, Content: fileText})
-	case "str_replace":
-		return call(monitor.ToolEdit, monitor.EditArgs{Path: path, Old: oldStr, New: newStr})
-	case "insert":
-		// An insertion writes new text and replaces nothing: edit-like.
-		return call(monitor.ToolEdit, monitor.EditArgs{Path: path, New: newStr})
-	case "undo_edit":
-		return call(monitor.ToolWriteFile, monitor.WriteFileArgs{Path: path})
-	}
-	return call(monitor.ToolReadFile, monitor.ReadFileArgs{Path: path})
-}
-
-// looksLikeDir: a path whose last element has no extension (or ends in
-// /) is taken for a directory, as editors list directories on view.
-func looksLikeDir(p string) bool {
-	if strings.HasSuffix(p, "/") || p == "" || p == "." {
-		return true
-	}
-	last := p[strings.LastIndexByte(p, '/')+1:]
-	return !strings.Contains(last, ".") && !strings.HasPrefix(strings.ToLower(last), "makefile") && !strings.EqualFold(last, "dockerfile")
+	return monitor.EditorCall(cmd, path, fileText, oldStr, newStr)
 }
 
 func bash(cmd string) monitor.ToolCall {
@@ -114,22 +22,4 @@ func bash(cmd string) monitor.ToolCall {
 func call(tool string, args any) monitor.ToolCall {
 	b, _ := json.Marshal(args)
 	return monitor.ToolCall{Tool: tool, Args: b}
-}
-
-// argvText renders an argv list as a command: ["bash","-lc","X"] is X.
-func argvText(v []any) string {
-	parts := make([]string, 0, len(v))
-	for _, x := range v {
-		s, _ := x.(string)
-		parts = append(parts, s)
-	}
-	if len(parts) == 3 && (parts[0] == "bash" || parts[0] == "sh" || parts[0] == "zsh") && strings.HasPrefix(parts[1], "-") && strings.Contains(parts[1], "c") {
-		return parts[2]
-	}
-	for i, p := range parts {
-		if p == "" || strings.ContainsAny(p, " \t\n'\"$`\\|&;<>()*?[]{}") {
-			parts[i] = "'" + strings.ReplaceAll(p, "'", `'\''`) + "'"
-		}
-	}
-	return strings.Join(parts, " ")
 }

@@ -220,6 +220,22 @@ func (s *Server) routes() {
 	s.proxyRoutes(m)
 	s.mountDashboard(m)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		// The catch-all matches every method, so the mux never answers 405
+		// itself: find the methods this path does take.
+		var allow []string
+		for _, method := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
+			if method == r.Method {
+				continue
+			}
+			if _, pat := m.Handler(&http.Request{Method: method, URL: r.URL, Host: r.Host}); pat != "/" && pat != "" {
+				allow = append(allow, method)
+			}
+		}
+		if len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed on %s: use %s (see /openapi.yaml)", r.Method, r.URL.Path, strings.Join(allow, " or ")))
+			return
+		}
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no route %s %s: see /openapi.yaml", r.Method, r.URL.Path))
 	})
 	s.mux = m
@@ -417,13 +433,21 @@ func (s *Server) handleCall(w http.ResponseWriter, r *http.Request, c caller) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("field \"episode_id\": %q is not this episode (%s): leave it empty", call.EpisodeID, se.id))
 		return
 	}
-	res, o, err := s.call(r.Context(), se, call)
+	call, msg := s.prepareCall(call)
+	if msg != "" {
+		writeError(w, http.StatusBadRequest, msg)
+		return
+	}
+	resp, code, err := s.runCall(r.Context(), se, call)
+	if code != 0 {
+		writeError(w, code, err.Error())
+		return
+	}
 	if err != nil {
 		s.callError(w, se, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, CallResponse{Step: res.Step, Output: res.Output, ExitCode: res.ExitCode, Dummy: res.Dummy,
-		Decision: res.Decision, Timings: res.Timings, Submitted: res.Submit, Outcome: o})
+	writeJSON(w, http.StatusOK, resp)
 }
 
 func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, c caller) {

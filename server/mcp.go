@@ -26,7 +26,7 @@ func (s *Server) newMCPHandler(se *session) http.Handler {
 		Instructions: "Tools of one rollcage episode: a sandboxed repository at the task's workdir. Call submit when done.",
 		Logger:       s.log.With("episode_id", se.id, "component", "mcp"),
 	})
-	for _, d := range toolDefs {
+	for _, d := range append(toolDefs[:len(toolDefs):len(toolDefs)], foreignToolDefs...) {
 		srv.AddTool(&mcp.Tool{Name: d.Name, Description: d.Description, InputSchema: d.Parameters}, s.mcpTool(se, d.Name))
 	}
 	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
@@ -38,8 +38,15 @@ func (s *Server) newMCPHandler(se *session) http.Handler {
 func (s *Server) mcpTool(se *session, name string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		se.touch(time.Now())
-		res, _, err := s.call(ctx, se, monitor.ToolCall{Tool: name, Args: req.Params.Arguments})
+		call := monitor.ToolCall{Tool: name, Args: req.Params.Arguments, RequestID: mcpRequestID(req.Params.Meta)}
+		call, msg := s.prepareCall(call)
+		if msg != "" {
+			return toolText(true, "error: "+msg), nil
+		}
+		res, code, err := s.runCall(ctx, se, call)
 		switch {
+		case code != 0:
+			return toolText(true, "error: "+err.Error()), nil
 		case err == nil:
 		case errors.Is(err, harness.ErrFinished):
 			return toolText(true, "error: the episode has ended; no more tool calls are taken"), nil
@@ -49,7 +56,7 @@ func (s *Server) mcpTool(se *session, name string) mcp.ToolHandler {
 			return nil, fmt.Errorf("rollcage: infrastructure fault running %s: %w", name, err)
 		}
 		out := res.Output
-		if res.Submit {
+		if res.Submitted {
 			out = "Submitted. The episode is over."
 		} else if res.ExitCode != 0 && name == monitor.ToolBash {
 			out += fmt.Sprintf("\n[exit code %d]", res.ExitCode)
@@ -68,4 +75,16 @@ func (s *Server) handleMCP(w http.ResponseWriter, r *http.Request, c caller) {
 		return
 	}
 	se.mcp.ServeHTTP(w, r)
+}
+
+// mcpRequestID is the call's id from its _meta (tool_call_id, the id in
+// the model's assistant message, or request_id): it names the call in the
+// trajectory and makes retries idempotent, as request_id does on /calls.
+func mcpRequestID(meta mcp.Meta) string {
+	for _, k := range []string{"tool_call_id", "request_id"} {
+		if v, ok := meta[k].(string); ok && v != "" {
+			return v
+		}
+	}
+	return ""
 }

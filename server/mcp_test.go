@@ -73,7 +73,7 @@ func TestMCP(t *testing.T) {
 		}
 	}
 	slices.Sort(names)
-	if diff := cmp.Diff([]string{"bash", "edit", "list_dir", "read_file", "submit", "write_file"}, names); diff != "" {
+	if diff := cmp.Diff([]string{"bash", "edit", "execute_bash", "list_dir", "read_file", "str_replace_editor", "submit", "write_file"}, names); diff != "" {
 		t.Errorf("tools (-want +got):\n%s", diff)
 	}
 

@@ -75,6 +75,8 @@ type session struct {
 	mcp     http.Handler
 	lastUse atomic.Int64 // unix nanos
 
+	reqs requests // calls by request id
+
 	// ended is closed once the episode has ended (graded or closed).
 	ended   chan struct{}
 	endOnce sync.Once
@@ -191,7 +193,9 @@ func randomHex(n int) string {
 }
 
 // ServeHTTP serves the API.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mux.ServeHTTP(&jsonErrors{ResponseWriter: w}, r)
+}
 
 // Serve accepts connections on ln until Shutdown. It returns
 // http.ErrServerClosed after a Shutdown.

@@ -38,6 +38,16 @@ var toolDefs = []ToolFunction{
 		json.RawMessage(`{"type":"object","properties":{"message":{"type":"string","description":"optional note on what you changed"}},"additionalProperties":false}`)},
 }
 
+// foreignToolDefs are tools of other harnesses' vocabularies the MCP
+// endpoint also takes (OpenHands and SWE-agent name them so), mapped by
+// monitor.FromForeign; /calls takes every name it maps.
+var foreignToolDefs = []ToolFunction{
+	{"execute_bash", "OpenHands' name for bash: run a command in the persistent shell.",
+		json.RawMessage(`{"type":"object","properties":{"command":{"type":"string"},"timeout":{"type":"number"},"is_input":{"type":"string"}},"required":["command"]}`)},
+	{"str_replace_editor", "OpenHands' and SWE-agent's file editor: view, create, str_replace, insert.",
+		json.RawMessage(`{"type":"object","properties":{"command":{"type":"string","enum":["view","create","str_replace","insert","undo_edit"]},"path":{"type":"string"},"file_text":{"type":"string"},"old_str":{"type":"string"},"new_str":{"type":"string"},"insert_line":{"type":"integer"},"view_range":{"type":"array","items":{"type":"integer"}}},"required":["command","path"]}`)},
+}
+
 // Tools returns the tools in OpenAI's format, for the trainer to offer
 // its model.
 func Tools() []Tool {
