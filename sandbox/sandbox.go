@@ -28,6 +28,10 @@ var (
 	// ErrRefused: a file operation failed for a reason of the caller's own
 	// making (see PathError): an answer for the policy, not a fault.
 	ErrRefused = errors.New("refused by the sandbox")
+	// ErrUnsupported: the backend cannot do this (a Fork on a backend
+	// without one, or on an engine setup it cannot fork on). The message
+	// says what it needs.
+	ErrUnsupported = errors.New("not supported by this sandbox backend")
 )
 
 // Kinds of PathError.
@@ -97,8 +101,42 @@ type Sandbox interface {
 	// Snapshot commits the sandbox's filesystem to an image reference and
 	// returns the image id.
 	Snapshot(ctx context.Context, ref string) (string, error)
+	// Fork makes n new sandboxes whose filesystem is this one's at one
+	// instant and whose shell sessions start from this one's state (cwd,
+	// exported variables, functions, shell options). The parent is frozen
+	// only while its changes are copied and goes on afterwards. Running
+	// processes are not carried (ForkResult.NotCarried lists them). The
+	// children have the parent's spec (limits, labels, lease) under their
+	// own episode ids; closing them is the caller's business. Do not run a
+	// call in the parent while it forks. A backend that cannot fork
+	// returns an error wrapping ErrUnsupported.
+	Fork(ctx context.Context, n int) (ForkResult, error)
 	// Close stops and removes the sandbox and its host-side state. Idempotent.
 	Close(ctx context.Context) error
+}
+
+// MaxFork bounds the children of one Fork call.
+const MaxFork = 64
+
+// ForkResult is what a Fork made.
+type ForkResult struct {
+	// Children are the new sandboxes, in order. Their episode ids are the
+	// parent's with "/fork-<k>" appended (k from 1) unless the caller
+	// renames them in its own records.
+	Children []Sandbox `json:"-"`
+	// Paused is how long the parent was frozen.
+	Paused time.Duration `json:"paused_ns"`
+	// Duration is the whole fork, until every child was ready.
+	Duration time.Duration `json:"duration_ns"`
+	// ChangedBytes is the size of the parent's changes copied into each
+	// child (its writable layer: files it wrote, not the image).
+	ChangedBytes int64 `json:"changed_bytes"`
+	// Sessions are the shell sessions whose state the children got.
+	Sessions []string `json:"sessions,omitempty"`
+	// NotCarried are the command lines of the sandbox user's processes
+	// running in the parent at the fork (servers, jobs left in the
+	// background): the children do not have them.
+	NotCarried []string `json:"not_carried,omitempty"`
 }
 
 // Network modes of a Spec.

@@ -99,6 +99,10 @@ func (s *fakeSandbox) CopyOut(ctx context.Context, p string) (io.ReadCloser, err
 	return nil, fmt.Errorf("fake copy out: %w", sandbox.ErrNotFound)
 }
 
+func (s *fakeSandbox) Fork(ctx context.Context, n int) (sandbox.ForkResult, error) {
+	return sandbox.ForkResult{}, fmt.Errorf("fake fork: %w", sandbox.ErrUnsupported)
+}
+
 func (s *fakeSandbox) Snapshot(ctx context.Context, ref string) (string, error) {
 	return "", fmt.Errorf("fake snapshot: %w", sandbox.ErrNotFound)
 }

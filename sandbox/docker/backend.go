@@ -307,25 +307,46 @@ func (b *Backend) checkOpen(op string) error {
 // start creates, starts and connects a container for spec, inside the
 // admission bound. The caller holds an alive slot.
 func (b *Backend) start(ctx context.Context, spec sandbox.Spec, warm bool) (*container, error) {
+	release, err := b.admit(ctx, spec.EpisodeID)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	c, p, err := b.createContainer(ctx, spec, warm)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.launch(ctx, c, spec, p); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// admit waits for a creation slot under MaxCreating; release frees it.
+func (b *Backend) admit(ctx context.Context, episode string) (release func(), err error) {
 	if err := b.creating.Acquire(ctx, 1); err != nil {
-		return nil, fmt.Errorf("docker: create %s: waiting for admission (MaxCreating %d): %w", spec.EpisodeID, b.cfg.MaxCreating, err)
+		return nil, fmt.Errorf("docker: create %s: waiting for admission (MaxCreating %d): %w", episode, b.cfg.MaxCreating, err)
 	}
 	b.nCreating.Add(1)
 	if b.onCreating != nil {
 		b.onCreating(1)
 	}
-	defer func() {
+	return func() {
 		if b.onCreating != nil {
 			b.onCreating(-1)
 		}
 		b.nCreating.Add(-1)
 		b.creating.Release(1)
-	}()
+	}, nil
+}
 
+// createContainer creates (but does not start) a container for spec and
+// its run dir.
+func (b *Backend) createContainer(ctx context.Context, spec sandbox.Spec, warm bool) (*container, createParams, error) {
 	token := randomToken()
 	runDir := filepath.Join(b.cfg.StateDir, b.self.dirName(token))
 	if err := os.Mkdir(runDir, 0o700); err != nil {
-		return nil, fmt.Errorf("docker: create %s: run dir: %w", spec.EpisodeID, err)
+		return nil, createParams{}, fmt.Errorf("docker: create %s: run dir: %w", spec.EpisodeID, err)
 	}
 	labels := make(map[string]string, len(spec.Labels)+8)
 	maps.Copy(labels, spec.Labels) // ours win: the reaper depends on them
@@ -374,34 +395,40 @@ func (b *Backend) start(ctx context.Context, spec sandbox.Spec, warm bool) (*con
 	if err != nil {
 		os.RemoveAll(runDir)
 		if cerrdefs.IsNotFound(err) {
-			return nil, fmt.Errorf("docker: create %s: image %s not found locally: run 'make images': %w", spec.EpisodeID, spec.Image, sandbox.ErrImageMissing)
+			return nil, p, fmt.Errorf("docker: create %s: image %s not found locally: run 'make images': %w", spec.EpisodeID, spec.Image, sandbox.ErrImageMissing)
 		}
-		return nil, b.engineErr("create "+spec.EpisodeID, err)
+		return nil, p, b.engineErr("create "+spec.EpisodeID, err)
 	}
 	c.id = resp.ID
+	return c, p, nil
+}
+
+// launch starts a created container, connects to its agent and adds it to
+// the live set. On error c is torn down.
+func (b *Backend) launch(ctx context.Context, c *container, spec sandbox.Spec, p createParams) error {
 	if err := b.cli.ContainerStart(ctx, c.id, dcontainer.StartOptions{}); err != nil {
 		c.teardown(ctx)
-		return nil, b.engineErr("start "+name, err)
+		return b.engineErr("start "+c.nameNow(), err)
 	}
 	if err := c.connect(ctx, spec.Lease); err != nil {
 		c.teardown(ctx)
-		return nil, err
+		return err
 	}
 	if p.StorageSize == 0 && spec.Limits.DiskBytes > 0 {
 		if err := c.watchDisk(ctx, spec.Limits.DiskBytes); err != nil {
 			c.teardown(ctx)
-			return nil, err
+			return err
 		}
 	}
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
 		c.teardown(ctx)
-		return nil, fmt.Errorf("docker: create %s: backend closed: %w", spec.EpisodeID, sandbox.ErrClosed)
+		return fmt.Errorf("docker: create %s: backend closed: %w", spec.EpisodeID, sandbox.ErrClosed)
 	}
 	b.live[c] = struct{}{}
 	b.mu.Unlock()
-	return c, nil
+	return nil
 }
 
 // forget drops c from the live set and frees its slot; c.Close calls it

@@ -35,9 +35,11 @@ type container struct {
 	agent  *agent.Client // set by connect, then never changed
 	disk   *diskWatch    // set by watchDisk at start, then never changed; nil when the engine enforces the limit
 
-	mu   sync.Mutex
-	name string       // guarded by mu; changes when a warm container is handed out
-	log  *slog.Logger // guarded by mu; rescoped to the episode at hand-out
+	mu       sync.Mutex
+	name     string          // guarded by mu; changes when a warm container is handed out
+	log      *slog.Logger    // guarded by mu; rescoped to the episode at hand-out
+	spec     sandbox.Spec    // guarded by mu; the episode's resolved spec, set by configure
+	sessions map[string]bool // guarded by mu; session names the host used (Fork restores them)
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -132,6 +134,9 @@ func (c *container) configure(ctx context.Context, spec sandbox.Spec) error {
 	if err != nil {
 		return fmt.Errorf("docker: configure %s: %w", c.nameNow(), err)
 	}
+	c.mu.Lock()
+	c.spec = spec
+	c.mu.Unlock()
 	return nil
 }
 
@@ -151,6 +156,7 @@ func (c *container) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.
 	if c.closed.Load() {
 		return sandbox.ExecResult{}, c.errClosed("exec")
 	}
+	c.recordSession(req.Session)
 	var res sandbox.ExecResult
 	var err error
 	if c.disk != nil {

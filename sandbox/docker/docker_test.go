@@ -37,7 +37,7 @@ func TestConformance(t *testing.T) {
 	cli := testClient(t)
 	sandboxtest.Run(t, func(t *testing.T) sandbox.Backend {
 		return newTestBackend(t, Config{})
-	}, sandboxtest.Options{Image: testImage(), RemoveImage: removeImage(cli)})
+	}, sandboxtest.Options{Image: testImage(), RemoveImage: removeImage(cli), Fork: true, Labels: containerLabels(cli)})
 }
 
 func TestWarmPool(t *testing.T) {
@@ -248,11 +248,11 @@ func TestReaper(t *testing.T) {
 			t.Fatalf("child: %s", line)
 		}
 	}
-	if len(ids) != 2 {
-		t.Fatalf("child reported %d sandboxes, want 2", len(ids))
+	if len(ids) != 3 {
+		t.Fatalf("child reported %d sandboxes, want 3 (two created, one forked)", len(ids))
 	}
-	if entries, _ := os.ReadDir(stateDir); len(entries) != 2 {
-		t.Fatalf("%d run dirs before the kill, want 2", len(entries))
+	if entries, _ := os.ReadDir(stateDir); len(entries) != 3 {
+		t.Fatalf("%d run dirs before the kill, want 3", len(entries))
 	}
 	if err := cmd.Process.Signal(os.Kill); err != nil {
 		t.Fatal(err)

@@ -92,6 +92,17 @@ func newTestBackend(t testing.TB, cfg Config) *Backend {
 	return b
 }
 
+// containerLabels returns a sandbox's container labels (Options.Labels).
+func containerLabels(cli client.APIClient) func(ctx context.Context, sb sandbox.Sandbox) (map[string]string, error) {
+	return func(ctx context.Context, sb sandbox.Sandbox) (map[string]string, error) {
+		st, err := cli.ContainerInspect(ctx, sb.ID())
+		if err != nil {
+			return nil, err
+		}
+		return st.Config.Labels, nil
+	}
+}
+
 func removeImage(cli client.APIClient) func(ctx context.Context, ref string) error {
 	return func(ctx context.Context, ref string) error {
 		_, err := cli.ImageRemove(ctx, ref, image.RemoveOptions{Force: true, PruneChildren: true})
@@ -99,8 +110,8 @@ func removeImage(cli client.APIClient) func(ctx context.Context, ref string) err
 	}
 }
 
-// reaperChild creates two sandboxes, prints their ids and waits to be
-// killed: the victim of TestReaper.
+// reaperChild creates two sandboxes, forks the second once, prints the
+// three ids and waits to be killed: the victim of TestReaper.
 func reaperChild(stateDir string) int {
 	ctx := context.Background()
 	b, err := New(ctx, Config{StateDir: stateDir})
@@ -116,6 +127,14 @@ func reaperChild(stateDir string) int {
 			return 1
 		}
 		fmt.Fprintln(w, "ID", sb.ID())
+		if i == 1 {
+			res, err := sb.Fork(ctx, 1)
+			if err != nil {
+				fmt.Println("ERROR", err)
+				return 1
+			}
+			fmt.Fprintln(w, "ID", res.Children[0].ID())
+		}
 	}
 	fmt.Fprintln(w, "READY")
 	w.Flush()

@@ -28,6 +28,12 @@ type Options struct {
 	Image string
 	// RemoveImage, when set, removes an image the Snapshot test made.
 	RemoveImage func(ctx context.Context, ref string) error
+	// Fork says the backend forks: the fork cases run and must pass. When
+	// false, Fork must fail with sandbox.ErrUnsupported.
+	Fork bool
+	// Labels, when set, returns the backend's labels of a sandbox, so the
+	// fork cases can check that children carry the parent's.
+	Labels func(ctx context.Context, sb sandbox.Sandbox) (map[string]string, error)
 }
 
 // canaryPath is planted in the shared sandbox of a Run.
@@ -73,6 +79,11 @@ func Run(t *testing.T, newBackend func(t *testing.T) sandbox.Backend, opts Optio
 	}
 	t.Run("ForkBombContained", s.testForkBomb)
 	t.Run("Snapshot", s.testSnapshot)
+	if opts.Fork {
+		t.Run("Fork", s.testFork)
+	} else {
+		t.Run("ForkUnsupported", s.testForkUnsupported)
+	}
 	t.Run("Close", s.testClose)
 }
 

@@ -1,0 +1,353 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	dcontainer "github.com/docker/docker/api/types/container"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/rollcage/rollcage/sandbox"
+)
+
+// Bounds of a fork's own steps.
+const (
+	forkDumpTimeout = 10 * time.Second
+	forkDumpMax     = 4 << 20 // a session's dumped state, bytes
+	forkCopyLimit   = 4       // child layers copied at once
+)
+
+// dumpBash prints a script that brings a fresh bash session to this one's
+// state: exported variables (readonly ones and those bash maintains
+// itself left out), functions, shopt and set options. The working
+// directory comes from the call's result.
+const dumpBash = `{ builtin declare -px | grep -Ev '^declare -[^ ]*r|^declare -[^ ]* (PWD|OLDPWD|SHLVL|_)(=|$)'; builtin declare -f; builtin shopt -p; builtin set +o; } 2>/dev/null`
+
+// dumpSh is dumpBash for sh sessions: variables only.
+const dumpSh = `export -p 2>/dev/null`
+
+// recordSession notes a session name the host used, for Fork.
+func (c *container) recordSession(name string) {
+	if name == "" {
+		name = "default"
+	}
+	if strings.HasPrefix(name, "rollcage-") {
+		return // the host's own (disk watchdog, set-up)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sessions == nil {
+		c.sessions = map[string]bool{}
+	}
+	c.sessions[name] = true
+}
+
+// Fork copies the container's writable layer into n new containers of the
+// same image and spec. On overlay2 the layer is the UpperDir, copied on
+// the host (reflinked where the file system can) into each child's
+// UpperDir before the child starts, so whiteouts (deletions) and opaque
+// directories carry over as they are. The parent is paused only for the
+// first copy; the others are made from the first child's layer.
+func (c *container) Fork(ctx context.Context, n int) (sandbox.ForkResult, error) {
+	start := time.Now()
+	if c.closed.Load() {
+		return sandbox.ForkResult{}, c.errClosed("fork")
+	}
+	if n < 1 || n > sandbox.MaxFork {
+		return sandbox.ForkResult{}, fmt.Errorf("sandbox %s: fork: n = %d: ask for 1 to %d children", c.nameNow(), n, sandbox.MaxFork)
+	}
+	if err := c.b.checkOpen("fork"); err != nil {
+		return sandbox.ForkResult{}, err
+	}
+	c.mu.Lock()
+	spec := c.spec
+	sessions := slices.Sorted(maps.Keys(c.sessions))
+	c.mu.Unlock()
+
+	upper, err := c.upperDir(ctx)
+	if err != nil {
+		return sandbox.ForkResult{}, c.wrap("fork", err)
+	}
+	scripts, err := c.dumpSessions(ctx, sessions)
+	if err != nil {
+		return sandbox.ForkResult{}, c.wrap("fork", err)
+	}
+	notCarried := c.backgroundProcesses(ctx)
+
+	kids, err := c.b.createChildren(ctx, spec, n)
+	if err != nil {
+		return sandbox.ForkResult{}, c.wrap("fork", err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			for _, k := range kids {
+				k.c.teardown(ctx)
+				c.b.releaseAlive()
+			}
+		}
+	}()
+
+	paused, err := c.copyPaused(ctx, upper, kids[0].upper)
+	if err != nil {
+		return sandbox.ForkResult{}, c.wrap("fork", err)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(forkCopyLimit)
+	for _, k := range kids[1:] {
+		g.Go(func() error { return copyLayer(gctx, kids[0].upper, k.upper) })
+	}
+	if err := g.Wait(); err != nil {
+		return sandbox.ForkResult{}, c.wrap("fork", err)
+	}
+	changed, _ := usage(kids[0].upper)
+
+	// From here startChild owns each child: on error it leaves neither the
+	// container nor its slot.
+	ok = true
+	children := make([]sandbox.Sandbox, n)
+	g, gctx = errgroup.WithContext(ctx)
+	for i, k := range kids {
+		g.Go(func() error {
+			if err := c.b.startChild(gctx, k, scripts); err != nil {
+				return err
+			}
+			children[i] = k.c
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		for _, ch := range children {
+			if ch != nil {
+				ch.Close(ctx)
+			}
+		}
+		return sandbox.ForkResult{}, c.wrap("fork", err)
+	}
+	res := sandbox.ForkResult{
+		Children:     children,
+		Paused:       paused,
+		Duration:     time.Since(start),
+		ChangedBytes: changed,
+		Sessions:     sessions,
+		NotCarried:   notCarried,
+	}
+	c.logger().Info("sandbox forked", "children", n, "paused", paused, "changed_bytes", changed, "duration", res.Duration)
+	return res, nil
+}
+
+// upperDir is the container's writable layer on the host, or an error
+// wrapping ErrUnsupported saying what a fork needs.
+func (c *container) upperDir(ctx context.Context) (string, error) {
+	st, err := c.b.cli.ContainerInspect(ctx, c.id)
+	if err != nil {
+		return "", c.b.engineErr("inspect", err)
+	}
+	return layerDir(st)
+}
+
+func layerDir(st dcontainer.InspectResponse) (string, error) {
+	upper := ""
+	if st.GraphDriver.Data != nil {
+		upper = st.GraphDriver.Data["UpperDir"]
+	}
+	if upper == "" {
+		return "", fmt.Errorf("storage driver %q shows no writable layer (UpperDir): fork needs Docker's overlay2 driver: %w", st.GraphDriver.Name, sandbox.ErrUnsupported)
+	}
+	if _, err := os.Stat(upper); err != nil {
+		return "", fmt.Errorf("the writable layer %s cannot be read from here: run rollcage as root on the Docker host to fork: %w (%v)", upper, sandbox.ErrUnsupported, err)
+	}
+	return upper, nil
+}
+
+// dumpSessions returns, per session, the script that restores its state.
+func (c *container) dumpSessions(ctx context.Context, sessions []string) (map[string]string, error) {
+	scripts := make(map[string]string, len(sessions))
+	for _, name := range sessions {
+		req := sandbox.ExecRequest{Session: name, Command: dumpBash, Timeout: forkDumpTimeout, MaxOutput: forkDumpMax}
+		res, err := c.agent.Exec(ctx, req)
+		if err == nil && res.Shell == "sh" {
+			req.Command = dumpSh
+			res, err = c.agent.Exec(ctx, req)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("dump session %q: %w", name, err)
+		}
+		if res.Truncated || res.Stopped != sandbox.StopNone {
+			return nil, fmt.Errorf("dump session %q: its state is over %d bytes or did not finish (%s): unset large variables before forking", name, forkDumpMax, res.Stopped)
+		}
+		cd := "cd"
+		if res.Shell != "sh" {
+			cd = "builtin cd"
+		}
+		script := res.Output
+		if res.Cwd != "" {
+			script = cd + " -- " + shellQuote(res.Cwd) + " 2>/dev/null\n" + script
+		}
+		scripts[name] = script
+	}
+	return scripts, nil
+}
+
+// backgroundProcesses lists the sandbox user's processes other than the
+// sessions' shells: what a fork does not carry. Best effort: nil when the
+// engine cannot list them.
+func (c *container) backgroundProcesses(ctx context.Context) []string {
+	top, err := c.b.cli.ContainerTop(ctx, c.id, []string{"-o", "pid,uid,args"})
+	if err != nil {
+		c.logger().Warn("fork: listing the parent's processes", "err", err)
+		return nil
+	}
+	iu, ia := slices.Index(top.Titles, "UID"), slices.Index(top.Titles, "COMMAND")
+	if iu < 0 || ia < 0 {
+		return nil
+	}
+	var out []string
+	for _, p := range top.Processes {
+		if len(p) <= max(iu, ia) || p[iu] != strings.Split(sandboxUser, ":")[0] {
+			continue
+		}
+		if strings.HasSuffix(p[ia], "/dev/fd/3") {
+			continue // a session's shell
+		}
+		out = append(out, p[ia])
+	}
+	return out
+}
+
+// copyPaused freezes the parent, copies its layer to dst and thaws it,
+// returning how long it was frozen.
+func (c *container) copyPaused(ctx context.Context, src, dst string) (time.Duration, error) {
+	t0 := time.Now()
+	if err := c.b.cli.ContainerPause(ctx, c.id); err != nil {
+		return 0, c.b.engineErr("pause", err)
+	}
+	cerr := copyLayer(ctx, src, dst)
+	// Thaw even when ctx is done: a parent left frozen would hang its episode.
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
+	defer cancel()
+	uerr := c.b.cli.ContainerUnpause(uctx, c.id)
+	paused := time.Since(t0)
+	if uerr != nil {
+		return paused, errors.Join(cerr, c.b.engineErr("unpause", uerr))
+	}
+	return paused, cerr
+}
+
+// copyLayer copies an overlay upper directory into another, keeping
+// owners, modes, xattrs (opaque directories) and whiteout devices, with
+// reflinks where the file system has them.
+func copyLayer(ctx context.Context, src, dst string) error {
+	out, err := exec.CommandContext(ctx, "cp", "-a", "--reflink=auto", "--", src+"/.", dst+"/").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("copy the writable layer: %w: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// child is a fork's container, created but not started.
+type child struct {
+	c     *container
+	spec  sandbox.Spec
+	p     createParams
+	upper string
+}
+
+// createChildren creates n stopped containers for spec (one alive slot
+// each). On error none is left.
+func (b *Backend) createChildren(ctx context.Context, spec sandbox.Spec, n int) ([]child, error) {
+	kids := make([]child, n)
+	g, gctx := errgroup.WithContext(ctx)
+	for i := range kids {
+		cs := spec
+		cs.EpisodeID = spec.EpisodeID + ".fork" + strconv.Itoa(i+1)
+		g.Go(func() error {
+			if err := b.acquireAlive(gctx); err != nil {
+				return fmt.Errorf("create %s: waiting for a free slot (MaxAlive %d): %w", cs.EpisodeID, b.cfg.MaxAlive, err)
+			}
+			release, err := b.admit(gctx, cs.EpisodeID)
+			if err != nil {
+				b.releaseAlive()
+				return err
+			}
+			defer release()
+			k, p, err := b.createContainer(gctx, cs, false)
+			if err != nil {
+				b.releaseAlive()
+				return err
+			}
+			st, err := b.cli.ContainerInspect(gctx, k.id)
+			if err == nil {
+				kids[i].upper, err = layerDir(st)
+			} else {
+				err = b.engineErr("inspect "+k.nameNow(), err)
+			}
+			kids[i].c, kids[i].spec, kids[i].p = k, cs, p
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		for _, k := range kids {
+			if k.c != nil {
+				k.c.teardown(ctx)
+				b.releaseAlive()
+			}
+		}
+		return nil, err
+	}
+	return kids, nil
+}
+
+// startChild starts a child, configures it with the parent's spec and
+// replays the parent's sessions into it.
+func (b *Backend) startChild(ctx context.Context, k child, scripts map[string]string) error {
+	release, err := b.admit(ctx, k.spec.EpisodeID)
+	if err != nil {
+		k.c.teardown(ctx)
+		b.releaseAlive()
+		return err
+	}
+	err = b.launch(ctx, k.c, k.spec, k.p) // tears k.c down on error
+	release()
+	if err != nil {
+		b.releaseAlive()
+		return err
+	}
+	if err := k.c.restore(ctx, k.spec, scripts); err != nil {
+		k.c.Close(ctx) // live now: Close frees the slot
+		return err
+	}
+	k.c.logger().Info("sandbox created by fork", "id", k.c.shortID())
+	return nil
+}
+
+// restore configures a fork's child and replays the parent's sessions.
+func (c *container) restore(ctx context.Context, spec sandbox.Spec, scripts map[string]string) error {
+	if err := c.configure(ctx, spec); err != nil {
+		return err
+	}
+	for _, name := range slices.Sorted(maps.Keys(scripts)) {
+		res, err := c.agent.Exec(ctx, sandbox.ExecRequest{Session: name, Command: scripts[name], Timeout: forkDumpTimeout})
+		if err != nil {
+			return fmt.Errorf("restore session %q in %s: %w", name, c.nameNow(), err)
+		}
+		if res.Stopped != sandbox.StopNone {
+			return fmt.Errorf("restore session %q in %s: stopped (%s)", name, c.nameNow(), res.Stopped)
+		}
+		c.recordSession(name)
+	}
+	return nil
+}
+
+// shellQuote quotes s for any POSIX shell.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

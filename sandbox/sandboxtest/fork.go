@@ -1,0 +1,163 @@
+package sandboxtest
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rollcage/rollcage/sandbox"
+)
+
+// forkLabel is a label of the forked parent every child must carry.
+const forkLabel = "rollcage.test/fork"
+
+// testForkUnsupported: a backend that says it cannot fork says so with
+// ErrUnsupported, not some other failure.
+func (s *suite) testForkUnsupported(t *testing.T) {
+	sb := s.create(t, sandbox.Spec{EpisodeID: "conformance-nofork"})
+	res, err := sb.Fork(t.Context(), 1)
+	if !errors.Is(err, sandbox.ErrUnsupported) {
+		t.Fatalf("Fork on a backend without fork: err %v, want one wrapping sandbox.ErrUnsupported", err)
+	}
+	if len(res.Children) != 0 {
+		t.Fatalf("a failed Fork returned %d children", len(res.Children))
+	}
+}
+
+// testFork forks a parent that changed files, sessions and left a process
+// in the background, then checks every child and their isolation.
+func (s *suite) testFork(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	spec := sandbox.Spec{
+		EpisodeID: "conformance-fork",
+		Limits:    sandbox.Limits{MemoryBytes: 768 << 20, Pids: 300},
+		Labels:    map[string]string{forkLabel: "yes"},
+	}
+	parent := s.create(t, spec)
+	if err := parent.WriteFile(ctx, "/workspace/written.txt", []byte("before the fork\n"), 0o644); err != nil {
+		t.Fatalf("WriteFile: %v", err)
+	}
+	sh(t, parent, `mkdir -p /workspace/sub/deep && seq 1 2000 > /workspace/sub/deep/numbers && ln -s deep/numbers /workspace/sub/link && rm ~/.bash_logout`)
+	set := run(t, parent, sandbox.ExecRequest{Command: `cd /workspace/sub && export FORK_VAR="a 'b' c" && fork_fn() { echo "fn-$1"; } && shopt -s extglob && set -o pipefail && { sleep 300 >/dev/null 2>&1 & }`})
+	if set.ExitCode != 0 {
+		t.Fatalf("set-up: exit %d: %s", set.ExitCode, set.Output)
+	}
+	run(t, parent, sandbox.ExecRequest{Session: "other", Command: `cd /tmp && export OTHER_VAR=7`})
+	limitsCmd := `cat /sys/fs/cgroup/memory.max /sys/fs/cgroup/pids.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/pids/pids.max`
+	parentLimits := sh(t, parent, limitsCmd)
+
+	const n = 3
+	res, err := parent.Fork(ctx, n)
+	if err != nil {
+		t.Fatalf("Fork(%d): %v", n, err)
+	}
+	for _, c := range res.Children {
+		t.Cleanup(func() {
+			if err := c.Close(context.Background()); err != nil {
+				t.Errorf("Close(child %s): %v", c.ID(), err)
+			}
+		})
+	}
+	if len(res.Children) != n {
+		t.Fatalf("Fork(%d) returned %d children", n, len(res.Children))
+	}
+	if res.Paused <= 0 || res.Duration < res.Paused {
+		t.Errorf("Fork: paused %v, duration %v: want 0 < paused <= duration", res.Paused, res.Duration)
+	}
+	if res.ChangedBytes < 8000 {
+		t.Errorf("Fork: ChangedBytes %d, want at least the ~9 kB written", res.ChangedBytes)
+	}
+	if !slices.Contains(res.Sessions, "default") || !slices.Contains(res.Sessions, "other") {
+		t.Errorf("Fork: sessions %v, want default and other", res.Sessions)
+	}
+	if !slices.ContainsFunc(res.NotCarried, func(c string) bool { return strings.Contains(c, "sleep 300") }) {
+		t.Errorf("Fork: NotCarried %q does not list the background sleep", res.NotCarried)
+	}
+	ids := map[string]bool{parent.ID(): true}
+	for _, c := range res.Children {
+		if ids[c.ID()] {
+			t.Fatalf("child id %s is not new", c.ID())
+		}
+		ids[c.ID()] = true
+	}
+
+	for i, c := range res.Children {
+		checks := []struct{ cmd, want string }{
+			{"cat /workspace/written.txt", "before the fork"},
+			{"wc -l < /workspace/sub/deep/numbers", "2000"},
+			{"readlink /workspace/sub/link", "deep/numbers"},
+			{"test -e ~/.bash_logout && echo present || echo deleted", "deleted"},
+			{"test -e ~/.bashrc && echo present", "present"},
+			{"pwd", "/workspace/sub"},
+			{`echo "$FORK_VAR"`, "a 'b' c"},
+			{`bash -c 'echo "$FORK_VAR"'`, "a 'b' c"},
+			{"fork_fn x", "fn-x"},
+			{"shopt -q extglob && [[ -o pipefail ]] && echo on", "on"},
+			{"id -u", "1000"},
+			{"pgrep -f 'sleep 300' || echo none", "none"},
+			{limitsCmd, parentLimits},
+		}
+		for _, ck := range checks {
+			if got := sh(t, c, ck.cmd); got != ck.want {
+				t.Errorf("child %d: %s = %q, want %q", i+1, ck.cmd, got, ck.want)
+			}
+		}
+		other := run(t, c, sandbox.ExecRequest{Session: "other", Command: `echo "$PWD $OTHER_VAR"`})
+		if got := strings.TrimSpace(other.Output); got != "/tmp 7" {
+			t.Errorf("child %d: session other = %q, want %q", i+1, got, "/tmp 7")
+		}
+		if s.opts.Labels != nil {
+			labels, err := s.opts.Labels(ctx, c)
+			if err != nil {
+				t.Fatalf("Labels(child %d): %v", i+1, err)
+			}
+			if labels[forkLabel] != "yes" {
+				t.Errorf("child %d: label %s = %q, want the parent's %q", i+1, forkLabel, labels[forkLabel], "yes")
+			}
+		}
+	}
+
+	// Isolation: a write in one child is in no other nor the parent; the
+	// parent goes on and its later writes reach no child.
+	sh(t, res.Children[0], "echo mine > /workspace/only-child1 && echo changed > /workspace/written.txt")
+	sh(t, parent, "echo later > /workspace/parent-after")
+	for name, sb := range map[string]sandbox.Sandbox{"parent": parent, "child 2": res.Children[1], "child 3": res.Children[2]} {
+		if got := sh(t, sb, "cat /workspace/only-child1 2>/dev/null || echo absent"); got != "absent" {
+			t.Errorf("%s sees child 1's file: %q", name, got)
+		}
+		if got := sh(t, sb, "cat /workspace/written.txt"); got != "before the fork" {
+			t.Errorf("%s sees child 1's overwrite: %q", name, got)
+		}
+	}
+	for i, c := range res.Children {
+		if got := sh(t, c, "cat /workspace/parent-after 2>/dev/null || echo absent"); got != "absent" {
+			t.Errorf("child %d sees the parent's later write: %q", i+1, got)
+		}
+	}
+	// The parent is running again, its state untouched by the dump.
+	if got := sh(t, parent, `echo "$PWD $FORK_VAR"; pgrep -f 'sleep 300' >/dev/null && echo alive`); got != "/workspace/sub a 'b' c\nalive" {
+		t.Errorf("parent after the fork: %q", got)
+	}
+	// A child forks in turn.
+	grand, err := res.Children[1].Fork(ctx, 1)
+	if err != nil {
+		t.Fatalf("Fork of a child: %v", err)
+	}
+	defer grand.Children[0].Close(context.Background())
+	if got := sh(t, grand.Children[0], "cat /workspace/written.txt; pwd"); got != "before the fork\n/workspace/sub" {
+		t.Errorf("grandchild: %q", got)
+	}
+
+	if _, err := parent.Fork(ctx, 0); err == nil {
+		t.Error("Fork(0) succeeded, want an error")
+	}
+	closed := s.create(t, sandbox.Spec{EpisodeID: "conformance-fork-closed"})
+	closed.Close(ctx)
+	if _, err := closed.Fork(ctx, 1); !errors.Is(err, sandbox.ErrClosed) {
+		t.Errorf("Fork after Close: %v, want ErrClosed", err)
+	}
+}
