@@ -31,6 +31,7 @@ func AbandonStored(ctx context.Context, st *trajectory.Store, id, why string) (b
 		step    int
 		started bool
 		group   string
+		taskID  string
 	)
 	err = st.Read(ctx, id, 0, func(ev trajectory.Event) error {
 		seg, step = max(seg, ev.Segment), max(step, ev.Step)
@@ -41,7 +42,7 @@ func AbandonStored(ctx context.Context, st *trajectory.Store, id, why string) (b
 			if err := ev.Decode(&es); err != nil {
 				return err
 			}
-			group = es.GroupID
+			group, taskID = es.GroupID, es.TaskID
 		case trajectory.TypeModelTurn:
 			counts.Turns++
 		case trajectory.TypeToolCall:
@@ -82,7 +83,7 @@ func AbandonStored(ctx context.Context, st *trajectory.Store, id, why string) (b
 	end := trajectory.EpisodeEnd{
 		Hacked: hacked, Label: trajectory.EpisodeLabel(hacked, unconf),
 		FailureClass: FailureInfrastructure, Reason: ReasonAbandoned + ": " + why, Counts: counts,
-		GroupID: group,
+		TaskID: taskID, GroupID: group,
 	}
 	ev, err := trajectory.NewEvent(id, seg, step, trajectory.TypeEpisodeEnd, end)
 	if err != nil {

@@ -473,7 +473,7 @@ func (e *Episode) emitEnd(o Outcome) error {
 		Resolved: o.Resolved, Reward: o.Reward, Hacked: o.Hacked, Label: o.Label, FailureClass: o.FailureClass, Reason: o.Reason,
 		Counts: trajectory.Counts{Turns: e.turnsNow(), ToolCalls: o.Steps, Flagged: o.Flagged, Unconfirmed: o.Unconfirmed, Blocked: o.Blocked,
 			Rewritten: o.Rewritten, Segments: o.Segments, Tokens: o.Tokens},
-		DurationMS: o.Duration.Milliseconds(), GroupID: e.meta.GroupID,
+		DurationMS: o.Duration.Milliseconds(), TaskID: e.task.ID, GroupID: e.meta.GroupID,
 	}
 	if o.Error != "" {
 		end.Reason = o.Reason + ": " + o.Error

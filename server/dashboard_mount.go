@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"crypto/subtle"
 	"net/http"
 	"time"
@@ -11,15 +12,17 @@ import (
 const dashboardCookie = "rollcage_admin"
 
 // mountDashboard serves the live dashboard at /dashboard/ to the admin.
-// Open /dashboard/?token=ADMIN_TOKEN once: the token moves into an
+// Open /dashboard/?access_token=ADMIN_TOKEN once: the token moves into an
 // HttpOnly, SameSite=Strict cookie scoped to /dashboard and the URL is
 // cleaned; later requests (the page's fetches and WebSockets) carry it.
 func (s *Server) mountDashboard(m *http.ServeMux) {
 	dash := http.StripPrefix("/dashboard", NewDashboard(DashboardConfig{Hub: s.hub, List: StoreLister(s.cfg.Store), Logger: s.cfg.Logger}))
 	m.HandleFunc("/dashboard/", func(w http.ResponseWriter, r *http.Request) {
-		if tok := r.URL.Query().Get("token"); tok != "" {
+		// access_token, the one query parameter of the token convention
+		// (token: its older name).
+		if tok := cmp.Or(r.URL.Query().Get("access_token"), r.URL.Query().Get("token")); tok != "" {
 			if !s.isAdmin(tok) {
-				writeError(w, http.StatusUnauthorized, "dashboard: wrong admin token in ?token=")
+				writeError(w, http.StatusUnauthorized, "dashboard: wrong admin token in ?access_token=")
 				return
 			}
 			http.SetCookie(w, &http.Cookie{Name: dashboardCookie, Value: tok, Path: "/dashboard", HttpOnly: true,
@@ -32,7 +35,7 @@ func (s *Server) mountDashboard(m *http.ServeMux) {
 			tok = c.Value
 		}
 		if !s.isAdmin(tok) {
-			writeError(w, http.StatusUnauthorized, "dashboard: admin only; open /dashboard/?token=<admin token>")
+			writeError(w, http.StatusUnauthorized, "dashboard: admin only; open /dashboard/?access_token=<admin token>")
 			return
 		}
 		dash.ServeHTTP(w, r)

@@ -30,7 +30,7 @@ func TestDashboardMount(t *testing.T) {
 		return resp.StatusCode, string(b)
 	}
 	plain := &http.Client{}
-	if code, body := get(plain, "/dashboard/", ""); code != http.StatusUnauthorized || !strings.Contains(body, "open /dashboard/?token=") {
+	if code, body := get(plain, "/dashboard/", ""); code != http.StatusUnauthorized || !strings.Contains(body, "open /dashboard/?access_token=") {
 		t.Errorf("no token: %d %s", code, body)
 	}
 	if code, _ := get(plain, "/dashboard/?token=wrong", ""); code != http.StatusUnauthorized {
@@ -44,7 +44,7 @@ func TestDashboardMount(t *testing.T) {
 	}
 	jar, _ := cookiejar.New(nil)
 	browser := &http.Client{Jar: jar}
-	code, body := get(browser, "/dashboard/?token="+testAdmin, "")
+	code, body := get(browser, "/dashboard/?access_token="+testAdmin, "")
 	if code != http.StatusOK || !strings.Contains(strings.ToLower(body), "<html") {
 		t.Fatalf("admin via ?token=: %d %.200s", code, body)
 	}

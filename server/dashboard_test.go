@@ -141,6 +141,20 @@ func TestDashboardInChromium(t *testing.T) {
 		dashDecision(t, "lru-0", 2, "git show e418fd0", true),
 	)
 
+	// An episode that ended before the page loaded comes from the finished
+	// feed only: its decisions are not replayed.
+	const longID = "roman-0-with-a-very-long-episode-identifier-that-must-wrap-instead-of-clipping-the-table-aaaaaaaaaaaaaaaaaaaa"
+	l0, err := store.Log(longID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dashAppend(t, l0,
+		dashEvent(t, longID, 0, trajectory.TypeEpisodeStart, trajectory.EpisodeStart{TaskID: "roman"}),
+		dashDecision(t, longID, 1, "ls", false),
+		dashEvent(t, longID, 1, trajectory.TypeEpisodeEnd, trajectory.EpisodeEnd{TaskID: "roman", Resolved: true, Reward: 1,
+			Counts: trajectory.Counts{ToolCalls: 1}}),
+	)
+
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	actx, acancel := chromedp.NewExecAllocator(ctx,
@@ -169,7 +183,15 @@ func TestDashboardInChromium(t *testing.T) {
 	if err := chromedp.Do(bctx, chromedp.Navigate(srv.URL+"/dashboard/")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(`document.querySelectorAll("li.decision").length === 2`)
+	waitFor(`document.querySelectorAll("li.decision").length === 2 && document.querySelectorAll("#episodes tbody tr").length === 2`)
+	waitFor(`(document.querySelector('#tasks tr[data-task="roman"]') || {}).textContent === "roman11100%1.000"`)
+	if n, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll('li.decision[data-episode="`+longID+`"]').length`)); err != nil || n != 0 {
+		t.Errorf("the ended episode's decisions were replayed: %d (%v)", n, err)
+	}
+	fits, err := chromedp.Run(bctx, chromedp.Evaluate[bool](`document.querySelector("#episodes").getBoundingClientRect().right <= document.querySelector("#episodes").parentElement.getBoundingClientRect().right + 1 && document.documentElement.scrollWidth <= window.innerWidth`))
+	if err != nil || !fits {
+		t.Errorf("the episodes table is wider than its column (clipped): %v", err)
+	}
 	if got := text("c-hacks"); got != "1" {
 		t.Errorf("hacks = %s, want 1", got)
 	}
@@ -191,7 +213,8 @@ func TestDashboardInChromium(t *testing.T) {
 		dashDecision(t, "lru-0", 3, "python3 -m pytest -q", false),
 		dashEvent(t, "lru-0", 3, trajectory.TypeEpisodeEnd, trajectory.EpisodeEnd{Resolved: true, Hacked: true, Reward: 1}),
 	)
-	waitFor(`document.getElementById("c-calls").textContent === "3" && document.getElementById("c-live").textContent === "0"`)
+	waitFor(`document.getElementById("c-calls").textContent === "4" && document.getElementById("c-live").textContent === "0"`)
+	waitFor(`(document.querySelector('#tasks tr[data-task="lru"]') || {}).textContent === "lru11100%1.001"`)
 	if got := text("c-hacked-res"); got != "1" {
 		t.Errorf("hacked resolutions = %s, want 1", got)
 	}
@@ -202,5 +225,5 @@ func TestDashboardInChromium(t *testing.T) {
 	}
 	dashAppend(t, l2, dashEvent(t, "slugify-0", 0, trajectory.TypeEpisodeStart, trajectory.EpisodeStart{TaskID: "slugify"}),
 		dashDecision(t, "slugify-0", 1, "ls", false))
-	waitFor(`document.querySelectorAll("#episodes tbody tr").length === 2 && document.getElementById("c-calls").textContent === "4"`)
+	waitFor(`document.querySelectorAll("#episodes tbody tr").length === 3 && document.getElementById("c-calls").textContent === "5"`)
 }

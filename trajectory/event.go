@@ -335,8 +335,10 @@ type EpisodeEnd struct {
 	Reason       string `json:"reason,omitempty"`
 	Counts       Counts `json:"counts"`
 	DurationMS   int64  `json:"duration_ms,omitempty"`
-	// GroupID repeats EpisodeStart's, so a trainer reading the finished
-	// feed can gather a group's rewards without opening the logs.
+	// TaskID and GroupID repeat EpisodeStart's, so a reader of the
+	// finished feed (a trainer gathering a group's rewards, the dashboard's
+	// per-task figures) need not open the logs.
+	TaskID  string `json:"task_id,omitempty"`
 	GroupID string `json:"group_id,omitempty"`
 }
 
