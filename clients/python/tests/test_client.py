@@ -65,6 +65,19 @@ class ClientTest(unittest.TestCase):
         ids = [i for x in samples for i in (x.get("completion_token_ids")
                or [i for m in rollcage.policy_messages(x) for i in m["token_ids"]])]
         self.assertIn(1000, ids)
+        # Export parameters pass through: one sample per model turn, each
+        # with the scripted prompt ids, the turn's completion ids and a
+        # token-level view.
+        turns = ep.samples(granularity="turn")
+        self.assertEqual(len(turns), run["turns"])
+        view = rollcage.token_view(turns[0])
+        self.assertIsNotNone(view, turns[0])
+        self.assertEqual(view["prompt_ids"], [1])
+        self.assertEqual(view["response_ids"], [1000, 2000])
+        self.assertEqual(view["loss_mask"], [1, 1])
+        with self.assertRaises(rollcage.RollcageError) as cm:
+            ep.samples(granularity="bogus")
+        self.assertEqual(cm.exception.status, 400)
         with self.assertRaises(rollcage.RollcageError) as cm:
             ep.bash("ls")
         self.assertEqual(cm.exception.status, 409)
