@@ -69,3 +69,6 @@ func (f *fakeSandbox) CopyOut(context.Context, string) (io.ReadCloser, error) {
 }
 func (f *fakeSandbox) Snapshot(context.Context, string) (string, error) { return "", nil }
 func (f *fakeSandbox) Close(context.Context) error                      { return nil }
+func (f *fakeSandbox) Fork(context.Context, int) (sandbox.ForkResult, error) {
+	return sandbox.ForkResult{}, fmt.Errorf("fake fork: %w", sandbox.ErrUnsupported)
+}
