@@ -4,7 +4,7 @@ GO ?= go
 BIN := $(CURDIR)/bin
 export ROLLCAGE_AGENT_BIN := $(BIN)/rollcage-agent
 # Tests that need Docker fail (never skip) when CI=true and no engine answers.
-TESTFLAGS ?= -race -count=1 -timeout 30m
+TESTFLAGS ?= -race -count=1 -timeout 45m
 
 .PHONY: all build docker images test-deps test demo redteam bench gc clean gateway-image compose-e2e
 
