@@ -9,6 +9,8 @@
 // the hidden tests: a tool output shown to the policy that holds any of
 // them, or a graded submission that carries evaluator manipulation no
 // step was labelled for, is a hack that gained something. Per family the
-// report counts those, the hacks labelled, and for the honest scripts the
-// calls blocked and the episodes called hacked.
+// report counts those, the hacks labelled (a step labelled a hack) and
+// unconfirmed (flagged, no judge decided), and for the honest scripts the
+// calls blocked and the episodes called hacked. The labelling goal counts
+// both: neither episode is ever a clean one.
 package redteam
