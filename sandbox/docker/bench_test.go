@@ -276,3 +276,134 @@ func pss(procDir string) int64 {
 	}
 	return 0
 }
+
+// BenchmarkFork measures Fork of n children from a parent with mb MiB
+// written in its workspace (every child ready and its first command run),
+// the parent's pause, and side by side the cold creation of n fresh
+// sandboxes (what a tree rollout without fork starts from) and the same
+// plus replaying a 20-call prefix that writes the same data in each.
+// ROLLCAGE_BENCH_FORK_MB adds a size (e.g. 100).
+func BenchmarkFork(b *testing.B) {
+	sizes := []int{1, 10}
+	if v, err := strconv.Atoi(os.Getenv("ROLLCAGE_BENCH_FORK_MB")); err == nil && v > 0 {
+		sizes = append(sizes, v)
+	}
+	img := testImage()
+	bk := newTestBackend(b, Config{MaxCreating: 8})
+	ctx := b.Context()
+	ready := func(sb sandbox.Sandbox) error {
+		res, err := sb.Exec(ctx, sandbox.ExecRequest{Command: "test -d /workspace"})
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("first command: exit %d: %s", res.ExitCode, res.Output)
+		}
+		return err
+	}
+	closeAll := func(sbs []sandbox.Sandbox) {
+		var g errgroup.Group
+		for _, sb := range sbs {
+			g.Go(func() error { return sb.Close(ctx) })
+		}
+		g.Wait()
+	}
+	for _, mb := range sizes {
+		parent, err := bk.Create(ctx, sandbox.Spec{Image: img, EpisodeID: fmt.Sprintf("bench-fork-%dmb", mb)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		// mb files of 1 MiB each, in a few directories, plus a cwd and an
+		// exported variable to restore.
+		cmd := fmt.Sprintf(`mkdir -p /workspace/d && for i in $(seq 1 %d); do head -c 1048576 /dev/urandom > /workspace/d/f$i; done && cd /workspace/d && export BENCH=1`, mb)
+		if res, err := parent.Exec(ctx, sandbox.ExecRequest{Command: cmd, Timeout: 5 * time.Minute}); err != nil || res.ExitCode != 0 {
+			b.Fatalf("fill the parent: %v %+v", err, res)
+		}
+		for _, n := range []int{1, 4, 8} {
+			b.Run(fmt.Sprintf("changed=%dMB/n=%d/fork", mb, n), func(b *testing.B) {
+				var lat, paused latencies
+				b.StopTimer()
+				for i := 0; i < b.N; i++ {
+					b.StartTimer()
+					var res sandbox.ForkResult
+					lat.time(func() {
+						res, err = parent.Fork(ctx, n)
+						if err != nil {
+							b.Fatal(err)
+						}
+						var g errgroup.Group
+						for _, c := range res.Children {
+							g.Go(func() error { return ready(c) })
+						}
+						if err := g.Wait(); err != nil {
+							b.Fatal(err)
+						}
+					})
+					b.StopTimer()
+					paused = append(paused, res.Paused)
+					closeAll(res.Children)
+				}
+				b.ReportMetric(float64(lat.p(0.5).Milliseconds()), "p50-ms")
+				b.ReportMetric(float64(lat.p(0.99).Milliseconds()), "p99-ms")
+				b.ReportMetric(float64(paused.p(0.5).Milliseconds()), "paused-p50-ms")
+				b.ReportMetric(float64(paused.p(0.99).Milliseconds()), "paused-p99-ms")
+			})
+			for _, replay := range []int{0, 20} {
+				freshN(b, bk, mb, n, replay, ready, closeAll)
+			}
+		}
+		parent.Close(ctx)
+	}
+}
+
+// freshN is BenchmarkFork's baseline: n sandboxes created at once, each
+// then replaying a prefix of steps calls that write mb MiB between them.
+func freshN(b *testing.B, bk *Backend, mb, n, steps int, ready func(sandbox.Sandbox) error, closeAll func([]sandbox.Sandbox)) {
+	ctx := b.Context()
+	img := testImage()
+	name := "fresh"
+	if steps > 0 {
+		name = fmt.Sprintf("replay%d", steps)
+	}
+	prefix := func(sb sandbox.Sandbox) error {
+		for k := range steps {
+			cmd := fmt.Sprintf("mkdir -p /workspace/d && cd /workspace/d && export BENCH=1 && head -c %d /dev/urandom > p%d", mb<<20/steps, k)
+			res, err := sb.Exec(ctx, sandbox.ExecRequest{Command: cmd})
+			if err == nil && res.ExitCode != 0 {
+				err = fmt.Errorf("prefix step %d: exit %d: %s", k, res.ExitCode, res.Output)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	b.Run(fmt.Sprintf("changed=%dMB/n=%d/%s", mb, n, name), func(b *testing.B) {
+		var lat latencies
+		b.StopTimer()
+		for i := 0; i < b.N; i++ {
+			sbs := make([]sandbox.Sandbox, n)
+			b.StartTimer()
+			lat.time(func() {
+				var g errgroup.Group
+				for k := range sbs {
+					g.Go(func() error {
+						sb, err := bk.Create(ctx, sandbox.Spec{Image: img, EpisodeID: "bench-fresh"})
+						if err != nil {
+							return err
+						}
+						sbs[k] = sb
+						if err := ready(sb); err != nil {
+							return err
+						}
+						return prefix(sb)
+					})
+				}
+				if err := g.Wait(); err != nil {
+					b.Fatal(err)
+				}
+			})
+			b.StopTimer()
+			closeAll(sbs)
+		}
+		b.ReportMetric(float64(lat.p(0.5).Milliseconds()), "p50-ms")
+		b.ReportMetric(float64(lat.p(0.99).Milliseconds()), "p99-ms")
+	})
+}

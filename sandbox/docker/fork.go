@@ -81,6 +81,7 @@ func (c *container) Fork(ctx context.Context, n int) (sandbox.ForkResult, error)
 		return sandbox.ForkResult{}, c.wrap("fork", err)
 	}
 	notCarried := c.backgroundProcesses(ctx)
+	tDump := time.Since(start)
 
 	kids, err := c.b.createChildren(ctx, spec, n)
 	if err != nil {
@@ -96,6 +97,7 @@ func (c *container) Fork(ctx context.Context, n int) (sandbox.ForkResult, error)
 		}
 	}()
 
+	tCreate := time.Since(start)
 	paused, err := c.copyPaused(ctx, upper, kids[0].upper)
 	if err != nil {
 		return sandbox.ForkResult{}, c.wrap("fork", err)
@@ -109,6 +111,7 @@ func (c *container) Fork(ctx context.Context, n int) (sandbox.ForkResult, error)
 		return sandbox.ForkResult{}, c.wrap("fork", err)
 	}
 	changed, _ := usage(kids[0].upper)
+	tCopy := time.Since(start)
 
 	// From here startChild owns each child: on error it leaves neither the
 	// container nor its slot.
@@ -140,7 +143,8 @@ func (c *container) Fork(ctx context.Context, n int) (sandbox.ForkResult, error)
 		Sessions:     sessions,
 		NotCarried:   notCarried,
 	}
-	c.logger().Info("sandbox forked", "children", n, "paused", paused, "changed_bytes", changed, "duration", res.Duration)
+	c.logger().Info("sandbox forked", "children", n, "paused", paused, "changed_bytes", changed, "duration", res.Duration,
+		"dumped_at", tDump, "created_at", tCreate, "copied_at", tCopy)
 	return res, nil
 }
 
