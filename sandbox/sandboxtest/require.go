@@ -98,3 +98,15 @@ func RequireImage(t testing.TB, b sandbox.Backend, image string) {
 	defer cancel()
 	sb.Close(ctx)
 }
+
+// Unavailable stops t for want of something outside Go (a binary, a
+// package, a data directory): under CI=true it fails, since CI installs
+// everything the tests need, and elsewhere it skips. msg says what is
+// missing and how to get it.
+func Unavailable(t testing.TB, msg string) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+}
