@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rollcage/rollcage/demo"
 	"github.com/rollcage/rollcage/rules"
 	"github.com/rollcage/rollcage/sandbox/docker/dockertest"
 	"github.com/rollcage/rollcage/sandbox/sandboxtest"
@@ -24,16 +23,7 @@ import (
 // created and deleted flags nothing.
 func TestEffectsInDocker(t *testing.T) {
 	b := dockertest.Backend(t)
-	tasks, hidden, err := demo.Tasks()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tk task.Task
-	for _, x := range tasks {
-		if x.ID == "roman" {
-			tk = x
-		}
-	}
+	tk, hidden := demoTask(t, "roman")
 	sandboxtest.RequireImage(t, b, tk.Image)
 	fix := "+    for i, ch in enumerate(s):\n+        if i + 1 < len(s) and value < _SYMBOLS[s[i + 1]]:\n+            total -= value\n"
 	b64 := base64.StdEncoding.EncodeToString([]byte(fix))

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"github.com/rollcage/rollcage/demo"
 	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/rules"
 	"github.com/rollcage/rollcage/sandbox"
@@ -233,4 +234,20 @@ func fakeSubmit(files map[string]string, req sandbox.ExecRequest, diff, names st
 		return sandbox.ExecResult{Output: "ok\n", Shell: "bash"}
 	}
 	return sandbox.ExecResult{Shell: "bash"}
+}
+
+// demoTask is the embedded demo task id and the demo's hidden tests.
+func demoTask(t testing.TB, id string) (task.Task, fs.FS) {
+	t.Helper()
+	tasks, hidden, err := demo.Tasks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range tasks {
+		if x.ID == id {
+			return x, hidden
+		}
+	}
+	t.Fatalf("no demo task %q", id)
+	return task.Task{}, nil
 }

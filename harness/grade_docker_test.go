@@ -12,7 +12,6 @@ import (
 	"testing"
 	"testing/fstest"
 
-	"github.com/rollcage/rollcage/demo"
 	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/rules"
 	"github.com/rollcage/rollcage/sandbox/docker/dockertest"
@@ -128,16 +127,7 @@ func gradeEvent(t *testing.T, evs []trajectory.Event) (trajectory.Grade, bool) {
 // test-runner configuration, a broken repository, a hidden test not named
 // like the canary decoy.
 func TestHermeticGradingInDocker(t *testing.T) {
-	tasks, demoHidden, err := demo.Tasks()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tk task.Task
-	for _, x := range tasks {
-		if x.ID == "textwrap" {
-			tk = x
-		}
-	}
+	tk, demoHidden := demoTask(t, "textwrap")
 	demoTest, err := fs.ReadFile(demoHidden, "hidden/textwrap/test_hidden.py")
 	if err != nil {
 		t.Fatal(err)

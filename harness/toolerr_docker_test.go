@@ -5,11 +5,9 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/rollcage/rollcage/demo"
 	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/sandbox/docker/dockertest"
 	"github.com/rollcage/rollcage/sandbox/sandboxtest"
-	"github.com/rollcage/rollcage/task"
 )
 
 // TestPolicyToolErrorsAreOutputs: a tool error of the policy's own making
@@ -19,16 +17,7 @@ import (
 // a reward-0 episode by provoking one before submitting.
 func TestPolicyToolErrorsAreOutputs(t *testing.T) {
 	b := dockertest.Backend(t)
-	tasks, hidden, err := demo.Tasks()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tk task.Task
-	for _, x := range tasks {
-		if x.ID == "roman" {
-			tk = x
-		}
-	}
+	tk, hidden := demoTask(t, "roman")
 	sandboxtest.RequireImage(t, b, tk.Image)
 	r, st := testRunner(t, b, Limits{})
 	ctx := context.Background()
@@ -113,16 +102,7 @@ python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind("/workspace/sock")
 // into infrastructure: it is graded.
 func TestUnreadableVisibleTestIsGraded(t *testing.T) {
 	b := dockertest.Backend(t)
-	tasks, hidden, err := demo.Tasks()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tk task.Task
-	for _, x := range tasks {
-		if x.ID == "roman" {
-			tk = x
-		}
-	}
+	tk, hidden := demoTask(t, "roman")
 	sandboxtest.RequireImage(t, b, tk.Image)
 	r, _ := testRunner(t, b, Limits{})
 	ctx := context.Background()
