@@ -168,10 +168,12 @@ func (s *session) startShell(e execEnv, started func(pgid int)) (sh *pshell, err
 	if started != nil {
 		started(sh.pgid)
 	}
-	go func() {
-		sh.waitErr = cmd.Wait()
-		close(sh.exited)
-	}()
+	// The goroutine gets the shell by value: sh is a named result, and
+	// the error returns below write it (a race the detector caught).
+	go func(p *pshell) {
+		p.waitErr = cmd.Wait()
+		close(p.exited)
+	}(sh)
 	go sh.readControl()
 	go sh.out.loop()
 
