@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/rollcage/rollcage/sandbox"
@@ -38,9 +39,10 @@ type Client struct {
 	enc *json.Encoder
 
 	mu      sync.Mutex
-	nextID  uint64                   // guarded by mu
-	pending map[uint64]chan response // guarded by mu
-	err     error                    // guarded by mu; set once the connection is gone
+	nextID  uint64                    // guarded by mu
+	pending map[uint64]chan response  // guarded by mu
+	streams map[uint64]func(response) // guarded by mu; More frames of opStart requests
+	err     error                     // guarded by mu; set once the connection is gone
 
 	done      chan struct{} // closed when the read loop ends
 	closeOnce sync.Once
@@ -57,6 +59,7 @@ func NewClient(conn io.ReadWriteCloser, opts ClientOptions) *Client {
 		log:     log,
 		enc:     json.NewEncoder(conn),
 		pending: make(map[uint64]chan response),
+		streams: make(map[uint64]func(response)),
 		done:    make(chan struct{}),
 	}
 	go c.readLoop()
@@ -82,8 +85,17 @@ func (c *Client) readLoop() {
 			break
 		}
 		c.mu.Lock()
+		if resp.More {
+			fn := c.streams[resp.ID]
+			c.mu.Unlock()
+			if fn != nil {
+				fn(resp)
+			}
+			continue
+		}
 		ch := c.pending[resp.ID]
 		delete(c.pending, resp.ID)
+		delete(c.streams, resp.ID)
 		c.mu.Unlock()
 		if ch == nil {
 			// The caller gave up (ctx cancelled); nobody wants it.
@@ -194,6 +206,7 @@ func (c *Client) call(ctx context.Context, req request, cancelOnAbort bool) (res
 func (c *Client) forget(id uint64) {
 	c.mu.Lock()
 	delete(c.pending, id)
+	delete(c.streams, id)
 	c.mu.Unlock()
 }
 
@@ -311,4 +324,117 @@ func (c *Client) Close() error {
 		err = c.conn.Close()
 	})
 	return err
+}
+
+// Start starts a streamed command (see sandbox.Streamer). out gets its
+// output from the connection's read loop and must not block.
+func (c *Client) Start(ctx context.Context, req sandbox.StartRequest, out func(sandbox.Output)) (sandbox.Process, error) {
+	p := &clientProc{c: c, final: make(chan response, 1), pid: make(chan int, 1)}
+	c.mu.Lock()
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		return nil, fmt.Errorf("agent %s: %w", opStart, err)
+	}
+	c.nextID++
+	p.id = c.nextID
+	c.pending[p.id] = p.final
+	c.streams[p.id] = func(r response) {
+		if r.Stream == "" {
+			p.pid <- r.PID
+			return
+		}
+		out(sandbox.Output{Stream: r.Stream, Data: r.Data})
+	}
+	c.mu.Unlock()
+	if err := c.send(request{ID: p.id, Op: opStart, Start: &req}); err != nil {
+		c.forget(p.id)
+		return nil, fmt.Errorf("agent %s: send: %v: %w", opStart, err, sandbox.ErrClosed)
+	}
+	select {
+	case p.started = <-p.pid:
+		return p, nil
+	case resp, ok := <-p.final:
+		// It failed before it ran, or the connection broke.
+		switch {
+		case !ok:
+			c.mu.Lock()
+			err := c.err
+			c.mu.Unlock()
+			return nil, fmt.Errorf("agent %s: %w", opStart, err)
+		case resp.Error != nil:
+			return nil, resp.Error.err(opStart)
+		}
+		return nil, fmt.Errorf("agent %s: ended before it started: %w", opStart, sandbox.ErrAgent)
+	case <-ctx.Done():
+		c.forget(p.id)
+		go c.send(request{Op: opCancel, Target: p.id})
+		return nil, fmt.Errorf("agent %s: %w", opStart, ctx.Err())
+	}
+}
+
+// clientProc is a streamed command seen from the host.
+type clientProc struct {
+	c       *Client
+	id      uint64
+	pid     chan int
+	started int
+	final   chan response // the last frame, or closed when the connection broke
+
+	once sync.Once
+	res  sandbox.ExecResult
+	err  error
+	done chan struct{}
+}
+
+var _ sandbox.Process = (*clientProc)(nil)
+
+func (p *clientProc) PID() int { return p.started }
+
+func (p *clientProc) Input(ctx context.Context, data []byte) error {
+	_, err := p.c.call(ctx, request{Op: opInput, Target: p.id, Data: data}, false)
+	return err
+}
+
+func (p *clientProc) CloseInput(ctx context.Context) error {
+	_, err := p.c.call(ctx, request{Op: opInput, Target: p.id, CloseInput: true}, false)
+	return err
+}
+
+func (p *clientProc) Signal(ctx context.Context, sig syscall.Signal) error {
+	_, err := p.c.call(ctx, request{Op: opSignal, Target: p.id, Signal: int(sig)}, false)
+	if errors.Is(err, sandbox.ErrNotFound) {
+		return nil // it ended meanwhile
+	}
+	return err
+}
+
+// Wait may be called any number of times, from any goroutine.
+func (p *clientProc) Wait(ctx context.Context) (sandbox.ExecResult, error) {
+	p.once.Do(func() {
+		p.done = make(chan struct{})
+		go func() {
+			defer close(p.done)
+			resp, ok := <-p.final
+			switch {
+			case !ok:
+				p.c.mu.Lock()
+				err := p.c.err
+				p.c.mu.Unlock()
+				p.err = fmt.Errorf("agent %s: %w", opStart, err)
+			case resp.Error != nil:
+				p.err = resp.Error.err(opStart)
+			case resp.Exec == nil:
+				p.err = fmt.Errorf("agent %s: response without result: %w", opStart, sandbox.ErrAgent)
+			default:
+				p.res = *resp.Exec
+			}
+		}()
+	})
+	select {
+	case <-p.done:
+		return p.res, p.err
+	case <-ctx.Done():
+		return sandbox.ExecResult{}, fmt.Errorf("agent %s: wait: %w", opStart, ctx.Err())
+	}
 }

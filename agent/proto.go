@@ -21,6 +21,12 @@ const (
 	opPing      = "ping"
 	opShutdown  = "shutdown"
 	opCancel    = "cancel"
+	// opStart starts a streamed command: its answer is a run of frames
+	// with More set (the pid first, then output chunks) and then a final
+	// one with the ExecResult. opInput and opSignal act on it by Target.
+	opStart  = "start"
+	opInput  = "input"
+	opSignal = "signal"
 )
 
 // Error codes of the protocol.
@@ -60,15 +66,20 @@ type Info struct {
 
 // request is one frame from the host. Only the fields of its op are set.
 type request struct {
-	ID     uint64               `json:"id"`
-	Op     string               `json:"op"`
-	Config *Config              `json:"config,omitempty"`
-	Exec   *sandbox.ExecRequest `json:"exec,omitempty"`
-	Path   string               `json:"path,omitempty"`
-	Max    int64                `json:"max,omitempty"`
-	Data   []byte               `json:"data,omitempty"` // base64 in JSON
-	Mode   uint32               `json:"mode,omitempty"`
-	Target uint64               `json:"target,omitempty"` // id of the request a cancel is for
+	ID     uint64                `json:"id"`
+	Op     string                `json:"op"`
+	Config *Config               `json:"config,omitempty"`
+	Exec   *sandbox.ExecRequest  `json:"exec,omitempty"`
+	Start  *sandbox.StartRequest `json:"start,omitempty"`
+	Path   string                `json:"path,omitempty"`
+	Max    int64                 `json:"max,omitempty"`
+	Data   []byte                `json:"data,omitempty"` // base64 in JSON
+	Mode   uint32                `json:"mode,omitempty"`
+	Target uint64                `json:"target,omitempty"` // id of the request a cancel, input or signal is for
+	// Signal is the signal number of an opSignal; CloseInput closes the
+	// stdin of an opInput's process after writing Data.
+	Signal     int  `json:"signal,omitempty"`
+	CloseInput bool `json:"close_input,omitempty"`
 	// Timeout is what is left of the caller's deadline for a file op; the
 	// agent gives up at it even if the cancel never arrives. Zero: none.
 	Timeout time.Duration `json:"timeout_ns,omitempty"`
@@ -82,6 +93,11 @@ type response struct {
 	Data      []byte              `json:"data,omitempty"`
 	Truncated bool                `json:"truncated,omitempty"`
 	Info      *Info               `json:"info,omitempty"`
+	// More marks a frame of a streamed command that is not its last:
+	// the first carries PID, the others Stream and Data.
+	More   bool   `json:"more,omitempty"`
+	PID    int    `json:"pid,omitempty"`
+	Stream string `json:"stream,omitempty"`
 }
 
 // wireError is an error as it crosses the connection.

@@ -333,7 +333,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // ctx is cancelled, and closes it. Calls still running when the connection
 // breaks go on; a client that reconnects can collect them by RequestID.
 func (s *Server) ServeConn(ctx context.Context, conn io.ReadWriteCloser) error {
-	c := &serverConn{s: s, conn: conn, enc: json.NewEncoder(conn), inflight: make(map[uint64]context.CancelFunc)}
+	c := &serverConn{s: s, conn: conn, enc: json.NewEncoder(conn), inflight: make(map[uint64]context.CancelFunc), procs: make(map[uint64]*sproc)}
 	stop := make(chan struct{})
 	defer close(stop)
 	go func() {
@@ -372,6 +372,7 @@ type serverConn struct {
 
 	mu       sync.Mutex
 	inflight map[uint64]context.CancelFunc // guarded by mu; exec and file requests by id
+	procs    map[uint64]*sproc             // guarded by mu; streamed commands running, by id
 }
 
 func (c *serverConn) reply(resp response) {
@@ -405,7 +406,7 @@ func (c *serverConn) dispatch(req request) {
 	default:
 	}
 	ctx, cancel := context.WithCancel(s.base)
-	cancellable := req.Op == opExec || req.Op == opReadFile || req.Op == opWriteFile
+	cancellable := req.Op == opExec || req.Op == opReadFile || req.Op == opWriteFile || req.Op == opStart
 	if cancellable {
 		c.mu.Lock()
 		c.inflight[req.ID] = cancel
@@ -415,7 +416,15 @@ func (c *serverConn) dispatch(req request) {
 	go func() {
 		defer s.calls.Done()
 		defer cancel()
-		resp := s.handle(ctx, req)
+		var resp response
+		switch req.Op {
+		case opStart:
+			resp = c.stream(ctx, req)
+		case opInput, opSignal:
+			resp = c.control(req)
+		default:
+			resp = s.handle(ctx, req)
+		}
 		if cancellable {
 			c.mu.Lock()
 			delete(c.inflight, req.ID)
@@ -427,6 +436,55 @@ func (c *serverConn) dispatch(req request) {
 			go s.shutdown(nil)
 		}
 	}()
+}
+
+// stream runs an opStart, sending its pid and output as they come.
+func (c *serverConn) stream(ctx context.Context, req request) response {
+	if req.Start == nil {
+		return response{Error: &wireError{Code: codeBadRequest, Message: "start without request"}}
+	}
+	defer func() {
+		c.mu.Lock()
+		delete(c.procs, req.ID)
+		c.mu.Unlock()
+	}()
+	res, err := c.s.startStream(ctx, *req.Start,
+		func(p *sproc) {
+			c.mu.Lock()
+			c.procs[req.ID] = p
+			c.mu.Unlock()
+		},
+		func(r response) {
+			r.ID = req.ID
+			c.reply(r)
+		})
+	if err != nil {
+		return response{Error: toWire(err)}
+	}
+	if c.s.base.Err() != nil {
+		return response{Error: &wireError{Code: codeClosed, Message: "agent is shutting down: the command was stopped"}}
+	}
+	return response{Exec: &res}
+}
+
+// control is an opInput or opSignal for a streamed command.
+func (c *serverConn) control(req request) response {
+	c.mu.Lock()
+	p := c.procs[req.Target]
+	c.mu.Unlock()
+	if p == nil {
+		return response{Error: &wireError{Code: codeNotFound, Message: fmt.Sprintf("no streamed command %d is running on this connection", req.Target)}}
+	}
+	var err error
+	if req.Op == opInput {
+		err = p.input(req.Data, req.CloseInput)
+	} else {
+		err = p.signal(syscall.Signal(req.Signal))
+	}
+	if err != nil {
+		return response{Error: toWire(err)}
+	}
+	return response{}
 }
 
 // codeError is an error with a protocol code.

@@ -74,6 +74,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) sandbox.Backend, opts Optio
 		{"Files", s.testFiles},
 		{"CopyInOut", s.testCopy},
 		{"CanaryOpen", s.testCanary},
+		{"Stream", s.testStream},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, shared) })
 	}
