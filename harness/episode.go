@@ -67,6 +67,7 @@ type Episode struct {
 	closing     sync.WaitGroup // grading sandboxes being closed; Finish waits
 
 	startContext json.RawMessage // the monitor's task context and sandbox facts, for episode_start
+	fork         *trajectory.ForkOrigin // where a forked episode branched off; nil otherwise
 
 	egress    *monitor.EgressProxy // network mode proxy only
 	egressDir string

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -129,8 +130,25 @@ func (s *fakeSandbox) CopyOut(ctx context.Context, p string) (io.ReadCloser, err
 	return nil, fmt.Errorf("fake copy out: %w", sandbox.ErrNotFound)
 }
 
+// Fork gives n sandboxes with copies of the files (the fake has no
+// sessions to carry).
 func (s *fakeSandbox) Fork(ctx context.Context, n int) (sandbox.ForkResult, error) {
-	return sandbox.ForkResult{}, fmt.Errorf("fake fork: %w", sandbox.ErrUnsupported)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return sandbox.ForkResult{}, fmt.Errorf("fake fork: %w", sandbox.ErrClosed)
+	}
+	var res sandbox.ForkResult
+	for k := 1; k <= n; k++ {
+		spec := s.spec
+		spec.EpisodeID = fmt.Sprintf("%s.fork%d", s.spec.EpisodeID, k)
+		c := &fakeSandbox{b: s.b, spec: spec, files: maps.Clone(s.files)}
+		s.b.mu.Lock()
+		s.b.created = append(s.b.created, c)
+		s.b.mu.Unlock()
+		res.Children = append(res.Children, c)
+	}
+	return res, nil
 }
 
 func (s *fakeSandbox) Snapshot(ctx context.Context, ref string) (string, error) {

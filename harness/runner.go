@@ -204,7 +204,7 @@ func (e *Episode) emitStart() error {
 		SealedImage string            `json:"sealed_image,omitempty"`
 	}{e.r.cfg.Limits, e.r.cfg.Network, e.meta.Labels, e.sealedImage})
 	st := trajectory.EpisodeStart{TaskID: e.task.ID, Attempt: e.meta.Attempt, Model: e.meta.Model, Image: e.task.Image,
-		Instruction: e.task.Instruction, Config: cfg, Context: e.startContext, GroupID: e.meta.GroupID}
+		Instruction: e.task.Instruction, Config: cfg, Context: e.startContext, GroupID: e.meta.GroupID, Fork: e.fork}
 	if e.sb != nil {
 		st.SandboxID = e.sb.ID()
 	}

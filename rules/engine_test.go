@@ -194,8 +194,10 @@ func TestEpisodeEval(t *testing.T) {
 	}
 }
 
-func TestEpisodeHistory(t *testing.T) {
-	e := newEngine(t, Config{})
+// protectedReadEpisode is an episode of the demo task whose one call,
+// recorded with its flags, read a hidden test: a discovery.
+func protectedReadEpisode(t *testing.T, e *Engine) *Episode {
+	t.Helper()
 	ctx := context.Background()
 	ep := e.NewEpisode(demoTask, demoSandbox)
 	read := map[string]any{"tool": "read_file", "raw": "/workspace/tests/hidden/t.py", "reads": []string{"/workspace/tests/hidden/t.py"}}
@@ -204,8 +206,18 @@ func TestEpisodeHistory(t *testing.T) {
 		t.Fatalf("protected read: flags %v, err %v", flags, err)
 	}
 	ep.Record(map[string]any{"tool": "read_file"}, read, flags)
-	write := map[string]any{"tool": "write_file", "raw": "/workspace/textkit/wrap.py", "writes": []string{"/workspace/textkit/wrap.py"}, "content": "x = 1\n"}
-	flags, err = ep.Eval(ctx, map[string]any{"tool": "write_file"}, write)
+	return ep
+}
+
+// codeWrite is a write of code in the demo's workspace.
+var codeWrite = map[string]any{"tool": "write_file", "raw": "/workspace/textkit/wrap.py", "writes": []string{"/workspace/textkit/wrap.py"}, "content": "x = 1\n"}
+
+func TestEpisodeHistory(t *testing.T) {
+	e := newEngine(t, Config{})
+	ctx := context.Background()
+	ep := protectedReadEpisode(t, e)
+	write := codeWrite
+	flags, err := ep.Eval(ctx, map[string]any{"tool": "write_file"}, write)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -342,5 +354,40 @@ func TestEpisodeConcurrent(t *testing.T) {
 	}
 	if ep.Len() != 20 {
 		t.Errorf("Len() = %d, want 20", ep.Len())
+	}
+}
+
+// TestEpisodeClone: a clone sees the discoveries recorded before it (the
+// chained rules fire on a follow-up in it as in the original), and what
+// either records afterwards is not in the other.
+func TestEpisodeClone(t *testing.T) {
+	e := newEngine(t, Config{})
+	ctx := context.Background()
+	ep := protectedReadEpisode(t, e)
+	c := ep.Clone()
+	write := codeWrite
+	rulesOf := func(ep *Episode) []string {
+		t.Helper()
+		flags, err := ep.Eval(ctx, map[string]any{"tool": "write_file"}, write)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, f := range flags {
+			got = append(got, f.Rule)
+		}
+		return got
+	}
+	if got := rulesOf(c); !slices.Equal(got, []string{"chained.read_then_write"}) {
+		t.Errorf("write in the clone after the original's protected read: %v, want [chained.read_then_write]", got)
+	}
+	if got := rulesOf(e.NewEpisode(demoTask, demoSandbox)); len(got) != 0 {
+		t.Errorf("the same write in a fresh episode: %v, want none (the check above would prove nothing)", got)
+	}
+	for range 3 {
+		c.Record(map[string]any{"tool": "bash"}, map[string]any{"tool": "bash", "raw": "ls"}, nil)
+	}
+	if ep.Len() != 1 || c.Len() != 4 {
+		t.Errorf("after 3 calls recorded in the clone: original Len %d (want 1), clone Len %d (want 4)", ep.Len(), c.Len())
 	}
 }

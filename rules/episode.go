@@ -413,3 +413,21 @@ func (ep *Episode) invalid() error {
 	}
 	return nil
 }
+
+// Clone returns an Episode with this one's facts, history window,
+// discoveries and provenance that goes on independently: calls recorded
+// in one are not in the other. A forked episode's child starts from it, so
+// a child that reuses what its parent discovered meets the chained rules
+// as the parent would have.
+func (ep *Episode) Clone() *Episode {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	c := &Episode{eng: ep.eng, task: ep.task, sandbox: ep.sandbox, facts: ep.facts, gates: ep.gates,
+		// AST terms are never changed once built (record and buildMemo
+		// make new ones), so the copies share them.
+		history: slices.Clone(ep.history),
+		disc:    slices.Clone(ep.disc),
+		memo:    ep.memo, nDisc: ep.nDisc, evid: slices.Clone(ep.evid), prov: ep.prov,
+	}
+	return c
+}

@@ -121,7 +121,7 @@ const MaxFork = 64
 // ForkResult is what a Fork made.
 type ForkResult struct {
 	// Children are the new sandboxes, in order. Their episode ids are the
-	// parent's with "/fork-<k>" appended (k from 1) unless the caller
+	// parent's with ".fork<k>" appended (k from 1) unless the caller
 	// renames them in its own records.
 	Children []Sandbox `json:"-"`
 	// Paused is how long the parent was frozen.

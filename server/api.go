@@ -645,8 +645,9 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request, c caller) 
 
 // handleSamples answers an ended episode's training data, what `rollcage
 // export` writes for it, with the same options as query parameters:
-// format (messages, the default, atif or parquet) and granularity
-// (segment, the default, or turn).
+// format (messages, the default, atif or parquet), granularity
+// (segment, the default, or turn) and prefix (a forked episode's shared
+// prefix: mask, the default, or once).
 func (s *Server) handleSamples(w http.ResponseWriter, r *http.Request, c caller) {
 	id, ok := s.allowedEpisode(w, r, c)
 	if !ok {
@@ -654,12 +655,12 @@ func (s *Server) handleSamples(w http.ResponseWriter, r *http.Request, c caller)
 	}
 	q := r.URL.Query()
 	for k := range q {
-		if k != "format" && k != "granularity" {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("unknown query parameter %q: use format (messages, atif, parquet) and granularity (segment, turn)", k))
+		if k != "format" && k != "granularity" && k != "prefix" {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("unknown query parameter %q: use format (messages, atif, parquet), granularity (segment, turn) and prefix (mask, once)", k))
 			return
 		}
 	}
-	opts := trajectory.ExportOptions{Format: q.Get("format"), Granularity: q.Get("granularity")}
+	opts := trajectory.ExportOptions{Format: q.Get("format"), Granularity: q.Get("granularity"), Prefix: q.Get("prefix")}
 	fi, err := s.cfg.Store.Info(id)
 	if err != nil {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("episode %q has no trajectory: GET /v1/episodes?all=1 lists them", id))

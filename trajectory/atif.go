@@ -236,11 +236,15 @@ func turnMetrics(mt ModelTurn) *ATIFMetrics {
 
 func (ep episode) atifExtra(kind string, segment, turn int) map[string]any {
 	o := ep.outcome
-	return map[string]any{
+	x := map[string]any{
 		"sample_id": sampleID(ep.id, kind, segment, turn), "episode_id": ep.id, "task_id": o.TaskID, "attempt": o.Attempt, "group_id": o.GroupID,
 		"segment": segment, "reward": o.Reward, "resolved": o.Resolved, "hacked": o.Hacked, "label": o.Label,
 		"hack_categories": o.HackCategories, "blocked_steps": o.BlockedSteps, "failure_class": o.FailureClass,
 	}
+	if f := ep.start.Fork; f != nil {
+		x["parent_episode_id"], x["branch_step"], x["prefix_turns"] = f.ParentEpisodeID, f.BranchStep, f.PrefixTurns
+	}
+	return x
 }
 
 func stepExtra(st ToolStep) map[string]any {
@@ -250,6 +254,9 @@ func stepExtra(st ToolStep) map[string]any {
 	}
 	if st.Dummy {
 		x["dummy"] = true
+	}
+	if st.Prefix {
+		x["prefix"] = true
 	}
 	if st.Hack {
 		x["hack"] = true

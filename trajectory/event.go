@@ -81,6 +81,27 @@ type EpisodeStart struct {
 	// canaries, visible-test files)}, so an offline audit replays each call
 	// with the facts the online decision had.
 	Context json.RawMessage `json:"context,omitempty"`
+	// Fork is set on a forked episode: where it branched off its parent.
+	Fork *ForkOrigin `json:"fork,omitempty"`
+}
+
+// ForkOrigin says where a forked episode branched off. Its log starts
+// with episode_start and then a copy of the parent's events up to the
+// branch, under the child's episode id and with their steps, segments and
+// times as the parent recorded them: the prefix it shares with its
+// parent and its siblings. Export marks that prefix (see
+// ExportOptions.Prefix).
+type ForkOrigin struct {
+	ParentEpisodeID string `json:"parent_episode_id"`
+	// BranchStep is the parent's last tool call before the fork (0: it
+	// forked before any); the child's calls are numbered on from it.
+	BranchStep int `json:"branch_step"`
+	// PrefixEvents is how many events after episode_start are copied from
+	// the parent (offsets 1 to PrefixEvents).
+	PrefixEvents int `json:"prefix_events"`
+	// PrefixTurns is how many of them are model turns (failed ones
+	// included): the child's turns with a lower index are the parent's.
+	PrefixTurns int `json:"prefix_turns"`
 }
 
 // Message is one chat message in the OpenAI format.

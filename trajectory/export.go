@@ -29,11 +29,26 @@ const (
 	GranularityTurn    = "turn"
 )
 
+// What export does with the prefix a forked episode shares with its
+// parent (ExportOptions.Prefix).
+const (
+	// PrefixMask: a child's samples hold the shared prefix as its parent
+	// recorded it, with loss mask and message mask 0 on the prefix's
+	// turns (PrefixTurns says how many), so each sample is a whole
+	// conversation and the prefix is trained on in the parent only.
+	PrefixMask = "mask"
+	// PrefixOnce: a child's samples leave the prefix's turns and tool steps
+	// out (the parent's samples have them); a child's first chain starts
+	// at its first own turn, whose prompt holds the prefix.
+	PrefixOnce = "once"
+)
+
 // ExportOptions say what Export writes. The zero value is messages JSONL,
-// one sample per segment.
+// one sample per segment, forked episodes' prefixes masked.
 type ExportOptions struct {
 	Format      string // FormatMessages (default), FormatParquet or FormatATIF
 	Granularity string // GranularitySegment (default) or GranularityTurn; not for ATIF
+	Prefix      string // PrefixMask (default) or PrefixOnce; not for ATIF
 }
 
 func (o ExportOptions) withDefaults() (ExportOptions, error) {
@@ -43,6 +58,9 @@ func (o ExportOptions) withDefaults() (ExportOptions, error) {
 	if o.Granularity == "" {
 		o.Granularity = GranularitySegment
 	}
+	if o.Prefix == "" {
+		o.Prefix = PrefixMask
+	}
 	switch o.Format {
 	case FormatMessages, FormatParquet, FormatATIF:
 	default:
@@ -50,6 +68,9 @@ func (o ExportOptions) withDefaults() (ExportOptions, error) {
 	}
 	if o.Granularity != GranularitySegment && o.Granularity != GranularityTurn {
 		return o, fmt.Errorf("unknown granularity %q: use %q or %q", o.Granularity, GranularitySegment, GranularityTurn)
+	}
+	if o.Prefix != PrefixMask && o.Prefix != PrefixOnce {
+		return o, fmt.Errorf("unknown prefix mode %q: use %q or %q", o.Prefix, PrefixMask, PrefixOnce)
 	}
 	return o, nil
 }
@@ -129,7 +150,7 @@ func (x *Exporter) Episode(evs []Event) error {
 		}
 		return nil
 	}
-	ss, err := SamplesOf(evs, x.opts.Granularity)
+	ss, err := samplesOf(evs, x.opts.Granularity, x.opts.Prefix)
 	if err != nil {
 		return err
 	}

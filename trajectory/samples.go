@@ -61,6 +61,14 @@ type Sample struct {
 	// Summary is the compaction summary that opened the segment ("" for
 	// segment 0).
 	Summary string `json:"summary,omitempty" parquet:"summary"`
+	// ParentEpisodeID and BranchStep are set on a forked episode's samples:
+	// the episode it branched off and the parent's last tool call before
+	// the branch. PrefixTurns is how many of the sample's turns are that
+	// shared prefix (their loss and message masks are 0; with PrefixOnce
+	// none are exported).
+	ParentEpisodeID string `json:"parent_episode_id,omitempty" parquet:"parent_episode_id"`
+	BranchStep      int64  `json:"branch_step,omitempty" parquet:"branch_step"`
+	PrefixTurns     int64  `json:"prefix_turns,omitempty" parquet:"prefix_turns"`
 
 	// Messages (OpenAI format) are the last turn's request plus its
 	// response. MessageMask is 1 on the assistant messages the sample's
@@ -116,13 +124,16 @@ type ToolStep struct {
 	Output      string   `json:"output" parquet:"output"`
 	ExitCode    int64    `json:"exit_code" parquet:"exit_code"`
 	Dummy       bool     `json:"dummy,omitempty" parquet:"dummy"` // the output was made up: the call did not run
+	// Prefix: the call is the parent's, before a fork (see ForkOrigin).
+	Prefix bool `json:"prefix,omitempty" parquet:"prefix"`
 }
 
 // turnRec is one recorded model turn with where it sits in the episode.
 type turnRec struct {
-	index int // among the episode's model_turn events
-	seg   int
-	mt    ModelTurn
+	index  int // among the episode's model_turn events
+	seg    int
+	mt     ModelTurn
+	prefix bool // the parent's, copied at a fork
 }
 
 func (t turnRec) tokenful() bool { return len(t.mt.PromptTokenIDs) > 0 && len(t.mt.TokenIDs) > 0 }
@@ -178,7 +189,7 @@ func readEpisode(evs []Event) (ep episode, ok bool, err error) {
 			var mt ModelTurn
 			if err = ev.Decode(&mt); err == nil {
 				if mt.Error == "" {
-					ep.turns = append(ep.turns, turnRec{index: nturns, seg: ev.Segment, mt: mt})
+					ep.turns = append(ep.turns, turnRec{index: nturns, seg: ev.Segment, mt: mt, prefix: ep.inPrefix(ev)})
 					if !ev.Time.IsZero() {
 						ep.turnTime[nturns] = ev.Time.UTC().Format("2006-01-02T15:04:05.000Z07:00")
 					}
@@ -200,6 +211,7 @@ func readEpisode(evs []Event) (ep episode, ok bool, err error) {
 				_ = json.Unmarshal(tc.Call, &call) // the monitor's schema, read loosely
 				st := step(ev.Step)
 				st.ToolCallID, st.Tool, st.Args = tc.ToolCallID, call.Tool, string(call.Args)
+				st.Prefix = ep.inPrefix(ev)
 			}
 		case TypeToolOutput:
 			var out ToolOutput
@@ -273,7 +285,17 @@ func readEpisode(evs []Event) (ep episode, ok bool, err error) {
 		Reward: ep.end.Reward, Resolved: ep.end.Resolved, Hacked: hacked || ep.end.Hacked, Label: label,
 		HackCategories: cats, BlockedSteps: blocked, FailureClass: failure,
 	}
+	if f := ep.start.Fork; f != nil {
+		ep.outcome.ParentEpisodeID, ep.outcome.BranchStep = f.ParentEpisodeID, int64(f.BranchStep)
+	}
 	return ep, true, nil
+}
+
+// inPrefix says whether an event is a copy of the parent's (the episode
+// was forked and the event is among the first ForkOrigin.PrefixEvents
+// after episode_start).
+func (ep *episode) inPrefix(ev Event) bool {
+	return ep.start.Fork != nil && ev.Offset >= 1 && ev.Offset <= int64(ep.start.Fork.PrefixEvents)
 }
 
 // chains splits the turns where a prompt stops extending the previous
@@ -311,9 +333,19 @@ func extends(prev, cur turnRec) bool {
 // turn gives one KindToolTrajectory sample. Turns recorded as failed are
 // left out. It returns none for an episode without an episode_end event.
 func SamplesOf(evs []Event, granularity string) ([]Sample, error) {
+	return samplesOf(evs, granularity, PrefixMask)
+}
+
+// samplesOf is SamplesOf with a forked episode's prefix masked
+// (PrefixMask) or left out (PrefixOnce).
+func samplesOf(evs []Event, granularity, prefix string) ([]Sample, error) {
 	ep, ok, err := readEpisode(evs)
 	if err != nil || !ok {
 		return nil, err
+	}
+	if prefix == PrefixOnce {
+		ep.turns = slices.DeleteFunc(ep.turns, func(t turnRec) bool { return t.prefix })
+		ep.steps = slices.DeleteFunc(ep.steps, func(s ToolStep) bool { return s.Prefix })
 	}
 	var groups [][]turnRec
 	kind := KindSegment
@@ -361,6 +393,10 @@ func (ep episode) sample(kind string, g []turnRec) Sample {
 	s.MessageTokenIDs = make([][]int64, len(msgs))
 	s.MessageLogprobs = make([][]float64, len(msgs))
 	for _, t := range g {
+		if t.prefix {
+			s.PrefixTurns++
+			continue // the parent's: trained on in the parent's samples
+		}
 		i := len(t.mt.Request)
 		if i < len(msgs) && msgs[i].Role == RoleAssistant && reflect.DeepEqual(msgs[i], t.mt.Response) {
 			s.MessageMask[i] = 1
@@ -378,6 +414,9 @@ func (ep episode) sample(kind string, g []turnRec) Sample {
 		s.Tokens = TokenIDsCompletionOnly
 		s.CompletionTokenIDs = first.mt.TokenIDs
 		s.LossMask = ones(len(first.mt.TokenIDs))
+		if first.prefix {
+			s.LossMask = make([]int32, len(first.mt.TokenIDs))
+		}
 		if len(first.mt.Logprobs) == len(first.mt.TokenIDs) {
 			s.Logprobs = first.mt.Logprobs
 		}
@@ -413,7 +452,11 @@ func tokenSeq(s *Sample, g []turnRec) bool {
 		}
 		ids := t.mt.TokenIDs
 		comp = append(comp, ids...)
-		mask = append(mask, ones(len(ids))...)
+		if t.prefix {
+			mask = append(mask, make([]int32, len(ids))...)
+		} else {
+			mask = append(mask, ones(len(ids))...)
+		}
 		if len(t.mt.Logprobs) == len(ids) {
 			lps = append(lps, t.mt.Logprobs...)
 		} else {

@@ -16,9 +16,10 @@ func init() {
 }
 
 func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("export", "[--format messages|parquet|atif] [--granularity segment|turn] [--out FILE] DIR", stderr)
+	fs := newFlags("export", "[--format messages|parquet|atif] [--granularity segment|turn] [--prefix mask|once] [--out FILE] DIR", stderr)
 	format := fs.String("format", trajectory.FormatMessages, "messages (JSONL, one sample per line), parquet, or atif (JSONL, one ATIF trajectory per line)")
 	granularity := fs.String("granularity", trajectory.GranularitySegment, "segment (one sample per chain of turns whose prompts only grew) or turn (one per model turn); messages and parquet only")
+	prefix := fs.String("prefix", trajectory.PrefixMask, "a forked episode's prefix shared with its parent: mask (kept in the child's samples, loss mask 0) or once (left out of the child's; the parent's samples have it); messages and parquet only")
 	out := fs.String("out", "", "output file (default: stdout for messages; required for parquet)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -35,6 +36,9 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if *granularity != trajectory.GranularitySegment && *granularity != trajectory.GranularityTurn {
 		return fmt.Errorf("--granularity %q: use segment or turn", *granularity)
+	}
+	if *prefix != trajectory.PrefixMask && *prefix != trajectory.PrefixOnce {
+		return fmt.Errorf("--prefix %q: use mask or once", *prefix)
 	}
 	dir := fs.Arg(0)
 	// A run's output directory holds the store in trajectories/.
@@ -56,7 +60,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		w = f
 	}
-	err := trajectory.Export(ctx, dir, w, trajectory.ExportOptions{Format: *format, Granularity: *granularity})
+	err := trajectory.Export(ctx, dir, w, trajectory.ExportOptions{Format: *format, Granularity: *granularity, Prefix: *prefix})
 	if f != nil {
 		if cerr := f.Close(); err == nil {
 			err = cerr

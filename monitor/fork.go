@@ -1,0 +1,58 @@
+package monitor
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+
+	"github.com/rollcage/rollcage/sandbox"
+)
+
+// ForkConfig names a forked episode's child and what it runs in.
+type ForkConfig struct {
+	ID      string
+	Sandbox sandbox.Sandbox
+	// HashVisible takes the visible tests' hashes in the child's sandbox
+	// (see EpisodeConfig.HashVisible).
+	HashVisible func(ctx context.Context) (map[string]string, error)
+	Logger      *slog.Logger
+}
+
+// Fork returns the monitor's state for a child of this episode: the rules'
+// history and discoveries, the judge's view of the steps so far, the
+// sessions' directories, the step count, what the policy wrote and created
+// (its own lines, its scripts, provenance), all copied, so a child that
+// goes on to use what the parent discovered is judged with the parent's
+// context. From then on the two are independent. Call it with no call in
+// flight (it waits for one).
+func (e *Episode) Fork(cfg ForkConfig) (*Episode, error) {
+	if cfg.Sandbox == nil {
+		return nil, fmt.Errorf("monitor: fork %s into %s: no sandbox", e.id, cfg.ID)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = e.p.log
+	}
+	e.callMu.Lock()
+	defer e.callMu.Unlock()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c := &Episode{
+		p: e.p, id: cfg.ID, task: e.task, facts: e.facts, sb: cfg.Sandbox,
+		rules:     e.rules.Clone(),
+		leaks:     e.leaks, // built once from the secrets, never changed
+		log:       log.With("episode_id", cfg.ID),
+		written:   maps.Clone(e.written),
+		fileLines: maps.Clone(e.fileLines),
+		created:   maps.Clone(e.created),
+		touched:   maps.Clone(e.touched),
+		files:     Files{m: maps.Clone(e.files.m)},
+		visible:   e.visible, visibleHashes: e.visibleHashes, hashVisible: cfg.HashVisible,
+		step:      e.step,
+		cwd:       maps.Clone(e.cwd),
+		steps:     slices.Clone(e.steps),
+	}
+	return c, nil
+}
