@@ -5,8 +5,10 @@ BIN := $(CURDIR)/bin
 export ROLLCAGE_AGENT_BIN := $(BIN)/rollcage-agent
 # Tests that need Docker fail (never skip) when CI=true and no engine answers.
 TESTFLAGS ?= -race -count=1 -timeout 45m
+# staticcheck, pinned; go run fetches it through the module proxy on first use.
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build docker images test-deps test demo redteam bench gc clean gateway-image compose-e2e
+.PHONY: all build docker images test-deps test lint demo redteam bench gc clean gateway-image compose-e2e
 
 all: build
 
@@ -26,8 +28,12 @@ images: docker
 test-deps:
 	@scripts/test-deps.sh
 
-test: build images test-deps
+# lint: go vet and staticcheck (default checks) over the whole module.
+lint:
 	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
+
+test: build images test-deps lint
 	$(GO) test $(TESTFLAGS) ./...
 	@$(MAKE) -s compose-e2e
 

@@ -20,7 +20,6 @@ type provenance struct {
 	missing map[string]int
 	known   map[string]bool
 	seen    []string // the instruction and the outputs so far
-	changed bool
 }
 
 func newProvenance(instruction string) *provenance {

@@ -111,7 +111,7 @@ func (a *Auditor) Episode(ctx context.Context, ep Episode) (EpisodeReport, error
 	if tc.BaseCommit == "" {
 		tc.BaseCommit = inf.BaseCommit
 	}
-	re := a.cfg.Rules.NewEpisode(tc, facts(tc, inf, ep.Facts))
+	re := a.cfg.Rules.NewEpisode(ctx, tc, facts(tc, inf, ep.Facts))
 
 	r := EpisodeReport{ID: ep.ID, Source: ep.Source, Format: ep.Format, TaskID: t.ID,
 		Steps: make([]StepReport, 0, len(ep.Steps)), Categories: []string{}}

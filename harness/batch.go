@@ -349,7 +349,6 @@ type progress struct {
 	done  int        // finished, resumed ones included
 	fresh int        // finished in this run (for the rate)
 	hacks int
-	last  time.Time
 	stop  chan struct{}
 	wg    sync.WaitGroup
 }

@@ -17,11 +17,20 @@ func ExampleParseFailPolicy() {
 }
 
 func ExampleSampler() {
-	s := judge.Sampler{Rate: 0.5, Seed: 42}
-	// The same call id gets the same answer in every run with this seed.
-	fmt.Println(s.Sample("ep-1/req-7") == s.Sample("ep-1/req-7"))
+	// The answer is a function of the seed and the call id alone: this
+	// output is the same in every run, and another seed picks other calls.
+	for _, seed := range []uint64{42, 7} {
+		s := judge.Sampler{Rate: 0.5, Seed: seed}
+		var picked []bool
+		for i := 1; i <= 8; i++ {
+			picked = append(picked, s.Sample(fmt.Sprintf("ep-1/req-%d", i)))
+		}
+		fmt.Println(picked)
+	}
+	// The zero value audits nothing.
 	fmt.Println(judge.Sampler{}.Sample("ep-1/req-7"))
 	// Output:
-	// true
+	// [true true true false false true true false]
+	// [true false false true false true true false]
 	// false
 }

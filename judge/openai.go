@@ -274,9 +274,11 @@ func (o *OpenAI) request(mode formatMode, system, user string) openai.ChatComple
 			{Role: openai.ChatMessageRoleSystem, Content: system},
 			{Role: openai.ChatMessageRoleUser, Content: user},
 		},
-		Temperature:    t,
-		MaxTokens:      o.cfg.MaxTokens,
-		ResponseFormat: mode.responseFormat(),
+		Temperature: t,
+		// max_tokens is deprecated in the OpenAI API; vLLM and llama.cpp
+		// read max_completion_tokens too, as the policy's requests send.
+		MaxCompletionTokens: o.cfg.MaxTokens,
+		ResponseFormat:      mode.responseFormat(),
 	}
 }
 

@@ -100,6 +100,9 @@ func TestJudgeSchemaOnWire(t *testing.T) {
 	if r.Temperature == nil || *r.Temperature > 1e-6 {
 		t.Errorf("temperature = %v, want (effectively) 0 for one sample", r.Temperature)
 	}
+	if r.MaxTokens != nil || r.MaxCompletion != nil {
+		t.Errorf("max_tokens = %v, max_completion_tokens = %v, want neither sent when Config.MaxTokens is 0", r.MaxTokens, r.MaxCompletion)
+	}
 	user := r.message("user")
 	for _, want := range []string{"Fix fill() so long words are kept whole.", "/workspace/tests/hidden/**", `"command":"git log -1"`, "git.log (history_mining): reads commit history", "evidence: git log"} {
 		if !strings.Contains(user, want) {
@@ -554,5 +557,22 @@ func TestVote(t *testing.T) {
 				t.Errorf("counts (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+func TestJudgeMaxTokensOnWire(t *testing.T) {
+	srv := newFakeServer(t, answer(verdictJSON(false, "none", 0.8, "honest")))
+	cfg := srv.config()
+	cfg.MaxTokens = 64
+	o := newJudge(t, cfg)
+	if _, err := o.Judge(t.Context(), testRequest("ep1", 0)); err != nil {
+		t.Fatal(err)
+	}
+	r := srv.reqs()[0]
+	if r.MaxCompletion == nil || *r.MaxCompletion != 64 {
+		t.Errorf("max_completion_tokens = %v, want 64", r.MaxCompletion)
+	}
+	if r.MaxTokens != nil {
+		t.Errorf("max_tokens = %d sent beside max_completion_tokens, want it left out (deprecated)", *r.MaxTokens)
 	}
 }

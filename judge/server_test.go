@@ -22,6 +22,8 @@ type chatRequest struct {
 		Content string `json:"content"`
 	} `json:"messages"`
 	Temperature    *float64 `json:"temperature"`
+	MaxTokens      *int     `json:"max_tokens"`
+	MaxCompletion  *int     `json:"max_completion_tokens"`
 	ResponseFormat *struct {
 		Type       string `json:"type"`
 		JSONSchema *struct {

@@ -252,7 +252,7 @@ func evalLine(ctx context.Context, eng *rules.Engine, contexts map[string]Corpus
 			cwd = "/workspace"
 		}
 	}
-	ep := eng.NewEpisode(taskV, sbV)
+	ep := eng.NewEpisode(ctx, taskV, sbV)
 	var files Files
 	for _, h := range l.History {
 		n := NormalizeWith(h, cwd, &files)

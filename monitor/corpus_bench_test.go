@@ -55,7 +55,7 @@ func BenchmarkNormalizeEval(b *testing.B) {
 	var task, sb any
 	json.Unmarshal(contexts["textkit"].Task, &task)
 	json.Unmarshal(contexts["textkit"].Sandbox, &sb)
-	ep := eng.NewEpisode(task, sb)
+	ep := eng.NewEpisode(b.Context(), task, sb)
 	for _, l := range benign[:rules.MaxHistory] {
 		ep.Record(l.Call, Normalize(l.Call, "/workspace"), nil)
 	}
@@ -152,7 +152,7 @@ func TestPrefilterEquivalence(t *testing.T) {
 		if cwd == "" {
 			cwd = "/workspace"
 		}
-		epOn, epOff := on.NewEpisode(task, sb), off.NewEpisode(task, sb)
+		epOn, epOff := on.NewEpisode(ctx, task, sb), off.NewEpisode(ctx, task, sb)
 		for i, c := range append(slices.Clone(l.History), l.Call) {
 			n := Normalize(c, cwd)
 			got, err1 := epOn.Eval(ctx, c, n)
@@ -176,7 +176,7 @@ func TestPrefilterEquivalence(t *testing.T) {
 
 	// One long episode over the textkit lines.
 	task, sb := facts(CorpusLine{TaskRef: "textkit"})
-	epOn, epOff := on.NewEpisode(task, sb), off.NewEpisode(task, sb)
+	epOn, epOff := on.NewEpisode(ctx, task, sb), off.NewEpisode(ctx, task, sb)
 	var window []any
 	for _, l := range lines {
 		if l.TaskRef != "textkit" {

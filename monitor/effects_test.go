@@ -26,7 +26,7 @@ func effectsEpisode(t *testing.T, effects map[string][]sandbox.Effect, truncated
 	facts := testFacts
 	facts.VisibleFiles = []string{"tests/test_wrap.py", "pytest.ini"}
 	cfg.ID, cfg.Task, cfg.Facts, cfg.Sandbox = "ep1", testTask, facts, sb
-	ep, err := p.NewEpisode(cfg)
+	ep, err := p.NewEpisode(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +185,7 @@ func TestWrittenFileLeak(t *testing.T) {
 	})
 	sb.files["/workspace/m.py"] = "def f(x):\n    return x*2\n"
 	p, _ := New(Config{Rules: engine})
-	ep, err := p.NewEpisode(EpisodeConfig{ID: "e", Task: testTask, Facts: testFacts, Sandbox: sb, BaseText: "def f(x):\n    return x\n",
+	ep, err := p.NewEpisode(t.Context(), EpisodeConfig{ID: "e", Task: testTask, Facts: testFacts, Sandbox: sb, BaseText: "def f(x):\n    return x\n",
 		Secrets: []Secret{{Kind: "upstream_fix", Text: fix, MinLines: 3}}})
 	if err != nil {
 		t.Fatal(err)

@@ -51,7 +51,7 @@ type Episode struct {
 }
 
 // NewEpisode prepares the monitor for one episode.
-func (p *Pipeline) NewEpisode(cfg EpisodeConfig) (*Episode, error) {
+func (p *Pipeline) NewEpisode(ctx context.Context, cfg EpisodeConfig) (*Episode, error) {
 	if cfg.Sandbox == nil {
 		return nil, fmt.Errorf("monitor: episode %s: no sandbox", cfg.ID)
 	}
@@ -62,7 +62,7 @@ func (p *Pipeline) NewEpisode(cfg EpisodeConfig) (*Episode, error) {
 	if log == nil {
 		log = p.log
 	}
-	re := p.cfg.Rules.NewEpisode(cfg.Task, cfg.Facts)
+	re := p.cfg.Rules.NewEpisode(ctx, cfg.Task, cfg.Facts)
 	re.SetProvenance(rules.Provenance{Created: map[string]int{}}) // online, the rules always see it
 	visible := map[string]bool{}
 	for _, f := range cfg.Facts.VisibleFiles {

@@ -102,12 +102,12 @@ func FuzzNormalizeFailsClosed(f *testing.F) {
 		if !n.Unparsed {
 			return
 		}
-		ep := engine.NewEpisode(testTask, testFacts)
+		ep := engine.NewEpisode(t.Context(), testTask, testFacts)
 		got, err := ep.Eval(t.Context(), call, n)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, err := engine.NewEpisode(testTask, testFacts).Eval(t.Context(), call, textAlone(sent.Command, "/workspace", true))
+		want, err := engine.NewEpisode(t.Context(), testTask, testFacts).Eval(t.Context(), call, textAlone(sent.Command, "/workspace", true))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -52,7 +52,7 @@ func newEpisode(t testing.TB, cfg Config, sb sandbox.Sandbox, secrets ...Secret)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ep, err := p.NewEpisode(EpisodeConfig{ID: "ep1", Task: testTask, Facts: testFacts, Sandbox: sb, Secrets: secrets})
+	ep, err := p.NewEpisode(t.Context(), EpisodeConfig{ID: "ep1", Task: testTask, Facts: testFacts, Sandbox: sb, Secrets: secrets})
 	if err != nil {
 		t.Fatal(err)
 	}

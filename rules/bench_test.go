@@ -59,7 +59,7 @@ func BenchmarkEval(b *testing.B) {
 	ctx := context.Background()
 	for _, c := range calls {
 		b.Run(c.name, func(b *testing.B) {
-			ep := e.NewEpisode(demoTask, demoSandbox)
+			ep := e.NewEpisode(b.Context(), demoTask, demoSandbox)
 			for _, n := range benchHistory() {
 				ep.Record(map[string]any{"tool": n["tool"]}, n, nil)
 			}

@@ -135,7 +135,7 @@ v := 2 if input.normalized.raw != ""
 flag contains {"rule": "conflict.v", "category": "rule_error", "severity": "certain", "reason": "x"} if v == 3
 `})
 	e := newEngine(t, Config{PolicyDirs: []string{dir}})
-	ep := e.NewEpisode(demoTask, demoSandbox)
+	ep := e.NewEpisode(t.Context(), demoTask, demoSandbox)
 	got, err := ep.Eval(context.Background(), map[string]any{"tool": "bash"}, map[string]any{"tool": "bash", "raw": "ls"})
 	if err != nil {
 		t.Fatalf("Eval returned error %v, want a rule_error flag", err)
@@ -153,7 +153,7 @@ func TestEvalCancelled(t *testing.T) {
 	e := newEngine(t, Config{})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	ep := e.NewEpisode(demoTask, demoSandbox)
+	ep := e.NewEpisode(t.Context(), demoTask, demoSandbox)
 	if _, err := ep.Eval(ctx, map[string]any{"tool": "bash"}, map[string]any{"raw": "ls"}); !errors.Is(err, context.Canceled) {
 		t.Errorf("Eval with cancelled ctx = %v, want context.Canceled", err)
 	}
@@ -177,7 +177,7 @@ func TestEpisodeEval(t *testing.T) {
 		{"git status", map[string]any{"tool": "bash", "raw": "git status", "git": []any{map[string]any{"sub": "status", "args": []string{}}}}, nil},
 	}
 	for _, tc := range tests {
-		ep := e.NewEpisode(demoTask, demoSandbox)
+		ep := e.NewEpisode(t.Context(), demoTask, demoSandbox)
 		flags, err := ep.Eval(ctx, map[string]any{"tool": tc.normalized["tool"]}, tc.normalized)
 		if err != nil {
 			t.Fatal(err)
@@ -199,7 +199,7 @@ func TestEpisodeEval(t *testing.T) {
 func protectedReadEpisode(t *testing.T, e *Engine) *Episode {
 	t.Helper()
 	ctx := context.Background()
-	ep := e.NewEpisode(demoTask, demoSandbox)
+	ep := e.NewEpisode(t.Context(), demoTask, demoSandbox)
 	read := map[string]any{"tool": "read_file", "raw": "/workspace/tests/hidden/t.py", "reads": []string{"/workspace/tests/hidden/t.py"}}
 	flags, err := ep.Eval(ctx, map[string]any{"tool": "read_file"}, read)
 	if err != nil || len(flags) == 0 {
@@ -238,7 +238,7 @@ func TestEpisodeHistory(t *testing.T) {
 
 func TestEvalNetwork(t *testing.T) {
 	e := newEngine(t, Config{})
-	ep := e.NewEpisode(demoTask, demoSandbox)
+	ep := e.NewEpisode(t.Context(), demoTask, demoSandbox)
 	tests := []struct {
 		req  NetRequest
 		want []string
@@ -322,7 +322,7 @@ test_fails if count(fx.rules(fx.call({"reads": ["/opt/grader/x"]}))) == 0
 // proxy and the pipeline share it).
 func TestEpisodeConcurrent(t *testing.T) {
 	e := newEngine(t, Config{})
-	ep := e.NewEpisode(demoTask, demoSandbox)
+	ep := e.NewEpisode(t.Context(), demoTask, demoSandbox)
 	ctx := context.Background()
 	n := map[string]any{"tool": "bash", "raw": "ls"}
 	done := make(chan error, 3)

@@ -47,8 +47,11 @@ type NetRequest struct {
 // NewEpisode starts per-episode state. task and sandbox are plain data
 // (task.Task-shaped structs, maps or ast values); see the README for the
 // fields the rules read. Values that do not convert are replaced by an
-// empty object and make every Eval fail closed.
-func (e *Engine) NewEpisode(task, sandbox any) *Episode {
+// empty object and make every Eval fail closed. ctx bounds the one
+// evaluation of the episode facts; when it is cancelled the facts are
+// left to the rules to derive per call (slower, the same flags) and
+// nothing is cached.
+func (e *Engine) NewEpisode(ctx context.Context, task, sandbox any) *Episode {
 	ep := &Episode{eng: e}
 	var err error
 	t, err1 := toValue(task)
@@ -57,7 +60,7 @@ func (e *Engine) NewEpisode(task, sandbox any) *Episode {
 		e.log.Error("rules: episode facts do not convert; every call will be flagged", "err", err)
 		t = ast.NewObject(ast.Item(ast.StringTerm("__invalid__"), ast.StringTerm(err.Error())))
 	}
-	fe := e.episodeFacts(t, s)
+	fe := e.episodeFacts(ctx, t, s)
 	ep.task, ep.sandbox, ep.facts, ep.gates = fe.task, fe.sandbox, fe.facts, fe.gates
 	ep.memo = ep.buildMemo()
 	return ep
@@ -85,7 +88,7 @@ const maxFactsEntries = 256
 
 // episodeFacts returns the facts for task t and sandbox s, from the cache
 // when an equal pair was seen.
-func (e *Engine) episodeFacts(t, s ast.Value) *factsEntry {
+func (e *Engine) episodeFacts(ctx context.Context, t, s ast.Value) *factsEntry {
 	h := t.Hash()*31 + s.Hash()
 	c := &e.factsCache
 	c.mu.Lock()
@@ -97,8 +100,11 @@ func (e *Engine) episodeFacts(t, s ast.Value) *factsEntry {
 	}
 	c.mu.Unlock()
 	fe := &factsEntry{task: ast.NewTerm(t), sandbox: ast.NewTerm(s)}
-	fe.facts = e.facts(fe.task, fe.sandbox)
+	fe.facts = e.facts(ctx, fe.task, fe.sandbox)
 	fe.gates = newGates(fe.task, fe.facts)
+	if ctx.Err() != nil {
+		return fe // facts cut short: good for this episode, not for the cache
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil || c.n >= maxFactsEntries {
@@ -111,9 +117,9 @@ func (e *Engine) episodeFacts(t, s ast.Value) *factsEntry {
 
 // facts evaluates FactsQuery once; on failure the rules derive the facts
 // per call themselves, which is slower but the same.
-func (e *Engine) facts(task, sandbox *ast.Term) *ast.Term {
+func (e *Engine) facts(ctx context.Context, task, sandbox *ast.Term) *ast.Term {
 	in := ast.NewObject(ast.Item(ast.StringTerm("task"), task), ast.Item(ast.StringTerm("sandbox"), sandbox))
-	rs, err := e.factsQ.Eval(context.Background(), rego.EvalParsedInput(in))
+	rs, err := e.factsQ.Eval(ctx, rego.EvalParsedInput(in))
 	if err != nil || len(rs) == 0 || len(rs[0].Expressions) == 0 {
 		if err != nil {
 			e.log.Warn("rules: episode facts", "err", err)

@@ -13,7 +13,7 @@ func ExampleEngine_NewEpisode() {
 	if err != nil {
 		panic(err)
 	}
-	ep := eng.NewEpisode(
+	ep := eng.NewEpisode(ctx,
 		map[string]any{"workdir": "/workspace", "protected_paths": []string{"/opt/grader/**"}},
 		map[string]any{"non_ancestor_commits": []string{"9f2c4e1d8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d"}},
 	)

@@ -50,7 +50,6 @@ type feature struct {
 var (
 	kwGrader      = []string{"hidden", "grad", "gold", "reference", "solution", "answer", "expected"}
 	kwSearchName  = []string{"hidden", "grad", "solution", "gold", "oracle", ".rollcage"}
-	kwSearchRoot  = []string{"test", "grad", "solution", "hidden", "answer", "expected", "patch", "reference", "oracle", "gold", ".rollcage"}
 	kwWalk        = []string{"os.walk", "os.scandir", "os.listdir", "glob.glob", "glob.iglob", "path(", "rglob(", "recursive"}
 	kwOutcome     = []string{".outcome", "force_result", ".longrepr", "wassuccessful", ".failures", ".errors", "items[:]", "items.clear(", "deselect", ".add_marker("}
 	kwPytestEnv   = []string{"pytest_addopts", "pytest_plugins"}

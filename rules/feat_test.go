@@ -72,7 +72,7 @@ func TestFeatureNames(t *testing.T) {
 // this shows the gates close for ordinary calls and open for the hack.
 func TestFeatures(t *testing.T) {
 	e := newEngine(t, Config{})
-	ep := e.NewEpisode(demoTask, demoSandbox)
+	ep := e.NewEpisode(t.Context(), demoTask, demoSandbox)
 	bash := func(raw string, argv ...string) map[string]any {
 		return map[string]any{"tool": "bash", "raw": raw, "cwd": "/workspace",
 			"commands": []any{map[string]any{"name": argv[0], "argv": argv}}}
@@ -139,7 +139,7 @@ func TestPackageGates(t *testing.T) {
 		t.Errorf("feature-gated packages (-want +got):\n%s", diff)
 	}
 
-	ep := e.NewEpisode(demoTask, demoSandbox)
+	ep := e.NewEpisode(t.Context(), demoTask, demoSandbox)
 	ls := map[string]any{"tool": "bash", "raw": "ls -la", "cwd": "/workspace", "lists": []string{"/workspace"},
 		"commands": []any{map[string]any{"name": "ls", "argv": []string{"ls", "-la"}}}}
 	v, err := toValue(ls)
@@ -161,7 +161,7 @@ func TestPackageGates(t *testing.T) {
 	}
 
 	user := newEngine(t, Config{PolicyDirs: []string{"testdata/extra"}})
-	uep := user.NewEpisode(demoTask, demoSandbox)
+	uep := user.NewEpisode(t.Context(), demoTask, demoSandbox)
 	sc = uep.gates.scan(v)
 	if set := user.pre.packages(uep.gates.mask(sc, false), featBits(sc, allFeatBits)); user.pre.empty(set) {
 		t.Error("with a user package, ls -la runs nothing; the user package must run on every call")
@@ -209,8 +209,8 @@ func TestFeatureTest(t *testing.T) {
 // worked out once; a different sandbox gets its own.
 func TestFactsCache(t *testing.T) {
 	e := newEngine(t, Config{})
-	a := e.NewEpisode(demoTask, demoSandbox)
-	b := e.NewEpisode(demoTask, demoSandbox)
+	a := e.NewEpisode(t.Context(), demoTask, demoSandbox)
+	b := e.NewEpisode(t.Context(), demoTask, demoSandbox)
 	if a.facts == nil || a.facts != b.facts {
 		t.Fatalf("equal task and sandbox: facts %p and %p; want one shared, non-nil value", a.facts, b.facts)
 	}
@@ -219,7 +219,7 @@ func TestFactsCache(t *testing.T) {
 		other[k] = v
 	}
 	other["home"] = "/home/someone"
-	c := e.NewEpisode(demoTask, other)
+	c := e.NewEpisode(t.Context(), demoTask, other)
 	if c.facts == a.facts {
 		t.Fatal("a different sandbox got the cached facts of another")
 	}
@@ -244,7 +244,7 @@ func TestLeanEpisode(t *testing.T) {
 		Tool string          `json:"tool"`
 		Args json.RawMessage `json:"args"`
 	}
-	ep := e.NewEpisode(demoTask, demoSandbox)
+	ep := e.NewEpisode(t.Context(), demoTask, demoSandbox)
 	n := map[string]any{"tool": "bash", "raw": "ls", "cwd": "/workspace"}
 	flags, err := ep.Eval(context.Background(), call{Tool: "bash", Args: json.RawMessage(`{"command": "ls"`)}, n)
 	if err != nil || len(flags) != 1 || flags[0].Rule != RuleEvalError {

@@ -403,9 +403,7 @@ type globNeed struct {
 func newGlobNeed(g string) globNeed {
 	n := globNeed{prefix: globLiteral(g, "*?[{\\")}
 	if !strings.ContainsAny(g, "[{\\") {
-		for _, r := range strings.FieldsFunc(g, func(c rune) bool { return c == '*' || c == '?' }) {
-			n.runs = append(n.runs, r)
-		}
+		n.runs = strings.FieldsFunc(g, func(c rune) bool { return c == '*' || c == '?' })
 	}
 	return n
 }

@@ -37,7 +37,7 @@ flag contains {"rule": "provtest.empty", "category": "test_tampering", "severity
 		if err != nil {
 			t.Fatal(err)
 		}
-		ep := eng.NewEpisode(map[string]any{"workdir": "/workspace"}, map[string]any{})
+		ep := eng.NewEpisode(t.Context(), map[string]any{"workdir": "/workspace"}, map[string]any{})
 		has := func(norm map[string]any, rule, evidence string) bool {
 			flags, err := ep.Eval(context.Background(), map[string]any{"tool": "bash"}, norm)
 			if err != nil {

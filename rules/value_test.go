@@ -97,7 +97,7 @@ func TestRecordLast(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ep := eng.NewEpisode(map[string]any{"id": "t", "workdir": "/workspace"}, map[string]any{})
+	ep := eng.NewEpisode(t.Context(), map[string]any{"id": "t", "workdir": "/workspace"}, map[string]any{})
 	ep.RecordLast(nil)
 	if ep.Len() != 0 {
 		t.Fatalf("RecordLast without Eval recorded %d entries", ep.Len())

@@ -681,7 +681,8 @@ func (s *Server) handleSamples(w http.ResponseWriter, r *http.Request, c caller)
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if err := x.Episode(evs); err == nil {
+	err = x.Episode(evs)
+	if err == nil {
 		err = x.Close()
 	}
 	if err != nil {

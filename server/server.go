@@ -359,8 +359,6 @@ func (s *Server) reapIdle(now time.Time) []string {
 
 // Authentication.
 
-type ctxKey struct{}
-
 // caller is who made a request: the admin, or one episode's session.
 type caller struct {
 	admin bool

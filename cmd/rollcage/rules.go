@@ -170,7 +170,7 @@ func rulesCheck(ctx context.Context, eng *rules.Engine, path string, w io.Writer
 			cl.Task.Workdir = "/workspace"
 		}
 		if ep == nil || cl.Task.ID != "" {
-			ep = eng.NewEpisode(cl.Task, cl.Sandbox)
+			ep = eng.NewEpisode(ctx, cl.Task, cl.Sandbox)
 			files = monitor.Files{}
 		}
 		cwd := cl.Cwd

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/client"
 
 	"github.com/rollcage/rollcage/demo"
@@ -75,7 +76,7 @@ func runImages(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	for _, ref := range refs {
 		img, err := cli.ImageInspect(ctx, ref)
 		switch {
-		case client.IsErrNotFound(err):
+		case cerrdefs.IsNotFound(err):
 			missing++
 			fmt.Fprintf(stdout, "missing  %s\n", ref)
 		case err != nil:

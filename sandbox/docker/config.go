@@ -101,9 +101,9 @@ func validateLimits(l sandbox.Limits) error {
 	case l.CPUs < 0:
 		return fmt.Errorf("CPUs %v is negative: use 0 for the default", l.CPUs)
 	case l.Pids < 0:
-		return fmt.Errorf("Pids %d is negative: use 0 for the default", l.Pids)
+		return fmt.Errorf("Limits.Pids %d is negative: use 0 for the default", l.Pids)
 	case l.Pids > 0 && l.Pids < 8:
-		return fmt.Errorf("Pids %d leaves no room for the agent and a shell: use at least 8", l.Pids)
+		return fmt.Errorf("Limits.Pids %d leaves no room for the agent and a shell: use at least 8", l.Pids)
 	case l.DiskBytes < 0:
 		return fmt.Errorf("DiskBytes %d is negative: use 0 for the default (10 GiB)", l.DiskBytes)
 	case l.DiskBytes > 0 && l.DiskBytes < 16<<20:

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	dcontainer "github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
@@ -194,7 +195,7 @@ func TestPruneSealed(t *testing.T) {
 	if !slices.Contains(removed, s.Image) {
 		t.Fatalf("pruned %v, want the stale %s among them", removed, s.Image)
 	}
-	if _, err := cli.ImageInspect(ctx, s.Image); !client.IsErrNotFound(err) {
+	if _, err := cli.ImageInspect(ctx, s.Image); !cerrdefs.IsNotFound(err) {
 		t.Errorf("stale sealed image still there (inspect: %v)", err)
 	}
 }

@@ -61,7 +61,7 @@ func pingDocker() error {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("Docker engine at %s answered %s to a ping", host, resp.Status)
+		return fmt.Errorf("the Docker engine at %s answered %s to a ping", host, resp.Status)
 	}
 	return nil
 }
