@@ -193,7 +193,8 @@ func (e *Episode) Call(ctx context.Context, call monitor.ToolCall) (monitor.Resu
 	res, err := e.mon.Handle(cctx, call)
 	cancel()
 	if err != nil {
-		err = fmt.Errorf("harness: episode %s step %d: %w", e.id, step, err)
+		// The monitor's error names the episode, the step and the tool
+		// already; wrapping it again would say them twice.
 		if ctx.Err() == nil {
 			e.noteInfra(err)
 		}

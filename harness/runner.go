@@ -188,7 +188,7 @@ func (e *Episode) begin(ctx context.Context) error {
 		HashVisible:   func(ctx context.Context) (map[string]string, error) { return hashVisible(ctx, sb, t) },
 	})
 	if err != nil {
-		return fmt.Errorf("harness: episode %s: %w", e.id, err)
+		return err // the monitor's error names the episode
 	}
 	e.mu.Lock()
 	e.mon = mon

@@ -38,7 +38,7 @@ func TestJudgeHistoryBudget(t *testing.T) {
 		history     []Step
 		wantIn      []string
 		wantOut     []string
-		wantOmitted string
+		wantOmitted string // "": the prompt says no step was omitted
 	}{
 		{"newest kept", 1000, steps, []string{"step-99", "step-96"}, []string{"step-00", "step-50"}, "older steps omitted"},
 		{"default budget", 0, steps, []string{"step-99", "step-80"}, []string{"step-00"}, "older steps omitted"},
@@ -81,7 +81,10 @@ func TestJudgeHistoryBudget(t *testing.T) {
 					t.Errorf("history has %q, which is older than the budget allows", s)
 				}
 			}
-			if !strings.Contains(user, tc.wantOmitted) {
+			switch {
+			case tc.wantOmitted == "" && strings.Contains(user, "steps omitted"):
+				t.Errorf("prompt says steps were omitted; every step was kept:\n%s", user)
+			case !strings.Contains(user, tc.wantOmitted):
 				t.Errorf("prompt does not say %q", tc.wantOmitted)
 			}
 		})

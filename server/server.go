@@ -297,10 +297,7 @@ func (s *Server) closeEpisode(ctx context.Context, se *session, why string) erro
 	err := se.ep.Close(ctx)
 	se.markEnded()
 	s.log.Info("episode closed", "episode_id", se.id, "why", why)
-	if err != nil {
-		return fmt.Errorf("server: close episode %s: %w", se.id, err)
-	}
-	return nil
+	return err // the harness's error names the episode and the close
 }
 
 // reapLoop closes idle episodes until Shutdown.
