@@ -381,7 +381,7 @@ func TestEpisodeClone(t *testing.T) {
 	if got := rulesOf(c); !slices.Equal(got, []string{"chained.read_then_write"}) {
 		t.Errorf("write in the clone after the original's protected read: %v, want [chained.read_then_write]", got)
 	}
-	if got := rulesOf(e.NewEpisode(demoTask, demoSandbox)); len(got) != 0 {
+	if got := rulesOf(e.NewEpisode(t.Context(), demoTask, demoSandbox)); len(got) != 0 {
 		t.Errorf("the same write in a fresh episode: %v, want none (the check above would prove nothing)", got)
 	}
 	for range 3 {
