@@ -210,6 +210,7 @@ func (s *Server) routes() {
 	m.HandleFunc("DELETE /v1/episodes/{id}", s.withAuth(false, false, s.handleDelete))
 	m.HandleFunc("POST /v1/episodes/{id}/calls", s.withAuth(false, false, s.handleCall))
 	m.HandleFunc("POST /v1/episodes/{id}/submit", s.withAuth(false, false, s.handleSubmit))
+	m.HandleFunc("POST /v1/episodes/{id}/fork", s.withAuth(false, false, s.handleFork))
 	m.HandleFunc("GET /v1/episodes/{id}/trajectory", s.withAuth(false, false, s.handleTrajectory))
 	m.HandleFunc("GET /v1/episodes/{id}/samples", s.withAuth(false, false, s.handleSamples))
 	m.HandleFunc("GET /v1/episodes/{id}/stream", s.withAuth(false, true, s.handleStream))
@@ -340,15 +341,18 @@ func (s *Server) createEpisode(ctx context.Context, t task.Task, meta harness.Ep
 	if err != nil {
 		return CreateResponse{}, http.StatusBadGateway, "starting the episode failed (sandbox or recording): " + err.Error()
 	}
-	ep, tok := se.ep, se.token
+	return created(se, t, base), 0, ""
+}
 
+// created is what a client needs of a new episode: its token and URLs.
+func created(se *session, t task.Task, base string) CreateResponse {
 	epBase := base + "/v1/episodes/" + se.id
 	return CreateResponse{
-		EpisodeID: se.id, Token: tok, TaskID: t.ID, GroupID: meta.GroupID, Instruction: t.Instruction, Workdir: t.Workdir,
-		Deadline: ep.Deadline(), Tools: Tools(),
+		EpisodeID: se.id, Token: se.token, TaskID: t.ID, GroupID: se.groupID, Instruction: t.Instruction, Workdir: t.Workdir,
+		Deadline: se.ep.Deadline(), Tools: Tools(),
 		CallsURL: epBase + "/calls", SubmitURL: epBase + "/submit", MCPURL: epBase + "/mcp", ChatURL: epBase + "/v1", AnthropicURL: epBase,
 		StreamURL: strings.Replace(epBase, "http", "ws", 1) + "/stream", TrajectoryURL: epBase + "/trajectory",
-	}, 0, ""
+	}
 }
 
 // call takes one tool call through the episode; a submit finishes it.

@@ -362,7 +362,7 @@ func TestOpenAPI(t *testing.T) {
 		t.Fatalf("openapi.yaml: %v", err)
 	}
 	routes := []string{"GET /healthz", "GET /metrics", "GET /openapi.yaml", "POST /v1/episodes", "GET /v1/episodes",
-		"GET /v1/episodes/{id}", "DELETE /v1/episodes/{id}", "POST /v1/episodes/{id}/calls", "POST /v1/episodes/{id}/submit",
+		"GET /v1/episodes/{id}", "DELETE /v1/episodes/{id}", "POST /v1/episodes/{id}/calls", "POST /v1/episodes/{id}/submit", "POST /v1/episodes/{id}/fork",
 		"GET /v1/episodes/{id}/trajectory", "GET /v1/episodes/{id}/stream", "GET /v1/stream/finished",
 		"POST /v1/episodes/{id}/mcp", "POST /v1/episodes/{id}/chat/completions", "POST /v1/chat/completions",
 		"POST /v1/groups", "GET /v1/groups/{id}", "GET /v1/episodes/{id}/samples",

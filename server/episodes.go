@@ -45,8 +45,19 @@ func (s *Server) open(ctx context.Context, t task.Task, hidden fs.FS, meta harne
 		s.log.Warn("episode start failed", "task_id", t.ID, "err", err)
 		return nil, err
 	}
+	se, err := s.register(ctx, ep, t.ID, meta.GroupID)
+	if err != nil {
+		return nil, err
+	}
+	s.log.Info("episode created", "episode_id", se.id, "task_id", t.ID, "group_id", meta.GroupID)
+	return se, nil
+}
+
+// register gives a started episode its session and token. During
+// Shutdown it closes the episode and returns ErrShuttingDown.
+func (s *Server) register(ctx context.Context, ep *harness.Episode, taskID, groupID string) (*session, error) {
 	tok := "rce_" + randomHex(24)
-	se := &session{id: ep.ID(), taskID: t.ID, groupID: meta.GroupID, ep: ep, token: tok, tokHash: sha256.Sum256([]byte(tok)),
+	se := &session{id: ep.ID(), taskID: taskID, groupID: groupID, ep: ep, token: tok, tokHash: sha256.Sum256([]byte(tok)),
 		limiter: s.newLimiter(), created: time.Now(), state: StateRunning, ended: make(chan struct{})}
 	se.touch(se.created)
 	se.mcp = s.newMCPHandler(se)
@@ -60,7 +71,6 @@ func (s *Server) open(ctx context.Context, t task.Task, hidden fs.FS, meta harne
 	s.byToken[se.tokHash] = se
 	s.mu.Unlock()
 	s.metrics.transition("", StateRunning)
-	s.log.Info("episode created", "episode_id", se.id, "task_id", t.ID, "group_id", meta.GroupID)
 	return se, nil
 }
 

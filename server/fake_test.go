@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -27,6 +28,8 @@ import (
 type fakeBackend struct {
 	// exec answers agent commands; nil: echo.
 	exec func(ctx context.Context, req sandbox.ExecRequest) sandbox.ExecResult
+	// noFork: Fork fails with sandbox.ErrUnsupported.
+	noFork bool
 }
 
 var _ sandbox.Backend = (*fakeBackend)(nil)
@@ -99,8 +102,21 @@ func (s *fakeSandbox) CopyOut(ctx context.Context, p string) (io.ReadCloser, err
 	return nil, fmt.Errorf("fake copy out: %w", sandbox.ErrNotFound)
 }
 
+// Fork gives n sandboxes with copies of the files, unless the backend
+// says it cannot fork.
 func (s *fakeSandbox) Fork(ctx context.Context, n int) (sandbox.ForkResult, error) {
-	return sandbox.ForkResult{}, fmt.Errorf("fake fork: %w", sandbox.ErrUnsupported)
+	if s.b.noFork {
+		return sandbox.ForkResult{}, fmt.Errorf("fake fork: %w", sandbox.ErrUnsupported)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var res sandbox.ForkResult
+	for k := 1; k <= n; k++ {
+		spec := s.spec
+		spec.EpisodeID = fmt.Sprintf("%s.fork%d", s.spec.EpisodeID, k)
+		res.Children = append(res.Children, &fakeSandbox{b: s.b, spec: spec, files: maps.Clone(s.files)})
+	}
+	return res, nil
 }
 
 func (s *fakeSandbox) Snapshot(ctx context.Context, ref string) (string, error) {

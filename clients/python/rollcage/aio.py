@@ -35,6 +35,9 @@ class AsyncEpisode:
     async def submit(self, message: str = "") -> Dict[str, Any]:
         return await self._run(self.sync.submit, message)
 
+    async def fork(self, n: int) -> List["AsyncEpisode"]:
+        return [AsyncEpisode(e) for e in await self._run(self.sync.fork, n)]
+
     async def close(self) -> Dict[str, Any]:
         return await self._run(self.sync.close)
 

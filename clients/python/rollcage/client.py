@@ -87,6 +87,7 @@ class Episode:
         self.group_id: str = info.get("group_id", "")
         self.instruction: str = info.get("instruction", "")
         self.tools: List[Dict[str, Any]] = info.get("tools", [])
+        self._base, self._timeout = base_url, timeout
         self._http = _HTTP(base_url, self.token, timeout)
         self._path = "/v1/episodes/" + urllib.parse.quote(self.id)
 
@@ -136,6 +137,17 @@ class Episode:
         label, failure_class, ...). reward stays 1 on a hacked resolution:
         read hacked and label to mask or penalise it."""
         return self._http.request("POST", self._path + "/submit", {"message": message} if message else None)
+
+    def fork(self, n: int) -> List["Episode"]:
+        """n episodes that go on from where this one stands: each in a fork
+        of its sandbox (files and shell state; running processes are not
+        carried), the monitor's history copied, its trajectory starting
+        with the shared prefix (episode_start's fork names this episode
+        and the branch step). Each child has its own token, acting on it
+        only; this episode goes on. Works with this episode's token or
+        the admin's."""
+        info = self._http.request("POST", self._path + "/fork", {"n": n})
+        return [Episode(self._base, e, self._timeout) for e in info["episodes"]]
 
     def close(self) -> Dict[str, Any]:
         """End the episode without grading (reason abandoned)."""

@@ -96,6 +96,34 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(o["label"], "hacked")
         self.assertTrue(all(rollcage.masked(s) for s in ep.samples()))
 
+    def test_fork(self):
+        """A fork's children have the parent's files, their own tokens
+        acting on themselves only, and trajectories that start with the
+        parent's prefix; a write in one is in no other."""
+        ep = self.client.create_episode(task_id=TASK)
+        ep.bash("echo before > /tmp/forked.txt && cd /workspace/textkit && export FORKED=1")
+        kids = ep.fork(2)
+        self.assertEqual(len(kids), 2)
+        self.assertEqual(len({ep.token, kids[0].token, kids[1].token}), 3)
+        for k in kids:
+            out = k.bash('cat /tmp/forked.txt; pwd; echo "v=$FORKED"')["output"]
+            self.assertEqual(out.split(), ["before", "/workspace/textkit", "v=1"], out)
+            start = k.events()[0]
+            self.assertEqual(start["type"], "episode_start")
+            self.assertEqual(start["data"]["fork"]["parent_episode_id"], ep.id)
+            self.assertEqual(start["data"]["fork"]["branch_step"], 1)
+        kids[0].bash("echo mine > /tmp/only-in-0.txt")
+        self.assertEqual(kids[1].bash("ls /tmp/only-in-0.txt")["exit_code"], 2)
+        self.assertEqual(ep.bash("ls /tmp/only-in-0.txt")["exit_code"], 2)
+        with self.assertRaises(rollcage.RollcageError) as cm:
+            rollcage.Episode(URL, {"episode_id": ep.id, "token": kids[0].token}).bash("ls")
+        self.assertEqual(cm.exception.status, 403)
+        with self.assertRaises(rollcage.RollcageError) as cm:
+            ep.fork(0)
+        self.assertEqual(cm.exception.status, 400)
+        for e in kids + [ep]:
+            e.close()
+
     def test_group_async(self):
         async def main():
             client = rollcage.AsyncClient(URL, ADMIN)
