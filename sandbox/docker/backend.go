@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/sandbox/internal/hostside"
 )
 
 // Timeouts of operations the caller's ctx does not bound.
@@ -37,7 +38,7 @@ type Backend struct {
 	cfg  Config
 	cli  *client.Client
 	log  *slog.Logger
-	self owner
+	self hostside.Owner
 
 	creating *semaphore.Weighted // containers being created and started
 	alive    *semaphore.Weighted // containers alive, warm ones included
@@ -90,7 +91,7 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	self, err := selfOwner()
+	self, err := hostside.SelfOwner()
 	if err != nil {
 		cli.Close()
 		return nil, err
@@ -344,13 +345,13 @@ func (b *Backend) admit(ctx context.Context, episode string) (release func(), er
 // its run dir.
 func (b *Backend) createContainer(ctx context.Context, spec sandbox.Spec, warm bool) (*container, createParams, error) {
 	token := randomToken()
-	runDir := filepath.Join(b.cfg.StateDir, b.self.dirName(token))
+	runDir := filepath.Join(b.cfg.StateDir, b.self.DirName(token))
 	if err := os.Mkdir(runDir, 0o700); err != nil {
 		return nil, createParams{}, fmt.Errorf("docker: create %s: run dir: %w", spec.EpisodeID, err)
 	}
 	labels := make(map[string]string, len(spec.Labels)+8)
 	maps.Copy(labels, spec.Labels) // ours win: the reaper depends on them
-	maps.Copy(labels, b.self.labels())
+	maps.Copy(labels, b.self.Labels())
 	labels[LabelRunDir] = filepath.Base(runDir)
 	name := containerName(spec.EpisodeID, token)
 	if warm {

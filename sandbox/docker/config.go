@@ -7,10 +7,10 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/sandbox/internal/hostside"
 )
 
 // Defaults of Config and sandbox.Limits.
@@ -123,7 +123,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	if c.StateDir == "" {
-		c.StateDir = defaultStateDir()
+		c.StateDir = hostside.DefaultStateDir()
 	}
 	if c.AgentBinary == "" {
 		c.AgentBinary = os.Getenv(AgentBinEnv)
@@ -142,16 +142,6 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("docker: agent binary %s not found: run 'make build' or set %s: %w", abs, AgentBinEnv, sandbox.ErrUnavailable)
 	}
 	return c, nil
-}
-
-func defaultStateDir() string {
-	if os.Geteuid() == 0 {
-		return "/var/lib/rollcage/run"
-	}
-	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
-		return filepath.Join(d, "rollcage")
-	}
-	return filepath.Join(os.TempDir(), "rollcage-"+strconv.Itoa(os.Getuid()))
 }
 
 // resolveLimits fills l's zero fields from def.

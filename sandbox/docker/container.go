@@ -23,6 +23,7 @@ import (
 
 	"github.com/rollcage/rollcage/agent"
 	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/sandbox/internal/hostside"
 )
 
 // container is one sandbox: a Docker container and the agent client that
@@ -32,8 +33,8 @@ type container struct {
 	id     string
 	image  string
 	runDir string
-	agent  *agent.Client // set by connect, then never changed
-	disk   *diskWatch    // set by watchDisk at start, then never changed; nil when the engine enforces the limit
+	agent  *agent.Client       // set by connect, then never changed
+	disk   *hostside.DiskWatch // set by watchDisk at start, then never changed; nil when the engine enforces the limit
 
 	mu       sync.Mutex
 	name     string          // guarded by mu; changes when a warm container is handed out
@@ -160,7 +161,7 @@ func (c *container) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.
 	var res sandbox.ExecResult
 	var err error
 	if c.disk != nil {
-		res, err = c.disk.exec(ctx, req, c.agent.Exec)
+		res, err = c.disk.Exec(ctx, req, c.agent.Exec)
 	} else {
 		res, err = c.agent.Exec(ctx, req)
 	}
@@ -181,11 +182,11 @@ func (c *container) watchDisk(ctx context.Context, limit int64) error {
 		c.logger().Warn("no disk limit: the storage driver neither takes --storage-opt size nor shows an UpperDir to watch", "driver", st.GraphDriver.Name)
 		return nil
 	}
-	if _, err := usage(upper); err != nil {
+	if _, err := hostside.Usage(upper); err != nil {
 		c.logger().Warn("no disk limit: the writable layer cannot be read from here (run rollcage as root)", "dir", upper, "err", err)
 		return nil
 	}
-	c.disk = newDiskWatch(upper, limit, c.logger(), func(ctx context.Context) {
+	c.disk = hostside.NewDiskWatch(upper, limit, c.logger(), func(ctx context.Context) {
 		// As the sandbox user, kill -1 reaches every process of that user
 		// but the shell sending it; the agent (root) is untouched.
 		_, err := c.agent.Exec(ctx, sandbox.ExecRequest{Session: "rollcage-disk", Command: "kill -9 -1 2>/dev/null; true", Timeout: 5 * time.Second})
@@ -209,7 +210,7 @@ func (c *container) WriteFile(ctx context.Context, path string, data []byte, mod
 		return c.errClosed("write file")
 	}
 	if c.disk != nil {
-		if err := c.disk.refuseWrite(path, len(data)); err != nil {
+		if err := c.disk.RefuseWrite(path, len(data)); err != nil {
 			return c.wrap("write file "+path, err)
 		}
 	}

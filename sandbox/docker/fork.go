@@ -16,30 +16,20 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/sandbox/internal/hostside"
 )
 
 // Bounds of a fork's own steps.
 const (
-	forkDumpTimeout = 10 * time.Second
-	forkDumpMax     = 4 << 20 // a session's dumped state, bytes
-	forkCopyLimit   = 4       // child layers copied at once
+	forkCopyLimit = 4 // child layers copied at once
 )
-
-// dumpBash prints a script that brings a fresh bash session to this one's
-// state: exported variables (readonly ones and those bash maintains
-// itself left out), functions, shopt and set options. The working
-// directory comes from the call's result.
-const dumpBash = `{ builtin declare -px | grep -Ev '^declare -[^ ]*r|^declare -[^ ]* (PWD|OLDPWD|SHLVL|_)(=|$)'; builtin declare -f; builtin shopt -p; builtin set +o; } 2>/dev/null`
-
-// dumpSh is dumpBash for sh sessions: variables only.
-const dumpSh = `export -p 2>/dev/null`
 
 // recordSession notes a session name the host used, for Fork.
 func (c *container) recordSession(name string) {
 	if name == "" {
 		name = "default"
 	}
-	if strings.HasPrefix(name, "rollcage-") {
+	if hostside.HostSession(name) {
 		return // the host's own (disk watchdog, set-up)
 	}
 	c.mu.Lock()
@@ -76,7 +66,7 @@ func (c *container) Fork(ctx context.Context, n int) (sandbox.ForkResult, error)
 	if err != nil {
 		return sandbox.ForkResult{}, c.wrap("fork", err)
 	}
-	scripts, err := c.dumpSessions(ctx, sessions)
+	scripts, err := hostside.DumpSessions(ctx, c.agent.Exec, sessions)
 	if err != nil {
 		return sandbox.ForkResult{}, c.wrap("fork", err)
 	}
@@ -110,7 +100,7 @@ func (c *container) Fork(ctx context.Context, n int) (sandbox.ForkResult, error)
 	if err := g.Wait(); err != nil {
 		return sandbox.ForkResult{}, c.wrap("fork", err)
 	}
-	changed, _ := usage(kids[0].upper)
+	changed, _ := hostside.Usage(kids[0].upper)
 	tCopy := time.Since(start)
 
 	// From here startChild owns each child: on error it leaves neither the
@@ -170,35 +160,6 @@ func layerDir(st dcontainer.InspectResponse) (string, error) {
 		return "", fmt.Errorf("the writable layer %s cannot be read from here: run rollcage as root on the Docker host to fork: %w (%v)", upper, sandbox.ErrUnsupported, err)
 	}
 	return upper, nil
-}
-
-// dumpSessions returns, per session, the script that restores its state.
-func (c *container) dumpSessions(ctx context.Context, sessions []string) (map[string]string, error) {
-	scripts := make(map[string]string, len(sessions))
-	for _, name := range sessions {
-		req := sandbox.ExecRequest{Session: name, Command: dumpBash, Timeout: forkDumpTimeout, MaxOutput: forkDumpMax}
-		res, err := c.agent.Exec(ctx, req)
-		if err == nil && res.Shell == "sh" {
-			req.Command = dumpSh
-			res, err = c.agent.Exec(ctx, req)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("dump session %q: %w", name, err)
-		}
-		if res.Truncated || res.Stopped != sandbox.StopNone {
-			return nil, fmt.Errorf("dump session %q: its state is over %d bytes or did not finish (%s): unset large variables before forking", name, forkDumpMax, res.Stopped)
-		}
-		cd := "cd"
-		if res.Shell != "sh" {
-			cd = "builtin cd"
-		}
-		script := res.Output
-		if res.Cwd != "" {
-			script = cd + " -- " + shellQuote(res.Cwd) + " 2>/dev/null\n" + script
-		}
-		scripts[name] = script
-	}
-	return scripts, nil
 }
 
 // backgroundProcesses lists the sandbox user's processes other than the
@@ -338,20 +299,9 @@ func (c *container) restore(ctx context.Context, spec sandbox.Spec, scripts map[
 	if err := c.configure(ctx, spec); err != nil {
 		return err
 	}
-	for _, name := range slices.Sorted(maps.Keys(scripts)) {
-		res, err := c.agent.Exec(ctx, sandbox.ExecRequest{Session: name, Command: scripts[name], Timeout: forkDumpTimeout})
-		if err != nil {
-			return fmt.Errorf("restore session %q in %s: %w", name, c.nameNow(), err)
-		}
-		if res.Stopped != sandbox.StopNone {
-			return fmt.Errorf("restore session %q in %s: stopped (%s)", name, c.nameNow(), res.Stopped)
-		}
-		c.recordSession(name)
+	err := hostside.RestoreSessions(ctx, c.agent.Exec, scripts, c.recordSession)
+	if err != nil {
+		return fmt.Errorf("%s: %w", c.nameNow(), err)
 	}
 	return nil
-}
-
-// shellQuote quotes s for any POSIX shell.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

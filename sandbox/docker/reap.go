@@ -12,6 +12,8 @@ import (
 	dcontainer "github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
+
+	"github.com/rollcage/rollcage/sandbox/internal/hostside"
 )
 
 // Reap removes what rollcage processes that are gone left behind: every
@@ -28,7 +30,7 @@ func Reap(ctx context.Context, cli client.APIClient, stateDir string, log *slog.
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	boot := bootID()
+	boot := hostside.BootID()
 	list, err := cli.ContainerList(ctx, dcontainer.ListOptions{
 		All:     true,
 		Filters: filters.NewArgs(filters.Arg("label", LabelManaged+"=1")),
@@ -37,10 +39,10 @@ func Reap(ctx context.Context, cli client.APIClient, stateDir string, log *slog.
 		return 0, fmt.Errorf("docker: reap: list containers: %w", err)
 	}
 	var errs []error
-	ns := pidNS()
+	ns := hostside.PidNamespace()
 	inUse := map[string]bool{} // run dirs of containers left alone
 	for _, c := range list {
-		o, ok := ownerFromLabels(c.Labels)
+		o, ok := hostside.OwnerFromLabels(c.Labels)
 		switch {
 		case !ok:
 			continue // not one of ours after all
@@ -53,7 +55,7 @@ func Reap(ctx context.Context, cli client.APIClient, stateDir string, log *slog.
 				continue
 			}
 		case o.Boot == boot || o.Boot == "":
-			if o.alive() {
+			if o.Alive() {
 				inUse[c.Labels[LabelRunDir]] = true
 				continue
 			}
@@ -74,7 +76,7 @@ func Reap(ctx context.Context, cli client.APIClient, stateDir string, log *slog.
 			}
 		}
 	}
-	n, err := reapDirs(stateDir, inUse, log)
+	n, err := hostside.ReapDirs(stateDir, inUse, log)
 	removed += n
 	if err != nil {
 		errs = append(errs, err)
@@ -82,13 +84,11 @@ func Reap(ctx context.Context, cli client.APIClient, stateDir string, log *slog.
 	return removed, errors.Join(errs...)
 }
 
-// reapDirs removes run directories whose owner is gone. Run dirs that the
-// container loop above already removed are simply not there any more.
 // GC connects to the engine like New (without needing the agent binary)
 // and runs Reap on cfg.StateDir: the body of `rollcage gc`.
 func GC(ctx context.Context, cfg Config) (removed int, err error) {
 	if cfg.StateDir == "" {
-		cfg.StateDir = defaultStateDir()
+		cfg.StateDir = hostside.DefaultStateDir()
 	}
 	cli, err := newClient(ctx)
 	if err != nil {
@@ -96,34 +96,6 @@ func GC(ctx context.Context, cfg Config) (removed int, err error) {
 	}
 	defer cli.Close()
 	return Reap(ctx, cli, cfg.StateDir, cfg.Logger)
-}
-
-func reapDirs(stateDir string, inUse map[string]bool, log *slog.Logger) (int, error) {
-	if stateDir == "" {
-		return 0, nil
-	}
-	entries, err := os.ReadDir(stateDir)
-	if errors.Is(err, os.ErrNotExist) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("docker: reap: %w", err)
-	}
-	removed := 0
-	var errs []error
-	for _, e := range entries {
-		o, ok := ownerFromDirName(e.Name())
-		if !ok || !e.IsDir() || o.alive() || inUse[e.Name()] {
-			continue
-		}
-		if err := os.RemoveAll(filepath.Join(stateDir, e.Name())); err != nil {
-			errs = append(errs, fmt.Errorf("docker: reap: %w", err))
-			continue
-		}
-		removed++
-		log.Info("reaped run dir", "dir", e.Name(), "owner_pid", o.PID)
-	}
-	return removed, errors.Join(errs...)
 }
 
 // RemoveEpisode removes the containers (and their host directories) of
@@ -143,11 +115,11 @@ func (b *Backend) RemoveEpisode(ctx context.Context, episodeID string) (int, err
 	if err != nil {
 		return 0, b.engineErr("remove episode "+episodeID+": list containers", err)
 	}
-	ns, boot := pidNS(), bootID()
+	ns, boot := hostside.PidNamespace(), hostside.BootID()
 	removed := 0
 	var errs []error
 	for _, c := range list {
-		if o, ok := ownerFromLabels(c.Labels); ok && (o.PidNS == "" || o.PidNS == ns) && (o.Boot == "" || o.Boot == boot) && o.alive() {
+		if o, ok := hostside.OwnerFromLabels(c.Labels); ok && (o.PidNS == "" || o.PidNS == ns) && (o.Boot == "" || o.Boot == boot) && o.Alive() {
 			continue
 		}
 		err := b.cli.ContainerRemove(ctx, c.ID, dcontainer.RemoveOptions{Force: true, RemoveVolumes: true})

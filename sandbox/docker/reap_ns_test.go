@@ -5,6 +5,8 @@ import (
 
 	dcontainer "github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/network"
+
+	"github.com/rollcage/rollcage/sandbox/internal/hostside"
 )
 
 // TestReapOtherPidNamespace: a container owned by a rollcage in another
@@ -16,7 +18,7 @@ func TestReapOtherPidNamespace(t *testing.T) {
 	ctx := t.Context()
 	start := func(ns string, run bool) string {
 		t.Helper()
-		labels := owner{PID: 999999, Start: 1, Boot: bootID(), PidNS: ns}.labels()
+		labels := hostside.Owner{PID: 999999, Start: 1, Boot: hostside.BootID(), PidNS: ns}.Labels()
 		c, err := cli.ContainerCreate(ctx, &dcontainer.Config{Image: testImage(), Cmd: []string{"sleep", "300"}, Labels: labels},
 			&dcontainer.HostConfig{NetworkMode: "none", AutoRemove: false}, &network.NetworkingConfig{}, nil, "")
 		if err != nil {
@@ -35,7 +37,7 @@ func TestReapOtherPidNamespace(t *testing.T) {
 	// it being reaped before this test's Reap changes nothing.
 	foreign := start("pid:[1]", true)
 	foreignCreated := start("pid:[1]", false) // created, not yet started: being set up
-	local := start(pidNS(), false)
+	local := start(hostside.PidNamespace(), false)
 	if _, err := Reap(ctx, cli, t.TempDir(), testLogger(t)); err != nil {
 		t.Fatal(err)
 	}

@@ -1,18 +1,15 @@
 package docker
 
 import (
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
 	"maps"
 	"strconv"
-	"strings"
 	"time"
 
 	dcontainer "github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
 
 	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/sandbox/internal/hostside"
 )
 
 // Paths inside the container. The agent and its run directory live under
@@ -106,37 +103,8 @@ func containerConfig(p createParams) (*dcontainer.Config, *dcontainer.HostConfig
 	return cfg, host
 }
 
-// containerName builds rollcage-<episode>-<short random>, with the episode
-// id reduced to the characters Docker accepts in names.
-func containerName(episode, token string) string {
-	ep := sanitizeName(episode)
-	if ep == "" {
-		return "rollcage-" + token
-	}
-	return "rollcage-" + ep + "-" + token
-}
-
-func sanitizeName(s string) string {
-	b := []byte(s)
-	if len(b) > 48 {
-		b = b[:48] // names stay readable; the label keeps the full id
-	}
-	for i, c := range b {
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '.', c == '-':
-		default:
-			b[i] = '-'
-		}
-	}
-	return strings.Trim(string(b), "-._")
-}
-
-// randomToken is 8 hex digits: enough to keep names unique among the
-// containers of one host.
-func randomToken() string {
-	var b [4]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(fmt.Sprintf("crypto/rand: %v", err)) // never fails on Linux
-	}
-	return hex.EncodeToString(b[:])
-}
+// containerName and randomToken name containers like every backend does.
+var (
+	containerName = hostside.ContainerName
+	randomToken   = hostside.RandomToken
+)

@@ -1,4 +1,4 @@
-package docker
+package hostside
 
 import (
 	"bytes"
@@ -8,31 +8,31 @@ import (
 	"strings"
 )
 
-// owner identifies a host process for the reaper: a pid alone could be
+// Owner identifies a host process for the reaper: a pid alone could be
 // reused after a crash, so the kernel's start time of the process (clock
 // ticks since boot, field 22 of /proc/<pid>/stat) and the boot id go with it.
-type owner struct {
+type Owner struct {
 	PID   int
 	Start uint64
 	Boot  string
-	// PidNS is the owner's pid namespace (/proc/self/ns/pid): a pid is only
+	// PidNS is the Owner's pid namespace (/proc/self/ns/pid): a pid is only
 	// meaningful there, so a rollcage in a container (the compose gateway)
 	// never judges the host's processes, nor the host its.
 	PidNS string
 }
 
-// selfOwner is the identity of this process.
-func selfOwner() (owner, error) {
+// SelfOwner is the identity of this process.
+func SelfOwner() (Owner, error) {
 	pid := os.Getpid()
 	start, err := procStart(pid)
 	if err != nil {
-		return owner{}, fmt.Errorf("docker: own process start time: %w", err)
+		return Owner{}, fmt.Errorf("own process start time: %w", err)
 	}
-	return owner{PID: pid, Start: start, Boot: bootID(), PidNS: pidNS()}, nil
+	return Owner{PID: pid, Start: start, Boot: BootID(), PidNS: PidNamespace()}, nil
 }
 
-// pidNS names this process's pid namespace, e.g. "pid:[4026531836]".
-func pidNS() string {
+// PidNamespace names this process's pid namespace, e.g. "pid:[4026531836]".
+func PidNamespace() string {
 	ns, err := os.Readlink("/proc/self/ns/pid")
 	if err != nil {
 		return ""
@@ -40,9 +40,9 @@ func pidNS() string {
 	return ns
 }
 
-// alive reports whether the process o names still runs: same pid, same
+// Alive reports whether the process o names still runs: same pid, same
 // start time.
-func (o owner) alive() bool {
+func (o Owner) Alive() bool {
 	if o.PID <= 0 {
 		return false
 	}
@@ -76,7 +76,7 @@ func parseStatStart(b []byte) (uint64, error) {
 	return strconv.ParseUint(fields[idx], 10, 64)
 }
 
-func bootID() string {
+func BootID() string {
 	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	if err != nil {
 		return ""
@@ -98,7 +98,7 @@ const (
 	LabelRunDir = "rollcage.rundir"
 )
 
-func (o owner) labels() map[string]string {
+func (o Owner) Labels() map[string]string {
 	return map[string]string{
 		LabelManaged:    "1",
 		LabelOwnerPID:   strconv.Itoa(o.PID),
@@ -108,34 +108,34 @@ func (o owner) labels() map[string]string {
 	}
 }
 
-// ownerFromLabels is the inverse of labels; ok is false when the labels do
+// OwnerFromLabels is the inverse of Labels; ok is false when the labels do
 // not name an owner (a container someone else labelled by hand).
-func ownerFromLabels(l map[string]string) (o owner, ok bool) {
+func OwnerFromLabels(l map[string]string) (o Owner, ok bool) {
 	pid, err1 := strconv.Atoi(l[LabelOwnerPID])
 	start, err2 := strconv.ParseUint(l[LabelOwnerStart], 10, 64)
 	if err1 != nil || err2 != nil {
-		return owner{}, false
+		return Owner{}, false
 	}
-	return owner{PID: pid, Start: start, Boot: l[LabelOwnerBoot], PidNS: l[LabelOwnerPidNS]}, true
+	return Owner{PID: pid, Start: start, Boot: l[LabelOwnerBoot], PidNS: l[LabelOwnerPidNS]}, true
 }
 
-// dirName is the name of a run directory: the owner is encoded in it so
+// DirName is the name of a run directory: the owner is encoded in it so
 // the reaper can judge a directory without its container (removed by hand,
 // or never created).
-func (o owner) dirName(token string) string {
+func (o Owner) DirName(token string) string {
 	return fmt.Sprintf("%d.%d.%s", o.PID, o.Start, token)
 }
 
-// ownerFromDirName parses a dirName; the boot id is not part of it.
-func ownerFromDirName(name string) (owner, bool) {
+// OwnerFromDirName parses a DirName; the boot id is not part of it.
+func OwnerFromDirName(name string) (Owner, bool) {
 	parts := strings.SplitN(name, ".", 3)
 	if len(parts) != 3 || parts[2] == "" {
-		return owner{}, false
+		return Owner{}, false
 	}
 	pid, err1 := strconv.Atoi(parts[0])
 	start, err2 := strconv.ParseUint(parts[1], 10, 64)
 	if err1 != nil || err2 != nil {
-		return owner{}, false
+		return Owner{}, false
 	}
-	return owner{PID: pid, Start: start}, true
+	return Owner{PID: pid, Start: start}, true
 }
