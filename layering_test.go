@@ -15,7 +15,9 @@ const module = "github.com/rollcage/rollcage/"
 // files). Dependencies point inward: sandbox imports none of ours.
 var allowed = map[string][]string{
 	"sandbox":                               {},
-	"sandbox/docker":                        {"sandbox", "agent"},
+	"sandbox/docker":                        {"sandbox", "agent", "sandbox/internal/hostside"},
+	"sandbox/containerd":                    {"sandbox", "agent", "sandbox/internal/hostside"},
+	"sandbox/internal/hostside":             {"sandbox"},
 	"sandbox/sandboxtest":                   {"sandbox"},
 	"sandbox/docker/dockertest":             {"sandbox", "sandbox/docker", "sandbox/sandboxtest"},
 	"agent":                                 {"sandbox"},
