@@ -42,7 +42,7 @@ type Backend struct {
 
 	creating *semaphore.Weighted // containers being created and started
 	alive    *semaphore.Weighted // containers alive, warm ones included
-	pool     *pool
+	pool     *hostside.Pool[*container]
 
 	stopRefill context.CancelFunc
 	refillDone chan struct{}
@@ -122,7 +122,7 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		// uid would own them too and could drive its own agent.
 		b.log.Warn("rollcage runs as uid 1000, the sandbox user's uid: sandboxed commands could reach the agent socket; run as another user")
 	}
-	b.pool = newPool(cfg.Pool)
+	b.pool = hostside.NewPool(cfg.Pool, func(c *container) string { return c.image })
 	refillCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	b.stopRefill = stop
 	b.refillDone = make(chan struct{})
@@ -166,7 +166,7 @@ func (b *Backend) Stats() Stats {
 	return Stats{
 		Creating: int(b.nCreating.Load()),
 		Alive:    int(b.nAlive.Load()),
-		Warm:     b.pool.size(),
+		Warm:     b.pool.Size(),
 	}
 }
 
@@ -229,13 +229,13 @@ func (b *Backend) resolveSpec(spec sandbox.Spec) (sandbox.Spec, error) {
 	default:
 		return spec, fmt.Errorf("docker: create: unknown network %q: use %q or %q", spec.Network, sandbox.NetworkNone, sandbox.NetworkProxy)
 	}
-	if err := validateLimits(spec.Limits); err != nil {
+	if err := hostside.ValidateLimits(spec.Limits); err != nil {
 		return spec, fmt.Errorf("docker: create: limits: %w", err)
 	}
 	if spec.Lease < 0 || (spec.Lease > 0 && spec.Lease < 3*time.Second) {
 		return spec, fmt.Errorf("docker: create: lease %v: use 0 for the default or at least 3s", spec.Lease)
 	}
-	spec.Limits = resolveLimits(spec.Limits, b.cfg.DefaultLimits)
+	spec.Limits = hostside.ResolveLimits(spec.Limits, b.cfg.DefaultLimits)
 	spec.Lease = cmpOrDuration(spec.Lease, b.cfg.Lease)
 	if spec.Workdir == "" {
 		spec.Workdir = defaultWorkdir
@@ -278,8 +278,8 @@ func (b *Backend) acquireAlive(ctx context.Context) error {
 			b.nAlive.Add(1)
 			return nil
 		}
-		c := b.pool.evict()
-		if c == nil {
+		c, ok := b.pool.Evict()
+		if !ok {
 			break
 		}
 		c.Close(ctx) // releases its slot
@@ -441,7 +441,7 @@ func (b *Backend) forget(c *container) {
 	b.mu.Unlock()
 	if ok {
 		b.releaseAlive()
-		b.pool.wake() // a slot freed up for warming
+		b.pool.Wake() // a slot freed up for warming
 	}
 }
 
@@ -457,7 +457,7 @@ func (b *Backend) Close(ctx context.Context) error {
 	b.mu.Unlock()
 	b.stopRefill()
 	<-b.refillDone
-	b.pool.drain()
+	b.pool.Drain()
 	b.mu.Lock()
 	all := make([]*container, 0, len(b.live))
 	for c := range b.live {

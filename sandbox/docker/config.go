@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/rollcage/rollcage/sandbox"
@@ -25,7 +23,7 @@ const (
 
 // AgentBinEnv names the environment variable that locates the static
 // rollcage-agent binary when Config.AgentBinary is empty.
-const AgentBinEnv = "ROLLCAGE_AGENT_BIN"
+const AgentBinEnv = hostside.AgentBinEnv
 
 // Config configures a Backend. The zero value works on a host where the
 // agent binary sits next to the executable or is named by $ROLLCAGE_AGENT_BIN.
@@ -86,30 +84,10 @@ func (c Config) Validate() error {
 	if alive := cmp.Or(c.MaxAlive, DefaultMaxAlive); total >= alive && total > 0 {
 		errs = append(errs, fmt.Errorf("docker config: warm pool of %d containers leaves no room under MaxAlive %d: lower Pool or raise MaxAlive", total, alive))
 	}
-	if err := validateLimits(c.DefaultLimits); err != nil {
+	if err := hostside.ValidateLimits(c.DefaultLimits); err != nil {
 		errs = append(errs, fmt.Errorf("docker config: DefaultLimits: %w", err))
 	}
 	return errors.Join(errs...)
-}
-
-func validateLimits(l sandbox.Limits) error {
-	switch {
-	case l.MemoryBytes < 0:
-		return fmt.Errorf("MemoryBytes %d is negative: use 0 for the default", l.MemoryBytes)
-	case l.MemoryBytes > 0 && l.MemoryBytes < 6<<20:
-		return fmt.Errorf("MemoryBytes %d is below Docker's 6 MiB minimum: raise it", l.MemoryBytes)
-	case l.CPUs < 0:
-		return fmt.Errorf("CPUs %v is negative: use 0 for the default", l.CPUs)
-	case l.Pids < 0:
-		return fmt.Errorf("Limits.Pids %d is negative: use 0 for the default", l.Pids)
-	case l.Pids > 0 && l.Pids < 8:
-		return fmt.Errorf("Limits.Pids %d leaves no room for the agent and a shell: use at least 8", l.Pids)
-	case l.DiskBytes < 0:
-		return fmt.Errorf("DiskBytes %d is negative: use 0 for the default (10 GiB)", l.DiskBytes)
-	case l.DiskBytes > 0 && l.DiskBytes < 16<<20:
-		return fmt.Errorf("DiskBytes %d is below 16 MiB, too little for a shell to work in: raise it", l.DiskBytes)
-	}
-	return nil
 }
 
 // withDefaults returns c with every zero field resolved. It fails only when
@@ -118,37 +96,17 @@ func (c Config) withDefaults() (Config, error) {
 	c.Lease = cmp.Or(c.Lease, DefaultLease)
 	c.MaxCreating = cmp.Or(c.MaxCreating, DefaultMaxCreating)
 	c.MaxAlive = cmp.Or(c.MaxAlive, DefaultMaxAlive)
-	c.DefaultLimits = resolveLimits(c.DefaultLimits, sandbox.Limits{MemoryBytes: DefaultMemoryBytes, CPUs: DefaultCPUs, Pids: DefaultPids, DiskBytes: DefaultDiskBytes})
+	c.DefaultLimits = hostside.ResolveLimits(c.DefaultLimits, sandbox.Limits{MemoryBytes: DefaultMemoryBytes, CPUs: DefaultCPUs, Pids: DefaultPids, DiskBytes: DefaultDiskBytes})
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	if c.StateDir == "" {
 		c.StateDir = hostside.DefaultStateDir()
 	}
-	if c.AgentBinary == "" {
-		c.AgentBinary = os.Getenv(AgentBinEnv)
-	}
-	if c.AgentBinary == "" {
-		if exe, err := os.Executable(); err == nil {
-			c.AgentBinary = filepath.Join(filepath.Dir(exe), "rollcage-agent")
-		}
-	}
-	abs, err := filepath.Abs(c.AgentBinary)
+	abs, err := hostside.FindAgent(c.AgentBinary)
 	if err != nil {
-		return c, fmt.Errorf("docker: agent binary %q: %w", c.AgentBinary, err)
+		return c, fmt.Errorf("docker: %w", err)
 	}
 	c.AgentBinary = abs
-	if st, err := os.Stat(abs); err != nil || !st.Mode().IsRegular() {
-		return c, fmt.Errorf("docker: agent binary %s not found: run 'make build' or set %s: %w", abs, AgentBinEnv, sandbox.ErrUnavailable)
-	}
 	return c, nil
-}
-
-// resolveLimits fills l's zero fields from def.
-func resolveLimits(l, def sandbox.Limits) sandbox.Limits {
-	l.MemoryBytes = cmp.Or(l.MemoryBytes, def.MemoryBytes)
-	l.CPUs = cmp.Or(l.CPUs, def.CPUs)
-	l.Pids = cmp.Or(l.Pids, def.Pids)
-	l.DiskBytes = cmp.Or(l.DiskBytes, def.DiskBytes)
-	return l
 }

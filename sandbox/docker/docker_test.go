@@ -108,16 +108,14 @@ func TestWarmPool(t *testing.T) {
 func waitWarm(t *testing.T, b *Backend, img string, n int) map[string]bool {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
-	for b.pool.count(img) < n {
+	for b.pool.Count(img) < n {
 		if time.Now().After(deadline) {
 			t.Fatalf("pool of %s did not reach %d containers (stats %+v)", img, n, b.Stats())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	b.pool.mu.Lock()
-	defer b.pool.mu.Unlock()
 	ids := map[string]bool{}
-	for _, c := range b.pool.ready[img] {
+	for _, c := range b.pool.Ready(img) {
 		ids[c.id] = true
 	}
 	return ids

@@ -1,0 +1,116 @@
+package hostside
+
+import "sync"
+
+// Pool holds warm sandboxes per image (created, started and connected,
+// waiting to be configured for an episode) for a backend's refiller.
+type Pool[T any] struct {
+	want  map[string]int // never changed after NewPool
+	kick  chan struct{}  // wakes the refiller; buffered 1
+	image func(T) string
+
+	mu    sync.Mutex
+	ready map[string][]T // guarded by mu; oldest first
+}
+
+// NewPool makes a pool that wants want[image] sandboxes of each image;
+// image names the image of a sandbox.
+func NewPool[T any](want map[string]int, image func(T) string) *Pool[T] {
+	p := &Pool[T]{want: map[string]int{}, kick: make(chan struct{}, 1), ready: map[string][]T{}, image: image}
+	for img, n := range want {
+		if n > 0 {
+			p.want[img] = n
+		}
+	}
+	return p
+}
+
+// Wake wakes the refiller.
+func (p *Pool[T]) Wake() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Size is the number of warm sandboxes.
+func (p *Pool[T]) Size() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, cs := range p.ready {
+		n += len(cs)
+	}
+	return n
+}
+
+// Count is the number of warm sandboxes of image.
+func (p *Pool[T]) Count(image string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.ready[image])
+}
+
+// Put adds a warm sandbox.
+func (p *Pool[T]) Put(c T) {
+	p.mu.Lock()
+	img := p.image(c)
+	p.ready[img] = append(p.ready[img], c)
+	p.mu.Unlock()
+}
+
+// Take removes the oldest warm container of image; nil when there is none.
+func (p *Pool[T]) Take(image string) (T, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cs := p.ready[image]
+	if len(cs) == 0 {
+		var none T
+		return none, false
+	}
+	c := cs[0]
+	p.ready[image] = cs[1:]
+	return c, true
+}
+
+// Evict removes a warm container of the image with the most of them, so
+// an episode can have its slot.
+func (p *Pool[T]) Evict() (T, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	best := ""
+	for img, cs := range p.ready {
+		if len(cs) > 0 && (best == "" || len(cs) > len(p.ready[best])) {
+			best = img
+		}
+	}
+	if best == "" {
+		var none T
+		return none, false
+	}
+	cs := p.ready[best]
+	c := cs[len(cs)-1]
+	p.ready[best] = cs[:len(cs)-1]
+	return c, true
+}
+
+// Drain empties the pool; the sandboxes stay in the backend's live set,
+// which the backend closes.
+func (p *Pool[T]) Drain() {
+	p.mu.Lock()
+	clear(p.ready)
+	p.mu.Unlock()
+}
+
+// Want is how many warm sandboxes of each image the pool keeps.
+func (p *Pool[T]) Want() map[string]int { return p.want }
+
+// Kick is the channel Wake signals.
+func (p *Pool[T]) Kick() <-chan struct{} { return p.kick }
+
+// Ready is a copy of the warm sandboxes of image, oldest first.
+func (p *Pool[T]) Ready(image string) []T {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]T(nil), p.ready[image]...)
+}
