@@ -210,56 +210,11 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 
 // resolveSpec validates spec and fills its defaults.
 func (b *Backend) resolveSpec(spec sandbox.Spec) (sandbox.Spec, error) {
-	if spec.Image == "" {
-		return spec, errors.New("docker: create: spec has no image: set Spec.Image (e.g. rollcage/base:latest)")
-	}
-	switch spec.Network {
-	case "", sandbox.NetworkNone:
-		spec.Network = sandbox.NetworkNone
-		if spec.ProxySocket != "" {
-			return spec, errors.New("docker: create: ProxySocket is set but Network is not \"proxy\": set Network to sandbox.NetworkProxy or drop ProxySocket")
-		}
-	case sandbox.NetworkProxy:
-		if !filepath.IsAbs(spec.ProxySocket) {
-			return spec, fmt.Errorf("docker: create: network %q needs ProxySocket, the absolute host path of the egress proxy's unix socket (got %q)", spec.Network, spec.ProxySocket)
-		}
-		if _, err := os.Stat(spec.ProxySocket); err != nil {
-			return spec, fmt.Errorf("docker: create: proxy socket %s: start the egress proxy before the sandbox: %w", spec.ProxySocket, err)
-		}
-	default:
-		return spec, fmt.Errorf("docker: create: unknown network %q: use %q or %q", spec.Network, sandbox.NetworkNone, sandbox.NetworkProxy)
-	}
-	if err := hostside.ValidateLimits(spec.Limits); err != nil {
-		return spec, fmt.Errorf("docker: create: limits: %w", err)
-	}
-	if spec.Lease < 0 || (spec.Lease > 0 && spec.Lease < 3*time.Second) {
-		return spec, fmt.Errorf("docker: create: lease %v: use 0 for the default or at least 3s", spec.Lease)
-	}
-	spec.Limits = hostside.ResolveLimits(spec.Limits, b.cfg.DefaultLimits)
-	spec.Lease = cmpOrDuration(spec.Lease, b.cfg.Lease)
-	if spec.Workdir == "" {
-		spec.Workdir = defaultWorkdir
-	}
-	if spec.Network == sandbox.NetworkProxy {
-		env := maps.Clone(spec.Env)
-		if env == nil {
-			env = map[string]string{}
-		}
-		url := "http://" + proxyListen
-		for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {
-			env[k] = url
-		}
-		env["NO_PROXY"], env["no_proxy"] = "localhost,127.0.0.1", "localhost,127.0.0.1"
-		spec.Env = env
+	spec, err := hostside.ResolveSpec(spec, b.cfg.DefaultLimits, b.cfg.Lease)
+	if err != nil {
+		return spec, fmt.Errorf("docker: create: %w", err)
 	}
 	return spec, nil
-}
-
-func cmpOrDuration(v, def time.Duration) time.Duration {
-	if v == 0 {
-		return def
-	}
-	return v
 }
 
 // poolable: a warm container was created with the backend's defaults, and

@@ -12,22 +12,18 @@ import (
 	"github.com/rollcage/rollcage/sandbox/internal/hostside"
 )
 
-// Paths inside the container. The agent and its run directory live under
-// /.rollcage, which no task image uses.
+// Paths inside the container (the same on every container backend).
 const (
-	agentPath      = "/.rollcage/rollcage-agent"
-	runDirPath     = "/.rollcage/run"
-	agentSockName  = "agent.sock"
-	proxySockName  = "proxy.sock"
-	proxyListen    = "127.0.0.1:3128"
-	sandboxUser    = "1000:1000"
-	defaultWorkdir = "/workspace"
+	agentPath      = hostside.AgentPath
+	runDirPath     = hostside.RunDirPath
+	agentSockName  = hostside.AgentSockName
+	proxySockName  = hostside.ProxySockName
+	sandboxUser    = hostside.SandboxUser
+	defaultWorkdir = hostside.DefaultWorkdir
 )
 
-// capAdd are the capabilities the agent keeps: enough to create its socket,
-// chown files it copies in, switch to the sandbox user and kill its process
-// groups. The sandbox user's commands lose them all at the uid change.
-var capAdd = []string{"CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL"}
+// capAdd are the capabilities the agent keeps (hostside.AgentCaps).
+var capAdd = hostside.AgentCaps
 
 // createParams is everything that decides a container's configuration.
 type createParams struct {
@@ -46,22 +42,12 @@ type createParams struct {
 // containerConfig is the pure translation of createParams into Docker's
 // types, kept free of I/O so its security-relevant output is golden-tested.
 func containerConfig(p createParams) (*dcontainer.Config, *dcontainer.HostConfig) {
-	args := []string{
-		"--listen", "unix:" + runDirPath + "/" + agentSockName,
-		"--user", sandboxUser,
-		"--workdir", defaultWorkdir,
-		"--lease", p.Lease.String(),
-		"--shell", "auto",
-	}
-	if p.SocketOwner != "" {
-		args = append(args, "--socket-owner", p.SocketOwner)
-	}
+	args := hostside.AgentArgs(p.Lease, p.SocketOwner, p.ProxySocket != "")
 	mounts := []mount.Mount{
 		{Type: mount.TypeBind, Source: p.AgentBinary, Target: agentPath, ReadOnly: true},
 		{Type: mount.TypeBind, Source: p.RunDir, Target: runDirPath},
 	}
 	if p.ProxySocket != "" {
-		args = append(args, "--proxy-listen", proxyListen, "--proxy-socket", runDirPath+"/"+proxySockName)
 		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: p.ProxySocket, Target: runDirPath + "/" + proxySockName})
 	}
 	pids := p.Limits.Pids
