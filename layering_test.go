@@ -17,7 +17,7 @@ var allowed = map[string][]string{
 	"sandbox":                               {},
 	"sandbox/docker":                        {"sandbox", "agent", "sandbox/internal/hostside"},
 	"sandbox/containerd":                    {"sandbox", "agent", "sandbox/internal/hostside"},
-	"sandbox/internal/hostside":             {"sandbox"},
+	"sandbox/internal/hostside":             {"sandbox", "agent"},
 	"sandbox/sandboxtest":                   {"sandbox"},
 	"sandbox/docker/dockertest":             {"sandbox", "sandbox/docker", "sandbox/sandboxtest"},
 	"agent":                                 {"sandbox"},

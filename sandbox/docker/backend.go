@@ -340,6 +340,7 @@ func (b *Backend) createContainer(ctx context.Context, spec sandbox.Spec, warm b
 		runDir: runDir,
 		log:    b.log.With("episode_id", spec.EpisodeID, "container", name),
 	}
+	c.Conn = hostside.NewConn(c.nameNow)
 	resp, err := b.cli.ContainerCreate(ctx, cfg, host, nil, nil, name)
 	if err != nil && p.StorageSize > 0 && isStorageOptError(err) {
 		b.log.Info("the engine refuses --storage-opt size; disk limits fall back to the watchdog", "err", err)

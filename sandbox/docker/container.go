@@ -6,22 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
-	"syscall"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	dcontainer "github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/pkg/stdcopy"
 
-	"github.com/rollcage/rollcage/agent"
 	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/sandbox/internal/hostside"
 )
@@ -33,16 +28,15 @@ type container struct {
 	id     string
 	image  string
 	runDir string
-	agent  *agent.Client       // set by connect, then never changed
-	disk   *hostside.DiskWatch // set by watchDisk at start, then never changed; nil when the engine enforces the limit
+	// Conn drives the agent: exec and files (behind the disk watchdog
+	// when the engine does not enforce the limit), the sessions used.
+	*hostside.Conn
 
-	mu       sync.Mutex
-	name     string          // guarded by mu; changes when a warm container is handed out
-	log      *slog.Logger    // guarded by mu; rescoped to the episode at hand-out
-	spec     sandbox.Spec    // guarded by mu; the episode's resolved spec, set by configure
-	sessions map[string]bool // guarded by mu; session names the host used (Fork restores them)
+	mu   sync.Mutex
+	name string       // guarded by mu; changes when a warm container is handed out
+	log  *slog.Logger // guarded by mu; rescoped to the episode at hand-out
+	spec sandbox.Spec // guarded by mu; the episode's resolved spec, set by configure
 
-	closed    atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -74,38 +68,16 @@ func (c *container) nameNow() string {
 // fails with the container's last log lines when it never listens.
 func (c *container) connect(ctx context.Context, lease time.Duration) error {
 	sock := filepath.Join(c.runDir, agentSockName)
-	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
-	defer cancel()
-	var d net.Dialer
-	wait := time.Millisecond
-	for {
-		conn, err := d.DialContext(cctx, "unix", sock)
-		if err == nil {
-			c.agent = agent.NewClient(conn, agent.ClientOptions{Heartbeat: lease / 3, Logger: c.logger()})
-			return nil
+	return c.Dial(ctx, "docker", sock, connectTimeout, lease, c.logger(), func(ctx context.Context) error {
+		st, err := c.b.cli.ContainerInspect(ctx, c.id)
+		if err == nil && st.State != nil && !st.State.Running {
+			return fmt.Errorf("container exited (code %d) before its agent listened; last logs: %s", st.State.ExitCode, c.lastLogs(ctx))
 		}
-		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ECONNREFUSED) && cctx.Err() == nil {
-			return fmt.Errorf("docker: connect %s: dial agent: %w: %v", c.name, sandbox.ErrAgent, err)
+		if ctx.Err() != nil {
+			return fmt.Errorf("last logs: %s", c.lastLogs(ctx))
 		}
-		// Poll the container too: an agent that crashed at start should
-		// fail the create now, not after the full timeout.
-		if wait >= 16*time.Millisecond {
-			if st, ierr := c.b.cli.ContainerInspect(cctx, c.id); ierr == nil && st.State != nil && !st.State.Running {
-				return fmt.Errorf("docker: connect %s: container exited (code %d) before its agent listened: %w; last logs: %s",
-					c.name, st.State.ExitCode, sandbox.ErrAgent, c.lastLogs(ctx))
-			}
-		}
-		select {
-		case <-cctx.Done():
-			if ctx.Err() != nil {
-				return fmt.Errorf("docker: connect %s: %w", c.name, ctx.Err())
-			}
-			return fmt.Errorf("docker: connect %s: agent did not listen on %s within %v: %w; last logs: %s",
-				c.name, sock, connectTimeout, sandbox.ErrAgent, c.lastLogs(ctx))
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, 50*time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // lastLogs returns the container's last log lines on one line, for error
@@ -131,41 +103,13 @@ func (c *container) lastLogs(ctx context.Context) string {
 
 // configure hands the episode's settings to the agent.
 func (c *container) configure(ctx context.Context, spec sandbox.Spec) error {
-	err := c.agent.Configure(ctx, agent.Config{Workdir: spec.Workdir, Env: spec.Env, Canaries: spec.Canaries, Watch: spec.Watch})
-	if err != nil {
+	if err := c.Conn.Configure(ctx, spec); err != nil {
 		return fmt.Errorf("docker: configure %s: %w", c.nameNow(), err)
 	}
 	c.mu.Lock()
 	c.spec = spec
 	c.mu.Unlock()
 	return nil
-}
-
-// wrap gives an agent error the sandbox's name and operation.
-func (c *container) wrap(op string, err error) error {
-	if err == nil {
-		return nil
-	}
-	return fmt.Errorf("sandbox %s: %s: %w", c.nameNow(), op, err)
-}
-
-func (c *container) errClosed(op string) error {
-	return fmt.Errorf("sandbox %s: %s: %w", c.nameNow(), op, sandbox.ErrClosed)
-}
-
-func (c *container) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
-	if c.closed.Load() {
-		return sandbox.ExecResult{}, c.errClosed("exec")
-	}
-	c.recordSession(req.Session)
-	var res sandbox.ExecResult
-	var err error
-	if c.disk != nil {
-		res, err = c.disk.Exec(ctx, req, c.agent.Exec)
-	} else {
-		res, err = c.agent.Exec(ctx, req)
-	}
-	return res, c.wrap("exec", err)
 }
 
 // watchDisk starts the disk watchdog over the container's writable layer.
@@ -186,57 +130,15 @@ func (c *container) watchDisk(ctx context.Context, limit int64) error {
 		c.logger().Warn("no disk limit: the writable layer cannot be read from here (run rollcage as root)", "dir", upper, "err", err)
 		return nil
 	}
-	c.disk = hostside.NewDiskWatch(upper, limit, c.logger(), func(ctx context.Context) {
-		// As the sandbox user, kill -1 reaches every process of that user
-		// but the shell sending it; the agent (root) is untouched.
-		_, err := c.agent.Exec(ctx, sandbox.ExecRequest{Session: "rollcage-disk", Command: "kill -9 -1 2>/dev/null; true", Timeout: 5 * time.Second})
-		if err != nil {
-			c.logger().Warn("disk watchdog: stopping background processes failed", "err", err)
-		}
-	})
+	c.WatchDisk(upper, limit, c.logger())
 	return nil
-}
-
-func (c *container) ReadFile(ctx context.Context, path string, max int64) ([]byte, bool, error) {
-	if c.closed.Load() {
-		return nil, false, c.errClosed("read file")
-	}
-	data, cut, err := c.agent.ReadFile(ctx, path, max)
-	return data, cut, c.wrap("read file "+path, err)
-}
-
-func (c *container) WriteFile(ctx context.Context, path string, data []byte, mode fs.FileMode) error {
-	if c.closed.Load() {
-		return c.errClosed("write file")
-	}
-	if c.disk != nil {
-		if err := c.disk.RefuseWrite(path, len(data)); err != nil {
-			return c.wrap("write file "+path, err)
-		}
-	}
-	return c.wrap("write file "+path, c.agent.WriteFile(ctx, path, data, mode))
-}
-
-func (c *container) CopyIn(ctx context.Context, dir string, tar io.Reader) error {
-	if c.closed.Load() {
-		return c.errClosed("copy in")
-	}
-	return c.wrap("copy in "+dir, c.agent.CopyIn(ctx, dir, tar))
-}
-
-func (c *container) CopyOut(ctx context.Context, path string) (io.ReadCloser, error) {
-	if c.closed.Load() {
-		return nil, c.errClosed("copy out")
-	}
-	rc, err := c.agent.CopyOut(ctx, path)
-	return rc, c.wrap("copy out "+path, err)
 }
 
 // Snapshot commits the container's filesystem (bind mounts excluded, so
 // neither the agent nor its socket end up in the image) to ref.
 func (c *container) Snapshot(ctx context.Context, ref string) (string, error) {
-	if c.closed.Load() {
-		return "", c.errClosed("snapshot")
+	if c.IsClosed() {
+		return "", c.ErrClosed("snapshot")
 	}
 	resp, err := c.b.cli.ContainerCommit(ctx, c.id, dcontainer.CommitOptions{
 		Reference: ref,
@@ -249,9 +151,9 @@ func (c *container) Snapshot(ctx context.Context, ref string) (string, error) {
 	})
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
-			return "", c.errClosed("snapshot")
+			return "", c.ErrClosed("snapshot")
 		}
-		return "", c.wrap("snapshot", c.b.engineErr("commit", err))
+		return "", c.Wrap("snapshot", c.b.engineErr("commit", err))
 	}
 	return resp.ID, nil
 }
@@ -260,7 +162,7 @@ func (c *container) Snapshot(ctx context.Context, ref string) (string, error) {
 // directory. It runs once; later and concurrent calls return its result.
 func (c *container) Close(ctx context.Context) error {
 	c.closeOnce.Do(func() {
-		c.closed.Store(true)
+		c.MarkClosed()
 		c.closeErr = c.teardown(ctx)
 		c.b.forget(c)
 		c.logger().Info("sandbox closed")
@@ -273,17 +175,7 @@ func (c *container) Close(ctx context.Context) error {
 func (c *container) teardown(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
 	defer cancel()
-	if c.disk != nil {
-		c.disk.Close()
-	}
-	if c.agent != nil {
-		// A clean shutdown lets the agent kill its process groups; the
-		// forced remove below is what guarantees the container is gone.
-		sctx, scancel := context.WithTimeout(ctx, shutdownTimeout)
-		_ = c.agent.Shutdown(sctx)
-		scancel()
-		c.agent.Close()
-	}
+	c.Shutdown(ctx, shutdownTimeout)
 	var errs []error
 	if c.id != "" {
 		err := c.b.cli.ContainerRemove(ctx, c.id, dcontainer.RemoveOptions{Force: true, RemoveVolumes: true})

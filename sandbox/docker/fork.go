@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,22 +22,6 @@ const (
 	forkCopyLimit = 4 // child layers copied at once
 )
 
-// recordSession notes a session name the host used, for Fork.
-func (c *container) recordSession(name string) {
-	if name == "" {
-		name = "default"
-	}
-	if hostside.HostSession(name) {
-		return // the host's own (disk watchdog, set-up)
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.sessions == nil {
-		c.sessions = map[string]bool{}
-	}
-	c.sessions[name] = true
-}
-
 // Fork copies the container's writable layer into n new containers of the
 // same image and spec. On overlay2 the layer is the UpperDir, copied on
 // the host (reflinked where the file system can) into each child's
@@ -48,8 +30,8 @@ func (c *container) recordSession(name string) {
 // first copy; the others are made from the first child's layer.
 func (c *container) Fork(ctx context.Context, n int) (sandbox.ForkResult, error) {
 	start := time.Now()
-	if c.closed.Load() {
-		return sandbox.ForkResult{}, c.errClosed("fork")
+	if c.IsClosed() {
+		return sandbox.ForkResult{}, c.ErrClosed("fork")
 	}
 	if n < 1 || n > sandbox.MaxFork {
 		return sandbox.ForkResult{}, fmt.Errorf("sandbox %s: fork: n = %d: ask for 1 to %d children", c.nameNow(), n, sandbox.MaxFork)
@@ -59,23 +41,23 @@ func (c *container) Fork(ctx context.Context, n int) (sandbox.ForkResult, error)
 	}
 	c.mu.Lock()
 	spec := c.spec
-	sessions := slices.Sorted(maps.Keys(c.sessions))
 	c.mu.Unlock()
+	sessions := c.Sessions()
 
 	upper, err := c.upperDir(ctx)
 	if err != nil {
-		return sandbox.ForkResult{}, c.wrap("fork", err)
+		return sandbox.ForkResult{}, c.Wrap("fork", err)
 	}
-	scripts, err := hostside.DumpSessions(ctx, c.agent.Exec, sessions)
+	scripts, err := hostside.DumpSessions(ctx, c.Agent().Exec, sessions)
 	if err != nil {
-		return sandbox.ForkResult{}, c.wrap("fork", err)
+		return sandbox.ForkResult{}, c.Wrap("fork", err)
 	}
 	notCarried := c.backgroundProcesses(ctx)
 	tDump := time.Since(start)
 
 	kids, err := c.b.createChildren(ctx, spec, n)
 	if err != nil {
-		return sandbox.ForkResult{}, c.wrap("fork", err)
+		return sandbox.ForkResult{}, c.Wrap("fork", err)
 	}
 	ok := false
 	defer func() {
@@ -90,15 +72,15 @@ func (c *container) Fork(ctx context.Context, n int) (sandbox.ForkResult, error)
 	tCreate := time.Since(start)
 	paused, err := c.copyPaused(ctx, upper, kids[0].upper)
 	if err != nil {
-		return sandbox.ForkResult{}, c.wrap("fork", err)
+		return sandbox.ForkResult{}, c.Wrap("fork", err)
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(forkCopyLimit)
 	for _, k := range kids[1:] {
-		g.Go(func() error { return copyLayer(gctx, kids[0].upper, k.upper) })
+		g.Go(func() error { return hostside.CopyLayer(gctx, kids[0].upper, k.upper) })
 	}
 	if err := g.Wait(); err != nil {
-		return sandbox.ForkResult{}, c.wrap("fork", err)
+		return sandbox.ForkResult{}, c.Wrap("fork", err)
 	}
 	changed, _ := hostside.Usage(kids[0].upper)
 	tCopy := time.Since(start)
@@ -123,7 +105,7 @@ func (c *container) Fork(ctx context.Context, n int) (sandbox.ForkResult, error)
 				ch.Close(ctx)
 			}
 		}
-		return sandbox.ForkResult{}, c.wrap("fork", err)
+		return sandbox.ForkResult{}, c.Wrap("fork", err)
 	}
 	res := sandbox.ForkResult{
 		Children:     children,
@@ -195,7 +177,7 @@ func (c *container) copyPaused(ctx context.Context, src, dst string) (time.Durat
 	if err := c.b.cli.ContainerPause(ctx, c.id); err != nil {
 		return 0, c.b.engineErr("pause", err)
 	}
-	cerr := copyLayer(ctx, src, dst)
+	cerr := hostside.CopyLayer(ctx, src, dst)
 	// Thaw even when ctx is done: a parent left frozen would hang its episode.
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
 	defer cancel()
@@ -205,17 +187,6 @@ func (c *container) copyPaused(ctx context.Context, src, dst string) (time.Durat
 		return paused, errors.Join(cerr, c.b.engineErr("unpause", uerr))
 	}
 	return paused, cerr
-}
-
-// copyLayer copies an overlay upper directory into another, keeping
-// owners, modes, xattrs (opaque directories) and whiteout devices, with
-// reflinks where the file system has them.
-func copyLayer(ctx context.Context, src, dst string) error {
-	out, err := exec.CommandContext(ctx, "cp", "-a", "--reflink=auto", "--", src+"/.", dst+"/").CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("copy the writable layer: %w: %s", err, strings.TrimSpace(string(out)))
-	}
-	return nil
 }
 
 // child is a fork's container, created but not started.
@@ -296,12 +267,11 @@ func (b *Backend) startChild(ctx context.Context, k child, scripts map[string]st
 
 // restore configures a fork's child and replays the parent's sessions.
 func (c *container) restore(ctx context.Context, spec sandbox.Spec, scripts map[string]string) error {
-	if err := c.configure(ctx, spec); err != nil {
+	if err := c.Restore(ctx, spec, scripts); err != nil {
 		return err
 	}
-	err := hostside.RestoreSessions(ctx, c.agent.Exec, scripts, c.recordSession)
-	if err != nil {
-		return fmt.Errorf("%s: %w", c.nameNow(), err)
-	}
+	c.mu.Lock()
+	c.spec = spec
+	c.mu.Unlock()
 	return nil
 }

@@ -11,12 +11,12 @@ import (
 // learnt about an image (the grader's import surface) can be cached by
 // content rather than by a tag that a rebuild moves.
 func (c *container) ImageID(ctx context.Context) (string, error) {
-	if c.closed.Load() {
-		return "", c.errClosed("image id")
+	if c.IsClosed() {
+		return "", c.ErrClosed("image id")
 	}
 	info, err := c.b.cli.ContainerInspect(ctx, c.id)
 	if err != nil {
-		return "", c.wrap("image id", c.b.engineErr("inspect", err))
+		return "", c.Wrap("image id", c.b.engineErr("inspect", err))
 	}
 	return info.Image, nil
 }

@@ -3,11 +3,9 @@ package docker
 import (
 	"context"
 	"log/slog"
-	"maps"
-	"slices"
-	"time"
 
 	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/sandbox/internal/hostside"
 )
 
 // takeWarm hands out a warm container for spec, configured and renamed for
@@ -42,55 +40,23 @@ func (b *Backend) takeWarm(ctx context.Context, spec sandbox.Spec, log *slog.Log
 	}
 }
 
-// refill keeps every image's pool at its size until ctx ends. One
-// goroutine, one creation at a time: warming must not crowd out the
-// episodes' own creations under MaxCreating.
-func (b *Backend) refill(ctx context.Context) {
-	if len(b.pool.Want()) == 0 {
-		return
+// refill keeps every image's pool at its size until ctx ends.
+func (b *Backend) refill(ctx context.Context) { b.pool.Refill(ctx, b.log, b.warmOne) }
+
+// warmOne starts a warm container of img, if a slot under MaxAlive is
+// free (episodes first; a close wakes the refiller).
+func (b *Backend) warmOne(ctx context.Context, img string) (*container, error) {
+	if !b.alive.TryAcquire(1) {
+		return nil, hostside.ErrNoSlot
 	}
-	images := slices.Sorted(maps.Keys(b.pool.Want()))
-	backoff := map[string]time.Duration{}
-	retry := time.NewTimer(0)
-	defer retry.Stop()
-	for {
-		next := time.Duration(0)
-		for _, img := range images {
-			for ctx.Err() == nil && b.pool.Count(img) < b.pool.Want()[img] {
-				if !b.alive.TryAcquire(1) {
-					break // at MaxAlive: episodes first; a close wakes us
-				}
-				b.nAlive.Add(1)
-				c, err := b.start(ctx, sandbox.Spec{
-					Image: img, Workdir: defaultWorkdir, Network: sandbox.NetworkNone,
-					Limits: b.cfg.DefaultLimits, Lease: b.cfg.Lease,
-				}, true)
-				if err != nil {
-					b.releaseAlive()
-					if ctx.Err() != nil {
-						return
-					}
-					d := min(max(2*backoff[img], time.Second), 30*time.Second)
-					backoff[img] = d
-					b.log.Warn("warm pool: create failed", "image", img, "retry_in", d, "err", err)
-					if next == 0 || d < next {
-						next = d
-					}
-					break
-				}
-				backoff[img] = 0
-				b.pool.Put(c)
-			}
-		}
-		if next == 0 {
-			next = time.Minute // a safety net; kicks do the real work
-		}
-		retry.Reset(next)
-		select {
-		case <-ctx.Done():
-			return
-		case <-b.pool.Kick():
-		case <-retry.C:
-		}
+	b.nAlive.Add(1)
+	c, err := b.start(ctx, sandbox.Spec{
+		Image: img, Workdir: defaultWorkdir, Network: sandbox.NetworkNone,
+		Limits: b.cfg.DefaultLimits, Lease: b.cfg.Lease,
+	}, true)
+	if err != nil {
+		b.releaseAlive()
+		return nil, err
 	}
+	return c, nil
 }

@@ -1,6 +1,14 @@
 package hostside
 
-import "sync"
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+)
 
 // Pool holds warm sandboxes per image (created, started and connected,
 // waiting to be configured for an episode) for a backend's refiller.
@@ -113,4 +121,56 @@ func (p *Pool[T]) Ready(image string) []T {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]T(nil), p.ready[image]...)
+}
+
+// ErrNoSlot is what a Refill's warm function returns when the backend is
+// at its bound of live sandboxes: the refiller waits for a Wake.
+var ErrNoSlot = errors.New("no free slot for a warm sandbox")
+
+// Refill keeps every image's pool at its size until ctx ends, starting
+// warm sandboxes with warm. One goroutine, one creation at a time:
+// warming must not crowd out the episodes' own creations.
+func (p *Pool[T]) Refill(ctx context.Context, log *slog.Logger, warm func(ctx context.Context, image string) (T, error)) {
+	if len(p.Want()) == 0 {
+		return
+	}
+	images := slices.Sorted(maps.Keys(p.Want()))
+	backoff := map[string]time.Duration{}
+	retry := time.NewTimer(0)
+	defer retry.Stop()
+	for {
+		next := time.Duration(0)
+		for _, img := range images {
+			for ctx.Err() == nil && p.Count(img) < p.Want()[img] {
+				c, err := warm(ctx, img)
+				if errors.Is(err, ErrNoSlot) {
+					break // at the bound: episodes first; a close wakes us
+				}
+				if err != nil {
+					if ctx.Err() != nil {
+						return
+					}
+					d := min(max(2*backoff[img], time.Second), 30*time.Second)
+					backoff[img] = d
+					log.Warn("warm pool: create failed", "image", img, "retry_in", d, "err", err)
+					if next == 0 || d < next {
+						next = d
+					}
+					break
+				}
+				backoff[img] = 0
+				p.Put(c)
+			}
+		}
+		if next == 0 {
+			next = time.Minute // a safety net; kicks do the real work
+		}
+		retry.Reset(next)
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.Kick():
+		case <-retry.C:
+		}
+	}
 }

@@ -1,0 +1,107 @@
+package containerd
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/sandbox/internal/hostside"
+)
+
+// Defaults of Config and sandbox.Limits (Docker's backend has the same).
+const (
+	DefaultNamespace   = "rollcage"
+	DefaultSnapshotter = "overlayfs"
+	DefaultLease       = 60 * time.Second
+	DefaultMaxCreating = 4
+	DefaultMaxAlive    = 256
+	DefaultMemoryBytes = 2 << 30
+	DefaultCPUs        = 1.0
+	DefaultPids        = 512
+	DefaultDiskBytes   = 10 << 30
+)
+
+// AddressEnv names the environment variable with containerd's socket.
+const AddressEnv = "CONTAINERD_ADDRESS"
+
+// Config configures a Backend. The zero value works on a host where a
+// containerd answers at one of the usual sockets and the agent binary
+// sits next to the executable or is named by $ROLLCAGE_AGENT_BIN.
+type Config struct {
+	// Address is containerd's socket. Empty: $CONTAINERD_ADDRESS, else
+	// the first of /run/containerd/containerd.sock and
+	// /var/run/docker/containerd/containerd.sock that answers.
+	Address string
+	// Namespace is containerd's namespace for rollcage's images,
+	// containers and snapshots. Empty: "rollcage".
+	Namespace string
+	// Snapshotter must keep a writable layer the host can read (the disk
+	// watchdog and Fork need its upper directory). Empty: overlayfs.
+	Snapshotter string
+	// ImportFromDocker, when true, imports an image missing from the
+	// namespace (or rebuilt since) from the Docker engine named by
+	// DOCKER_HOST. Nothing is ever pulled.
+	ImportFromDocker bool
+	// AgentBinary, StateDir, Lease, MaxCreating, MaxAlive, Pool,
+	// DefaultLimits and Logger are as in Docker's backend.
+	AgentBinary   string
+	StateDir      string
+	Lease         time.Duration
+	MaxCreating   int
+	MaxAlive      int
+	Pool          map[string]int
+	DefaultLimits sandbox.Limits
+	Logger        *slog.Logger
+}
+
+// Validate reports a configuration that cannot work, in one line saying
+// what to change.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Lease < 0 || (c.Lease > 0 && c.Lease < 3*time.Second) {
+		errs = append(errs, fmt.Errorf("containerd config: Lease %v: use 0 for the default (%v) or at least 3s", c.Lease, DefaultLease))
+	}
+	if c.MaxCreating < 0 || c.MaxAlive < 0 {
+		errs = append(errs, fmt.Errorf("containerd config: MaxCreating %d, MaxAlive %d: use 0 for the defaults (%d, %d)", c.MaxCreating, c.MaxAlive, DefaultMaxCreating, DefaultMaxAlive))
+	}
+	total := 0
+	for img, n := range c.Pool {
+		if img == "" || n < 0 {
+			errs = append(errs, fmt.Errorf("containerd config: Pool[%q] = %d: key the pool by image reference, 0 or more each", img, n))
+		}
+		total += max(n, 0)
+	}
+	if alive := cmp.Or(c.MaxAlive, DefaultMaxAlive); total >= alive && total > 0 {
+		errs = append(errs, fmt.Errorf("containerd config: warm pool of %d containers leaves no room under MaxAlive %d: lower Pool or raise MaxAlive", total, alive))
+	}
+	if err := hostside.ValidateLimits(c.DefaultLimits); err != nil {
+		errs = append(errs, fmt.Errorf("containerd config: DefaultLimits: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// withDefaults returns c with every zero field resolved but Address. It
+// fails only when the agent binary cannot be found.
+func (c Config) withDefaults() (Config, error) {
+	c.Namespace = cmp.Or(c.Namespace, DefaultNamespace)
+	c.Snapshotter = cmp.Or(c.Snapshotter, DefaultSnapshotter)
+	c.Lease = cmp.Or(c.Lease, DefaultLease)
+	c.MaxCreating = cmp.Or(c.MaxCreating, DefaultMaxCreating)
+	c.MaxAlive = cmp.Or(c.MaxAlive, DefaultMaxAlive)
+	c.DefaultLimits = hostside.ResolveLimits(c.DefaultLimits, sandbox.Limits{MemoryBytes: DefaultMemoryBytes, CPUs: DefaultCPUs, Pids: DefaultPids, DiskBytes: DefaultDiskBytes})
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.StateDir == "" {
+		c.StateDir = hostside.DefaultStateDir()
+	}
+	abs, err := hostside.FindAgent(c.AgentBinary)
+	if err != nil {
+		return c, fmt.Errorf("containerd: %w", err)
+	}
+	c.AgentBinary = abs
+	return c, nil
+}

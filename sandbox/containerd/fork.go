@@ -1,0 +1,205 @@
+package containerd
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/sandbox/internal/hostside"
+)
+
+// forkBase is a committed snapshot holding a parent's writable layer on
+// top of the parent's own parent: the children's snapshots are prepared
+// from it.
+type forkBase struct{ name string }
+
+// Fork freezes the container, copies its writable layer (the overlay
+// snapshot's upper directory, whiteouts and opaque directories as they
+// are, reflinked where the file system can) into a new snapshot on the
+// same parent, thaws it and commits that snapshot. The n children are
+// prepared from the committed snapshot, so each costs an overlay mount and
+// no copy; it is collected with the last of them. The shell sessions are
+// replayed into each child.
+func (c *container) Fork(ctx context.Context, n int) (sandbox.ForkResult, error) {
+	start := time.Now()
+	if c.IsClosed() {
+		return sandbox.ForkResult{}, c.ErrClosed("fork")
+	}
+	if n < 1 || n > sandbox.MaxFork {
+		return sandbox.ForkResult{}, fmt.Errorf("sandbox %s: fork: n = %d: ask for 1 to %d children", c.id, n, sandbox.MaxFork)
+	}
+	b := c.b
+	if err := b.checkOpen("fork"); err != nil {
+		return sandbox.ForkResult{}, err
+	}
+	c.mu.Lock()
+	spec := c.spec
+	c.mu.Unlock()
+	sessions := c.Sessions()
+	scripts, err := hostside.DumpSessions(ctx, c.Agent().Exec, sessions)
+	if err != nil {
+		return sandbox.ForkResult{}, c.Wrap("fork", err)
+	}
+	notCarried := c.backgroundProcesses(ctx)
+	tDump := time.Since(start)
+
+	lctx, done, err := b.cli.WithLease(b.ctx(ctx))
+	if err != nil {
+		return sandbox.ForkResult{}, c.Wrap("fork", b.engineErr("lease", err))
+	}
+	defer done(context.WithoutCancel(lctx))
+	base, paused, changed, err := c.commitLayer(lctx)
+	if err != nil {
+		return sandbox.ForkResult{}, c.Wrap("fork", err)
+	}
+	tCommit := time.Since(start)
+
+	children := make([]sandbox.Sandbox, n)
+	g, gctx := errgroup.WithContext(lctx)
+	for i := range n {
+		cs := spec
+		cs.EpisodeID = spec.EpisodeID + ".fork" + strconv.Itoa(i+1)
+		g.Go(func() error {
+			if err := b.acquireAlive(gctx); err != nil {
+				return fmt.Errorf("create %s: waiting for a free slot (MaxAlive %d): %w", cs.EpisodeID, b.cfg.MaxAlive, err)
+			}
+			k, err := b.start(gctx, cs, false, base)
+			if err != nil {
+				b.releaseAlive()
+				return err
+			}
+			if err := k.Restore(gctx, cs, scripts); err != nil {
+				k.Close(ctx) // live now: Close frees the slot
+				return err
+			}
+			k.mu.Lock()
+			k.spec = cs
+			k.mu.Unlock()
+			children[i] = k
+			k.logger().Info("sandbox created by fork")
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		for _, ch := range children {
+			if ch != nil {
+				ch.Close(ctx)
+			}
+		}
+		return sandbox.ForkResult{}, c.Wrap("fork", err)
+	}
+	res := sandbox.ForkResult{
+		Children:     children,
+		Paused:       paused,
+		Duration:     time.Since(start),
+		ChangedBytes: changed,
+		Sessions:     sessions,
+		NotCarried:   notCarried,
+	}
+	c.logger().Info("sandbox forked", "children", n, "paused", paused, "changed_bytes", changed, "duration", res.Duration,
+		"dumped_at", tDump, "committed_at", tCommit)
+	return res, nil
+}
+
+// commitLayer copies the container's writable layer, frozen, into a new
+// snapshot on its parent and commits it. ctx carries a lease that keeps
+// the committed snapshot until the children hold it.
+func (c *container) commitLayer(ctx context.Context) (base *forkBase, paused time.Duration, changed int64, err error) {
+	b := c.b
+	sn := b.snapshotter()
+	info, err := sn.Stat(ctx, c.id)
+	if err != nil {
+		return nil, 0, 0, b.engineErr("stat the snapshot", err)
+	}
+	token := hostside.RandomToken()
+	active := "rollcage-forking-" + token
+	if _, err := sn.Prepare(ctx, active, info.Parent); err != nil {
+		return nil, 0, 0, b.engineErr("prepare the fork's layer", err)
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			sn.Remove(context.WithoutCancel(ctx), active)
+		}
+	}()
+	dst, err := b.upperDir(ctx, active)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	t0 := time.Now()
+	if err := c.task.Pause(ctx); err != nil {
+		return nil, 0, 0, b.engineErr("pause", err)
+	}
+	cerr := hostside.CopyLayer(ctx, c.upper, dst)
+	// Thaw even when ctx is done: a parent left frozen would hang its episode.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
+	defer cancel()
+	rerr := c.task.Resume(rctx)
+	paused = time.Since(t0)
+	if cerr != nil || rerr != nil {
+		if rerr != nil {
+			rerr = b.engineErr("resume", rerr)
+		}
+		return nil, paused, 0, errors.Join(cerr, rerr)
+	}
+	changed, _ = hostside.Usage(dst)
+	name := "rollcage-forkbase-" + token
+	if err := sn.Commit(ctx, name, active); err != nil {
+		return nil, paused, 0, b.engineErr("commit the fork's layer", err)
+	}
+	committed = true
+	return &forkBase{name: name}, paused, changed, nil
+}
+
+// backgroundProcesses lists the sandbox user's processes other than the
+// sessions' shells: what a fork does not carry. Best effort: nil when the
+// task's processes cannot be listed.
+func (c *container) backgroundProcesses(ctx context.Context) []string {
+	procs, err := c.task.Pids(c.b.ctx(ctx))
+	if err != nil {
+		c.logger().Warn("fork: listing the parent's processes", "err", err)
+		return nil
+	}
+	uid := strings.Split(hostside.SandboxUser, ":")[0]
+	var out []string
+	for _, p := range procs {
+		dir := "/proc/" + strconv.Itoa(int(p.Pid))
+		if procUID(dir) != uid {
+			continue
+		}
+		raw, err := os.ReadFile(dir + "/cmdline")
+		if err != nil || len(raw) == 0 {
+			continue
+		}
+		args := strings.TrimSpace(string(bytes.ReplaceAll(raw, []byte{0}, []byte{' '})))
+		if strings.HasSuffix(args, "/dev/fd/3") {
+			continue // a session's shell
+		}
+		out = append(out, args)
+	}
+	return out
+}
+
+// procUID is the real uid of the process whose /proc directory is dir.
+func procUID(dir string) string {
+	raw, err := os.ReadFile(dir + "/status")
+	if err != nil {
+		return ""
+	}
+	for line := range strings.SplitSeq(string(raw), "\n") {
+		if rest, ok := strings.CutPrefix(line, "Uid:"); ok {
+			if f := strings.Fields(rest); len(f) > 0 {
+				return f[0]
+			}
+		}
+	}
+	return ""
+}

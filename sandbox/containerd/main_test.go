@@ -1,0 +1,74 @@
+package containerd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/sandbox/sandboxtest"
+)
+
+// envTestImage names the image the tests start (imported from Docker).
+const envTestImage = "ROLLCAGE_TEST_IMAGE"
+
+func TestMain(m *testing.M) {
+	cleanup, err := sandboxtest.EnsureAgent()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	code := m.Run()
+	cleanup()
+	os.Exit(code)
+}
+
+func testImage() string {
+	if img := os.Getenv(envTestImage); img != "" {
+		return img
+	}
+	return "rollcage/base:latest"
+}
+
+// newTestBackend is New with a private state dir, importing from Docker,
+// closed at cleanup. A containerd that does not answer fails the test
+// under CI=true and skips it elsewhere.
+func newTestBackend(t testing.TB, cfg Config) *Backend {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		sandboxtest.Unavailable(t, "the containerd backend needs root: run the tests as root")
+	}
+	if cfg.StateDir == "" {
+		cfg.StateDir = t.TempDir()
+	}
+	cfg.ImportFromDocker = true
+	if testing.Verbose() && cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	b, err := New(t.Context(), cfg)
+	if errors.Is(err, sandbox.ErrUnavailable) {
+		sandboxtest.Unavailable(t, fmt.Sprintf("%v (run 'make containerd')", err))
+	}
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := b.Close(ctx); err != nil {
+			t.Errorf("Backend.Close: %v", err)
+		}
+	})
+	return b
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(p))
+	return len(p), nil
+}

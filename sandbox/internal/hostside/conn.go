@@ -1,0 +1,217 @@
+package hostside
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/rollcage/rollcage/agent"
+	"github.com/rollcage/rollcage/sandbox"
+)
+
+// Conn is the host's side of one container sandbox's agent: the file and
+// exec methods of sandbox.Sandbox, the disk watchdog in front of them, the
+// closed flag every method checks, and the session names a fork carries.
+// A backend's container embeds it and adds what needs the engine.
+type Conn struct {
+	name   func() string // the sandbox's name now, for errors
+	agent  *agent.Client // set by Dial, then never changed
+	disk   *DiskWatch    // set by WatchDisk at start, then never changed
+	closed atomic.Bool
+
+	mu       sync.Mutex
+	sessions map[string]bool // guarded by mu; session names the host used
+}
+
+// NewConn is a Conn whose errors name the sandbox by name().
+func NewConn(name func() string) *Conn { return &Conn{name: name} }
+
+// Dial connects to the agent's socket, retrying while the agent starts.
+// dead, polled while waiting, returns a non-nil error (with the
+// container's last logs) once the container has exited; prefix names the
+// backend in errors.
+func (c *Conn) Dial(ctx context.Context, prefix, sock string, timeout, lease time.Duration, log *slog.Logger, dead func(ctx context.Context) error) error {
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var d net.Dialer
+	wait := time.Millisecond
+	for {
+		conn, err := d.DialContext(cctx, "unix", sock)
+		if err == nil {
+			c.agent = agent.NewClient(conn, agent.ClientOptions{Heartbeat: lease / 3, Logger: log})
+			return nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ECONNREFUSED) && cctx.Err() == nil {
+			return fmt.Errorf("%s: connect %s: dial agent: %w: %v", prefix, c.name(), sandbox.ErrAgent, err)
+		}
+		// Poll the container too: an agent that crashed at start should
+		// fail the create now, not after the full timeout.
+		if wait >= 16*time.Millisecond {
+			if err := dead(cctx); err != nil {
+				return fmt.Errorf("%s: connect %s: %w: %w", prefix, c.name(), sandbox.ErrAgent, err)
+			}
+		}
+		select {
+		case <-cctx.Done():
+			if ctx.Err() != nil {
+				return fmt.Errorf("%s: connect %s: %w", prefix, c.name(), ctx.Err())
+			}
+			derr := dead(context.WithoutCancel(ctx))
+			return fmt.Errorf("%s: connect %s: agent did not listen on %s within %v: %w (%v)", prefix, c.name(), sock, timeout, sandbox.ErrAgent, derr)
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 50*time.Millisecond)
+	}
+}
+
+// Agent is the agent's client (nil before Dial succeeded).
+func (c *Conn) Agent() *agent.Client { return c.agent }
+
+// WatchDisk starts the disk watchdog over upper, the writable layer on
+// the host; at the limit the sandbox user's background processes are
+// stopped through the agent.
+func (c *Conn) WatchDisk(upper string, limit int64, log *slog.Logger) {
+	c.disk = NewDiskWatch(upper, limit, log, func(ctx context.Context) {
+		// As the sandbox user, kill -1 reaches every process of that user
+		// but the shell sending it; the agent (root) is untouched.
+		_, err := c.agent.Exec(ctx, sandbox.ExecRequest{Session: "rollcage-disk", Command: "kill -9 -1 2>/dev/null; true", Timeout: 5 * time.Second})
+		if err != nil {
+			log.Warn("disk watchdog: stopping background processes failed", "err", err)
+		}
+	})
+}
+
+// Configure hands the episode's settings to the agent.
+func (c *Conn) Configure(ctx context.Context, spec sandbox.Spec) error {
+	return c.agent.Configure(ctx, agent.Config{Workdir: spec.Workdir, Env: spec.Env, Canaries: spec.Canaries, Watch: spec.Watch})
+}
+
+// MarkClosed makes every later call fail with ErrClosed.
+func (c *Conn) MarkClosed() { c.closed.Store(true) }
+
+// IsClosed reports whether MarkClosed was called.
+func (c *Conn) IsClosed() bool { return c.closed.Load() }
+
+// Wrap gives an agent error the sandbox's name and operation.
+func (c *Conn) Wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("sandbox %s: %s: %w", c.name(), op, err)
+}
+
+// ErrClosed is the error of op on a closed sandbox.
+func (c *Conn) ErrClosed(op string) error {
+	return fmt.Errorf("sandbox %s: %s: %w", c.name(), op, sandbox.ErrClosed)
+}
+
+// Shutdown stops the watchdog and shuts the agent down (it kills its
+// process groups), then closes the connection. The engine's forced
+// removal is what guarantees the container is gone.
+func (c *Conn) Shutdown(ctx context.Context, timeout time.Duration) {
+	if c.disk != nil {
+		c.disk.Close()
+	}
+	if c.agent != nil {
+		sctx, cancel := context.WithTimeout(ctx, timeout)
+		_ = c.agent.Shutdown(sctx)
+		cancel()
+		c.agent.Close()
+	}
+}
+
+// RecordSession notes a session name the host used, for a fork.
+func (c *Conn) RecordSession(name string) {
+	if name == "" {
+		name = "default"
+	}
+	if HostSession(name) {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sessions == nil {
+		c.sessions = map[string]bool{}
+	}
+	c.sessions[name] = true
+}
+
+// Sessions are the session names recorded, sorted.
+func (c *Conn) Sessions() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Sorted(maps.Keys(c.sessions))
+}
+
+// Exec runs a command in a shell session through the agent.
+func (c *Conn) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+	if c.closed.Load() {
+		return sandbox.ExecResult{}, c.ErrClosed("exec")
+	}
+	c.RecordSession(req.Session)
+	var res sandbox.ExecResult
+	var err error
+	if c.disk != nil {
+		res, err = c.disk.Exec(ctx, req, c.agent.Exec)
+	} else {
+		res, err = c.agent.Exec(ctx, req)
+	}
+	return res, c.Wrap("exec", err)
+}
+
+// ReadFile reads a file through the agent.
+func (c *Conn) ReadFile(ctx context.Context, path string, max int64) ([]byte, bool, error) {
+	if c.closed.Load() {
+		return nil, false, c.ErrClosed("read file")
+	}
+	data, cut, err := c.agent.ReadFile(ctx, path, max)
+	return data, cut, c.Wrap("read file "+path, err)
+}
+
+// WriteFile writes a file through the agent, refused at the disk limit.
+func (c *Conn) WriteFile(ctx context.Context, path string, data []byte, mode fs.FileMode) error {
+	if c.closed.Load() {
+		return c.ErrClosed("write file")
+	}
+	if c.disk != nil {
+		if err := c.disk.RefuseWrite(path, len(data)); err != nil {
+			return c.Wrap("write file "+path, err)
+		}
+	}
+	return c.Wrap("write file "+path, c.agent.WriteFile(ctx, path, data, mode))
+}
+
+// CopyIn extracts a tar stream into dir through the agent.
+func (c *Conn) CopyIn(ctx context.Context, dir string, tar io.Reader) error {
+	if c.closed.Load() {
+		return c.ErrClosed("copy in")
+	}
+	return c.Wrap("copy in "+dir, c.agent.CopyIn(ctx, dir, tar))
+}
+
+// CopyOut returns a tar stream of path through the agent.
+func (c *Conn) CopyOut(ctx context.Context, path string) (io.ReadCloser, error) {
+	if c.closed.Load() {
+		return nil, c.ErrClosed("copy out")
+	}
+	rc, err := c.agent.CopyOut(ctx, path)
+	return rc, c.Wrap("copy out "+path, err)
+}
+
+// Restore configures a fork's child and replays the parent's sessions.
+func (c *Conn) Restore(ctx context.Context, spec sandbox.Spec, scripts map[string]string) error {
+	if err := c.Configure(ctx, spec); err != nil {
+		return c.Wrap("configure", err)
+	}
+	return c.Wrap("fork", RestoreSessions(ctx, c.agent.Exec, scripts, c.RecordSession))
+}
