@@ -41,7 +41,10 @@ type container struct {
 	closeErr  error
 }
 
-var _ sandbox.Sandbox = (*container)(nil)
+var (
+	_ sandbox.Sandbox  = (*container)(nil)
+	_ sandbox.Streamer = (*container)(nil) // through hostside.Conn
+)
 
 func (c *container) ID() string { return c.id }
 
