@@ -110,7 +110,7 @@ func (b *Backend) importFromDocker(ctx context.Context, ref, name string, have c
 	defer dcli.Close()
 	st, err := dcli.ImageInspect(ctx, ref)
 	if err != nil {
-		if dockerclient.IsErrNotFound(err) {
+		if cerrdefs.IsNotFound(err) {
 			return nil, fmt.Errorf("image %s not found locally (neither in containerd nor in Docker): run 'make images': %w", ref, sandbox.ErrImageMissing)
 		}
 		return nil, fmt.Errorf("image %s: Docker, to import it from, does not answer: run 'make docker' or import it by hand (docker save %s | ctr -n %s images import -): %w: %v", ref, ref, b.cfg.Namespace, sandbox.ErrImageMissing, err)
