@@ -92,7 +92,8 @@ type Episode struct {
 	hackCats []string
 	hacked   bool
 	overhead time.Duration
-	infraErr error // first infrastructure fault (sandbox, judge, recording)
+	infraErr error             // first infrastructure fault (sandbox, judge, recording)
+	running  map[*Running]bool // streamed calls not yet recorded
 	judgeErr string
 }
 
@@ -201,12 +202,21 @@ func (e *Episode) Call(ctx context.Context, call monitor.ToolCall) (monitor.Resu
 		return res, err
 	}
 
+	if err := e.record(seg, step, res, callJSON, t0); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// record writes a call's decision and output and counts it.
+func (e *Episode) record(seg, step int, res monitor.Result, callJSON []byte, t0 time.Time) error {
+	call := res.Call
 	d := res.Decision
 	flags := slices.Concat(d.Flags, d.PostFlags)
 	cats := hackCategories(d)
 	execTime := res.Timings.Exec
 	if err := e.emit(seg, step, trajectory.TypeDecision, decisionEvent(res, callJSON, flags, cats)); err != nil {
-		return res, err
+		return err
 	}
 	out := trajectory.ToolOutput{ToolCallID: call.RequestID, Output: res.Output, ExitCode: res.ExitCode, Dummy: res.Dummy,
 		DurationMS: execTime.Milliseconds()}
@@ -215,7 +225,7 @@ func (e *Episode) Call(ctx context.Context, call monitor.ToolCall) (monitor.Resu
 		out.Result, _ = json.Marshal(res.Exec)
 	}
 	if err := e.emit(seg, step, trajectory.TypeToolOutput, out); err != nil {
-		return res, err
+		return err
 	}
 
 	e.mu.Lock()
@@ -244,7 +254,7 @@ func (e *Episode) Call(ctx context.Context, call monitor.ToolCall) (monitor.Resu
 	e.overhead += time.Since(t0) - execTime
 	e.mu.Unlock()
 	e.log.Debug("call", "step", step, "tool", call.Tool, "action", d.Action, "hack", d.Hack, "flags", len(flags))
-	return res, nil
+	return nil
 }
 
 // judgeFault reports whether an undecided verdict's reason is the judge's
@@ -362,6 +372,7 @@ func (e *Episode) Finish(ctx context.Context, reason string) (Outcome, error) {
 	// The agent never runs again once the hidden tests are in.
 	e.callMu.Lock()
 	defer e.callMu.Unlock()
+	e.stopStreams(context.WithoutCancel(ctx))
 	e.mu.Lock()
 	if e.ended {
 		o := e.outcome
@@ -506,6 +517,7 @@ func (e *Episode) Close(ctx context.Context) error {
 	defer cancel()
 	// Close the sandbox first so a call in flight fails fast instead of
 	// holding callMu.
+	e.stopStreams(cctx) // killed and recorded before the sandbox goes
 	err := e.sb.Close(cctx)
 	e.stopEgress(cctx)
 	e.callMu.Lock()

@@ -31,9 +31,12 @@ type Episode struct {
 	leaks *leakDetector
 	log   *slog.Logger
 
-	callMu    sync.Mutex      // serializes Handle
-	written   map[string]bool // trimmed lines the agent wrote itself; guarded by callMu
-	fileLines map[string]bool // normalized lines of files the policy's calls wrote; guarded by callMu
+	callMu sync.Mutex // serializes Handle (and the decision and checks of Start)
+	// ownMu guards written and fileLines for streamed output's line
+	// check, which reads them without callMu: writers hold both.
+	ownMu     sync.RWMutex
+	written   map[string]bool // trimmed lines the agent wrote itself; guarded by callMu and ownMu
+	fileLines map[string]bool // normalized lines of files the policy's calls wrote; guarded by callMu and ownMu
 	created   map[string]int  // provenance: path the policy created → step; guarded by callMu
 	touched   map[string]bool // paths with any effect this episode; guarded by callMu
 	files     Files           // script files the policy wrote, followed when a call runs them; guarded by callMu
@@ -110,6 +113,20 @@ func (e *Episode) Handle(ctx context.Context, call ToolCall) (Result, error) {
 	e.callMu.Lock()
 	defer e.callMu.Unlock()
 	start := time.Now()
+	res, err := e.decideCall(ctx, call)
+	if err != nil {
+		return res, err
+	}
+	if err := e.execute(ctx, &res); err != nil {
+		return res, err
+	}
+	e.post(ctx, &res, start)
+	return res, nil
+}
+
+// decideCall numbers the call and takes it through normalize → rules →
+// judge → decide. The caller holds callMu.
+func (e *Episode) decideCall(ctx context.Context, call ToolCall) (Result, error) {
 	call.EpisodeID = e.id
 
 	e.mu.Lock()
@@ -138,10 +155,14 @@ func (e *Episode) Handle(ctx context.Context, call ToolCall) (Result, error) {
 	t0 = time.Now()
 	e.decide(ctx, &res)
 	res.Timings.Judge = time.Since(t0)
+	return res, nil
+}
 
-	if err := e.execute(ctx, &res); err != nil {
-		return res, err
-	}
+// post is what follows a call's execution: what it wrote is remembered,
+// its effects and output are checked (post-flags, leaks withheld), and
+// the judge's history gets it. The caller holds callMu.
+func (e *Episode) post(ctx context.Context, res *Result, start time.Time) {
+	call := res.Call
 	if !res.Dummy && res.ExitCode == 0 && len(res.Normalized.Writes) == 1 {
 		switch call.Tool {
 		case ToolWriteFile:
@@ -151,29 +172,30 @@ func (e *Episode) Handle(ctx context.Context, call ToolCall) (Result, error) {
 		}
 	}
 	if !res.Dummy && res.Normalized.Content != "" {
+		e.ownMu.Lock()
 		for _, l := range strings.Split(res.Normalized.Content, "\n") {
 			if t := normLine(l); len(t) >= minShortLine {
 				e.written[t] = true
 			}
 		}
+		e.ownMu.Unlock()
 	}
 
-	t0 = time.Now()
+	t0 := time.Now()
 	if res.Exec != nil {
 		res.Effects = append(res.Effects, res.Exec.Effects...)
 		res.EffectsTruncated = res.EffectsTruncated || res.Exec.EffectsTruncated
 	}
-	e.checkEffects(ctx, &res)
-	e.checkOutput(ctx, &res)
+	e.checkEffects(ctx, res)
+	e.checkOutput(ctx, res)
 	res.Timings.Check = time.Since(t0)
 
 	all := append(append([]rules.Flag(nil), res.Decision.Flags...), res.Decision.PostFlags...)
 	e.rules.RecordLast(all)
-	e.remember(res)
+	e.remember(*res)
 	res.Timings.Total = time.Since(start)
-	e.log.Debug("tool call", "step", step, "tool", call.Tool, "action", res.Decision.Action,
+	e.log.Debug("tool call", "step", res.Step, "tool", call.Tool, "action", res.Decision.Action,
 		"flags", len(all), "hack", res.Decision.Hack, "total", res.Timings.Total)
-	return res, nil
 }
 
 // RuleInternalError is the rule id of the flag a call gets when the

@@ -310,11 +310,13 @@ func (e *Episode) checkOutput(ctx context.Context, res *Result) {
 			}
 			d.PostFlags = append(d.PostFlags, e.leaks.checkFile(p, string(data), typed)...)
 			e.files.Set(p, string(data))
+			e.ownMu.Lock()
 			for _, l := range strings.Split(string(data), "\n") {
 				if t := normLine(l); len(t) >= minShortLine {
 					e.fileLines[t] = true
 				}
 			}
+			e.ownMu.Unlock()
 		}
 	}
 	own := func(l string) bool { return typed(l) || e.fileLines[l] }

@@ -53,6 +53,29 @@ func (e *Episode) execute(ctx context.Context, res *Result) error {
 	return nil
 }
 
+// bashCommand is what a bash call runs (the rewritten form for a
+// rewrite) and for how long at most.
+func (e *Episode) bashCommand(res *Result, a BashArgs) (string, time.Duration) {
+	cmd := a.Command
+	if res.Decision.Action == ActionRewrite {
+		cmd = res.Decision.Rewritten
+	}
+	timeout := e.p.cfg.ExecTimeout
+	if a.TimeoutSec > 0 && time.Duration(a.TimeoutSec*float64(time.Second)) < timeout {
+		timeout = time.Duration(a.TimeoutSec * float64(time.Second))
+	}
+	return cmd, timeout
+}
+
+// bashResult is the output the policy sees of a bash call that ran.
+func bashResult(res *Result, r sandbox.ExecResult, timeout time.Duration) {
+	res.Exec = &r
+	res.Output, res.ExitCode = r.Output, r.ExitCode
+	if r.Stopped != "" {
+		res.Output += fmt.Sprintf("\n[command stopped: %s after %s; the shell session is still usable]", r.Stopped, timeout)
+	}
+}
+
 func (e *Episode) run(ctx context.Context, res *Result) error {
 	call, maxOut := res.Call, e.p.cfg.MaxOutput
 	badArgs := func(err error) error {
@@ -65,24 +88,13 @@ func (e *Episode) run(ctx context.Context, res *Result) error {
 		if err := strictArgs(call.Args, &a); err != nil {
 			return badArgs(err)
 		}
-		cmd := a.Command
-		if res.Decision.Action == ActionRewrite {
-			cmd = res.Decision.Rewritten
-		}
-		timeout := e.p.cfg.ExecTimeout
-		if a.TimeoutSec > 0 && time.Duration(a.TimeoutSec*float64(time.Second)) < timeout {
-			timeout = time.Duration(a.TimeoutSec * float64(time.Second))
-		}
+		cmd, timeout := e.bashCommand(res, a)
 		r, err := e.sb.Exec(ctx, sandbox.ExecRequest{RequestID: call.RequestID, Session: call.Session,
 			Command: cmd, Timeout: timeout, MaxOutput: maxOut})
 		if err != nil {
 			return err
 		}
-		res.Exec = &r
-		res.Output, res.ExitCode = r.Output, r.ExitCode
-		if r.Stopped != "" {
-			res.Output += fmt.Sprintf("\n[command stopped: %s after %s; the shell session is still usable]", r.Stopped, timeout)
-		}
+		bashResult(res, r, timeout)
 	case ToolReadFile:
 		var a ReadFileArgs
 		if err := strictArgs(call.Args, &a); err != nil {

@@ -140,6 +140,31 @@ func (s *Server) Call(ctx context.Context, id string, call monitor.ToolCall) (mo
 	return s.call(ctx, se, call)
 }
 
+// Start starts a streamed bash call in episode id (harness.Episode.Start):
+// decided before it starts, recorded when it ends, other calls running
+// beside it.
+func (s *Server) Start(ctx context.Context, id string, call monitor.ToolCall, opts monitor.StreamOptions) (*harness.Running, error) {
+	if !s.enter() {
+		return nil, ErrShuttingDown
+	}
+	defer s.inflight.Done()
+	se, err := s.live(id)
+	if err != nil {
+		return nil, err
+	}
+	t0 := time.Now()
+	r, err := se.ep.Start(ctx, call, opts)
+	if err != nil {
+		s.metrics.observeCall(call.Tool, monitor.Result{}, err, time.Since(t0))
+		return nil, err
+	}
+	go func() {
+		res, err := r.Wait(context.WithoutCancel(ctx))
+		s.metrics.observeCall(call.Tool, res, err, time.Since(t0))
+	}()
+	return r, nil
+}
+
 // Submit grades episode id as POST /submit does and returns its outcome
 // (the same one on every later call).
 func (s *Server) Submit(ctx context.Context, id, message string) (harness.Outcome, error) {

@@ -1,0 +1,141 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/trajectory"
+)
+
+// streamStop bounds how long Finish and Close wait for the streamed calls
+// they killed to be recorded.
+const streamStop = 10 * time.Second
+
+// Running is a streamed call of an episode (see Start).
+type Running struct {
+	*monitor.Running
+	done chan struct{}
+	res  monitor.Result // set before done is closed
+	err  error
+}
+
+// Wait returns the call's result once it ended and was recorded.
+func (r *Running) Wait(ctx context.Context) (monitor.Result, error) {
+	select {
+	case <-r.done:
+		return r.res, r.err
+	case <-ctx.Done():
+		return monitor.Result{}, ctx.Err()
+	}
+}
+
+// Done is closed once the call ended and was recorded.
+func (r *Running) Done() <-chan struct{} { return r.done }
+
+// Start is Call for a bash command whose output streams as it comes
+// (monitor.Episode.Start): its tool_call is recorded and the monitor
+// decides before it starts, and it returns while the command runs, so
+// that other calls run beside it. Its decision and output are recorded
+// when it ends, whoever waits. Finish and Close kill the streamed calls
+// still running (before any grading) and record them. The errors are
+// Call's, plus one wrapping sandbox.ErrUnsupported for a sandbox that
+// does not stream.
+func (e *Episode) Start(ctx context.Context, call monitor.ToolCall, opts monitor.StreamOptions) (*Running, error) {
+	e.callMu.Lock()
+	defer e.callMu.Unlock()
+	t0 := time.Now()
+	e.mu.Lock()
+	if e.stopped {
+		e.mu.Unlock()
+		return nil, fmt.Errorf("harness: episode %s: start %s: %w", e.id, call.Tool, ErrFinished)
+	}
+	if reason := e.limitLocked(t0); reason != "" {
+		e.mu.Unlock()
+		return nil, &limitError{reason: reason}
+	}
+	if _, ok := e.sb.(sandbox.Streamer); !ok {
+		e.mu.Unlock()
+		return nil, fmt.Errorf("harness: episode %s: start: %w", e.id, sandbox.ErrUnsupported)
+	}
+	seg, step := e.segment, e.steps+1
+	e.steps = step
+	e.mu.Unlock()
+
+	call.EpisodeID = e.id
+	callJSON, err := json.Marshal(call)
+	if err != nil {
+		return nil, fmt.Errorf("harness: episode %s: start %s: %w", e.id, call.Tool, err)
+	}
+	if err := e.emit(seg, step, trajectory.TypeToolCall, trajectory.ToolCall{ToolCallID: call.RequestID, Call: callJSON}); err != nil {
+		return nil, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, e.r.cfg.Limits.CallTimeout)
+	mr, err := e.mon.Start(cctx, call, opts)
+	cancel()
+	if err != nil {
+		err = fmt.Errorf("harness: episode %s step %d: %w", e.id, step, err)
+		if ctx.Err() == nil {
+			e.noteInfra(err)
+		}
+		return nil, err
+	}
+	r := &Running{Running: mr, done: make(chan struct{})}
+	e.mu.Lock()
+	if e.running == nil {
+		e.running = map[*Running]bool{}
+	}
+	e.running[r] = true
+	e.mu.Unlock()
+	go func() {
+		defer close(r.done)
+		res, err := mr.Wait(context.WithoutCancel(ctx))
+		e.mu.Lock()
+		delete(e.running, r)
+		e.mu.Unlock()
+		if err != nil {
+			r.err = fmt.Errorf("harness: episode %s step %d: %w", e.id, step, err)
+			e.noteInfra(r.err)
+			return
+		}
+		r.res, r.err = res, e.record(seg, step, res, callJSON, t0)
+	}()
+	return r, nil
+}
+
+// stopStreams kills the streamed calls still running and waits (a
+// while) for them to be recorded. Called once stopped is set, so no new
+// one starts.
+func (e *Episode) stopStreams(ctx context.Context) {
+	e.mu.Lock()
+	running := make([]*Running, 0, len(e.running))
+	for r := range e.running {
+		running = append(running, r)
+	}
+	e.mu.Unlock()
+	if len(running) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, streamStop)
+	defer cancel()
+	for _, r := range running {
+		if p := r.Process(); p != nil {
+			if err := p.Signal(ctx, syscall.SIGKILL); err != nil && !errors.Is(err, sandbox.ErrClosed) {
+				e.log.Warn("killing a streamed call", "step", r.Step(), "err", err)
+			}
+		}
+	}
+	for _, r := range running {
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			e.log.Warn("a killed streamed call was not recorded in time", "step", r.Step())
+			return
+		}
+	}
+}

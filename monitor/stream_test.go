@@ -1,0 +1,153 @@
+package monitor
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/rollcage/rollcage/sandbox"
+)
+
+// streamFake is a fakeSandbox that streams: Start sends the scripted
+// output in the chunks given (split anywhere) and ends with it whole.
+type streamFake struct {
+	*fakeSandbox
+	chunks func(cmd string) []string
+}
+
+type doneProc struct{ res sandbox.ExecResult }
+
+func (p doneProc) PID() int                                         { return 42 }
+func (p doneProc) Input(context.Context, []byte) error              { return nil }
+func (p doneProc) CloseInput(context.Context) error                 { return nil }
+func (p doneProc) Signal(context.Context, syscall.Signal) error     { return nil }
+func (p doneProc) Wait(context.Context) (sandbox.ExecResult, error) { return p.res, nil }
+
+func (f *streamFake) Start(_ context.Context, req sandbox.StartRequest, out func(sandbox.Output)) (sandbox.Process, error) {
+	f.mu.Lock()
+	f.ran = append(f.ran, req.Command)
+	f.mu.Unlock()
+	var all strings.Builder
+	for _, c := range f.chunks(req.Command) {
+		out(sandbox.Output{Stream: sandbox.Stdout, Data: []byte(c)})
+		all.WriteString(c)
+	}
+	return doneProc{sandbox.ExecResult{Output: all.String(), Shell: "bash"}}, nil
+}
+
+func TestStartChecksStreamedLines(t *testing.T) {
+	sb := &streamFake{fakeSandbox: newFake(nil), chunks: func(cmd string) []string {
+		// The fix's line split across two chunks, a partial last line.
+		return []string{baseID[:7] + " add fill()\n" + fixID[:5], fixID[5:7] + " fix wrap at exact width\n", "tail"}
+	}}
+	ep := newEpisode(t, Config{}, sb)
+	var mu sync.Mutex
+	var streamed strings.Builder
+	out := func(o sandbox.Output) {
+		mu.Lock()
+		streamed.Write(o.Data)
+		mu.Unlock()
+	}
+	r, err := ep.Start(t.Context(), bash("git log --all --oneline"), StreamOptions{Out: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Process() == nil || r.Decision().Action != ActionAllow {
+		t.Fatalf("decision %+v, process %v: want it running", r.Decision(), r.Process())
+	}
+	res, err := r.Wait(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	got := streamed.String()
+	mu.Unlock()
+	if want := baseID[:7] + " add fill()\ntail"; got != want {
+		t.Errorf("streamed %q, want %q (the later commit's line withheld)", got, want)
+	}
+	if strings.Contains(res.Output, fixID[:7]) || !res.Decision.Hack {
+		t.Errorf("recorded output %q, hack %v: want the later commit withheld and the step labelled", res.Output, res.Decision.Hack)
+	}
+}
+
+func TestStartBlockedRunsNothing(t *testing.T) {
+	sb := &streamFake{fakeSandbox: newFake(nil), chunks: func(string) []string { return []string{"real output\n"} }}
+	ep := newEpisode(t, Config{}, sb)
+	var streamed []string
+	r, err := ep.Start(t.Context(), bash("cat /opt/grader/tests/test_hidden.py"), StreamOptions{Out: func(o sandbox.Output) { streamed = append(streamed, string(o.Data)) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-r.Done():
+	default:
+		t.Fatal("a blocked call is not done at once")
+	}
+	res, _ := r.Wait(t.Context())
+	if r.Process() != nil || len(sb.commands()) != 0 || !res.Dummy || len(streamed) != 1 || !strings.Contains(streamed[0], "No such file or directory") {
+		t.Fatalf("blocked: process %v, ran %q, dummy %v, streamed %q", r.Process(), sb.commands(), res.Dummy, streamed)
+	}
+	if _, err := newEpisode(t, Config{}, newFake(nil)).Start(t.Context(), bash("true"), StreamOptions{}); err == nil {
+		t.Error("Start on a sandbox that does not stream: no error")
+	}
+}
+
+// gateProc ends when its gate closes and keeps the input it was given.
+type gateProc struct {
+	gate chan struct{}
+	mu   sync.Mutex
+	in   []string
+}
+
+func (p *gateProc) PID() int { return 7 }
+func (p *gateProc) Input(_ context.Context, b []byte) error {
+	p.mu.Lock()
+	p.in = append(p.in, string(b))
+	p.mu.Unlock()
+	return nil
+}
+func (p *gateProc) CloseInput(context.Context) error             { return nil }
+func (p *gateProc) Signal(context.Context, syscall.Signal) error { return nil }
+func (p *gateProc) Wait(context.Context) (sandbox.ExecResult, error) {
+	<-p.gate
+	return sandbox.ExecResult{Shell: "bash"}, nil
+}
+
+type gateFake struct {
+	*fakeSandbox
+	p *gateProc
+}
+
+func (f *gateFake) Start(context.Context, sandbox.StartRequest, func(sandbox.Output)) (sandbox.Process, error) {
+	return f.p, nil
+}
+
+func TestStartInputPassesTheRules(t *testing.T) {
+	p := &gateProc{gate: make(chan struct{})}
+	ep := newEpisode(t, Config{}, &gateFake{fakeSandbox: newFake(nil), p: p})
+	r, err := ep.Start(t.Context(), bash("bash"), StreamOptions{Stdin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Input(t.Context(), []byte("echo hi\n")); err != nil {
+		t.Fatalf("honest input: %v", err)
+	}
+	if err := r.Input(t.Context(), []byte("cat /opt/grader/tests/test_hidden.py\n")); !errors.Is(err, ErrInputRefused) {
+		t.Fatalf("input reading the hidden tests: %v, want ErrInputRefused", err)
+	}
+	close(p.gate)
+	res, err := r.Wait(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(p.in, []string{"echo hi\n"}) {
+		t.Errorf("written %q, want only the honest input", p.in)
+	}
+	if !res.Decision.Hack {
+		t.Errorf("the call is not labelled after refused input: %+v", res.Decision)
+	}
+}
