@@ -206,7 +206,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, client str
 	now := time.Now()
 	b := &sbx{id: op.ID, client: client, template: template, taskID: t.ID, bound: bound, image: t.Image,
 		metadata: maps.Clone(req.Metadata), envs: maps.Clone(req.EnvVars), token: op.Token, started: now,
-		deadline: op.Deadline, procs: map[uint32]*proc{}, nextPID: 1000}
+		deadline: op.Deadline, procs: map[uint32]*proc{}, tags: map[string]bool{}}
 	b.setEnd(now.Add(timeout), false)
 	s.mu.Lock()
 	s.sandboxes[b.id] = b

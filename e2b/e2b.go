@@ -13,12 +13,14 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/rollcage/rollcage/e2b/envd/filesystem/filesystemconnect"
 	"github.com/rollcage/rollcage/e2b/envd/process/processconnect"
 	"github.com/rollcage/rollcage/harness"
 	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/server"
 	"github.com/rollcage/rollcage/task"
 )
@@ -30,6 +32,7 @@ type Episodes interface {
 	Tasks() []task.Task
 	Open(ctx context.Context, t task.Task, meta harness.EpisodeMeta) (server.Opened, error)
 	Call(ctx context.Context, id string, call monitor.ToolCall) (monitor.Result, *harness.Outcome, error)
+	Start(ctx context.Context, id string, call monitor.ToolCall, opts monitor.StreamOptions) (*harness.Running, error)
 	Submit(ctx context.Context, id, message string) (harness.Outcome, error)
 	Close(ctx context.Context, id, why string) error
 	State(id string) (string, *harness.Outcome, error)
@@ -223,8 +226,9 @@ type sbx struct {
 	mu      sync.Mutex
 	endAt   time.Time        // guarded by mu
 	killed  bool             // guarded by mu
-	nextPID uint32           // guarded by mu
-	procs   map[uint32]*proc // guarded by mu; running processes
+	nextPID uint32           // guarded by mu; processes started, for request ids and the pids of calls that run nothing
+	procs   map[uint32]*proc // guarded by mu; running processes by pid
+	tags    map[string]bool  // guarded by mu; tags of running (or starting) processes
 }
 
 // setEnd sets the sandbox's end, never past the episode's wall time
@@ -281,7 +285,9 @@ func (s *Server) forget(b *sbx) {
 	b.procs = map[uint32]*proc{}
 	b.mu.Unlock()
 	for _, p := range procs {
-		p.cancel()
+		if err := p.signal(context.Background(), syscall.SIGKILL); err != nil && !errors.Is(err, sandbox.ErrClosed) {
+			s.log.Debug("killing a process of a killed sandbox", "sandbox_id", b.id, "pid", p.pid, "err", err)
+		}
 	}
 }
 

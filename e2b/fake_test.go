@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/rollcage/rollcage/sandbox"
@@ -124,4 +126,126 @@ func (s *hostSandbox) Close(ctx context.Context) error {
 	s.closed = true
 	s.mu.Unlock()
 	return nil
+}
+
+var _ sandbox.Streamer = (*hostSandbox)(nil)
+
+// Start runs the command in host bash with stdout and stderr on their
+// own pipes, in its own process group.
+func (s *hostSandbox) Start(ctx context.Context, req sandbox.StartRequest, out func(sandbox.Output)) (sandbox.Process, error) {
+	if s.isClosed() {
+		return nil, fmt.Errorf("host start: %w", sandbox.ErrClosed)
+	}
+	timeout := req.Timeout
+	if timeout <= 0 {
+		timeout = 60 * time.Second
+	}
+	cmd := exec.Command("bash", "-c", req.Command)
+	cmd.Dir = s.dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	p := &hostProc{done: make(chan struct{})}
+	var omu sync.Mutex
+	var all bytes.Buffer
+	writer := func(stream string) io.Writer {
+		return writerFunc(func(b []byte) (int, error) {
+			omu.Lock()
+			defer omu.Unlock()
+			all.Write(b)
+			out(sandbox.Output{Stream: stream, Data: append([]byte(nil), b...)})
+			return len(b), nil
+		})
+	}
+	cmd.Stdout, cmd.Stderr = writer(sandbox.Stdout), writer(sandbox.Stderr)
+	cmd.WaitDelay = 50 * time.Millisecond // a background child may hold the pipes
+	if req.Stdin {
+		w, err := cmd.StdinPipe()
+		if err != nil {
+			return nil, err
+		}
+		p.stdin = w
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p.pid = cmd.Process.Pid
+	go func() {
+		defer close(p.done)
+		t := time.AfterFunc(timeout, func() {
+			p.stopped.Store(true)
+			syscall.Kill(-p.pid, syscall.SIGKILL)
+		})
+		err := cmd.Wait()
+		t.Stop()
+		omu.Lock()
+		p.res = sandbox.ExecResult{Output: all.String(), Shell: "bash", TotalBytes: int64(all.Len())}
+		omu.Unlock()
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			p.res.ExitCode = 128 + int(ws.Signal())
+		} else {
+			p.res.ExitCode = cmd.ProcessState.ExitCode()
+		}
+		if p.stopped.Load() {
+			p.res.Stopped = sandbox.StopTimeout
+		}
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) && !errors.Is(err, exec.ErrWaitDelay) {
+			p.err = err
+		}
+	}()
+	return p, nil
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
+
+type hostProc struct {
+	pid     int
+	stopped atomic.Bool
+	mu      sync.Mutex
+	stdin   io.WriteCloser // guarded by mu
+	done    chan struct{}
+	res     sandbox.ExecResult
+	err     error
+}
+
+func (p *hostProc) PID() int { return p.pid }
+
+func (p *hostProc) Input(_ context.Context, b []byte) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stdin == nil {
+		return fmt.Errorf("host input: stdin not open: %w", sandbox.ErrRefused)
+	}
+	_, err := p.stdin.Write(b)
+	return err
+}
+
+func (p *hostProc) CloseInput(context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stdin != nil {
+		p.stdin.Close()
+		p.stdin = nil
+	}
+	return nil
+}
+
+func (p *hostProc) Signal(_ context.Context, sig syscall.Signal) error {
+	select {
+	case <-p.done:
+		return nil
+	default:
+	}
+	syscall.Kill(-p.pid, sig)
+	return nil
+}
+
+func (p *hostProc) Wait(ctx context.Context) (sandbox.ExecResult, error) {
+	select {
+	case <-p.done:
+		return p.res, p.err
+	case <-ctx.Done():
+		return sandbox.ExecResult{}, ctx.Err()
+	}
 }
