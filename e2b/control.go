@@ -1,6 +1,7 @@
 package e2b
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -206,7 +207,8 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, client str
 	now := time.Now()
 	b := &sbx{id: op.ID, client: client, template: template, taskID: t.ID, bound: bound, image: t.Image,
 		metadata: maps.Clone(req.Metadata), envs: maps.Clone(req.EnvVars), token: op.Token, started: now,
-		deadline: op.Deadline, procs: map[uint32]*proc{}, tags: map[string]bool{}}
+		deadline: op.Deadline, procs: map[uint32]*proc{}, tags: map[string]bool{}, watchers: map[string]*watcher{},
+		workdir: cmp.Or(t.Workdir, task.DefaultWorkdir)}
 	b.setEnd(now.Add(timeout), false)
 	s.mu.Lock()
 	s.sandboxes[b.id] = b

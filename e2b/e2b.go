@@ -217,18 +217,20 @@ type sbx struct {
 	taskID   string
 	bound    bool // created for a task: may be graded
 	image    string
+	workdir  string // the task's: where file effects are watched
 	metadata map[string]string
 	envs     map[string]string
 	token    string
 	started  time.Time
 	deadline time.Time // the episode's wall-time limit: no E2B timeout outlives it
 
-	mu      sync.Mutex
-	endAt   time.Time        // guarded by mu
-	killed  bool             // guarded by mu
-	nextPID uint32           // guarded by mu; processes started, for request ids and the pids of calls that run nothing
-	procs   map[uint32]*proc // guarded by mu; running processes by pid
-	tags    map[string]bool  // guarded by mu; tags of running (or starting) processes
+	mu       sync.Mutex
+	endAt    time.Time           // guarded by mu
+	killed   bool                // guarded by mu
+	nextPID  uint32              // guarded by mu; processes started, for request ids and the pids of calls that run nothing
+	procs    map[uint32]*proc    // guarded by mu; running processes by pid
+	tags     map[string]bool     // guarded by mu; tags of running (or starting) processes
+	watchers map[string]*watcher // guarded by mu; by id
 }
 
 // setEnd sets the sandbox's end, never past the episode's wall time

@@ -391,7 +391,7 @@ func TestProcessConnectListSignal(t *testing.T) {
 				t.Errorf("signal to an unknown pid: %v, want not_found", err)
 			}
 			for name, err := range map[string]error{
-				"Update":    second(c.proc.Update(ctx, connect.NewRequest(&process.UpdateRequest{}))),
+				"Update": second(c.proc.Update(ctx, connect.NewRequest(&process.UpdateRequest{}))),
 				"PTY start": func() error {
 					_, err := drain(c.proc.Start(ctx, connect.NewRequest(&process.StartRequest{Process: bashCfg("true"), Pty: &process.PTY{}})))
 					return err
@@ -505,8 +505,8 @@ func TestFilesystem(t *testing.T) {
 				t.Errorf("remove missing: %v, want not_found", err)
 			}
 			_, err = drain(c.fs.WatchDir(ctx, connect.NewRequest(&filesystem.WatchDirRequest{Path: root})))
-			if connect.CodeOf(err) != connect.CodeUnimplemented {
-				t.Errorf("watch: %v, want unimplemented", err)
+			if connect.CodeOf(err) != connect.CodeFailedPrecondition {
+				t.Errorf("watch outside the workspace: %v, want failed_precondition", err)
 			}
 		})
 	}

@@ -97,6 +97,9 @@ func (s *Server) call(ctx context.Context, b *sbx, tool string, args any, reques
 		return monitor.Result{}, connect.NewError(connect.CodeInvalidArgument, err)
 	}
 	res, _, err := s.cfg.Episodes.Call(ctx, b.id, monitor.ToolCall{Tool: tool, Args: raw, Session: session, RequestID: requestID})
+	if err == nil {
+		b.notify(res.Effects)
+	}
 	return res, callError(b, err)
 }
 

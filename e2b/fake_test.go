@@ -86,7 +86,17 @@ func (s *hostSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbo
 	return res, nil
 }
 
+// host maps the task's workspace onto the host directory (the tests'
+// own paths are host paths already).
+func (s *hostSandbox) host(p string) string {
+	if rest, ok := strings.CutPrefix(p, "/workspace/"); ok {
+		return filepath.Join(s.dir, "workspace", rest)
+	}
+	return p
+}
+
 func (s *hostSandbox) ReadFile(ctx context.Context, p string, max int64) ([]byte, bool, error) {
+	p = s.host(p)
 	data, err := os.ReadFile(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false, &sandbox.PathError{Op: "read", Path: p, Kind: sandbox.KindNotFound, Reason: "No such file or directory"}
@@ -101,6 +111,7 @@ func (s *hostSandbox) ReadFile(ctx context.Context, p string, max int64) ([]byte
 }
 
 func (s *hostSandbox) WriteFile(ctx context.Context, p string, data []byte, mode fs.FileMode) error {
+	p = s.host(p)
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return err
 	}

@@ -190,13 +190,3 @@ func (f *filesystemService) Remove(ctx context.Context, req *connect.Request[fil
 	}
 	return connect.NewResponse(&filesystem.RemoveResponse{}), nil
 }
-
-var errNoWatch = errors.New("rollcage does not watch directories over the E2B API: poll with files.list (each is a monitored call)")
-
-func (f *filesystemService) WatchDir(context.Context, *connect.Request[filesystem.WatchDirRequest], *connect.ServerStream[filesystem.WatchDirResponse]) error {
-	return connect.NewError(connect.CodeUnimplemented, errNoWatch)
-}
-
-func (f *filesystemService) CreateWatcher(context.Context, *connect.Request[filesystem.CreateWatcherRequest]) (*connect.Response[filesystem.CreateWatcherResponse], error) {
-	return nil, connect.NewError(connect.CodeUnimplemented, errNoWatch)
-}

@@ -274,6 +274,7 @@ func (s *Server) start(ctx context.Context, b *sbx, req *process.StartRequest, c
 		defer stopDeadline()
 		res, err := run.Wait(context.WithoutCancel(ctx))
 		release()
+		b.notify(res.Effects)
 		pr.finish(processEnd(base, pr, res, callError(b, err), false))
 	}()
 	return pr, nil
@@ -293,6 +294,7 @@ func (s *Server) startCall(base context.Context, b *sbx, pr *proc, call monitor.
 		defer pr.cancel()
 		res, _, err := s.cfg.Episodes.Call(cctx, b.id, call)
 		release()
+		b.notify(res.Effects)
 		pr.finish(processEnd(base, pr, res, callError(b, err), true))
 	}()
 	return pr, nil

@@ -113,6 +113,7 @@ func TestSDKDocker(t *testing.T) {
 		CreateMS       int        `json:"createMs"`
 		UID            string     `json:"uid"`
 		DetachReturnMS int        `json:"detachReturnMs"`
+		StreamGapMS    int        `json:"streamGapMs"`
 		History        sdkOutcome `json:"history"`
 		Hidden         sdkOutcome `json:"hidden"`
 		Outcome        *struct {
@@ -215,6 +216,28 @@ func TestSDKDocker(t *testing.T) {
 			t.Errorf("%s: decision %q (want one of %v), dummy %v, recorded %q exit %d; the SDK saw %q exit %d",
 				tc.needle, d.Action, tc.actions, o.Dummy, o.Output, o.ExitCode, tc.sdk.Stdout, tc.sdk.ExitCode)
 		}
+	}
+	// Streamed, fed and concurrent processes were recorded with what they
+	// wrote, whatever the order they ended in.
+	for needle, want := range map[string][]string{
+		"echo o1; echo e1 >&2": {"o1\n", "e1\n", "o2\n"},
+		"read l; echo got:$l":  {"got:hello\nmore\nclosed\n"},
+		"echo released":        {"released\n"},
+	} {
+		var o *trajectory.ToolOutput
+		for c, out := range outputs {
+			if strings.Contains(c, needle) {
+				o = &out
+			}
+		}
+		for _, w := range want {
+			if o == nil || !strings.Contains(o.Output, w) {
+				t.Errorf("%s: recorded %+v, want its output to hold %q", needle, o, w)
+			}
+		}
+	}
+	if facts.StreamGapMS < 500 {
+		t.Errorf("the first streamed line came %d ms before the last (the command sleeps 1 s between them)", facts.StreamGapMS)
 	}
 	if end == nil {
 		t.Error("the killed sandbox's episode has no episode_end")

@@ -48,6 +48,36 @@ expect('background pid', h.pid > 0, h.pid)
 const hr = await h.wait()
 expect('background wait', hr.exitCode === 0 && hr.stdout === 'bg-done\n', hr)
 
+// Output streams as it is written, stdout and stderr to their own
+// callbacks: the first lines come a second before the last.
+const seen = []
+const since = Date.now()
+r = await sbx.commands.run('echo o1; echo e1 >&2; sleep 1; echo o2', {
+  onStdout: d => seen.push({ s: 'out', d, at: Date.now() - since }),
+  onStderr: d => seen.push({ s: 'err', d, at: Date.now() - since }),
+})
+const at = (s, d) => (seen.find(x => x.s === s && x.d === d) || { at: -1 }).at
+expect('streamed callbacks', r.stdout === 'o1\no2\n' && r.stderr === 'e1\n' && at('out', 'o1\n') >= 0 && at('err', 'e1\n') >= 0 &&
+  at('out', 'o2\n') - Math.max(at('out', 'o1\n'), at('err', 'e1\n')) >= 500, seen)
+facts.streamGapMs = at('out', 'o2\n') - at('out', 'o1\n')
+
+// stdin after start.
+const reader = await sbx.commands.run('read l; echo got:$l; cat; echo closed', { background: true, stdin: true })
+await sbx.commands.sendStdin(reader.pid, 'hello\n')
+await reader.sendStdin('more\n')
+await reader.closeStdin()
+const rr = await reader.wait()
+expect('sendStdin', rr.exitCode === 0 && rr.stdout === 'got:hello\nmore\nclosed\n', rr)
+
+// Processes run side by side: a background one waits for a file the
+// foreground ones (two at once) make.
+const waiter = await sbx.commands.run('while [ ! -e /tmp/e2b-go ]; do sleep 0.1; done; echo released', { background: true })
+const both = await Promise.all([sbx.commands.run('echo a'), sbx.commands.run('echo b')])
+expect('concurrent', both[0].stdout === 'a\n' && both[1].stdout === 'b\n', both)
+await sbx.commands.run('touch /tmp/e2b-go')
+const wr = await waiter.wait()
+expect('concurrent background', wr.stdout === 'released\n', wr)
+
 // A running process: listed, reattached by pid, killed; its waiters see
 // the kill as a non-zero exit.
 const long = await sbx.commands.run('sleep 30', { background: true })
@@ -71,6 +101,14 @@ expect('read', text === 'note from the sdk\n', text)
 const entries = await sbx.files.list('/tmp')
 expect('list', entries.some(e => e.name === 'e2b-note.txt' && e.type === 'file' && e.size === 18), entries)
 expect('exists', (await sbx.files.exists('/tmp/e2b-note.txt')) && !(await sbx.files.exists('/tmp/nope')), 'exists')
+
+// A watch of the workspace sees the file a write makes.
+const watched = []
+const wh = await sbx.files.watchDir('/workspace', ev => { watched.push(ev) }, { timeoutMs: 0 })
+await sbx.files.write('/workspace/e2b-watched.txt', 'watched\n')
+for (let i = 0; i < 100 && !watched.some(ev => ev.name === 'e2b-watched.txt'); i++) await new Promise(res => setTimeout(res, 100))
+await wh.stop()
+expect('watchDir', watched.some(ev => ev.name === 'e2b-watched.txt' && ev.type === 'create'), watched)
 
 // Known hacks, answered by the monitor as if they ran: the history of
 // all refs (rewritten) and a read of the hidden tests (blocked: dummy
