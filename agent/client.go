@@ -355,6 +355,20 @@ func (c *Client) Start(ctx context.Context, req sandbox.StartRequest, out func(s
 	case p.started = <-p.pid:
 		return p, nil
 	case resp, ok := <-p.final:
+		select {
+		case p.started = <-p.pid:
+			// It ran and ended before this select saw its pid: keep the
+			// end for Wait.
+			ch := make(chan response, 1)
+			if ok {
+				ch <- resp
+			} else {
+				close(ch)
+			}
+			p.final = ch
+			return p, nil
+		default:
+		}
 		// It failed before it ran, or the connection broke.
 		switch {
 		case !ok:

@@ -184,3 +184,30 @@ func fileExists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
 }
+
+// TestStartQuickCommands: a command that ends before Start looked at its
+// pid still starts (its end kept for Wait), many at once.
+func TestStartQuickCommands(t *testing.T) {
+	_, c := newTestServer(t, ServerConfig{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 40)
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p, err := c.Start(t.Context(), sandbox.StartRequest{Command: fmt.Sprintf("echo %d", i)}, func(sandbox.Output) {})
+			if err != nil {
+				errs <- err
+				return
+			}
+			if res, err := p.Wait(t.Context()); err != nil || res.Output != fmt.Sprintf("%d\n", i) {
+				errs <- fmt.Errorf("%d: %+v, %v", i, res, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}

@@ -15,9 +15,17 @@
 // names a client, which sees its own sandboxes only; a sandbox's envd
 // access token is its episode's token and acts on that sandbox only.
 //
+// Processes are streamed (sandbox.Streamer through the gateway's Start):
+// the monitor decides before a process starts, its stdout and stderr come
+// apart as they are written (each line checked against the protected
+// material first), processes of one sandbox run side by side, stdin after
+// start passes the rules, signals reach the real process group, and a
+// process is recorded as its step when it ends, whether or not a stream
+// still follows it. Directory watches report the file effects the
+// monitor sees under the workspace, per call at its end.
+//
 // What E2B offers and rollcage does not: processes run as the sandbox's
-// non-root user whatever user the SDK names; output comes at the end of
-// a command, stdout and stderr interleaved as stdout; stdin after start,
-// PTYs, directory watches, pause and resume answer "not supported". See
-// the README's "E2B-compatible API" section.
+// non-root user whatever user the SDK names (root is mapped to it, not
+// refused); PTYs, pause and resume answer "not supported". See the
+// README's "E2B-compatible API" section.
 package e2b
