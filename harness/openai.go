@@ -159,41 +159,25 @@ func NewOpenAI(cfg OpenAIConfig) (*OpenAI, error) {
 	return &OpenAI{cfg: cfg, client: openai.NewClientWithConfig(oc), prompts: p, log: log}, nil
 }
 
-// The tools offered to the model, as JSON schemas.
-var toolDefs = []openai.Tool{
-	fnTool(monitor.ToolBash, "Run a bash command in a persistent shell (cd and exported variables persist). Output is stdout and stderr interleaved.",
-		`{"type":"object","properties":{"command":{"type":"string","description":"the command"},"timeout_sec":{"type":"number","description":"optional timeout in seconds"}},"required":["command"]}`),
-	fnTool(monitor.ToolReadFile, "Read a text file.",
-		`{"type":"object","properties":{"path":{"type":"string","description":"absolute, or relative to the shell's directory"}},"required":["path"]}`),
-	fnTool(monitor.ToolWriteFile, "Create or overwrite a file with the given content.",
-		`{"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string"}},"required":["path","content"]}`),
-	fnTool(monitor.ToolEdit, "Replace the one occurrence of old with new in a file (old must match exactly, whitespace included, and be unique).",
-		`{"type":"object","properties":{"path":{"type":"string"},"old":{"type":"string"},"new":{"type":"string"}},"required":["path","old","new"]}`),
-	fnTool(monitor.ToolSubmit, "Submit your work when the fix is complete. Ends the episode.",
-		`{"type":"object","properties":{"message":{"type":"string","description":"optional note on what you changed"}}}`),
-}
-
-func fnTool(name, desc, schema string) openai.Tool {
-	return openai.Tool{Type: openai.ToolTypeFunction, Function: &openai.FunctionDefinition{
-		Name: name, Description: desc, Parameters: json.RawMessage(schema)}}
-}
-
-func knownTool(name string) bool {
-	for _, t := range toolDefs {
-		if t.Function.Name == name {
-			return true
-		}
+// toolDefs are the tools offered to the model: monitor's registry, as the
+// gateway and MCP offer them.
+var toolDefs = func() []openai.Tool {
+	var out []openai.Tool
+	for _, t := range monitor.Tools() {
+		out = append(out, openai.Tool{Type: openai.ToolTypeFunction, Function: &openai.FunctionDefinition{
+			Name: t.Name, Description: t.Description, Parameters: t.Schema}})
 	}
-	return false
-}
+	return out
+}()
 
-const toolList = "bash, read_file, write_file, edit, submit"
+// toolList names the tools in messages to the model.
+var toolList = monitor.ToolNames()
 
 // Run plays the episode: ask the model, run its tool calls through the
 // episode, feed the outputs back, until it submits, a limit is hit, or its
 // replies stay unusable.
 func (o *OpenAI) Run(ctx context.Context, ep *Episode) (string, error) {
-	data := PromptData{Task: ep.Task(), Workdir: workdirOf(ep.Task())}
+	data := PromptData{Task: ep.Task(), Workdir: workdirOf(ep.Task()), Tools: toolList}
 	msgs, err := o.opening(data, PromptTask)
 	if err != nil {
 		return ReasonModelError, err
@@ -292,7 +276,7 @@ func (o *OpenAI) Run(ctx context.Context, ep *Episode) (string, error) {
 // must end (submit, a limit, a fault).
 func (o *OpenAI) callTool(ctx context.Context, ep *Episode, tc trajectory.FunctionCall) (out string, ok bool, stop string, err error) {
 	name := tc.Function.Name
-	if !knownTool(name) {
+	if !monitor.IsTool(name) {
 		return fmt.Sprintf("error: unknown tool %q; call one of the tools (%s)", name, toolList), false, "", nil
 	}
 	args := strings.TrimSpace(tc.Function.Arguments)

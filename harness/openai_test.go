@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
@@ -213,7 +214,7 @@ func TestOpenAILoopRecoversFromBadOutput(t *testing.T) {
 		for _, tl := range body["tools"].([]any) {
 			names = append(names, tl.(map[string]any)["function"].(map[string]any)["name"].(string))
 		}
-		if diff := cmp.Diff([]string{"bash", "read_file", "write_file", "edit", "submit"}, names); diff != "" {
+		if diff := cmp.Diff([]string{"bash", "read_file", "write_file", "edit", "list_dir", "submit"}, names); diff != "" {
 			t.Errorf("request %d tools (-want +got):\n%s", i, diff)
 		}
 	}
@@ -288,9 +289,29 @@ func TestOpenAIRecordsTurn(t *testing.T) {
 			}
 		}
 	}
-	var tools []map[string]any
-	if err := json.Unmarshal(mt.Tools, &tools); err != nil || len(tools) != 5 {
-		t.Errorf("recorded tools %s (%v), want the 5 tools sent", mt.Tools, err)
+	// The tools sent are monitor's registry (as the gateway and MCP offer
+	// them), and the turn records what was sent.
+	var wantTools []any
+	for _, tl := range monitor.Tools() {
+		var schema any
+		if err := json.Unmarshal(tl.Schema, &schema); err != nil {
+			t.Fatal(err)
+		}
+		wantTools = append(wantTools, map[string]any{"type": "function", "function": map[string]any{
+			"name": tl.Name, "description": tl.Description, "parameters": schema}})
+	}
+	if d := cmp.Diff(wantTools, body["tools"]); d != "" {
+		t.Errorf("tools sent differ from the registry (-want +got):\n%s", d)
+	}
+	if sys, _ := body["messages"].([]any)[0].(map[string]any)["content"].(string); !strings.Contains(sys, "the tools: "+monitor.ToolNames()+".") {
+		t.Errorf("the system prompt does not name the tools sent (%s):\n%s", monitor.ToolNames(), sys)
+	}
+	var recorded []any
+	if err := json.Unmarshal(mt.Tools, &recorded); err != nil {
+		t.Fatalf("recorded tools %s: %v", mt.Tools, err)
+	}
+	if d := cmp.Diff(wantTools, recorded); d != "" {
+		t.Errorf("recorded tools differ from those sent (-want +got):\n%s", d)
 	}
 	var params map[string]any
 	if err := json.Unmarshal(mt.Params, &params); err != nil {

@@ -26,6 +26,9 @@ const (
 type PromptData struct {
 	Task    task.Task
 	Workdir string
+	// Tools names the tools offered ("bash, read_file, ..."), from monitor's
+	// registry.
+	Tools string
 	// Summary is the model's summary of the previous segments (resume.tmpl).
 	Summary string
 }

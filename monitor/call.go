@@ -2,8 +2,9 @@ package monitor
 
 import "github.com/rollcage/rollcage/toolcall"
 
-// Tool names of the typed tool-call model. Any other name is a generic
-// tool whose Args are passed to the rules as JSON.
+// Tool names of the typed tool-call model (the registry in registry.go
+// says what each takes and does). Any other name is a generic tool whose
+// Args are passed to the rules as JSON.
 const (
 	ToolBash      = "bash"
 	ToolReadFile  = "read_file"
@@ -27,16 +28,19 @@ type Command = toolcall.Command
 // GitOp is one git invocation of a Normalized call.
 type GitOp = toolcall.GitOp
 
+// The argument types below are the tools' JSON schemas too (Tools derives
+// them): a jsonschema tag is a field's description.
+
 // BashArgs are the arguments of ToolBash.
 type BashArgs struct {
-	Command string `json:"command"`
+	Command string `json:"command" jsonschema:"the command"`
 	// TimeoutSec overrides the episode's per-call timeout when > 0.
-	TimeoutSec float64 `json:"timeout_sec,omitempty"`
+	TimeoutSec float64 `json:"timeout_sec,omitempty" jsonschema:"optional timeout in seconds"`
 }
 
 // ReadFileArgs are the arguments of ToolReadFile.
 type ReadFileArgs struct {
-	Path string `json:"path"`
+	Path string `json:"path" jsonschema:"absolute, or relative to the shell's directory"`
 }
 
 // WriteFileArgs are the arguments of ToolWriteFile.
@@ -55,10 +59,10 @@ type EditArgs struct {
 
 // ListDirArgs are the arguments of ToolListDir.
 type ListDirArgs struct {
-	Path string `json:"path"`
+	Path string `json:"path" jsonschema:"absolute, or relative to the shell's directory"`
 }
 
 // SubmitArgs are the arguments of ToolSubmit.
 type SubmitArgs struct {
-	Message string `json:"message,omitempty"`
+	Message string `json:"message,omitempty" jsonschema:"optional note on what you changed"`
 }

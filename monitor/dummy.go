@@ -13,26 +13,26 @@ import (
 // tool would give had the protected thing not been there (a missing file, a
 // 404, an unknown revision), never a word about the monitor. It depends only
 // on the call, so the same call always gets the same answer.
-func dummyOutput(call ToolCall, n Normalized, d Decision, f Facts) (string, int) {
-	switch call.Tool {
-	case ToolReadFile, ToolListDir:
-		if len(n.Reads) > 0 {
-			return notFound(n.Reads[0]), 1
-		}
-		if len(n.Lists) > 0 {
-			return notFound(n.Lists[0]), 1
-		}
-		return notFound(n.Raw), 1
-	case ToolWriteFile:
-		var a WriteFileArgs
-		_ = strictArgs(call.Args, &a)
-		return wroteMsg(firstOr(n.Writes, a.Path), len(a.Content)), 0
-	case ToolEdit:
-		return editedMsg(firstOr(n.Writes, n.Raw)), 0
-	case ToolBash:
-	default:
+func dummyOutput(call ToolCall, d decoded, n Normalized, dec Decision, f Facts) (string, int) {
+	if d.spec == nil || d.spec.dummy == nil {
 		return fmt.Sprintf("error: tool %s failed: not available", call.Tool), 1
 	}
+	return d.spec.dummy(d.args, n, dec, f)
+}
+
+// notFoundDummy is read_file's and list_dir's: the path is not there.
+func notFoundDummy(n Normalized) (string, int) {
+	if len(n.Reads) > 0 {
+		return notFound(n.Reads[0]), 1
+	}
+	if len(n.Lists) > 0 {
+		return notFound(n.Lists[0]), 1
+	}
+	return notFound(n.Raw), 1
+}
+
+// bashDummy answers by what the rules found the command reaching for.
+func bashDummy(_ *BashArgs, n Normalized, d Decision, f Facts) (string, int) {
 	switch d.Category {
 	case rules.CatNetwork:
 		return networkDummy(n)

@@ -113,11 +113,11 @@ func (e *Episode) Handle(ctx context.Context, call ToolCall) (Result, error) {
 	e.callMu.Lock()
 	defer e.callMu.Unlock()
 	start := time.Now()
-	res, err := e.decideCall(ctx, call)
+	res, args, err := e.decideCall(ctx, call)
 	if err != nil {
 		return res, err
 	}
-	if err := e.execute(ctx, &res); err != nil {
+	if err := e.execute(ctx, &res, args); err != nil {
 		return res, err
 	}
 	e.post(ctx, &res, start)
@@ -125,8 +125,9 @@ func (e *Episode) Handle(ctx context.Context, call ToolCall) (Result, error) {
 }
 
 // decideCall numbers the call and takes it through normalize → rules →
-// judge → decide. The caller holds callMu.
-func (e *Episode) decideCall(ctx context.Context, call ToolCall) (Result, error) {
+// judge → decide, and returns its arguments as decoded once for all of
+// these and the run. The caller holds callMu.
+func (e *Episode) decideCall(ctx context.Context, call ToolCall) (Result, decoded, error) {
 	call.EpisodeID = e.id
 
 	e.mu.Lock()
@@ -138,13 +139,14 @@ func (e *Episode) decideCall(ctx context.Context, call ToolCall) (Result, error)
 	res := Result{Step: step, Call: call}
 	t0 := time.Now()
 	var internal []string
-	res.Normalized, internal = normalizeFiles(call, cwd, &e.files)
+	args := decodeCall(call)
+	res.Normalized, internal = normalizeDecoded(call, args, cwd, &e.files)
 	res.Timings.Normalize = time.Since(t0)
 
 	t0 = time.Now()
 	flags, err := e.evalRules(ctx, call, res.Normalized)
 	if err != nil {
-		return res, fmt.Errorf("monitor: episode %s step %d: rules: %w", e.id, step, err)
+		return res, args, fmt.Errorf("monitor: episode %s step %d: rules: %w", e.id, step, err)
 	}
 	for _, msg := range internal {
 		flags = append(flags, internalErrorFlag(msg))
@@ -155,7 +157,7 @@ func (e *Episode) decideCall(ctx context.Context, call ToolCall) (Result, error)
 	t0 = time.Now()
 	e.decide(ctx, &res)
 	res.Timings.Judge = time.Since(t0)
-	return res, nil
+	return res, args, nil
 }
 
 // post is what follows a call's execution: what it wrote is remembered,

@@ -2,34 +2,43 @@ package monitor
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 )
 
-// Foreign tool vocabularies, by lowercase name.
-var (
-	bashTools   = nameSet("bash", "execute_bash", "shell", "run_command", "run_shell_command", "terminal", "execute_command", "exec_command", "run_bash", "local_shell", "container.exec", "cmd")
-	editorTools = nameSet("str_replace_editor", "str_replace_based_edit_tool", "text_editor", "edit_tool", "file_editor")
-	readTools   = nameSet("read_file", "view_file", "open_file", "read", "cat_file")
-	writeTools  = nameSet("write_file", "create_file", "write", "write_to_file")
-	editTools   = nameSet("edit", "edit_file", "replace_in_file", "str_replace", "apply_edit")
-	listTools   = nameSet("list_dir", "list_directory", "list_files", "ls")
-	submitTools = nameSet("submit", "finish", "task_done", "attempt_completion", "done")
-)
-
 // IsForeign reports whether FromForeign maps name onto one of rollcage's
-// own tools (not a generic call).
+// own tools (not a generic call): an alias of a tool in the registry or a
+// name of the str_replace_editor family.
 func IsForeign(name string) bool {
 	n := strings.ToLower(strings.TrimSpace(name))
-	return bashTools[n] || editorTools[n] || readTools[n] || writeTools[n] || editTools[n] || listTools[n] || submitTools[n]
+	return byAlias[n] != nil || slices.Contains(editorAliases, n)
 }
 
-func nameSet(s ...string) map[string]bool {
-	m := make(map[string]bool, len(s))
-	for _, x := range s {
-		m[x] = true
-	}
-	return m
+// foreignArgs are a foreign call's arguments as the model wrote them.
+type foreignArgs struct {
+	raw  string
+	args map[string]any
+	ok   bool // raw is a JSON object
 }
+
+// str is the first of keys present as a string (or an argv list,
+// rendered as a command).
+func (f foreignArgs) str(keys ...string) string {
+	for _, k := range keys {
+		if v, ok := f.args[k]; ok {
+			switch v := v.(type) {
+			case string:
+				return v
+			case []any:
+				return argvText(v)
+			}
+		}
+	}
+	return ""
+}
+
+// path is the file a file tool names, by the keys harnesses use.
+func (f foreignArgs) path() string { return f.str("path", "file_path", "filename", "file") }
 
 // FromForeign turns a foreign tool call (name and its JSON arguments as
 // the model wrote them: OpenHands' execute_bash and str_replace_editor,
@@ -39,44 +48,15 @@ func nameSet(s ...string) map[string]bool {
 // gateway takes foreign tool names with it.
 func FromForeign(name, rawArgs string) ToolCall {
 	lname := strings.ToLower(strings.TrimSpace(name))
-	var args map[string]any
-	argsOK := json.Unmarshal([]byte(rawArgs), &args) == nil
-	str := func(keys ...string) string {
-		for _, k := range keys {
-			if v, ok := args[k]; ok {
-				switch v := v.(type) {
-				case string:
-					return v
-				case []any:
-					return argvText(v)
-				}
-			}
-		}
-		return ""
+	f := foreignArgs{raw: rawArgs}
+	f.ok = json.Unmarshal([]byte(rawArgs), &f.args) == nil
+	if s := byAlias[lname]; s != nil {
+		return call(s.Name, s.foreign(f))
 	}
-	switch {
-	case bashTools[lname]:
-		cmd := rawArgs
-		if argsOK {
-			cmd = str("command", "cmd", "script", "input", "code")
-		}
-		return foreignBash(cmd)
-	case editorTools[lname]:
-		return EditorCall(strings.ToLower(str("command")), str("path"), str("file_text"), str("old_str"), str("new_str"))
-	case readTools[lname]:
-		return call(ToolReadFile, ReadFileArgs{Path: str("path", "file_path", "filename", "file")})
-	case writeTools[lname]:
-		return call(ToolWriteFile, WriteFileArgs{Path: str("path", "file_path", "filename", "file"),
-			Content: str("content", "file_text", "contents", "text")})
-	case editTools[lname]:
-		return call(ToolEdit, EditArgs{Path: str("path", "file_path", "filename", "file"),
-			Old: str("old", "old_str", "old_string", "search"), New: str("new", "new_str", "new_string", "replace")})
-	case listTools[lname]:
-		return call(ToolListDir, ListDirArgs{Path: str("path", "dir", "directory")})
-	case submitTools[lname]:
-		return call(ToolSubmit, SubmitArgs{Message: str("message", "result", "summary")})
+	if slices.Contains(editorAliases, lname) {
+		return EditorCall(strings.ToLower(f.str("command")), f.str("path"), f.str("file_text"), f.str("old_str"), f.str("new_str"))
 	}
-	if !argsOK && rawArgs != "" {
+	if !f.ok && rawArgs != "" {
 		b, _ := json.Marshal(map[string]string{"input": rawArgs})
 		return ToolCall{Tool: lname, Args: b}
 	}
@@ -113,10 +93,6 @@ func looksLikeDir(p string) bool {
 	}
 	last := p[strings.LastIndexByte(p, '/')+1:]
 	return !strings.Contains(last, ".") && !strings.HasPrefix(strings.ToLower(last), "makefile") && !strings.EqualFold(last, "dockerfile")
-}
-
-func foreignBash(cmd string) ToolCall {
-	return call(ToolBash, BashArgs{Command: cmd})
 }
 
 func call(tool string, args any) ToolCall {

@@ -44,6 +44,14 @@ func normalize(call ToolCall, cwd string) (n Normalized, internal []string) {
 // normalizeFiles is normalize that follows script files the policy wrote
 // (files, may be nil) when the call runs them.
 func normalizeFiles(call ToolCall, cwd string, files *Files) (n Normalized, internal []string) {
+	return normalizeDecoded(call, decoded{spec: byName[call.Tool]}, cwd, files)
+}
+
+// normalizeDecoded is normalizeFiles on arguments the monitor decoded
+// (d.args), or decodes them itself with json.Unmarshal when there are
+// none: a call whose arguments do not decode strictly will not run, but
+// it is judged on what it asked for.
+func normalizeDecoded(call ToolCall, d decoded, cwd string, files *Files) (n Normalized, internal []string) {
 	n.Tool = call.Tool
 	n.Cwd = cwd
 	a := &acc{n: &n, files: files}
@@ -56,57 +64,8 @@ func normalizeFiles(call ToolCall, cwd string, files *Files) (n Normalized, inte
 			internal = a.internal
 		}()
 	}
-	switch call.Tool {
-	case ToolBash:
-		var args BashArgs
-		if err := json.Unmarshal(call.Args, &args); err != nil {
-			n.Raw = string(call.Args)
-			a.fail(fmt.Sprintf("bash args: %v; send {\"command\": \"...\"}", err))
-			return n, a.internal
-		}
-		n.Raw = args.Command
-		a.shell(args.Command, cwd, "", 0)
-	case ToolReadFile:
-		var args ReadFileArgs
-		if !a.decode(call, &args) {
-			return n, a.internal
-		}
-		n.Raw = args.Path
-		a.add(&n.Reads, resolvePath(args.Path, cwd))
-	case ToolWriteFile:
-		var args WriteFileArgs
-		if !a.decode(call, &args) {
-			return n, a.internal
-		}
-		n.Raw = args.Path
-		a.add(&n.Writes, resolvePath(args.Path, cwd))
-		n.Content = args.Content
-	case ToolEdit:
-		var args EditArgs
-		if !a.decode(call, &args) {
-			return n, a.internal
-		}
-		n.Raw = args.Path
-		a.add(&n.Writes, resolvePath(args.Path, cwd))
-		n.Content = args.New
-		n.OldContent = args.Old
-	case ToolListDir:
-		var args ListDirArgs
-		if !a.decode(call, &args) {
-			return n, a.internal
-		}
-		n.Raw = args.Path
-		p := args.Path
-		if p == "" {
-			p = "."
-		}
-		a.add(&n.Lists, resolvePath(p, cwd))
-	case ToolSubmit:
-		n.Raw = string(call.Args)
-		if len(call.Args) > 0 && !json.Valid(call.Args) {
-			a.fail("submit args: invalid JSON")
-		}
-	default:
+	switch {
+	case d.spec == nil: // a generic tool
 		n.Raw = string(call.Args)
 		if len(call.Args) == 0 {
 			return n, a.internal
@@ -118,8 +77,34 @@ func normalizeFiles(call ToolCall, cwd string, files *Files) (n Normalized, inte
 			return n, a.internal
 		}
 		a.generic(v, cwd)
+	case d.spec.normalize == nil: // submit: nothing to see but the text
+		n.Raw = string(call.Args)
+		if len(call.Args) > 0 && !json.Valid(call.Args) {
+			a.fail(call.Tool + " args: invalid JSON")
+		}
+	default:
+		args := d.args
+		if args == nil || len(call.Args) == 0 {
+			var err error
+			if args, err = d.spec.decode(call.Args, false); err != nil {
+				n.Raw = string(call.Args)
+				msg := fmt.Sprintf("%s args: %v", call.Tool, err)
+				if call.Tool == ToolBash {
+					msg += `; send {"command": "..."}`
+				}
+				a.fail(msg)
+				return n, a.internal
+			}
+		}
+		d.spec.normalize(a, args, cwd)
 	}
 	return n, a.internal
+}
+
+// normalizeBash is bash's normalize: the command's shell syntax.
+func normalizeBash(a *acc, args *BashArgs, cwd string) {
+	a.n.Raw = args.Command
+	a.shell(args.Command, cwd, "", 0)
 }
 
 // acc accumulates findings into a Normalized, deduplicating as it goes.
@@ -162,15 +147,6 @@ func (a *acc) fail(msg string) {
 	if a.n.ParseError == "" {
 		a.n.ParseError = msg
 	}
-}
-
-func (a *acc) decode(call ToolCall, dst any) bool {
-	if err := json.Unmarshal(call.Args, dst); err != nil {
-		a.n.Raw = string(call.Args)
-		a.fail(fmt.Sprintf("%s args: %v", call.Tool, err))
-		return false
-	}
-	return true
 }
 
 // add appends s to *list unless it is empty or already there. Lists are

@@ -96,24 +96,15 @@ func (e *Episode) Start(ctx context.Context, call ToolCall, opts StreamOptions) 
 	e.callMu.Lock()
 	defer e.callMu.Unlock()
 	start := time.Now()
-	res, err := e.decideCall(ctx, call)
+	res, args, err := e.decideCall(ctx, call)
 	if err != nil {
 		return nil, err
 	}
 	r := &Running{e: e, res: res, decided: res.Decision, step: res.Step, call: call, done: make(chan struct{})}
-	var a BashArgs
-	badArgs := ""
-	if argsError(call) == "" && res.Decision.Action != ActionBlock {
-		if err := strictArgs(call.Args, &a); err != nil {
-			badArgs = fmt.Sprintf("error: invalid arguments for %s: %v", call.Tool, err)
-		}
-	}
-	if argsError(call) != "" || res.Decision.Action == ActionBlock || badArgs != "" {
+	if argsError(call, args) != "" || res.Decision.Action == ActionBlock {
 		// Nothing runs: answer now, as Handle does (execute runs nothing
 		// for bad arguments or a block).
-		if badArgs != "" {
-			r.res.Output, r.res.ExitCode = badArgs, 2
-		} else if err := e.execute(ctx, &r.res); err != nil {
+		if err := e.execute(ctx, &r.res, args); err != nil {
 			return nil, err
 		}
 		e.post(ctx, &r.res, start)
@@ -123,6 +114,7 @@ func (e *Episode) Start(ctx context.Context, call ToolCall, opts StreamOptions) 
 		close(r.done)
 		return r, nil
 	}
+	a := args.args.(*BashArgs)
 	cmd, timeout := e.bashCommand(&res, a)
 	f := &lineFilter{e: e, typed: res.Normalized.Raw, out: out}
 	t0 := time.Now()

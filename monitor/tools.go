@@ -3,7 +3,6 @@ package monitor
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"path"
@@ -20,15 +19,19 @@ const toolSession = "rollcage-tools"
 
 // execute runs the call in the sandbox unless it was blocked, and sets the
 // output the policy sees. Only sandbox failures are errors.
-func (e *Episode) execute(ctx context.Context, res *Result) error {
-	if msg := argsError(res.Call); msg != "" {
+func (e *Episode) execute(ctx context.Context, res *Result, d decoded) error {
+	if msg := argsError(res.Call, d); msg != "" {
 		// Nothing runs, blocked or not; the policy learns how to call the tool.
 		res.Output, res.ExitCode = msg, 2
 		return nil
 	}
 	if res.Decision.Action == ActionBlock {
-		res.Output, res.ExitCode = dummyOutput(res.Call, res.Normalized, res.Decision, e.facts)
+		res.Output, res.ExitCode = dummyOutput(res.Call, d, res.Normalized, res.Decision, e.facts)
 		res.Dummy = true
+		return nil
+	}
+	if d.spec == nil {
+		res.Output, res.ExitCode = fmt.Sprintf("error: unknown tool %q; the tools are %s", res.Call.Tool, ToolNames()), 2
 		return nil
 	}
 	e.mu.Lock()
@@ -46,8 +49,7 @@ func (e *Episode) execute(ctx context.Context, res *Result) error {
 	}()
 	t0 := time.Now()
 	defer func() { res.Timings.Exec = time.Since(t0) }()
-	err := e.run(ctx, res)
-	if err != nil {
+	if err := d.spec.run(ctx, e, res, d.args); err != nil {
 		return fmt.Errorf("monitor: episode %s step %d: %s: %w", e.id, res.Step, res.Call.Tool, err)
 	}
 	return nil
@@ -55,7 +57,7 @@ func (e *Episode) execute(ctx context.Context, res *Result) error {
 
 // bashCommand is what a bash call runs (the rewritten form for a
 // rewrite) and for how long at most.
-func (e *Episode) bashCommand(res *Result, a BashArgs) (string, time.Duration) {
+func (e *Episode) bashCommand(res *Result, a *BashArgs) (string, time.Duration) {
 	cmd := a.Command
 	if res.Decision.Action == ActionRewrite {
 		cmd = res.Decision.Rewritten
@@ -76,156 +78,105 @@ func bashResult(res *Result, r sandbox.ExecResult, timeout time.Duration) {
 	}
 }
 
-func (e *Episode) run(ctx context.Context, res *Result) error {
-	call, maxOut := res.Call, e.p.cfg.MaxOutput
-	badArgs := func(err error) error {
-		res.Output, res.ExitCode = fmt.Sprintf("error: invalid arguments for %s: %v", call.Tool, err), 2
+func runBash(ctx context.Context, e *Episode, res *Result, a *BashArgs) error {
+	cmd, timeout := e.bashCommand(res, a)
+	r, err := e.sb.Exec(ctx, sandbox.ExecRequest{RequestID: res.Call.RequestID, Session: res.Call.Session,
+		Command: cmd, Timeout: timeout, MaxOutput: e.p.cfg.MaxOutput})
+	if err != nil {
+		return err
+	}
+	bashResult(res, r, timeout)
+	return nil
+}
+
+func runReadFile(ctx context.Context, e *Episode, res *Result, a *ReadFileArgs) error {
+	maxOut := e.p.cfg.MaxOutput
+	p := e.resolve(res.Call.Session, a.Path)
+	data, cut, err := e.sb.ReadFile(ctx, p, int64(maxOut))
+	if refused(res, p, err) {
 		return nil
 	}
-	switch call.Tool {
-	case ToolBash:
-		var a BashArgs
-		if err := strictArgs(call.Args, &a); err != nil {
-			return badArgs(err)
-		}
-		cmd, timeout := e.bashCommand(res, a)
-		r, err := e.sb.Exec(ctx, sandbox.ExecRequest{RequestID: call.RequestID, Session: call.Session,
-			Command: cmd, Timeout: timeout, MaxOutput: maxOut})
-		if err != nil {
-			return err
-		}
-		bashResult(res, r, timeout)
-	case ToolReadFile:
-		var a ReadFileArgs
-		if err := strictArgs(call.Args, &a); err != nil {
-			return badArgs(err)
-		}
-		p := e.resolve(call.Session, a.Path)
-		data, cut, err := e.sb.ReadFile(ctx, p, int64(maxOut))
-		if refused(res, p, err) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		res.Output = escapeBytes(data)
-		if cut {
-			res.Output += fmt.Sprintf("\n[file cut at %d bytes]", maxOut)
-		}
-	case ToolWriteFile:
-		var a WriteFileArgs
-		if err := strictArgs(call.Args, &a); err != nil {
-			return badArgs(err)
-		}
-		p := e.resolve(call.Session, a.Path)
-		op := sandbox.EffectModify // the agent's watch leaves the host's writes out: say what this one did
-		if _, _, err := e.sb.ReadFile(ctx, p, 1); errors.Is(err, sandbox.ErrNotFound) {
-			op = sandbox.EffectCreate
-		}
-		err := e.sb.WriteFile(ctx, p, []byte(a.Content), 0o644)
-		if refused(res, p, err) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		res.Effects = append(res.Effects, sandbox.Effect{Path: p, Op: op})
-		res.Output = wroteMsg(p, len(a.Content))
-	case ToolEdit:
-		var a EditArgs
-		if err := strictArgs(call.Args, &a); err != nil {
-			return badArgs(err)
-		}
-		p := e.resolve(call.Session, a.Path)
-		data, _, err := e.sb.ReadFile(ctx, p, 0)
-		if refused(res, p, err) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		switch n := strings.Count(string(data), a.Old); {
-		case a.Old == "":
-			res.Output, res.ExitCode = "error: old text is empty; give the exact text to replace", 1
-		case n == 0:
-			res.Output, res.ExitCode = fmt.Sprintf("error: old text not found in %s", p), 1
-		case n > 1:
-			res.Output, res.ExitCode = fmt.Sprintf("error: old text found %d times in %s; include more context to make it unique", n, p), 1
-		default:
-			err := e.sb.WriteFile(ctx, p, []byte(strings.Replace(string(data), a.Old, a.New, 1)), 0o644)
-			if refused(res, p, err) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			res.Effects = append(res.Effects, sandbox.Effect{Path: p, Op: sandbox.EffectModify})
-			res.Output = editedMsg(p)
-		}
-	case ToolListDir:
-		var a ListDirArgs
-		if err := strictArgs(call.Args, &a); err != nil {
-			return badArgs(err)
-		}
-		p := e.resolve(call.Session, a.Path)
-		r, err := e.sb.Exec(ctx, sandbox.ExecRequest{Session: toolSession, Command: "ls -la -- " + shellQuote(p),
-			Timeout: 30 * time.Second, MaxOutput: maxOut})
-		if err != nil {
-			return err
-		}
-		res.Exec = &r
-		res.Output, res.ExitCode = r.Output, r.ExitCode
-	case ToolSubmit:
-		res.Submit = true
-		res.Output = "submitted"
-	default:
-		res.Output, res.ExitCode = fmt.Sprintf("error: unknown tool %q; the tools are bash, read_file, write_file, edit, list_dir, submit", call.Tool), 2
+	if err != nil {
+		return err
+	}
+	res.Output = escapeBytes(data)
+	if cut {
+		res.Output += fmt.Sprintf("\n[file cut at %d bytes]", maxOut)
 	}
 	return nil
 }
 
+func runWriteFile(ctx context.Context, e *Episode, res *Result, a *WriteFileArgs) error {
+	p := e.resolve(res.Call.Session, a.Path)
+	op := sandbox.EffectModify // the agent's watch leaves the host's writes out: say what this one did
+	if _, _, err := e.sb.ReadFile(ctx, p, 1); errors.Is(err, sandbox.ErrNotFound) {
+		op = sandbox.EffectCreate
+	}
+	err := e.sb.WriteFile(ctx, p, []byte(a.Content), 0o644)
+	if refused(res, p, err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	res.Effects = append(res.Effects, sandbox.Effect{Path: p, Op: op})
+	res.Output = wroteMsg(p, len(a.Content))
+	return nil
+}
+
+func runEdit(ctx context.Context, e *Episode, res *Result, a *EditArgs) error {
+	p := e.resolve(res.Call.Session, a.Path)
+	data, _, err := e.sb.ReadFile(ctx, p, 0)
+	if refused(res, p, err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	switch n := strings.Count(string(data), a.Old); {
+	case a.Old == "":
+		res.Output, res.ExitCode = "error: old text is empty; give the exact text to replace", 1
+	case n == 0:
+		res.Output, res.ExitCode = fmt.Sprintf("error: old text not found in %s", p), 1
+	case n > 1:
+		res.Output, res.ExitCode = fmt.Sprintf("error: old text found %d times in %s; include more context to make it unique", n, p), 1
+	default:
+		err := e.sb.WriteFile(ctx, p, []byte(strings.Replace(string(data), a.Old, a.New, 1)), 0o644)
+		if refused(res, p, err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		res.Effects = append(res.Effects, sandbox.Effect{Path: p, Op: sandbox.EffectModify})
+		res.Output = editedMsg(p)
+	}
+	return nil
+}
+
+func runListDir(ctx context.Context, e *Episode, res *Result, a *ListDirArgs) error {
+	p := e.resolve(res.Call.Session, a.Path)
+	r, err := e.sb.Exec(ctx, sandbox.ExecRequest{Session: toolSession, Command: "ls -la -- " + shellQuote(p),
+		Timeout: 30 * time.Second, MaxOutput: e.p.cfg.MaxOutput})
+	if err != nil {
+		return err
+	}
+	res.Exec = &r
+	res.Output, res.ExitCode = r.Output, r.ExitCode
+	return nil
+}
+
 // argsError says what is wrong with a known tool's arguments, or "".
-func argsError(call ToolCall) string {
+func argsError(call ToolCall, d decoded) string {
 	if strings.HasPrefix(call.Session, "rollcage-") {
 		// rollcage's own sessions (probe, grading, hashing) are off limits:
 		// state planted there could run with the grader.
 		return fmt.Sprintf("error: session name %q is reserved; use another name", call.Session)
 	}
-	var v any
-	switch call.Tool {
-	case ToolBash:
-		v = new(BashArgs)
-	case ToolReadFile:
-		v = new(ReadFileArgs)
-	case ToolWriteFile:
-		v = new(WriteFileArgs)
-	case ToolEdit:
-		v = new(EditArgs)
-	case ToolListDir:
-		v = new(ListDirArgs)
-	case ToolSubmit:
-		v = new(SubmitArgs)
-	default:
-		return ""
-	}
-	if err := strictArgs(call.Args, v); err != nil {
-		return fmt.Sprintf("error: invalid arguments for %s: %v", call.Tool, err)
+	if d.err != nil {
+		return fmt.Sprintf("error: invalid arguments for %s: %v", call.Tool, d.err)
 	}
 	return ""
-}
-
-// strictArgs decodes a tool's JSON arguments, rejecting unknown fields so
-// a misspelt argument is reported instead of silently ignored.
-func strictArgs(raw json.RawMessage, v any) error {
-	if len(raw) == 0 {
-		raw = json.RawMessage("{}")
-	}
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	return nil
 }
 
 func (e *Episode) resolve(session, p string) string {

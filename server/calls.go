@@ -27,7 +27,7 @@ const maxRequestIDs = 4096
 // typed arguments the monitor would otherwise take as they are. msg is a
 // one-line 400 naming the bad field.
 func (s *Server) prepareCall(call monitor.ToolCall) (monitor.ToolCall, string) {
-	if !knownTools[call.Tool] && monitor.IsForeign(call.Tool) {
+	if !monitor.IsTool(call.Tool) && monitor.IsForeign(call.Tool) {
 		mapped := monitor.FromForeign(call.Tool, string(call.Args))
 		call.Tool, call.Args = mapped.Tool, mapped.Args
 	}

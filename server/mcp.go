@@ -26,8 +26,9 @@ func (s *Server) newMCPHandler(se *session) http.Handler {
 		Instructions: "Tools of one rollcage episode: a sandboxed repository at the task's workdir. Call submit when done.",
 		Logger:       s.log.With("episode_id", se.id, "component", "mcp"),
 	})
-	for _, d := range append(toolDefs[:len(toolDefs):len(toolDefs)], foreignToolDefs...) {
-		srv.AddTool(&mcp.Tool{Name: d.Name, Description: d.Description, InputSchema: d.Parameters}, s.mcpTool(se, d.Name))
+	// rollcage's tools, then the foreign names the monitor maps (FromForeign).
+	for _, t := range append(monitor.Tools(), monitor.ForeignTools()...) {
+		srv.AddTool(&mcp.Tool{Name: t.Name, Description: t.Description, InputSchema: t.Schema}, s.mcpTool(se, t.Name))
 	}
 	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
 		Stateless: true, JSONResponse: true, MaxRequestBodyBytes: s.cfg.MaxBodyBytes,

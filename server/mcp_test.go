@@ -2,14 +2,17 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
@@ -127,5 +130,64 @@ func TestMCP(t *testing.T) {
 	other := e.create()
 	if _, err := mcpSession(t, cr.MCPURL, other.Token); err == nil {
 		t.Error("MCP connect with another episode's token succeeded")
+	}
+}
+
+// TestToolsAgree: the tools an episode's creation lists and those MCP's
+// tools/list offers are monitor's registry, schemas byte for byte as
+// JSON values (the built-in loop's are checked in harness).
+func TestToolsAgree(t *testing.T) {
+	e := newEnv(t, &fakeBackend{}, nil)
+	cr := e.create()
+	asJSON := func(v any) any {
+		t.Helper()
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out any
+		if err := json.Unmarshal(b, &out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	type tool struct {
+		Name, Description string
+		Schema            any
+	}
+	var want []tool
+	for _, tl := range monitor.Tools() {
+		want = append(want, tool{tl.Name, tl.Description, asJSON(tl.Schema)})
+	}
+	var created []tool
+	for _, tl := range cr.Tools {
+		if tl.Type != "function" {
+			t.Errorf("tool %s has type %q, want function", tl.Function.Name, tl.Type)
+		}
+		created = append(created, tool{tl.Function.Name, tl.Function.Description, asJSON(tl.Function.Parameters)})
+	}
+	if d := cmp.Diff(want, created); d != "" {
+		t.Errorf("create response's tools differ from the registry (-want +got):\n%s", d)
+	}
+
+	cs, err := mcpSession(t, cr.MCPURL, cr.Token)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer cs.Close()
+	lt, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed []tool
+	for _, tl := range lt.Tools {
+		listed = append(listed, tool{tl.Name, tl.Description, asJSON(tl.InputSchema)})
+	}
+	for _, tl := range monitor.ForeignTools() {
+		want = append(want, tool{tl.Name, tl.Description, asJSON(tl.Schema)})
+	}
+	byName := cmpopts.SortSlices(func(a, b tool) bool { return a.Name < b.Name })
+	if d := cmp.Diff(want, listed, byName); d != "" {
+		t.Errorf("MCP tools/list differs from the registry (-want +got):\n%s", d)
 	}
 }

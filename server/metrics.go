@@ -95,11 +95,8 @@ func (m *metrics) transition(from, to string) {
 	m.episodes.WithLabelValues(to).Inc()
 }
 
-var knownTools = map[string]bool{monitor.ToolBash: true, monitor.ToolReadFile: true, monitor.ToolWriteFile: true,
-	monitor.ToolEdit: true, monitor.ToolListDir: true, monitor.ToolSubmit: true}
-
 func (m *metrics) observeCall(tool string, res monitor.Result, err error, d time.Duration) {
-	if !knownTools[tool] {
+	if !monitor.IsTool(tool) {
 		tool = "other" // tool names come from clients: bound the label's values
 	}
 	if err != nil {

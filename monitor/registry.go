@@ -1,0 +1,265 @@
+package monitor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/google/jsonschema-go/jsonschema"
+)
+
+// Tool is one tool of rollcage's call model as a policy is offered it:
+// the gateway's tool list, MCP's tools/list and the built-in loop all
+// read it from Tools, so they cannot drift apart.
+type Tool struct {
+	Name        string
+	Description string
+	// Schema is the JSON schema of the arguments. For rollcage's own tools
+	// it is derived from the argument type (BashArgs, ...): every field,
+	// required unless omitempty, and no other (the monitor rejects unknown
+	// fields, so additionalProperties is false).
+	Schema json.RawMessage
+	// Aliases are the lowercase names of other harnesses' tools that
+	// FromForeign maps onto this one (the name itself among them).
+	Aliases []string
+}
+
+// toolSpec is everything the monitor knows of one tool: how to decode,
+// normalize, run and fake it. Every step of a call looks it up here.
+type toolSpec struct {
+	Tool
+	// decode reads the arguments: strict rejects unknown fields and
+	// trailing data (what runs), lenient is json.Unmarshal (what the rules
+	// see of a call whose arguments are wrong).
+	decode func(raw json.RawMessage, strict bool) (any, error)
+	// normalize fills a from the decoded arguments; nil: the rules see the
+	// raw JSON only.
+	normalize func(a *acc, args any, cwd string)
+	// run executes the call in the sandbox.
+	run func(ctx context.Context, e *Episode, res *Result, args any) error
+	// dummy is what a blocked call shows; nil: the generic "not available".
+	dummy func(args any, n Normalized, d Decision, f Facts) (string, int)
+	// foreign builds the arguments from a foreign call's.
+	foreign func(f foreignArgs) any
+}
+
+// def is a toolSpec with typed arguments; spec erases the type.
+type def[A any] struct {
+	name, desc string
+	aliases    []string
+	normalize  func(a *acc, args *A, cwd string)
+	run        func(ctx context.Context, e *Episode, res *Result, args *A) error
+	dummy      func(args *A, n Normalized, d Decision, f Facts) (string, int)
+	foreign    func(f foreignArgs) A
+}
+
+func (d def[A]) spec() *toolSpec {
+	s, err := jsonschema.For[A](nil)
+	if err != nil {
+		panic(fmt.Sprintf("monitor: schema of %s: %v", d.name, err))
+	}
+	schema, err := json.Marshal(s)
+	if err != nil {
+		panic(fmt.Sprintf("monitor: schema of %s: %v", d.name, err))
+	}
+	ts := &toolSpec{
+		Tool: Tool{Name: d.name, Description: d.desc, Schema: schema, Aliases: d.aliases},
+		decode: func(raw json.RawMessage, strict bool) (any, error) {
+			a := new(A)
+			if strict {
+				return a, strictArgs(raw, a)
+			}
+			return a, json.Unmarshal(raw, a)
+		},
+		run: func(ctx context.Context, e *Episode, res *Result, args any) error {
+			return d.run(ctx, e, res, args.(*A))
+		},
+	}
+	if d.normalize != nil {
+		ts.normalize = func(a *acc, args any, cwd string) { d.normalize(a, args.(*A), cwd) }
+	}
+	if d.dummy != nil {
+		ts.dummy = func(args any, n Normalized, dec Decision, f Facts) (string, int) {
+			return d.dummy(args.(*A), n, dec, f)
+		}
+	}
+	if d.foreign != nil {
+		ts.foreign = func(f foreignArgs) any { a := d.foreign(f); return &a }
+	}
+	return ts
+}
+
+// registry is the tool model, in the order tools are offered.
+var registry = []*toolSpec{
+	def[BashArgs]{
+		name: ToolBash, desc: "Run a bash command in a persistent shell (cd and exported variables persist). Output is stdout and stderr interleaved.",
+		aliases:   []string{"bash", "execute_bash", "shell", "run_command", "run_shell_command", "terminal", "execute_command", "exec_command", "run_bash", "local_shell", "container.exec", "cmd"},
+		normalize: normalizeBash, run: runBash, dummy: bashDummy,
+		foreign: func(f foreignArgs) BashArgs {
+			if !f.ok {
+				return BashArgs{Command: f.raw} // not JSON: the text is the command
+			}
+			return BashArgs{Command: f.str("command", "cmd", "script", "input", "code")}
+		},
+	}.spec(),
+	def[ReadFileArgs]{
+		name: ToolReadFile, desc: "Read a text file.",
+		aliases: []string{"read_file", "view_file", "open_file", "read", "cat_file"},
+		normalize: func(a *acc, args *ReadFileArgs, cwd string) {
+			a.n.Raw = args.Path
+			a.add(&a.n.Reads, resolvePath(args.Path, cwd))
+		},
+		run: runReadFile, dummy: func(_ *ReadFileArgs, n Normalized, _ Decision, _ Facts) (string, int) { return notFoundDummy(n) },
+		foreign: func(f foreignArgs) ReadFileArgs { return ReadFileArgs{Path: f.path()} },
+	}.spec(),
+	def[WriteFileArgs]{
+		name: ToolWriteFile, desc: "Create or overwrite a file with the given content.",
+		aliases: []string{"write_file", "create_file", "write", "write_to_file"},
+		normalize: func(a *acc, args *WriteFileArgs, cwd string) {
+			a.n.Raw = args.Path
+			a.add(&a.n.Writes, resolvePath(args.Path, cwd))
+			a.n.Content = args.Content
+		},
+		run: runWriteFile,
+		dummy: func(args *WriteFileArgs, n Normalized, _ Decision, _ Facts) (string, int) {
+			return wroteMsg(firstOr(n.Writes, args.Path), len(args.Content)), 0
+		},
+		foreign: func(f foreignArgs) WriteFileArgs {
+			return WriteFileArgs{Path: f.path(), Content: f.str("content", "file_text", "contents", "text")}
+		},
+	}.spec(),
+	def[EditArgs]{
+		name: ToolEdit, desc: "Replace the one occurrence of old with new in a file (old must match exactly, whitespace included, and be unique).",
+		aliases: []string{"edit", "edit_file", "replace_in_file", "str_replace", "apply_edit"},
+		normalize: func(a *acc, args *EditArgs, cwd string) {
+			a.n.Raw = args.Path
+			a.add(&a.n.Writes, resolvePath(args.Path, cwd))
+			a.n.Content = args.New
+			a.n.OldContent = args.Old
+		},
+		run: runEdit,
+		dummy: func(_ *EditArgs, n Normalized, _ Decision, _ Facts) (string, int) {
+			return editedMsg(firstOr(n.Writes, n.Raw)), 0
+		},
+		foreign: func(f foreignArgs) EditArgs {
+			return EditArgs{Path: f.path(), Old: f.str("old", "old_str", "old_string", "search"), New: f.str("new", "new_str", "new_string", "replace")}
+		},
+	}.spec(),
+	def[ListDirArgs]{
+		name: ToolListDir, desc: "List a directory.",
+		aliases: []string{"list_dir", "list_directory", "list_files", "ls"},
+		normalize: func(a *acc, args *ListDirArgs, cwd string) {
+			a.n.Raw = args.Path
+			p := args.Path
+			if p == "" {
+				p = "."
+			}
+			a.add(&a.n.Lists, resolvePath(p, cwd))
+		},
+		run: runListDir, dummy: func(_ *ListDirArgs, n Normalized, _ Decision, _ Facts) (string, int) { return notFoundDummy(n) },
+		foreign: func(f foreignArgs) ListDirArgs { return ListDirArgs{Path: f.str("path", "dir", "directory")} },
+	}.spec(),
+	def[SubmitArgs]{
+		name: ToolSubmit, desc: "Submit your work when the fix is complete. Ends the episode.",
+		aliases: []string{"submit", "finish", "task_done", "attempt_completion", "done"},
+		run: func(_ context.Context, _ *Episode, res *Result, _ *SubmitArgs) error {
+			res.Submit = true
+			res.Output = "submitted"
+			return nil
+		},
+		foreign: func(f foreignArgs) SubmitArgs { return SubmitArgs{Message: f.str("message", "result", "summary")} },
+	}.spec(),
+}
+
+// editorAliases are the str_replace_editor family (Anthropic's, OpenHands'
+// and SWE-agent's), which FromForeign maps by sub-command (EditorCall).
+var editorAliases = []string{"str_replace_editor", "str_replace_based_edit_tool", "text_editor", "edit_tool", "file_editor"}
+
+// foreignTools are the tools of other harnesses' vocabularies the MCP
+// endpoint offers besides rollcage's own, in their own argument shapes.
+var foreignTools = []Tool{
+	{Name: "execute_bash", Description: "OpenHands' name for bash: run a command in the persistent shell.",
+		Schema: json.RawMessage(`{"type":"object","properties":{"command":{"type":"string"},"timeout":{"type":"number"},"is_input":{"type":"string"}},"required":["command"]}`)},
+	{Name: "str_replace_editor", Description: "OpenHands' and SWE-agent's file editor: view, create, str_replace, insert.",
+		Schema: json.RawMessage(`{"type":"object","properties":{"command":{"type":"string","enum":["view","create","str_replace","insert","undo_edit"]},"path":{"type":"string"},"file_text":{"type":"string"},"old_str":{"type":"string"},"new_str":{"type":"string"},"insert_line":{"type":"integer"},"view_range":{"type":"array","items":{"type":"integer"}}},"required":["command","path"]}`)},
+}
+
+// byName and byAlias index the registry.
+var byName, byAlias = func() (map[string]*toolSpec, map[string]*toolSpec) {
+	n, a := map[string]*toolSpec{}, map[string]*toolSpec{}
+	for _, s := range registry {
+		n[s.Name] = s
+		for _, x := range s.Aliases {
+			a[x] = s
+		}
+	}
+	return n, a
+}()
+
+// Tools returns rollcage's own tools, in the order they are offered.
+func Tools() []Tool {
+	out := make([]Tool, len(registry))
+	for i, s := range registry {
+		out[i] = s.Tool
+		out[i].Aliases = append([]string(nil), s.Aliases...)
+	}
+	return out
+}
+
+// ForeignTools returns the tools of other vocabularies the MCP endpoint
+// offers too (mapped onto rollcage's by FromForeign).
+func ForeignTools() []Tool { return append([]Tool(nil), foreignTools...) }
+
+// IsTool reports whether name is one of rollcage's own tools.
+func IsTool(name string) bool { return byName[name] != nil }
+
+// ToolNames is the list of rollcage's tool names for messages: "bash,
+// read_file, ..., submit".
+func ToolNames() string {
+	names := make([]string, len(registry))
+	for i, s := range registry {
+		names[i] = s.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// strictArgs decodes a tool's JSON arguments, rejecting unknown fields so
+// a misspelt argument is reported instead of silently ignored, and text
+// after the object, which json.Unmarshal would refuse too.
+func strictArgs(raw json.RawMessage, v any) error {
+	if len(raw) == 0 {
+		raw = json.RawMessage("{}")
+	}
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("invalid character after the arguments' JSON object")
+	}
+	return nil
+}
+
+// decoded is a call's arguments decoded once, by its tool.
+type decoded struct {
+	spec *toolSpec // nil: a generic tool
+	args any       // strictly decoded; nil when err is set
+	err  error     // what is wrong with the arguments (strict decoding)
+}
+
+// decodeCall decodes the call's arguments by its tool, strictly.
+func decodeCall(call ToolCall) decoded {
+	s := byName[call.Tool]
+	if s == nil {
+		return decoded{}
+	}
+	args, err := s.decode(call.Args, true)
+	if err != nil {
+		return decoded{spec: s, err: err}
+	}
+	return decoded{spec: s, args: args}
+}

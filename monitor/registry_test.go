@@ -1,0 +1,154 @@
+package monitor
+
+import (
+	"encoding/json"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// argTypes are the argument types the registry's schemas must describe.
+var argTypes = map[string]any{
+	ToolBash: BashArgs{}, ToolReadFile: ReadFileArgs{}, ToolWriteFile: WriteFileArgs{},
+	ToolEdit: EditArgs{}, ToolListDir: ListDirArgs{}, ToolSubmit: SubmitArgs{},
+}
+
+// TestToolSchemas: every tool's schema names exactly its argument type's
+// JSON fields, requires those without omitempty, admits no others, and
+// the strict decoding that runs the call agrees (an unknown field is
+// refused).
+func TestToolSchemas(t *testing.T) {
+	var names []string
+	for _, tl := range Tools() {
+		names = append(names, tl.Name)
+		typ, ok := argTypes[tl.Name]
+		if !ok {
+			t.Errorf("tool %s has no argument type in this test", tl.Name)
+			continue
+		}
+		var want struct {
+			props    []string
+			required []string
+		}
+		rt := reflect.TypeOf(typ)
+		for i := range rt.NumField() {
+			name, opts, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
+			want.props = append(want.props, name)
+			if !strings.Contains(opts, "omitempty") {
+				want.required = append(want.required, name)
+			}
+		}
+		var got struct {
+			Type                 string                     `json:"type"`
+			Properties           map[string]json.RawMessage `json:"properties"`
+			Required             []string                   `json:"required"`
+			AdditionalProperties *bool                      `json:"additionalProperties"`
+		}
+		if err := json.Unmarshal(tl.Schema, &got); err != nil {
+			t.Fatalf("%s: schema %s: %v", tl.Name, tl.Schema, err)
+		}
+		props := slices.Sorted(func(yield func(string) bool) {
+			for k := range got.Properties {
+				if !yield(k) {
+					return
+				}
+			}
+		})
+		slices.Sort(want.props)
+		if got.Type != "object" || !cmp.Equal(props, want.props) || !cmp.Equal(got.Required, want.required, cmpEmpty) ||
+			got.AdditionalProperties == nil || *got.AdditionalProperties {
+			t.Errorf("%s: schema %s; want properties %v, required %v, additionalProperties false", tl.Name, tl.Schema, want.props, want.required)
+		}
+		if tl.Description == "" {
+			t.Errorf("%s: no description", tl.Name)
+		}
+		if d := decodeCall(ToolCall{Tool: tl.Name, Args: json.RawMessage(`{"no_such_field":1}`)}); d.err == nil {
+			t.Errorf("%s: an unknown field decoded; the schema says additionalProperties false", tl.Name)
+		}
+	}
+	if d := cmp.Diff([]string{ToolBash, ToolReadFile, ToolWriteFile, ToolEdit, ToolListDir, ToolSubmit}, names); d != "" {
+		t.Errorf("tools (-want +got):\n%s", d)
+	}
+	if got, want := ToolNames(), strings.Join(names, ", "); got != want {
+		t.Errorf("ToolNames() = %q, want %q", got, want)
+	}
+}
+
+var cmpEmpty = cmp.Comparer(func(a, b []string) bool { return slices.Equal(a, b) })
+
+// TestToolAliases: every alias the registry lists is mapped by
+// FromForeign (the audit's and the gateway's vocabulary mapping) onto its
+// tool, in any case, and a name no tool lists stays generic.
+func TestToolAliases(t *testing.T) {
+	seen := map[string]string{}
+	for _, tl := range Tools() {
+		if !slices.Contains(tl.Aliases, tl.Name) {
+			t.Errorf("%s: aliases %v lack the name itself", tl.Name, tl.Aliases)
+		}
+		for _, a := range tl.Aliases {
+			if prev, dup := seen[a]; dup {
+				t.Errorf("alias %q is both %s's and %s's", a, prev, tl.Name)
+			}
+			seen[a] = tl.Name
+			for _, name := range []string{a, strings.ToUpper(a)} {
+				if !IsForeign(name) {
+					t.Errorf("IsForeign(%q) = false, want true (an alias of %s)", name, tl.Name)
+				}
+				if got := FromForeign(name, `{"path":"/w/x","command":"ls"}`); got.Tool != tl.Name {
+					t.Errorf("FromForeign(%q) = %s, want %s", name, got.Tool, tl.Name)
+				}
+			}
+		}
+	}
+	for _, a := range editorAliases {
+		if !IsForeign(a) || seen[a] != "" {
+			t.Errorf("editor alias %q: IsForeign %v, also the alias of %q", a, IsForeign(a), seen[a])
+		}
+	}
+	if IsForeign("web_search") || FromForeign("web_search", `{"q":"x"}`).Tool != "web_search" {
+		t.Errorf("web_search is no tool's alias and must stay generic")
+	}
+	for _, ft := range ForeignTools() {
+		if !IsForeign(ft.Name) || IsTool(ft.Name) || !json.Valid(ft.Schema) {
+			t.Errorf("foreign tool %s: IsForeign %v, IsTool %v, schema valid %v", ft.Name, IsForeign(ft.Name), IsTool(ft.Name), json.Valid(ft.Schema))
+		}
+	}
+}
+
+// TestDecodeStrict: the arguments that run are decoded strictly once;
+// what fails is what the policy is told, and the rules still see the
+// call as json.Unmarshal reads it.
+func TestDecodeStrict(t *testing.T) {
+	tests := []struct {
+		name    string
+		call    ToolCall
+		wantErr string // in argsError; "" is none
+		raw     string // Normalized.Raw
+	}{
+		{"ok", ToolCall{Tool: ToolBash, Args: json.RawMessage(`{"command":"ls"}`)}, "", "ls"},
+		{"unknown field", ToolCall{Tool: ToolBash, Args: json.RawMessage(`{"command":"ls","cwd":"/"}`)}, `unknown field "cwd"`, "ls"},
+		{"trailing text", ToolCall{Tool: ToolReadFile, Args: json.RawMessage(`{"path":"a"} {"path":"b"}`)}, "after the arguments", `{"path":"a"} {"path":"b"}`},
+		{"wrong type", ToolCall{Tool: ToolReadFile, Args: json.RawMessage(`{"path":3}`)}, "cannot unmarshal number", `{"path":3}`},
+		{"reserved session", ToolCall{Tool: ToolBash, Session: "rollcage-grade", Args: json.RawMessage(`{"command":"ls"}`)}, "reserved", "ls"},
+		{"generic", ToolCall{Tool: "web_search", Args: json.RawMessage(`{"q":"x"}`)}, "", `{"q":"x"}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := decodeCall(tc.call)
+			msg := argsError(tc.call, d)
+			if (tc.wantErr == "") != (msg == "") || !strings.Contains(msg, tc.wantErr) {
+				t.Errorf("argsError = %q, want one containing %q", msg, tc.wantErr)
+			}
+			n, _ := normalizeDecoded(tc.call, d, "/w", nil)
+			if n.Raw != tc.raw {
+				t.Errorf("Normalized.Raw = %q, want %q", n.Raw, tc.raw)
+			}
+			if off, _ := normalize(tc.call, "/w"); !cmp.Equal(off, n) {
+				t.Errorf("the monitor's normalization differs from Normalize's:\n%s", cmp.Diff(off, n))
+			}
+		})
+	}
+}
