@@ -387,7 +387,15 @@ func (c *serverConn) dispatch(req request) {
 	s := c.s
 	switch req.Op {
 	case opPing:
-		// Answered inline: a heartbeat must not wait behind anything.
+		// Answered inline: a heartbeat must not wait behind anything. A
+		// server that shut down says so (its connections close a moment
+		// later).
+		select {
+		case <-s.done:
+			c.reply(response{ID: req.ID, Error: &wireError{Code: codeClosed, Message: "agent is shut down"}})
+			return
+		default:
+		}
 		c.reply(response{ID: req.ID, Info: &Info{Version: Version, Shell: s.shell, PID: os.Getpid(), Uptime: time.Since(s.started)}})
 		return
 	case opCancel:
