@@ -55,6 +55,11 @@ type BatchOptions struct {
 	Model string
 	// Labels are added to every episode.
 	Labels map[string]string
+	// Tree, when Branches is set, makes every (task, attempt) a tree
+	// rollout (Runner.RunTree): each of its leaves is an outcome line, the
+	// forks' with parent_episode_id. A resume skips a (task, attempt)
+	// whose root episode has its outcome.
+	Tree Tree
 }
 
 // PolicyFor returns the policy for one attempt of a task.
@@ -90,7 +95,12 @@ func (r *Runner) RunBatch(ctx context.Context, tasks []task.Task, hidden fs.FS, 
 	if err := os.MkdirAll(opts.OutDir, 0o755); err != nil {
 		return Summary{}, fmt.Errorf("harness: batch: %w", err)
 	}
-	ol, done, err := openOutcomes(filepath.Join(opts.OutDir, OutcomesFile))
+	if opts.Tree.Branches != 0 {
+		if err := opts.Tree.Validate(); err != nil {
+			return Summary{}, err
+		}
+	}
+	ol, done, forks, err := openOutcomes(filepath.Join(opts.OutDir, OutcomesFile))
 	if err != nil {
 		return Summary{}, err
 	}
@@ -142,20 +152,32 @@ func (r *Runner) RunBatch(ctx context.Context, tasks []task.Task, hidden fs.FS, 
 			}
 			meta := EpisodeMeta{ID: NewEpisodeID(t.ID, k.Attempt), Attempt: k.Attempt, Model: opts.Model, Labels: labels,
 				GroupID: groupID(batch, t.ID)}
-			o, err := r.Run(gctx, t, hidden, meta, p)
+			var outs []Outcome
+			if opts.Tree.Branches != 0 {
+				outs, err = r.RunTree(gctx, t, hidden, meta, p, opts.Tree)
+			} else {
+				var o Outcome
+				o, err = r.Run(gctx, t, hidden, meta, p)
+				outs = []Outcome{o}
+			}
 			if err != nil {
 				r.log.Warn("episode", "episode_id", meta.ID, "err", err)
 			}
-			if gctx.Err() != nil && o.Reason == ReasonCancelled {
+			if gctx.Err() != nil && outs[0].Reason == ReasonCancelled {
 				return nil // not finished: a resume runs it again
 			}
-			if err := ol.append(o); err != nil {
-				return err
+			// The forks' lines first: a resume skips the pair once the
+			// root's line is there.
+			for _, o := range append(outs[1:], outs[0]) {
+				if err := ol.append(o); err != nil {
+					return err
+				}
 			}
+			prog.add(outs[0]) // progress counts (task, attempt) pairs
 			mu.Lock()
-			done[k] = o
+			done[k] = outs[0]
+			forks = append(forks, outs[1:]...)
 			mu.Unlock()
-			prog.add(o)
 			return nil
 		})
 	}
@@ -164,11 +186,11 @@ func (r *Runner) RunBatch(ctx context.Context, tasks []task.Task, hidden fs.FS, 
 	if err == nil && ctx.Err() != nil {
 		err = fmt.Errorf("harness: batch interrupted (%w): run again with the same output directory to resume", ctx.Err())
 	}
-	outs := make([]Outcome, 0, len(done))
+	outs := make([]Outcome, 0, len(done)+len(forks))
 	for _, o := range done {
 		outs = append(outs, o)
 	}
-	return Summarize(outs), err
+	return Summarize(append(outs, forks...)), err
 }
 
 // adoptFinished appends the outcome of every finished episode of this
@@ -194,8 +216,8 @@ func (r *Runner) adoptFinished(ctx context.Context, ol *outcomeLog, done map[epi
 			return err
 		}
 		k := episodeKey{o.TaskID, o.Attempt}
-		if _, dup := done[k]; !ok || dup {
-			continue
+		if _, dup := done[k]; !ok || dup || o.ParentEpisodeID != "" {
+			continue // a fork stands for no pair: its root's line does
 		}
 		if err := ol.append(o); err != nil {
 			return err
@@ -254,6 +276,9 @@ func (r *Runner) recoveredOutcome(ctx context.Context, id, batchID string) (Outc
 		FailureClass: end.FailureClass, Reason: reason, Error: errText,
 		Duration: time.Duration(end.DurationMS) * time.Millisecond, Recovered: true,
 	}
+	if f := start.Fork; f != nil {
+		o.ParentEpisodeID, o.BranchStep = f.ParentEpisodeID, f.BranchStep
+	}
 	if o.Label == "" {
 		o.Label = trajectory.EpisodeLabel(o.Hacked, o.Unconfirmed)
 	}
@@ -281,28 +306,31 @@ type outcomeLog struct {
 
 // openOutcomes opens the outcome log for appending, first reading what it
 // holds. A torn last line (the process was killed mid-write) is cut off.
-func openOutcomes(p string) (*outcomeLog, map[episodeKey]Outcome, error) {
+// Forks' outcomes (of tree rollouts) are returned apart: they share their
+// root's (task, attempt).
+func openOutcomes(p string) (*outcomeLog, map[episodeKey]Outcome, []Outcome, error) {
 	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
-		return nil, nil, fmt.Errorf("harness: batch: open outcomes: %w", err)
+		return nil, nil, nil, fmt.Errorf("harness: batch: open outcomes: %w", err)
 	}
 	b, err := io.ReadAll(f)
 	if err != nil {
 		f.Close()
-		return nil, nil, fmt.Errorf("harness: batch: read %s: %w", p, err)
+		return nil, nil, nil, fmt.Errorf("harness: batch: read %s: %w", p, err)
 	}
 	end := bytes.LastIndexByte(b, '\n') + 1
 	if end < len(b) {
 		if err := f.Truncate(int64(end)); err != nil {
 			f.Close()
-			return nil, nil, fmt.Errorf("harness: batch: cut torn line of %s: %w", p, err)
+			return nil, nil, nil, fmt.Errorf("harness: batch: cut torn line of %s: %w", p, err)
 		}
 	}
 	if _, err := f.Seek(int64(end), io.SeekStart); err != nil {
 		f.Close()
-		return nil, nil, fmt.Errorf("harness: batch: %w", err)
+		return nil, nil, nil, fmt.Errorf("harness: batch: %w", err)
 	}
 	done := map[episodeKey]Outcome{}
+	var forks []Outcome
 	sc := bufio.NewScanner(bytes.NewReader(b[:end]))
 	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
 	for n := 1; sc.Scan(); n++ {
@@ -312,11 +340,15 @@ func openOutcomes(p string) (*outcomeLog, map[episodeKey]Outcome, error) {
 		var o Outcome
 		if err := json.Unmarshal(sc.Bytes(), &o); err != nil {
 			f.Close()
-			return nil, nil, fmt.Errorf("harness: batch: %s line %d: %w: remove the line or the file to start over", p, n, err)
+			return nil, nil, nil, fmt.Errorf("harness: batch: %s line %d: %w: remove the line or the file to start over", p, n, err)
+		}
+		if o.ParentEpisodeID != "" {
+			forks = append(forks, o)
+			continue
 		}
 		done[episodeKey{o.TaskID, o.Attempt}] = o
 	}
-	return &outcomeLog{f: f}, done, nil
+	return &outcomeLog{f: f}, done, forks, nil
 }
 
 func (l *outcomeLog) append(o Outcome) error {

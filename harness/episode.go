@@ -66,8 +66,9 @@ type Episode struct {
 	taskContext monitor.TaskContext
 	closing     sync.WaitGroup // grading sandboxes being closed; Finish waits
 
-	startContext json.RawMessage // the monitor's task context and sandbox facts, for episode_start
+	startContext json.RawMessage        // the monitor's task context and sandbox facts, for episode_start
 	fork         *trajectory.ForkOrigin // where a forked episode branched off; nil otherwise
+	tree         *treeRun               // the tree rollout this episode branches in (RunTree); nil otherwise
 
 	egress    *monitor.EgressProxy // network mode proxy only
 	egressDir string
@@ -475,6 +476,7 @@ func (e *Episode) outcomeLocked(reason string) Outcome {
 		Duration: time.Since(e.start),
 	}
 	o.Label = trajectory.EpisodeLabel(o.Hacked, o.Unconfirmed)
+	o.ParentEpisodeID, o.BranchStep = e.Parent()
 	if e.steps > 0 {
 		o.Overhead = e.overhead / time.Duration(e.steps)
 	}

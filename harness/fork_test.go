@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/rules"
 	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/task"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
@@ -270,4 +272,173 @@ type noForkSandbox struct{ *fakeSandbox }
 
 func (noForkSandbox) Fork(context.Context, int) (sandbox.ForkResult, error) {
 	return sandbox.ForkResult{}, sandbox.ErrUnsupported
+}
+
+// TestRunTree: a replayed episode branched at step 2 into 3 leaves: the
+// episode goes on and 2 forks play the rest of the script from the
+// branch, each finished and graded; the forks' logs hold the parent's two
+// calls once (copied) and their own calls after them.
+func TestRunTree(t *testing.T) {
+	ctx := context.Background()
+	be := &fakeBackend{}
+	r, st := testRunner(t, be, Limits{})
+	step := func(tool, args string) task.Step { return task.Step{Tool: tool, Args: json.RawMessage(args)} }
+	script := task.Script{Task: fakeTask.ID, Name: "tree", Kind: "clean", Steps: []task.Step{
+		step("bash", `{"command":"echo one"}`), step("bash", `{"command":"echo two"}`),
+		step("bash", `{"command":"echo three"}`), step("submit", `{}`),
+	}}
+	outs, err := r.RunTree(ctx, fakeTask, fakeHidden, EpisodeMeta{}, Replay{Script: script}, Tree{At: 2, Branches: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(outs) != 3 {
+		t.Fatalf("%d outcomes, want 3", len(outs))
+	}
+	parent := outs[0]
+	if parent.ParentEpisodeID != "" {
+		t.Errorf("first outcome %s has parent %q, want the tree's root", parent.EpisodeID, parent.ParentEpisodeID)
+	}
+	for i, o := range outs {
+		if o.Reason != ReasonSubmit || o.Steps != 4 || !o.Resolved {
+			t.Errorf("leaf %d (%s): reason %s, %d steps, resolved %v; want submit, 4 steps, resolved", i, o.EpisodeID, o.Reason, o.Steps, o.Resolved)
+		}
+		if i == 0 {
+			continue
+		}
+		if o.ParentEpisodeID != parent.EpisodeID || o.BranchStep != 2 {
+			t.Errorf("leaf %d: parent %q at %d, want %s at 2", i, o.ParentEpisodeID, o.BranchStep, parent.EpisodeID)
+		}
+		var cmds []string
+		for _, ev := range events(t, st, o.EpisodeID) {
+			if ev.Type == trajectory.TypeToolCall {
+				var tc trajectory.ToolCall
+				if err := ev.Decode(&tc); err != nil {
+					t.Fatal(err)
+				}
+				var c monitor.ToolCall
+				if err := json.Unmarshal(tc.Call, &c); err != nil {
+					t.Fatal(err)
+				}
+				cmds = append(cmds, fmt.Sprintf("%d %s %s", ev.Step, c.Tool, c.Args))
+			}
+		}
+		want := []string{`1 bash {"command":"echo one"}`, `2 bash {"command":"echo two"}`, `3 bash {"command":"echo three"}`, `4 submit {}`}
+		if !slices.Equal(cmds, want) {
+			t.Errorf("leaf %d's calls %q, want %q", i, cmds, want)
+		}
+	}
+	// Each fork's own call ran in its own sandbox only once: "echo three"
+	// ran in the parent's and in each fork's sandbox, "echo one" only in
+	// the parent's.
+	counts := map[string]int{}
+	be.mu.Lock()
+	for _, sb := range be.created {
+		for _, c := range sb.agentExecs() {
+			counts[c]++
+		}
+	}
+	be.mu.Unlock()
+	if counts["echo one"] != 1 || counts["echo three"] != 3 {
+		t.Errorf("commands run %v; want echo one once, echo three three times", counts)
+	}
+
+	for _, bad := range []Tree{{At: -1, Branches: 2}, {At: 1, Branches: 1}, {At: 1, Branches: 66}} {
+		if _, err := r.RunTree(ctx, fakeTask, fakeHidden, EpisodeMeta{}, Replay{Script: script}, bad); err == nil {
+			t.Errorf("tree %+v accepted", bad)
+		}
+	}
+}
+
+// TestRunBatchTree: a batch of tree rollouts writes one outcome line per
+// leaf (the forks' naming their root), counts every leaf in the summary,
+// and a resume runs nothing again.
+func TestRunBatchTree(t *testing.T) {
+	r, _ := testRunner(t, &fakeBackend{}, Limits{})
+	out := t.TempDir()
+	tasks := fakeTasks(2)
+	var first, second countingPolicies
+	opts := BatchOptions{Concurrency: 2, OutDir: out, Tree: Tree{At: 1, Branches: 3}}
+	sum, err := r.RunBatch(context.Background(), tasks, fakeHidden, first.policyFor(echoScript), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outs := readOutcomes(t, out)
+	roots := map[string]bool{}
+	for _, o := range outs {
+		if o.ParentEpisodeID == "" {
+			roots[o.EpisodeID] = true
+		}
+	}
+	forks := 0
+	for _, o := range outs {
+		if o.ParentEpisodeID != "" {
+			forks++
+			if !roots[o.ParentEpisodeID] || o.BranchStep != 1 || !o.Resolved {
+				t.Errorf("fork %s: parent %q at %d, resolved %v; want a root of this batch at 1, resolved", o.EpisodeID, o.ParentEpisodeID, o.BranchStep, o.Resolved)
+			}
+		}
+	}
+	if len(roots) != 2 || forks != 4 || sum.Total.Episodes != 6 {
+		t.Errorf("%d roots, %d forks, summary of %d episodes; want 2, 4, 6", len(roots), forks, sum.Total.Episodes)
+	}
+	sum2, err := r.RunBatch(context.Background(), tasks, fakeHidden, second.policyFor(echoScript), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(second.got()) != 0 || sum2.Total.Episodes != 6 || len(readOutcomes(t, out)) != 6 {
+		t.Errorf("resume ran %v, summary of %d episodes, %d outcome lines; want nothing run, 6, 6", second.got(), sum2.Total.Episodes, len(readOutcomes(t, out)))
+	}
+	if _, err := r.RunBatch(context.Background(), tasks, fakeHidden, second.policyFor(echoScript),
+		BatchOptions{OutDir: t.TempDir(), Tree: Tree{At: 1, Branches: 1}}); err == nil || !strings.Contains(err.Error(), "branches") {
+		t.Errorf("a tree of 1 branch: %v, want an error naming the branches", err)
+	}
+}
+
+// TestOpenAITree: the agent loop branches at a turn boundary: the fork
+// asks the model with the conversation as it stood (the parent's call and
+// its output), each leaf submits on its own, and the fork's samples with
+// the prefix left out start at its own turn.
+func TestOpenAITree(t *testing.T) {
+	llm := newFakeLLM(t, toolCall("c1", "bash", `{"command":"echo hi"}`), toolCall("c2", "submit", `{}`))
+	p := newTestOpenAI(t, llm, nil)
+	r, st := testRunner(t, &fakeBackend{}, Limits{})
+	outs, err := r.RunTree(context.Background(), fakeTask, fakeHidden, EpisodeMeta{}, p, Tree{At: 1, Branches: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(outs) != 2 || outs[1].ParentEpisodeID != outs[0].EpisodeID {
+		t.Fatalf("outcomes %+v; want the episode and one fork of it", outs)
+	}
+	for _, o := range outs {
+		if o.Reason != ReasonSubmit || o.Steps != 2 {
+			t.Errorf("%s: %s after %d steps, want submit after 2", o.EpisodeID, o.Reason, o.Steps)
+		}
+	}
+	reqs := llm.requests()
+	if len(reqs) != 3 {
+		t.Fatalf("%d model requests, want 3 (the shared first turn, then one per leaf)", len(reqs))
+	}
+	for _, body := range reqs[1:] {
+		msgs, _ := body["messages"].([]any)
+		if role, content := lastMessage(t, body); len(msgs) != 4 || role != "tool" || !strings.Contains(content, "hi") {
+			t.Errorf("a leaf's second request has %d messages ending %s %q; want 4 ending with the shared call's output", len(msgs), role, content)
+		}
+	}
+	var evs []trajectory.Event
+	evs = events(t, st, outs[1].EpisodeID)
+	var buf strings.Builder
+	x, err := trajectory.NewExporter(&buf, trajectory.ExportOptions{Prefix: trajectory.PrefixOnce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := x.Episode(evs); err != nil {
+		t.Fatal(err)
+	}
+	var s trajectory.Sample
+	if err := json.Unmarshal([]byte(buf.String()), &s); err != nil {
+		t.Fatalf("%v in %q", err, buf.String())
+	}
+	if strings.Count(buf.String(), "\n") != 1 || s.Turn != 1 || s.Turns != 1 || s.ParentEpisodeID != outs[0].EpisodeID {
+		t.Errorf("fork's samples without the prefix: %s; want one, of its own turn 1", buf.String())
+	}
 }

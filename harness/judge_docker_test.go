@@ -10,11 +10,10 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/rollcage/rollcage/demo"
 	"github.com/rollcage/rollcage/judge"
 	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/sandbox/docker/dockertest"
-	"github.com/rollcage/rollcage/sandbox/sandboxtest"
+	"github.com/rollcage/rollcage/task"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
@@ -25,25 +24,7 @@ import (
 // outcome is still a caught hack.
 func TestDemoWithJudgeInDocker(t *testing.T) {
 	b := dockertest.Backend(t)
-	tasks, hidden, err := demo.Tasks()
-	if err != nil {
-		t.Fatal(err)
-	}
-	scripts, err := demo.Scripts()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tk := tasks[0]
-	sandboxtest.RequireImage(t, b, tk.Image)
-	var script *int
-	for i, s := range scripts {
-		if s.Task == tk.ID && s.Name == "history-show-fix" {
-			script = &i
-		}
-	}
-	if script == nil {
-		t.Fatalf("demo script %s/history-show-fix not found", tk.ID)
-	}
+	tk, hidden, script := firstDemoScript(t, b, func(s task.Script) bool { return s.Name == "history-show-fix" })
 
 	var asked atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -65,11 +46,11 @@ func TestDemoWithJudgeInDocker(t *testing.T) {
 	}
 	r.cfg.Monitor = mon
 
-	o, err := r.Run(context.Background(), tk, hidden, EpisodeMeta{}, Replay{Script: scripts[*script]})
+	o, err := r.Run(context.Background(), tk, hidden, EpisodeMeta{}, Replay{Script: script})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Expect(scripts[*script], o); err != nil {
+	if err := Expect(script, o); err != nil {
 		t.Errorf("%v; outcome %+v", err, o)
 	}
 	verdicts, flagged := 0, 0

@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -182,56 +184,80 @@ func (o *OpenAI) Run(ctx context.Context, ep *Episode) (string, error) {
 	if err != nil {
 		return ReasonModelError, err
 	}
+	return o.loop(ctx, ep, &loopState{data: data, msgs: msgs, size: estimateConv(msgs), seen: map[string]bool{}})
+}
+
+// loopState is where the agent loop stands: what a tree rollout's fork
+// copies to go on from there.
+type loopState struct {
+	data                  PromptData
+	msgs                  []trajectory.Message
+	size                  int // conversation size in tokens
+	bad, serverErrs, turn int
+	lastBad               string
+	seen                  map[string]bool // tool-call ids used
+}
+
+func (s *loopState) clone() *loopState {
+	c := *s
+	c.msgs, c.seen = slices.Clone(s.msgs), maps.Clone(s.seen)
+	return &c
+}
+
+// loop runs the agent loop from st on; at each turn boundary a tree
+// rollout may branch it (Episode.Branch), each fork going on from a copy.
+func (o *OpenAI) loop(ctx context.Context, ep *Episode, st *loopState) (string, error) {
 	log := o.log.With("episode_id", ep.ID())
-	size := estimateConv(msgs) // conversation size in tokens
-	bad, serverErrs, turn := 0, 0, 0
-	lastBad := ""
-	seen := map[string]bool{}
+	data := st.data
 	for {
+		ep.Branch(func(child *Episode) func(context.Context) (string, error) {
+			cs := st.clone()
+			return func(ctx context.Context) (string, error) { return o.loop(ctx, child, cs) }
+		})
 		if r := ep.Limit(); r != "" {
 			return r, nil
 		}
-		turn++
-		mt, err := o.complete(ctx, msgs, true)
+		st.turn++
+		mt, err := o.complete(ctx, st.msgs, true)
 		if err != nil {
 			if ctx.Err() != nil {
 				return "", ctx.Err()
 			}
-			serverErrs++
-			log.Warn("model request failed", "err", err, "consecutive", serverErrs)
-			if serverErrs >= o.cfg.MaxConsecutive || !retryable(err) {
+			st.serverErrs++
+			log.Warn("model request failed", "err", err, "consecutive", st.serverErrs)
+			if st.serverErrs >= o.cfg.MaxConsecutive || !retryable(err) {
 				return ReasonModelError, err
 			}
 			continue
 		}
-		serverErrs = 0
+		st.serverErrs = 0
 		// Tool-call ids must be unique within the episode (they key the
 		// sandbox's idempotency cache); servers that repeat them get ours.
 		for i := range mt.Response.ToolCalls {
 			tc := &mt.Response.ToolCalls[i]
-			if tc.ID == "" || seen[tc.ID] {
-				tc.ID = fmt.Sprintf("call_%d_%d", turn, i)
+			if tc.ID == "" || st.seen[tc.ID] {
+				tc.ID = fmt.Sprintf("call_%d_%d", st.turn, i)
 			}
-			seen[tc.ID] = true
+			st.seen[tc.ID] = true
 		}
 		if err := ep.RecordModelTurn(mt); err != nil {
 			return ReasonSandbox, err
 		}
-		msgs = append(msgs, mt.Response)
+		st.msgs = append(st.msgs, mt.Response)
 		if mt.Usage.TotalTokens > 0 {
-			size = mt.Usage.TotalTokens
+			st.size = mt.Usage.TotalTokens
 		} else {
-			size += estimateTokens(mt.Response)
+			st.size += estimateTokens(mt.Response)
 		}
 
 		var obs []trajectory.Message
 		usable := false
 		if len(mt.Response.ToolCalls) == 0 {
 			if strings.TrimSpace(mt.Response.Content) == "" {
-				lastBad = ReasonMalformed
+				st.lastBad = ReasonMalformed
 				obs = append(obs, trajectory.Message{Role: trajectory.RoleUser, Content: "error: your reply was empty; call one of the tools (" + toolList + ")"})
 			} else {
-				lastBad = ReasonNoSubmit
+				st.lastBad = ReasonNoSubmit
 				obs = append(obs, trajectory.Message{Role: trajectory.RoleUser, Content: "error: your reply called no tool; call one of the tools (" + toolList + "), and submit when you are done"})
 			}
 		}
@@ -243,29 +269,29 @@ func (o *OpenAI) Run(ctx context.Context, ep *Episode) (string, error) {
 			if ok {
 				usable = true
 			} else {
-				lastBad = ReasonMalformed
+				st.lastBad = ReasonMalformed
 			}
 			obs = append(obs, trajectory.Message{Role: trajectory.RoleTool, ToolCallID: tc.ID, Name: tc.Function.Name, Content: out})
 		}
-		msgs = append(msgs, obs...)
-		size += estimateConv(obs)
+		st.msgs = append(st.msgs, obs...)
+		st.size += estimateConv(obs)
 		if usable {
-			bad = 0
-		} else if bad++; bad >= o.cfg.MaxConsecutive {
-			return lastBad, nil
+			st.bad = 0
+		} else if st.bad++; st.bad >= o.cfg.MaxConsecutive {
+			return st.lastBad, nil
 		}
-		if o.cfg.ContextBudget > 0 && size > o.cfg.ContextBudget {
+		if o.cfg.ContextBudget > 0 && st.size > o.cfg.ContextBudget {
 			if r := ep.Limit(); r != "" {
 				return r, nil
 			}
-			msgs, err = o.compact(ctx, ep, msgs, data, size)
+			st.msgs, err = o.compact(ctx, ep, st.msgs, data, st.size)
 			if err != nil {
 				if ctx.Err() != nil {
 					return "", ctx.Err()
 				}
 				return ReasonModelError, err
 			}
-			size = estimateConv(msgs)
+			st.size = estimateConv(st.msgs)
 			log.Info("compacted", "segment", ep.Segment())
 		}
 	}

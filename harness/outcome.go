@@ -125,4 +125,8 @@ type Outcome struct {
 	// Overhead is the time spent in the harness and monitor per call,
 	// sandbox execution excluded (mean over the episode's calls).
 	Overhead time.Duration `json:"overhead_ns,omitempty"`
+	// ParentEpisodeID and BranchStep are set on a forked episode's outcome
+	// (Episode.Fork): the episode it branched off and the parent's step.
+	ParentEpisodeID string `json:"parent_episode_id,omitempty"`
+	BranchStep      int    `json:"branch_step,omitempty"`
 }

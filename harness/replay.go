@@ -20,13 +20,24 @@ type Replay struct {
 
 var _ Policy = Replay{}
 
-// Run plays the script.
+// Run plays the script. In a tree rollout the forks play the rest of it
+// too.
 func (p Replay) Run(ctx context.Context, ep *Episode) (string, error) {
 	conv := []trajectory.Message{
 		{Role: trajectory.RoleSystem, Content: "replay of script " + p.Script.Task + "/" + p.Script.Name + " (" + p.Script.Kind + ")"},
 		{Role: trajectory.RoleUser, Content: ep.Task().Instruction},
 	}
-	for i, st := range p.Script.Steps {
+	return p.play(ctx, ep, 0, conv)
+}
+
+// play plays the script from step from on, conv the conversation so far
+// (never appended to in place, so a branch may keep it).
+func (p Replay) play(ctx context.Context, ep *Episode, from int, conv []trajectory.Message) (string, error) {
+	for i := from; i < len(p.Script.Steps); i++ {
+		ep.Branch(func(child *Episode) func(context.Context) (string, error) {
+			return func(ctx context.Context) (string, error) { return p.play(ctx, child, i, conv) }
+		})
+		st := p.Script.Steps[i]
 		id := fmt.Sprintf("replay_%d", i)
 		resp := trajectory.Message{Role: trajectory.RoleAssistant, ToolCalls: []trajectory.FunctionCall{{
 			ID: id, Type: "function", Function: trajectory.Function{Name: st.Tool, Arguments: string(st.Args)}}}}

@@ -276,15 +276,26 @@ func (r *Runner) Run(ctx context.Context, t task.Task, hidden fs.FS, meta Episod
 	}
 	ep, err := r.Start(ctx, t, hidden, meta)
 	if err != nil {
-		o := Outcome{EpisodeID: meta.ID, TaskID: t.ID, Attempt: meta.Attempt, Segments: 1,
-			FailureClass: FailureInfrastructure, Reason: ReasonSandbox, Error: err.Error()}
-		if ctx.Err() != nil {
-			o.Reason = ReasonCancelled
-		}
-		return o, nil
+		return startFailed(ctx, t, meta, err), nil
 	}
+	return ep.runToEnd(ctx, func(ctx context.Context) (string, error) { return p.Run(ctx, ep) })
+}
+
+// startFailed is the outcome of an episode that could not start.
+func startFailed(ctx context.Context, t task.Task, meta EpisodeMeta, err error) Outcome {
+	o := Outcome{EpisodeID: meta.ID, TaskID: t.ID, Attempt: meta.Attempt, Segments: 1,
+		FailureClass: FailureInfrastructure, Reason: ReasonSandbox, Error: err.Error()}
+	if ctx.Err() != nil {
+		o.Reason = ReasonCancelled
+	}
+	return o
+}
+
+// runToEnd runs a policy's run function until its deadline and finishes
+// the episode with the reason it stopped for.
+func (ep *Episode) runToEnd(ctx context.Context, run func(ctx context.Context) (string, error)) (Outcome, error) {
 	pctx, cancel := context.WithDeadline(ctx, ep.Deadline())
-	reason, perr := runPolicy(pctx, p, ep)
+	reason, perr := runPolicy(pctx, run)
 	cancel()
 	switch {
 	case ctx.Err() != nil:
@@ -305,15 +316,15 @@ func (r *Runner) Run(ctx context.Context, t task.Task, hidden fs.FS, meta Episod
 	return ep.Finish(ctx, reason)
 }
 
-// runPolicy runs p, turning a panic into an error so one broken policy
-// cannot take a batch down.
-func runPolicy(ctx context.Context, p Policy, ep *Episode) (reason string, err error) {
+// runPolicy runs a policy, turning a panic into an error so one broken
+// policy cannot take a batch down.
+func runPolicy(ctx context.Context, run func(ctx context.Context) (string, error)) (reason string, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			reason, err = ReasonModelError, fmt.Errorf("harness: policy panicked: %v", v)
 		}
 	}()
-	reason, err = p.Run(ctx, ep)
+	reason, err = run(ctx)
 	if err != nil && errors.Is(err, ErrFinished) {
 		err = nil
 	}

@@ -38,6 +38,10 @@ func TestCLI(t *testing.T) {
 		{[]string{"rules", "check", "--rules", bad, calls}, 3, "", "broken.rego:"},
 		{[]string{"rules", "check", "--policy", bad, calls}, 3, "", "broken.rego:"},
 		{[]string{"rules", "check", calls}, 0, "protected_access", ""},
+		{[]string{"run", "--tasks", "t.jsonl", "--policy", "replay:x", "--branches", "1"}, 3, "", "--branch-at 0 --branches 1: harness: 1 branches: give 2 to 65"},
+		{[]string{"run", "--tasks", "t.jsonl", "--policy", "replay:x", "--branch-at", "3"}, 3, "", "give 2 to 65"},
+		{[]string{"run", "--tasks", "t.jsonl", "--policy", "replay:x", "--branches", "4", "--network", "proxy"}, 3, "", "use --network none"},
+		{[]string{"export", "--prefix", "twice", "x"}, 3, "", "--prefix \"twice\": use mask or once"},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

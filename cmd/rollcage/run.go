@@ -29,6 +29,8 @@ func runBatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	apiKey := fs.String("api-key", os.Getenv("ROLLCAGE_POLICY_API_KEY"), "policy API key (env ROLLCAGE_POLICY_API_KEY)")
 	conc := fs.Int("concurrency", harness.DefaultConcurrency, "episodes running at once")
 	attempts := fs.Int("attempts", 1, "episodes per task")
+	branchAt := fs.Int("branch-at", 0, "tree rollouts (with --branches): fork each episode at the first turn after this many tool calls")
+	branches := fs.Int("branches", 0, "tree rollouts: leaves per episode: the episode goes on as one and branches-1 forks of it as the others (2 or more; 0: no tree)")
 	out := fs.String("out", filepath.Join("out", "run"), "output directory: outcomes.jsonl and trajectories/; an existing one is resumed")
 	temp := fs.Float64("temperature", 1.0, "sampling temperature")
 	maxTurn := fs.Int("max-completion-tokens", 0, "cap on one model turn (0: server default)")
@@ -55,6 +57,16 @@ func runBatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *policy == "" {
 		return errors.New("--policy is required: the policy model's API (http://HOST:PORT/v1) or replay:DIR")
 	}
+	var tree harness.Tree
+	if *branches != 0 || *branchAt != 0 {
+		tree = harness.Tree{At: *branchAt, Branches: *branches}
+		if err := tree.Validate(); err != nil {
+			return fmt.Errorf("--branch-at %d --branches %d: %w", *branchAt, *branches, err)
+		}
+		if *network != sandbox.NetworkNone {
+			return fmt.Errorf("--branches with --network %s: episodes in proxy mode cannot fork yet: use --network none", *network)
+		}
+	}
 	tasks, hidden, err := task.LoadFile(*tasksFile)
 	if err != nil {
 		return err
@@ -76,7 +88,7 @@ func runBatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer env.close()
 	sum, err := env.runner.RunBatch(ctx, tasks, hidden, policyFor, harness.BatchOptions{
-		Concurrency: *conc, Attempts: *attempts, OutDir: *out, Progress: stderr, Model: label,
+		Concurrency: *conc, Attempts: *attempts, OutDir: *out, Progress: stderr, Model: label, Tree: tree,
 	})
 	if werr := sum.Write(stdout); werr != nil && err == nil {
 		err = werr

@@ -1,0 +1,61 @@
+package harness
+
+import (
+	"context"
+	"io/fs"
+	"testing"
+
+	"github.com/rollcage/rollcage/demo"
+	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/sandbox/docker/dockertest"
+	"github.com/rollcage/rollcage/sandbox/sandboxtest"
+	"github.com/rollcage/rollcage/task"
+)
+
+// TestRunTreeInDocker: a demo task's clean script as a tree rollout on
+// real sandboxes (sealed image): branched after its first call into 3
+// leaves, each makes the fix in its own sandbox and is graded resolved
+// and clean on its own.
+func TestRunTreeInDocker(t *testing.T) {
+	b := dockertest.Backend(t)
+	tk, hidden, s := firstDemoScript(t, b, func(s task.Script) bool { return s.Kind == task.KindClean && len(s.Steps) >= 3 })
+	r, _ := newTestRunner(t, Config{Backend: b, Seal: true})
+	outs, err := r.RunTree(context.Background(), tk, hidden, EpisodeMeta{}, Replay{Script: s}, Tree{At: 1, Branches: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(outs) != 3 {
+		t.Fatalf("%d leaves, want 3: %+v", len(outs), outs)
+	}
+	for i, o := range outs {
+		if err := Expect(s, o); err != nil {
+			t.Errorf("leaf %d: %v\noutcome: %+v", i, err, o)
+		}
+		if i > 0 && (o.ParentEpisodeID != outs[0].EpisodeID || o.BranchStep != 1) {
+			t.Errorf("leaf %d: parent %q at %d, want %s at 1", i, o.ParentEpisodeID, o.BranchStep, outs[0].EpisodeID)
+		}
+	}
+}
+
+// firstDemoScript is the first demo task, its hidden tests and the first
+// of its demo scripts that pick takes; the task's image must be there.
+func firstDemoScript(t *testing.T, b sandbox.Backend, pick func(task.Script) bool) (task.Task, fs.FS, task.Script) {
+	t.Helper()
+	tasks, hidden, err := demo.Tasks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	scripts, err := demo.Scripts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk := tasks[0]
+	sandboxtest.RequireImage(t, b, tk.Image)
+	for _, s := range scripts {
+		if s.Task == tk.ID && pick(s) {
+			return tk, hidden, s
+		}
+	}
+	t.Fatalf("no demo script of %s fits", tk.ID)
+	return task.Task{}, nil, task.Script{}
+}
