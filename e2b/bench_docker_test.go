@@ -106,9 +106,10 @@ func BenchmarkE2B(b *testing.B) {
 			}
 		})
 	}
-	// The E2B path runs each command in a subshell of session "e2b";
-	// calls-subshell is /calls with that same command, which separates
-	// the wrapping's cost from the wire's.
+	// The E2B path starts each command streamed, in a fresh bash wrapped
+	// in a subshell; calls-subshell is /calls with that wrapping in the
+	// persistent session "e2b", which separates the wrapping's cost from
+	// the fresh shell's and the wire's.
 	for name, call := range map[string]map[string]any{
 		"calls":          {"tool": "bash", "args": map[string]string{"command": "true"}},
 		"calls-subshell": {"tool": "bash", "session": "e2b", "args": map[string]string{"command": "(\ntrue\n)"}},
