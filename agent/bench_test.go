@@ -45,6 +45,37 @@ func benchExecTrue(b *testing.B, mode string) {
 	}
 }
 
+// BenchmarkStartTrue is `true` as a streamed command (Start, Wait: a
+// fresh shell, stdout and stderr on their own pipes), beside Exec in the
+// persistent session, alternated in one loop so both see the same load.
+func BenchmarkStartTrue(b *testing.B) {
+	c := benchClient(b, ServerConfig{Workdir: b.TempDir(), ShellMode: ModePersistent})
+	ctx := b.Context()
+	var startLat, execLat []time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		p, err := c.Start(ctx, sandbox.StartRequest{Command: "true"}, func(sandbox.Output) {})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res, err := p.Wait(ctx); err != nil || res.ExitCode != 0 {
+			b.Fatalf("start: %+v %v", res, err)
+		}
+		startLat = append(startLat, time.Since(t0))
+		t0 = time.Now()
+		if res, err := c.Exec(ctx, sandbox.ExecRequest{Command: "true"}); err != nil || res.ExitCode != 0 {
+			b.Fatalf("exec: %+v %v", res, err)
+		}
+		execLat = append(execLat, time.Since(t0))
+	}
+	b.StopTimer()
+	p50 := func(l []time.Duration) float64 { slices.Sort(l); return float64(l[len(l)/2].Microseconds()) }
+	if len(startLat) > 0 {
+		b.ReportMetric(p50(startLat), "start-p50-µs")
+		b.ReportMetric(p50(execLat), "exec-p50-µs")
+	}
+}
+
 // benchClient serves cfg on a unix socket and returns a client of it; both
 // end with the benchmark.
 func benchClient(b *testing.B, cfg ServerConfig) *Client {
