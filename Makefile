@@ -8,7 +8,7 @@ TESTFLAGS ?= -race -count=1 -timeout 45m
 # staticcheck, pinned; go run fetches it through the module proxy on first use.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build docker images test-deps test lint demo redteam bench gc clean gateway-image compose-e2e
+.PHONY: all build docker containerd images test-deps test lint demo redteam bench gc clean gateway-image compose-e2e
 
 all: build
 
@@ -19,6 +19,11 @@ build:
 # docker: a Docker engine that answers (installs Debian's docker.io if needed).
 docker:
 	@scripts/docker-engine.sh
+
+# containerd: a containerd that answers, for --backend containerd (Docker's
+# own, else Debian's containerd started on /run/containerd/containerd.sock).
+containerd: docker
+	@scripts/containerd.sh
 
 # images: the base and demo task images, built locally; present ones are skipped.
 images: docker
@@ -33,7 +38,7 @@ lint:
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 
-test: build images test-deps lint
+test: build images containerd test-deps lint
 	$(GO) test $(TESTFLAGS) ./...
 	@$(MAKE) -s compose-e2e
 

@@ -17,7 +17,6 @@ import (
 	"github.com/rollcage/rollcage/harness"
 	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/sandbox"
-	"github.com/rollcage/rollcage/sandbox/docker"
 	"github.com/rollcage/rollcage/task"
 	"github.com/rollcage/rollcage/trajectory"
 )
@@ -35,6 +34,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.Var(&only, "only", "run only this task id (repeatable)")
 	verbose := fs.Bool("v", false, "log episode lifecycle to stderr")
 	noSeal := addSealFlag(fs)
+	backendKind := addBackendFlag(fs)
 	jf := addJudgeFlags(fs)
 	rf := addRulesFlags(fs)
 	if err := parse(fs, args); err != nil {
@@ -51,7 +51,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 
-	env, err := newEnv(ctx, envOptions{storeDir: *out, rules: rf, judge: jf, verbose: *verbose, stderr: stderr, noSeal: *noSeal})
+	env, err := newEnv(ctx, envOptions{storeDir: *out, rules: rf, judge: jf, verbose: *verbose, stderr: stderr, noSeal: *noSeal, backend: *backendKind})
 	if err != nil {
 		return err
 	}
@@ -153,10 +153,10 @@ func sortedKeys[V any](m map[string]V) []string {
 	return out
 }
 
-// env is the wiring shared by demo and run: Docker backend, rules, judge,
+// env is the wiring shared by demo and run: sandbox backend, rules, judge,
 // monitor, trajectory store, runner.
 type env struct {
-	backend *docker.Backend
+	backend backend
 	store   *trajectory.Store
 	runner  *harness.Runner
 }
@@ -166,7 +166,8 @@ type envOptions struct {
 	rules    *rulesFlags
 	judge    *judgeFlags
 	limits   harness.Limits
-	disk     int64 // per-sandbox disk limit in bytes; 0: the backend's default
+	disk     int64  // per-sandbox disk limit in bytes; 0: the backend's default
+	backend  string // --backend
 	network  string
 	verbose  bool
 	noSeal   bool
@@ -195,7 +196,7 @@ func newEnv(ctx context.Context, o envOptions) (*env, error) {
 	if err != nil {
 		return nil, err
 	}
-	be, err := docker.New(ctx, docker.Config{Logger: log, DefaultLimits: sandbox.Limits{DiskBytes: o.disk}})
+	be, err := openBackend(ctx, backendOptions{kind: o.backend, log: log, limits: sandbox.Limits{DiskBytes: o.disk}})
 	if err != nil {
 		return nil, err
 	}

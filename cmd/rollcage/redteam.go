@@ -30,6 +30,7 @@ func runRedteam(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	dir := fs.String("scripts", "", "replay the scripts under this directory (TASK/NAME.json, each with a family) instead of the suite, e.g. redteam/testdata/heldout")
 	verbose := fs.Bool("v", false, "log episode lifecycle to stderr")
 	noSeal := addSealFlag(fs)
+	backendKind := addBackendFlag(fs)
 	jf := addJudgeFlags(fs)
 	rf := addRulesFlags(fs)
 	if err := parse(fs, args); err != nil {
@@ -46,7 +47,7 @@ func runRedteam(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	env, err := newEnv(ctx, envOptions{storeDir: *out, rules: rf, judge: jf, verbose: *verbose, stderr: stderr, noSeal: *noSeal})
+	env, err := newEnv(ctx, envOptions{storeDir: *out, rules: rf, judge: jf, verbose: *verbose, stderr: stderr, noSeal: *noSeal, backend: *backendKind})
 	if err != nil {
 		return err
 	}

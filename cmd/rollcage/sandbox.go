@@ -17,6 +17,7 @@ import (
 
 	"github.com/rollcage/rollcage/demo"
 	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/sandbox/containerd"
 	"github.com/rollcage/rollcage/sandbox/docker"
 )
 
@@ -29,8 +30,17 @@ func init() {
 func runGC(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("gc", "[--state-dir DIR]", stderr)
 	state := fs.String("state-dir", "", "per-sandbox host directories (default: as the backend chooses)")
+	kind := addBackendFlag(fs)
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *kind == backendContainerd {
+		n, err := containerd.GC(ctx, containerd.Config{StateDir: *state})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "gc: removed %d leftover sandbox(es) in containerd\n", n)
+		return nil
 	}
 	b, err := docker.New(ctx, docker.Config{StateDir: *state})
 	if err != nil {
@@ -101,10 +111,11 @@ func runSandbox(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	session := fs.String("session", "", "shell session name")
 	timeout := fs.Duration("timeout", 60*time.Second, "per-command timeout")
 	network := fs.String("network", sandbox.NetworkNone, "network mode: none")
+	kind := addBackendFlag(fs)
 	if err := parse(fs, args[1:]); err != nil {
 		return err
 	}
-	b, err := docker.New(ctx, docker.Config{})
+	b, err := openBackend(ctx, backendOptions{kind: *kind})
 	if err != nil {
 		return err
 	}

@@ -17,7 +17,6 @@ import (
 	"github.com/rollcage/rollcage/harness"
 	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/sandbox"
-	"github.com/rollcage/rollcage/sandbox/docker"
 	"github.com/rollcage/rollcage/server"
 	"github.com/rollcage/rollcage/task"
 	"github.com/rollcage/rollcage/trajectory"
@@ -71,6 +70,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	grace := fs.Duration("shutdown-timeout", 2*time.Minute, "how long a shutdown waits for calls in flight")
 	verbose := fs.Bool("v", false, "debug logs (one line per call)")
 	noSeal := addSealFlag(fs)
+	backendKind := addBackendFlag(fs)
 	jf := addJudgeFlags(fs)
 	rf := addRulesFlags(fs)
 	ef := addE2BFlags(fs)
@@ -120,7 +120,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			poolCfg[img] = *pool
 		}
 	}
-	backend, err := docker.New(ctx, docker.Config{StateDir: *stateDir, Pool: poolCfg, Logger: log, DefaultLimits: sandbox.Limits{DiskBytes: int64(*disk)}})
+	backend, err := openBackend(ctx, backendOptions{kind: *backendKind, stateDir: *stateDir, pool: poolCfg, log: log, limits: sandbox.Limits{DiskBytes: int64(*disk)}})
 	if err != nil {
 		return err
 	}
@@ -139,7 +139,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Runner: runner, Store: store, Tasks: tasks, Hidden: hidden,
 		AdminToken: *admin, PolicyURL: *policyURL, PolicyAPIKey: *policyKey, PolicyAuth: *policyAuth, TokenIDs: *tokenIDs, PublicURL: *publicURL,
 		IdleTimeout: *idle, Rate: *rate, Burst: *burst, Logger: log,
-		PoolStats: func() (int, int) { st := backend.Stats(); return st.Alive, st.Warm },
+		PoolStats: backend.poolStats,
 		Sandboxes: backend,
 	})
 	if err != nil {
