@@ -9,14 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
-	"golang.org/x/sync/errgroup"
-	"golang.org/x/sync/semaphore"
 
 	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/sandbox/internal/hostside"
@@ -47,20 +43,12 @@ type Backend struct {
 	log  *slog.Logger
 	self hostside.Owner
 
-	creating *semaphore.Weighted // containers being created and started
-	alive    *semaphore.Weighted // containers alive, warm ones included
-	pool     *hostside.Pool[*container]
-	images   imageCache
+	pool   *hostside.Pool[*container]
+	slots  *hostside.Slots[*container] // admission, MaxAlive, the live set
+	images imageCache
 
 	stopRefill context.CancelFunc
 	refillDone chan struct{}
-
-	mu     sync.Mutex
-	closed bool                    // guarded by mu
-	live   map[*container]struct{} // guarded by mu; handed out or warm
-
-	nCreating atomic.Int64
-	nAlive    atomic.Int64
 }
 
 var _ sandbox.Backend = (*Backend)(nil)
@@ -104,9 +92,6 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		addr:     addr,
 		log:      cfg.Logger,
 		self:     self,
-		creating: semaphore.NewWeighted(int64(cfg.MaxCreating)),
-		alive:    semaphore.NewWeighted(int64(cfg.MaxAlive)),
-		live:     make(map[*container]struct{}),
 	}
 	if n, err := b.Reap(ctx); err != nil {
 		b.log.Warn("reap leftovers", "err", err)
@@ -114,6 +99,7 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		b.log.Info("reaped leftovers of dead rollcage processes", "removed", n)
 	}
 	b.pool = hostside.NewPool(cfg.Pool, func(c *container) string { return c.image })
+	b.slots = hostside.NewSlots("containerd", cfg.MaxCreating, cfg.MaxAlive, b.pool)
 	refillCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	b.stopRefill = stop
 	b.refillDone = make(chan struct{})
@@ -168,13 +154,14 @@ func (b *Backend) Address() string { return b.addr }
 
 // Stats reports the backend's counters.
 func (b *Backend) Stats() Stats {
-	return Stats{Creating: int(b.nCreating.Load()), Alive: int(b.nAlive.Load()), Warm: b.pool.Size()}
+	creating, alive := b.slots.Counts()
+	return Stats{Creating: creating, Alive: alive, Warm: b.pool.Size()}
 }
 
 // Create starts a sandbox for spec: a warm container when the pool has one
 // that fits, else a new one once admission allows.
 func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
-	if err := b.checkOpen("create"); err != nil {
+	if err := b.slots.CheckOpen("create"); err != nil {
 		return nil, err
 	}
 	if spec.Image == "" {
@@ -190,12 +177,12 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 			return c, nil
 		}
 	}
-	if err := b.acquireAlive(ctx); err != nil {
-		return nil, fmt.Errorf("containerd: create %s: waiting for a free slot (MaxAlive %d): %w", spec.EpisodeID, b.cfg.MaxAlive, err)
+	if err := b.slots.AcquireAlive(ctx, spec.EpisodeID); err != nil {
+		return nil, err
 	}
 	c, err := b.start(ctx, spec, false, nil)
 	if err != nil {
-		b.releaseAlive()
+		b.slots.ReleaseAlive()
 		return nil, err
 	}
 	if err := c.configure(ctx, spec); err != nil {
@@ -214,58 +201,14 @@ func (b *Backend) poolable(spec sandbox.Spec) bool {
 		spec.Lease == b.cfg.Lease && spec.Limits == b.cfg.DefaultLimits
 }
 
-// acquireAlive takes a slot under MaxAlive. When none is free, a warm
-// container (of any image) gives its slot up: episodes come before the pool.
-func (b *Backend) acquireAlive(ctx context.Context) error {
-	for {
-		if b.alive.TryAcquire(1) {
-			b.nAlive.Add(1)
-			return nil
-		}
-		c, ok := b.pool.Evict()
-		if !ok {
-			break
-		}
-		c.Close(ctx) // releases its slot
-	}
-	if err := b.alive.Acquire(ctx, 1); err != nil {
-		return err
-	}
-	b.nAlive.Add(1)
-	return nil
-}
 
-func (b *Backend) releaseAlive() {
-	b.nAlive.Add(-1)
-	b.alive.Release(1)
-}
 
-func (b *Backend) checkOpen(op string) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return fmt.Errorf("containerd: %s: backend closed: %w", op, sandbox.ErrClosed)
-	}
-	return nil
-}
-
-// admit waits for a creation slot under MaxCreating; release frees it.
-func (b *Backend) admit(ctx context.Context, episode string) (release func(), err error) {
-	if err := b.creating.Acquire(ctx, 1); err != nil {
-		return nil, fmt.Errorf("containerd: create %s: waiting for admission (MaxCreating %d): %w", episode, b.cfg.MaxCreating, err)
-	}
-	b.nCreating.Add(1)
-	return func() {
-		b.nCreating.Add(-1)
-		b.creating.Release(1)
-	}, nil
-}
 
 // start creates, starts and connects a container for spec, inside the
 // admission bound; its root file system is a new snapshot of the image,
 // or of from when a fork gives one. The caller holds an alive slot.
 func (b *Backend) start(ctx context.Context, spec sandbox.Spec, warm bool, from *forkBase) (*container, error) {
-	release, err := b.admit(ctx, spec.EpisodeID)
+	release, err := b.slots.Admit(ctx, spec.EpisodeID)
 	if err != nil {
 		return nil, err
 	}
@@ -320,54 +263,21 @@ func (b *Backend) launch(ctx context.Context, c *container, spec sandbox.Spec) e
 	if spec.Limits.DiskBytes > 0 {
 		c.watchDisk(spec.Limits.DiskBytes)
 	}
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
+	if err := b.slots.Add(c, spec.EpisodeID); err != nil {
 		c.teardown(ctx)
-		return fmt.Errorf("containerd: create %s: backend closed: %w", spec.EpisodeID, sandbox.ErrClosed)
+		return err
 	}
-	b.live[c] = struct{}{}
-	b.mu.Unlock()
 	return nil
 }
 
-// forget drops c from the live set and frees its slot; c.Close calls it
-// once.
-func (b *Backend) forget(c *container) {
-	b.mu.Lock()
-	_, ok := b.live[c]
-	delete(b.live, c)
-	b.mu.Unlock()
-	if ok {
-		b.releaseAlive()
-		b.pool.Wake()
-	}
-}
 
 // Close stops the pool and closes every sandbox of the backend, then the
 // client. Idempotent.
 func (b *Backend) Close(ctx context.Context) error {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
+	if !b.slots.MarkClosed() {
 		return nil
 	}
-	b.closed = true
-	b.mu.Unlock()
 	b.stopRefill()
 	<-b.refillDone
-	b.pool.Drain()
-	b.mu.Lock()
-	all := make([]*container, 0, len(b.live))
-	for c := range b.live {
-		all = append(all, c)
-	}
-	b.mu.Unlock()
-	var g errgroup.Group
-	g.SetLimit(8)
-	for _, c := range all {
-		g.Go(func() error { return c.Close(ctx) })
-	}
-	err := g.Wait()
-	return errors.Join(err, b.cli.Close())
+	return errors.Join(b.slots.CloseAll(ctx), b.cli.Close())
 }

@@ -237,7 +237,7 @@ func (c *container) Close(ctx context.Context) error {
 	c.closeOnce.Do(func() {
 		c.MarkClosed()
 		c.closeErr = c.teardown(ctx)
-		c.b.forget(c)
+		c.b.slots.Forget(c)
 		c.logger().Info("sandbox closed")
 	})
 	return c.closeErr

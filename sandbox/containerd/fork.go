@@ -37,7 +37,7 @@ func (c *container) Fork(ctx context.Context, n int) (sandbox.ForkResult, error)
 		return sandbox.ForkResult{}, fmt.Errorf("sandbox %s: fork: n = %d: ask for 1 to %d children", c.id, n, sandbox.MaxFork)
 	}
 	b := c.b
-	if err := b.checkOpen("fork"); err != nil {
+	if err := b.slots.CheckOpen("fork"); err != nil {
 		return sandbox.ForkResult{}, err
 	}
 	c.mu.Lock()
@@ -68,12 +68,12 @@ func (c *container) Fork(ctx context.Context, n int) (sandbox.ForkResult, error)
 		cs := spec
 		cs.EpisodeID = spec.EpisodeID + ".fork" + strconv.Itoa(i+1)
 		g.Go(func() error {
-			if err := b.acquireAlive(gctx); err != nil {
-				return fmt.Errorf("create %s: waiting for a free slot (MaxAlive %d): %w", cs.EpisodeID, b.cfg.MaxAlive, err)
+			if err := b.slots.AcquireAlive(gctx, cs.EpisodeID); err != nil {
+				return err
 			}
 			k, err := b.start(gctx, cs, false, base)
 			if err != nil {
-				b.releaseAlive()
+				b.slots.ReleaseAlive()
 				return err
 			}
 			if err := k.Restore(gctx, cs, scripts); err != nil {

@@ -16,8 +16,6 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	dcontainer "github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/client"
-	"golang.org/x/sync/errgroup"
-	"golang.org/x/sync/semaphore"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/rollcage/rollcage/sandbox"
@@ -40,31 +38,20 @@ type Backend struct {
 	log  *slog.Logger
 	self hostside.Owner
 
-	creating *semaphore.Weighted // containers being created and started
-	alive    *semaphore.Weighted // containers alive, warm ones included
 	pool     *hostside.Pool[*container]
+	slots    *hostside.Slots[*container] // admission, MaxAlive, the live set
 
 	stopRefill context.CancelFunc
 	refillDone chan struct{}
 
-	mu     sync.Mutex
-	closed bool                    // guarded by mu
-	live   map[*container]struct{} // guarded by mu; handed out or warm
-
 	sealing singleflight.Group // one seal per key at a time
 	sealed  sync.Map           // key → sandbox.Sealed already read
-
-	nCreating atomic.Int64
-	nAlive    atomic.Int64
 
 	// storageOpt: the engine enforces --storage-opt size= (decided once
 	// from docker info, dropped at the first create that refuses it); when
 	// false, each container's disk limit is a host-side watchdog.
 	storageOpt atomic.Bool
 
-	// onCreating, when set (tests), is called with +1 when a creation
-	// starts and -1 when it ends, inside the admission bound.
-	onCreating func(delta int)
 }
 
 var _ sandbox.Backend = (*Backend)(nil)
@@ -105,9 +92,6 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		cli:      cli,
 		log:      cfg.Logger,
 		self:     self,
-		creating: semaphore.NewWeighted(int64(cfg.MaxCreating)),
-		alive:    semaphore.NewWeighted(int64(cfg.MaxAlive)),
-		live:     make(map[*container]struct{}),
 	}
 	if info, err := cli.Info(ctx); err == nil {
 		b.storageOpt.Store(storageOptSupported(info))
@@ -123,6 +107,7 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		b.log.Warn("rollcage runs as uid 1000, the sandbox user's uid: sandboxed commands could reach the agent socket; run as another user")
 	}
 	b.pool = hostside.NewPool(cfg.Pool, func(c *container) string { return c.image })
+	b.slots = hostside.NewSlots("docker", cfg.MaxCreating, cfg.MaxAlive, b.pool)
 	refillCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	b.stopRefill = stop
 	b.refillDone = make(chan struct{})
@@ -163,9 +148,10 @@ func (b *Backend) engineErr(op string, err error) error {
 
 // Stats reports the backend's counters.
 func (b *Backend) Stats() Stats {
+	creating, alive := b.slots.Counts()
 	return Stats{
-		Creating: int(b.nCreating.Load()),
-		Alive:    int(b.nAlive.Load()),
+		Creating: creating,
+		Alive:    alive,
 		Warm:     b.pool.Size(),
 	}
 }
@@ -179,7 +165,7 @@ func (b *Backend) Reap(ctx context.Context) (int, error) {
 // Create starts a sandbox for spec: a warm container when the pool has one
 // that fits, else a new one once admission allows.
 func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
-	if err := b.checkOpen("create"); err != nil {
+	if err := b.slots.CheckOpen("create"); err != nil {
 		return nil, err
 	}
 	spec, err := b.resolveSpec(spec)
@@ -192,12 +178,12 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 			return c, nil
 		}
 	}
-	if err := b.acquireAlive(ctx); err != nil {
-		return nil, fmt.Errorf("docker: create %s: waiting for a free slot (MaxAlive %d): %w", spec.EpisodeID, b.cfg.MaxAlive, err)
+	if err := b.slots.AcquireAlive(ctx, spec.EpisodeID); err != nil {
+		return nil, err
 	}
 	c, err := b.start(ctx, spec, false)
 	if err != nil {
-		b.releaseAlive()
+		b.slots.ReleaseAlive()
 		return nil, err
 	}
 	if err := c.configure(ctx, spec); err != nil {
@@ -225,45 +211,12 @@ func (b *Backend) poolable(spec sandbox.Spec) bool {
 		spec.Lease == b.cfg.Lease && spec.Limits == b.cfg.DefaultLimits
 }
 
-// acquireAlive takes a slot under MaxAlive. When none is free, a warm
-// container (of any image) gives its slot up: episodes come before the pool.
-func (b *Backend) acquireAlive(ctx context.Context) error {
-	for {
-		if b.alive.TryAcquire(1) {
-			b.nAlive.Add(1)
-			return nil
-		}
-		c, ok := b.pool.Evict()
-		if !ok {
-			break
-		}
-		c.Close(ctx) // releases its slot
-	}
-	if err := b.alive.Acquire(ctx, 1); err != nil {
-		return err
-	}
-	b.nAlive.Add(1)
-	return nil
-}
 
-func (b *Backend) releaseAlive() {
-	b.nAlive.Add(-1)
-	b.alive.Release(1)
-}
-
-func (b *Backend) checkOpen(op string) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return fmt.Errorf("docker: %s: backend closed: %w", op, sandbox.ErrClosed)
-	}
-	return nil
-}
 
 // start creates, starts and connects a container for spec, inside the
 // admission bound. The caller holds an alive slot.
 func (b *Backend) start(ctx context.Context, spec sandbox.Spec, warm bool) (*container, error) {
-	release, err := b.admit(ctx, spec.EpisodeID)
+	release, err := b.slots.Admit(ctx, spec.EpisodeID)
 	if err != nil {
 		return nil, err
 	}
@@ -278,23 +231,6 @@ func (b *Backend) start(ctx context.Context, spec sandbox.Spec, warm bool) (*con
 	return c, nil
 }
 
-// admit waits for a creation slot under MaxCreating; release frees it.
-func (b *Backend) admit(ctx context.Context, episode string) (release func(), err error) {
-	if err := b.creating.Acquire(ctx, 1); err != nil {
-		return nil, fmt.Errorf("docker: create %s: waiting for admission (MaxCreating %d): %w", episode, b.cfg.MaxCreating, err)
-	}
-	b.nCreating.Add(1)
-	if b.onCreating != nil {
-		b.onCreating(1)
-	}
-	return func() {
-		if b.onCreating != nil {
-			b.onCreating(-1)
-		}
-		b.nCreating.Add(-1)
-		b.creating.Release(1)
-	}, nil
-}
 
 // createContainer creates (but does not start) a container for spec and
 // its run dir.
@@ -377,54 +313,21 @@ func (b *Backend) launch(ctx context.Context, c *container, spec sandbox.Spec, p
 			return err
 		}
 	}
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
+	if err := b.slots.Add(c, spec.EpisodeID); err != nil {
 		c.teardown(ctx)
-		return fmt.Errorf("docker: create %s: backend closed: %w", spec.EpisodeID, sandbox.ErrClosed)
+		return err
 	}
-	b.live[c] = struct{}{}
-	b.mu.Unlock()
 	return nil
 }
 
-// forget drops c from the live set and frees its slot; c.Close calls it
-// once.
-func (b *Backend) forget(c *container) {
-	b.mu.Lock()
-	_, ok := b.live[c]
-	delete(b.live, c)
-	b.mu.Unlock()
-	if ok {
-		b.releaseAlive()
-		b.pool.Wake() // a slot freed up for warming
-	}
-}
 
 // Close stops the pool and closes every sandbox of the backend, then the
 // engine client. Idempotent.
 func (b *Backend) Close(ctx context.Context) error {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
+	if !b.slots.MarkClosed() {
 		return nil
 	}
-	b.closed = true
-	b.mu.Unlock()
 	b.stopRefill()
 	<-b.refillDone
-	b.pool.Drain()
-	b.mu.Lock()
-	all := make([]*container, 0, len(b.live))
-	for c := range b.live {
-		all = append(all, c)
-	}
-	b.mu.Unlock()
-	var g errgroup.Group
-	g.SetLimit(8)
-	for _, c := range all {
-		g.Go(func() error { return c.Close(ctx) })
-	}
-	err := g.Wait()
-	return errors.Join(err, b.cli.Close())
+	return errors.Join(b.slots.CloseAll(ctx), b.cli.Close())
 }

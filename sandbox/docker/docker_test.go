@@ -150,7 +150,7 @@ func ownContainers(t *testing.T, b *Backend) []string {
 func TestAdmission(t *testing.T) {
 	b := newTestBackend(t, Config{MaxCreating: 1})
 	var now, peak, started atomic.Int32
-	b.onCreating = func(delta int) {
+	b.slots.OnCreating = func(delta int) {
 		n := now.Add(int32(delta))
 		if delta > 0 {
 			started.Add(1)

@@ -36,7 +36,7 @@ func (c *container) Fork(ctx context.Context, n int) (sandbox.ForkResult, error)
 	if n < 1 || n > sandbox.MaxFork {
 		return sandbox.ForkResult{}, fmt.Errorf("sandbox %s: fork: n = %d: ask for 1 to %d children", c.nameNow(), n, sandbox.MaxFork)
 	}
-	if err := c.b.checkOpen("fork"); err != nil {
+	if err := c.b.slots.CheckOpen("fork"); err != nil {
 		return sandbox.ForkResult{}, err
 	}
 	c.mu.Lock()
@@ -64,7 +64,7 @@ func (c *container) Fork(ctx context.Context, n int) (sandbox.ForkResult, error)
 		if !ok {
 			for _, k := range kids {
 				k.c.teardown(ctx)
-				c.b.releaseAlive()
+				c.b.slots.ReleaseAlive()
 			}
 		}
 	}()
@@ -206,18 +206,18 @@ func (b *Backend) createChildren(ctx context.Context, spec sandbox.Spec, n int) 
 		cs := spec
 		cs.EpisodeID = spec.EpisodeID + ".fork" + strconv.Itoa(i+1)
 		g.Go(func() error {
-			if err := b.acquireAlive(gctx); err != nil {
-				return fmt.Errorf("create %s: waiting for a free slot (MaxAlive %d): %w", cs.EpisodeID, b.cfg.MaxAlive, err)
+			if err := b.slots.AcquireAlive(gctx, cs.EpisodeID); err != nil {
+				return err
 			}
-			release, err := b.admit(gctx, cs.EpisodeID)
+			release, err := b.slots.Admit(gctx, cs.EpisodeID)
 			if err != nil {
-				b.releaseAlive()
+				b.slots.ReleaseAlive()
 				return err
 			}
 			defer release()
 			k, p, err := b.createContainer(gctx, cs, false)
 			if err != nil {
-				b.releaseAlive()
+				b.slots.ReleaseAlive()
 				return err
 			}
 			st, err := b.cli.ContainerInspect(gctx, k.id)
@@ -234,7 +234,7 @@ func (b *Backend) createChildren(ctx context.Context, spec sandbox.Spec, n int) 
 		for _, k := range kids {
 			if k.c != nil {
 				k.c.teardown(ctx)
-				b.releaseAlive()
+				b.slots.ReleaseAlive()
 			}
 		}
 		return nil, err
@@ -245,16 +245,16 @@ func (b *Backend) createChildren(ctx context.Context, spec sandbox.Spec, n int) 
 // startChild starts a child, configures it with the parent's spec and
 // replays the parent's sessions into it.
 func (b *Backend) startChild(ctx context.Context, k child, scripts map[string]string) error {
-	release, err := b.admit(ctx, k.spec.EpisodeID)
+	release, err := b.slots.Admit(ctx, k.spec.EpisodeID)
 	if err != nil {
 		k.c.teardown(ctx)
-		b.releaseAlive()
+		b.slots.ReleaseAlive()
 		return err
 	}
 	err = b.launch(ctx, k.c, k.spec, k.p) // tears k.c down on error
 	release()
 	if err != nil {
-		b.releaseAlive()
+		b.slots.ReleaseAlive()
 		return err
 	}
 	if err := k.c.restore(ctx, k.spec, scripts); err != nil {

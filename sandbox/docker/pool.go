@@ -46,16 +46,15 @@ func (b *Backend) refill(ctx context.Context) { b.pool.Refill(ctx, b.log, b.warm
 // warmOne starts a warm container of img, if a slot under MaxAlive is
 // free (episodes first; a close wakes the refiller).
 func (b *Backend) warmOne(ctx context.Context, img string) (*container, error) {
-	if !b.alive.TryAcquire(1) {
+	if !b.slots.TryAlive() {
 		return nil, hostside.ErrNoSlot
 	}
-	b.nAlive.Add(1)
 	c, err := b.start(ctx, sandbox.Spec{
 		Image: img, Workdir: defaultWorkdir, Network: sandbox.NetworkNone,
 		Limits: b.cfg.DefaultLimits, Lease: b.cfg.Lease,
 	}, true)
 	if err != nil {
-		b.releaseAlive()
+		b.slots.ReleaseAlive()
 		return nil, err
 	}
 	return c, nil
