@@ -13,10 +13,16 @@ import (
 	"github.com/rollcage/rollcage/sandbox/sandboxtest"
 )
 
-// envTestImage names the image the tests start (imported from Docker).
-const envTestImage = "ROLLCAGE_TEST_IMAGE"
+// Environment of the tests.
+const (
+	envTestImage   = "ROLLCAGE_TEST_IMAGE"         // the image the tests start (imported from Docker)
+	envReaperChild = "ROLLCAGE_TEST_REAPER_CHILD" // set: run as the reaper test's victim
+)
 
 func TestMain(m *testing.M) {
+	if dir := os.Getenv(envReaperChild); dir != "" {
+		os.Exit(reaperChild(dir))
+	}
 	cleanup, err := sandboxtest.EnsureAgent()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -71,4 +77,27 @@ type testWriter struct{ t testing.TB }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(string(p))
 	return len(p), nil
+}
+
+// reaperChild creates a sandbox, forks it once, prints the two ids and
+// waits to be killed: the victim of TestReaper.
+func reaperChild(stateDir string) int {
+	ctx := context.Background()
+	b, err := New(ctx, Config{StateDir: stateDir, ImportFromDocker: true})
+	if err != nil {
+		fmt.Println("ERROR", err)
+		return 1
+	}
+	sb, err := b.Create(ctx, sandbox.Spec{Image: testImage(), EpisodeID: "reaper"})
+	if err != nil {
+		fmt.Println("ERROR", err)
+		return 1
+	}
+	res, err := sb.Fork(ctx, 1)
+	if err != nil {
+		fmt.Println("ERROR", err)
+		return 1
+	}
+	fmt.Printf("ID %s\nID %s\nREADY\n", sb.ID(), res.Children[0].ID())
+	select {} // until kill -9
 }
