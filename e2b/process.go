@@ -97,12 +97,12 @@ func (p *proc) finish(evs []*process.ProcessEvent, err error) {
 
 // since returns the events from index i on (i counts every event ever
 // pushed), the index after them, and whether that is the end.
-func (p *proc) since(i int) (evs []*process.ProcessEvent, next int, ended bool, err error, changed <-chan struct{}) {
+func (p *proc) since(i int) (evs []*process.ProcessEvent, next int, ended bool, changed <-chan struct{}, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	i = max(i, p.dropped)
 	evs = slices.Clone(p.events[i-p.dropped:])
-	return evs, p.dropped + len(p.events), p.ended, p.err, p.changed
+	return evs, p.dropped + len(p.events), p.ended, p.changed, p.err
 }
 
 // signal sends sig to the process's group: a detached (setsid) child
@@ -358,7 +358,7 @@ func (s *Server) follow(ctx context.Context, pr *proc, send func(*process.Proces
 	defer t.Stop()
 	next := 0
 	for {
-		evs, n, ended, err, changed := pr.since(next)
+		evs, n, ended, changed, err := pr.since(next)
 		next = n
 		for _, ev := range evs {
 			if err := send(ev); err != nil {
