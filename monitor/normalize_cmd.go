@@ -7,117 +7,19 @@ import (
 	"strings"
 )
 
-// hasVal reports whether flag f is in vals, a space-separated list of the
-// flags of a command that take their value as the next argument.
-func hasVal(vals, f string) bool {
-	for vals != "" {
-		var v string
-		v, vals, _ = strings.Cut(vals, " ")
-		if v == f {
-			return true
-		}
-	}
-	return false
-}
-
-// operands returns the non-flag arguments of args, skipping the values of
-// the flags listed in vals; everything after "--" is an operand.
-func operands(args []string, vals string) []string {
-	var ops []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		switch {
-		case a == "--":
-			return append(ops, args[i+1:]...)
-		case len(a) > 1 && a[0] == '-':
-			if hasVal(vals, a) {
-				i++
-			}
-		default:
-			ops = append(ops, a)
-		}
-	}
-	return ops
-}
-
-// flagValue returns the value of the first of names in args (as "-o X",
-// "--out=X" or "-oX" for one-letter flags).
-func flagValue(args []string, names ...string) (string, bool) {
-	for i, a := range args {
-		if a == "--" {
-			break
-		}
-		for _, n := range names {
-			switch {
-			case a == n && i+1 < len(args):
-				return args[i+1], true
-			case strings.HasPrefix(n, "--") && strings.HasPrefix(a, n+"="):
-				return a[len(n)+1:], true
-			case len(n) == 2 && len(a) > 2 && strings.HasPrefix(a, n) && a[1] != '-':
-				return a[2:], true
-			}
-		}
-	}
-	return "", false
-}
-
-// shortFlag reports whether a bundle of one-letter flags (-rn) contains c.
-func shortFlag(args []string, c byte, longs ...string) bool {
-	for _, a := range args {
-		if a == "--" {
-			return false
-		}
-		if len(a) > 1 && a[0] == '-' && a[1] != '-' && strings.IndexByte(a[1:], c) >= 0 {
-			return true
-		}
-		for _, l := range longs {
-			if a == l || strings.HasPrefix(a, l+"=") {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// Commands whose operands are all files they read, with the flags of each
-// that take a value.
-var readCmds = map[string]string{
-	"cat": "", "tac": "", "less": "", "more": "", "head": "-n -c", "tail": "-n -c -s --pid",
-	"nl": "-b -d -f -h -i -l -n -s -v -w", "od": "-A -j -N -S -t -w", "xxd": "-l -s -c -g -o -n",
-	"hexdump": "-n -s -e -f", "hd": "-n -s", "strings": "-n -t -e", "md5sum": "", "sha1sum": "", "sha224sum": "",
-	"sha256sum": "", "sha384sum": "", "sha512sum": "", "b2sum": "", "cksum": "", "sum": "",
-	"wc": "", "file": "-m -F", "vim": "-c -S -u", "vi": "-c -S -u", "nvim": "-c -S -u", "view": "-c",
-	"nano": "", "emacs": "", "diff": "-U -C -x -X -I -L -F", "cmp": "-i -n", "sort": "-k -t -o -S -T",
-	"uniq": "-f -s -w", "cut": "-d -f -b -c", "base32": "-w", "zcat": "", "bzcat": "", "xzcat": "",
-	"zless": "", "column": "-s -t -c", "fold": "-w", "fmt": "-w", "paste": "-d", "join": "-t -1 -2 -o",
-	"comm": "", "iconv": "-f -t", "bat": "-l", "batcat": "-l", "pygmentize": "-l -f -O",
-}
-
-// Wrappers run their operand as a command; the value lists their flags
-// that take an argument.
-var wrappers = map[string]string{
-	"sudo": "-u -g -h -p -C -D -r -t -U -T", "doas": "-u -C", "nohup": "", "command": "",
-	"builtin": "", "exec": "-a", "nice": "-n", "ionice": "-c -n -p -t", "chrt": "",
-	"stdbuf": "-i -o -e", "time": "-f -o", "setsid": "", "unbuffer": "", "chroot": "",
-	"strace": "-o -e -p -s -u -E -a -b -I -O -P -S -X", "ltrace": "-o -e -p -s -u -n -a",
-	"flock": "-w -E", "runuser": "-u -g -G", "caffeinate": "", "catchsegv": "", "faketime": "",
-	"xargs": "-I -n -P -L -d -s -E -a --arg-file --delimiter --max-args --max-procs --max-lines",
-}
-
-var shells = map[string]bool{"bash": true, "sh": true, "dash": true, "zsh": true, "ksh": true, "ash": true, "mksh": true, "rbash": true}
-
 func isPython(name string) bool {
 	return name == "python" || name == "pypy" || name == "pypy3" ||
 		strings.HasPrefix(name, "python2") || strings.HasPrefix(name, "python3")
 }
 
-// call records one simple command and interprets what it reads, writes,
-// contacts and runs. It returns the command's stdout when that is known
-// from the script (echo, printf, cat of a heredoc, base64 -d of a literal).
 // testCallHook, when set by a test, is called for every simple command,
 // so the test can make the walk panic where it likes.
 var testCallHook func(name string)
 
+// call records one simple command and interprets what it reads, writes,
+// contacts and runs, as the commands table describes it. It returns the
+// command's stdout when that is known from the script (echo, printf, cat
+// of a heredoc, base64 -d of a literal).
 func (w *walker) call(argv []string, via string, in input) input {
 	if len(argv) == 0 {
 		return input{}
@@ -131,258 +33,121 @@ func (w *walker) call(argv []string, via string, in input) input {
 	if testCallHook != nil {
 		testCallHook(name)
 	}
-
-	if vals, ok := wrappers[name]; ok {
-		return w.wrapper(name, args, vals, in)
-	}
-	if vals, ok := readCmds[name]; ok {
-		for _, f := range operands(args, vals) {
-			if f != "-" {
-				w.a.add(&w.a.n.Reads, w.path(f))
-			}
-		}
-		if name == "cat" && len(operands(args, "")) == 0 {
-			return in
-		}
-		if name == "xxd" && in.ok && shortFlag(args, 'r') && shortFlag(args, 'p') {
-			if b, err := hex.DecodeString(strings.Join(strings.Fields(in.text), "")); err == nil {
-				return input{text: string(b), ok: true}
-			}
-		}
-		if name == "sort" {
-			if o, ok := flagValue(args, "-o", "--output"); ok {
-				w.a.add(&w.a.n.Writes, w.path(o))
-			}
-		}
-		return input{}
-	}
-	if shells[name] || (name == "busybox" && len(args) > 0 && shells[args[0]]) {
-		if name == "busybox" {
-			args = args[1:]
-		}
-		w.shellCmd(name, args, in)
-		return input{}
-	}
-	if isPython(name) {
-		w.python(args, in)
-		return input{}
-	}
 	if strings.Contains(argv[0], "/") {
+		// ./run.sh, /tmp/cat: a script the policy wrote is followed
+		// whatever its name.
 		w.runFile(w.path(argv[0]), "")
 	}
-	switch name {
-	case "env":
-		w.envCmd(args, in)
-	case "timeout":
-		// Flags stop at the duration; the command's own flags follow it.
-		i := 0
-		for i < len(args) && len(args[i]) > 1 && args[i][0] == '-' {
-			if hasVal("-s -k --signal --kill-after", args[i]) {
-				i++
-			}
-			i++
-		}
-		if i+1 < len(args) {
-			return w.call(args[i+1:], "timeout", in)
-		}
-	case "eval":
-		if len(args) > 0 {
-			w.nested(strings.Join(args, " "), "eval")
-		}
-	case "su":
-		if c, ok := flagValue(args, "-c", "--command"); ok {
-			w.nested(c, "bash -c")
-		}
-	case "watch":
-		if ops := operands(args, "-n -d --interval"); len(ops) > 0 {
-			w.nested(strings.Join(ops, " "), "bash -c")
-		}
-	case "source", ".":
-		if len(args) > 0 {
-			w.a.add(&w.a.n.Reads, w.path(args[0]))
-			w.runFile(w.path(args[0]), "sh")
-		}
-	case "cd", "pushd":
-		ops := operands(args, "")
-		switch {
-		case len(ops) == 0:
-			w.cwd = "~"
-		case ops[0] == "-" || (name == "pushd" && (strings.HasPrefix(ops[0], "+") || strings.HasPrefix(ops[0], "-"))):
-		default:
-			w.cwd = w.path(ops[0])
-		}
-	case "echo":
-		return echo(args)
-	case "printf":
-		return printf(args)
-	case "base64":
-		for _, f := range operands(args, "-w --wrap") {
-			if f != "-" {
-				w.a.add(&w.a.n.Reads, w.path(f))
+	sp := spec(name)
+	switch {
+	case sp == nil:
+		return input{}
+	case sp.fn != nil:
+		return sp.fn(w, name, sp, args, in)
+	}
+	return w.plain(sp, args, in)
+}
+
+// plain applies a table entry: flag values, the lead operand, the rest.
+func (w *walker) plain(sp *cmdSpec, argv []string, in input) input {
+	p := sp.opt.parse(argv)
+	if !sp.flagsAfter {
+		w.flagValues(sp, &p)
+	}
+	ops := p.ops
+	if sp.lead != roleUnset && len(ops) > 0 && !p.has(sp.leadFlags...) {
+		w.role(sp.lead, ops[0])
+		ops = ops[1:]
+	}
+	r, none := sp.ops, sp.none
+	if len(sp.sw) > 0 && p.has(sp.sw...) {
+		r, none = sp.swOps, sp.swNone
+	}
+	if len(ops) == 0 && none != roleUnset {
+		w.role(none, ".")
+	}
+	for _, o := range ops {
+		if sp.assign {
+			if k, _, ok := strings.Cut(o, "="); ok && isName(k) {
+				continue // var=value assignment
 			}
 		}
-		if in.ok && (shortFlag(args, 'd', "--decode") || shortFlag(args, 'D')) {
-			if s, ok := decodeBase64(in.text); ok {
-				return input{text: s, ok: true}
-			}
-		}
-	case "grep", "egrep", "fgrep", "zgrep", "rg", "ag", "ack":
-		w.grep(name, args)
-	case "awk", "gawk", "mawk", "nawk":
-		w.awk(args)
-	case "sed", "gsed":
-		w.sed(args)
-	case "perl", "ruby", "node", "nodejs", "php", "deno", "bun", "lua", "Rscript":
-		w.interp(name, args, in)
-	case "git":
-		w.git(args)
-	case "curl":
-		w.curl(args)
-	case "wget":
-		w.wget(args)
-	case "http", "https", "httpie", "xh", "aria2c", "lynx", "links", "w3m", "ftp", "sftp", "tftp":
-		for _, op := range operands(args, "-o -d -i -a --auth --output") {
-			if !w.a.url(op) && (name == "ftp" || name == "sftp" || name == "tftp") {
-				w.a.host(op)
-			}
-		}
-	case "nc", "ncat", "netcat", "telnet":
-		ops := operands(args, "-p -s -w -i -q -x -X -e -c -I -O -T -V -P --exec --sh-exec --proxy")
-		if len(ops) > 0 && !isFD(ops[0]) {
-			w.a.host(ops[0])
-		}
-		if c, ok := flagValue(args, "-e", "-c", "--exec", "--sh-exec"); ok {
-			w.nested(c, "bash -c")
-		}
-	case "socat":
-		for _, op := range operands(args, "") {
-			w.socatAddr(op)
-		}
-	case "ssh":
-		ops := operands(args, "-b -c -D -E -e -F -I -i -J -L -l -m -O -o -p -Q -R -S -W -w -B")
-		if len(ops) > 0 {
-			w.a.host(ops[0])
-		}
-		if j, ok := flagValue(args, "-J"); ok {
-			w.a.host(j)
-		}
-	case "scp", "rsync":
-		w.copyRemote(args)
-	case "pip", "pip3", "pip2", "uv", "pipx":
-		if name == "uv" && len(args) > 0 && args[0] == "pip" {
-			args = args[1:]
-		}
-		w.pip(args)
-	case "npm", "pnpm", "yarn", "npx", "gem", "cargo", "apt", "apt-get", "go", "conda", "mamba":
-		w.pkgInstall(name, args)
-	case "cp", "install", "mv", "ln":
-		w.copyMove(name, args)
-	case "touch", "mkdir", "truncate":
-		for _, f := range operands(args, "-r -d -t -m -s --reference --size --date --mode") {
-			w.a.add(&w.a.n.Writes, w.path(f))
-		}
-	case "chmod", "chown", "chgrp", "chattr", "setfacl":
-		ops := operands(args, "")
-		if len(ops) > 0 && !hasPrefixFlag(args, "--reference") {
-			ops = ops[1:]
-		}
-		for _, f := range ops {
-			w.a.add(&w.a.n.Writes, w.path(f))
-		}
-	case "tee":
-		for _, f := range operands(args, "") {
-			w.writeTarget(f)
-		}
-		if in.ok {
-			w.a.content(in.text)
-		}
+		w.role(r, o)
+	}
+	if sp.flagsAfter {
+		w.flagValues(sp, &p)
+	}
+	if sp.stdin && len(p.ops) == 0 {
 		return in
-	case "dd":
-		for _, a := range args {
-			if v, ok := strings.CutPrefix(a, "if="); ok {
-				w.a.add(&w.a.n.Reads, w.path(v))
-			} else if v, ok := strings.CutPrefix(a, "of="); ok {
-				w.writeTarget(v)
-			}
-		}
-	case "rm", "unlink", "shred", "rmdir", "srm":
-		for _, f := range operands(args, "-n -s --iterations --size") {
-			w.a.add(&w.a.n.Deletes, w.path(f))
-		}
-	case "ls", "dir", "tree", "du", "exa", "eza", "lsd", "vdir":
-		ops := operands(args, "-I -w -T -L -P -o -d -B -t -X --max-depth --ignore --block-size")
-		if len(ops) == 0 {
-			w.a.add(&w.a.n.Lists, w.path("."))
-		}
-		for _, d := range ops {
-			w.a.add(&w.a.n.Lists, w.path(d))
-		}
-	case "find":
-		w.find(args)
-	case "patch":
-		w.patch(args)
-	case "tar", "bsdtar":
-		w.tar(args)
-	case "unzip":
-		ops := operands(args, "-d -x -P")
-		if len(ops) > 0 {
-			w.a.add(&w.a.n.Reads, w.path(ops[0]))
-		}
-		if d, ok := flagValue(args, "-d"); ok {
-			w.a.add(&w.a.n.Writes, w.path(d))
-		}
-	case "zip":
-		ops := operands(args, "-x -i -P -b -n -t -tt")
-		for i, f := range ops {
-			if i == 0 {
-				w.a.add(&w.a.n.Writes, w.path(f))
-			} else {
-				w.a.add(&w.a.n.Reads, w.path(f))
-			}
-		}
 	}
 	return input{}
 }
 
-func hasPrefixFlag(args []string, p string) bool {
-	for _, a := range args {
-		if strings.HasPrefix(a, p) {
-			return true
+// flagValues records the values of the flags the table gives a role.
+func (w *walker) flagValues(sp *cmdSpec, p *args) {
+	if sp.flagRoles == nil {
+		return
+	}
+	for _, f := range p.flags {
+		if f.hasVal {
+			if r := sp.flagRoles[f.name]; r != roleUnset {
+				w.role(r, f.val)
+			}
 		}
 	}
-	return false
 }
 
-// wrapper unwraps sudo, nohup, xargs, ... and records the command they run.
-func (w *walker) wrapper(name string, args []string, vals string, in input) input {
-	i := 0
-	for i < len(args) {
-		a := args[i]
-		if a == "--" {
-			i++
-			break
+// role records v as what r says it is.
+func (w *walker) role(r role, v string) {
+	switch r {
+	case roleRead:
+		if v != "-" {
+			w.a.add(&w.a.n.Reads, w.path(v))
 		}
-		if len(a) < 2 || a[0] != '-' {
-			break
+	case roleWrite:
+		w.a.add(&w.a.n.Writes, w.path(v))
+	case roleTarget:
+		if v != "-" {
+			w.writeTarget(v)
 		}
-		if name == "command" && (a == "-v" || a == "-V") {
-			return input{} // a lookup, not a run
+	case roleDelete:
+		w.a.add(&w.a.n.Deletes, w.path(v))
+	case roleList:
+		w.a.add(&w.a.n.Lists, w.path(v))
+	case roleURL:
+		w.a.url(v)
+	case roleNet:
+		if !w.a.url(v) {
+			w.a.host(v)
 		}
-		if name == "nice" && len(a) > 1 && a[1] >= '0' && a[1] <= '9' {
-			i++
-			continue
+	case roleHost:
+		if !isFD(v) {
+			w.a.host(v)
 		}
-		if hasVal(vals, a) {
-			if name == "xargs" && (a == "-a" || a == "--arg-file") && i+1 < len(args) {
-				w.a.add(&w.a.n.Reads, w.path(args[i+1]))
-			}
-			i++
-		}
-		i++
+	case roleCmd:
+		w.nested(v, "bash -c")
+	case roleSocat:
+		w.socatAddr(v)
+	case roleScript:
+		w.a.add(&w.a.n.Scripts, v)
 	}
-	rest := args[i:]
-	switch name {
-	case "sudo", "doas":
+}
+
+// wrapper unwraps sudo, nohup, xargs, timeout, ... and records the
+// command they run.
+func (w *walker) wrapper(name string, sp *cmdSpec, argv []string, in input) input {
+	p := sp.opt.parse(argv)
+	if name == "command" && p.has("-v", "-V") {
+		return input{} // a lookup, not a run
+	}
+	w.flagValues(sp, &p)
+	rest := p.rest
+	if len(rest) >= sp.skip {
+		rest = rest[sp.skip:]
+	} else {
+		rest = nil
+	}
+	if name == "sudo" || name == "doas" {
 		for len(rest) > 0 {
 			k, v, ok := strings.Cut(rest[0], "=")
 			if !ok || !isName(k) {
@@ -390,18 +155,6 @@ func (w *walker) wrapper(name string, args []string, vals string, in input) inpu
 			}
 			w.a.env(k, v)
 			rest = rest[1:]
-		}
-	case "chrt", "taskset":
-		if len(rest) > 0 {
-			rest = rest[1:] // priority / mask
-		}
-	case "chroot":
-		if len(rest) > 0 {
-			rest = rest[1:] // new root
-		}
-	case "flock":
-		if len(rest) > 0 {
-			rest = rest[1:] // lock file
 		}
 	}
 	if len(rest) == 0 {
@@ -423,43 +176,46 @@ func isName(s string) bool {
 }
 
 // envCmd handles env [-i] [-u NAME] [-C DIR] [-S STRING] [A=B]... [cmd].
-func (w *walker) envCmd(args []string, in input) {
-	i := 0
-	for i < len(args) {
-		a := args[i]
-		switch {
-		case a == "--":
-			i++
-		case a == "-u" || a == "--unset" || a == "-C" || a == "--chdir":
-			i += 2
-			continue
-		case a == "-S" || a == "--split-string":
-			if i+1 < len(args) {
-				w.nested(strings.Join(args[i+1:], " "), "env")
-			}
-			return
-		case len(a) > 1 && a[0] == '-':
-			i++
-			continue
-		}
-		break
+func (w *walker) envCmd(_ string, sp *cmdSpec, argv []string, in input) input {
+	p := sp.opt.parse(argv)
+	if s, ok := p.value("-S", "--split-string"); ok {
+		w.nested(strings.Join(append([]string{s}, p.rest...), " "), "env")
+		return input{}
 	}
-	for i < len(args) {
-		k, v, ok := strings.Cut(args[i], "=")
+	rest := p.rest
+	for len(rest) > 0 {
+		k, v, ok := strings.Cut(rest[0], "=")
 		if !ok || !isName(k) {
 			break
 		}
 		w.a.env(k, v)
-		i++
+		rest = rest[1:]
 	}
-	if i < len(args) {
-		w.call(args[i:], "env", in)
+	if len(rest) > 0 {
+		w.call(rest, "env", in)
 	}
+	return input{}
+}
+
+// busybox APPLET ... is the applet.
+func (w *walker) busybox(_ string, _ *cmdSpec, argv []string, in input) input {
+	if len(argv) > 0 && commands[argv[0]] != nil && commands[argv[0]].fn != nil && isShell(argv[0]) {
+		w.shellCmd(argv[0], nil, argv[1:], in)
+	}
+	return input{}
+}
+
+func isShell(name string) bool {
+	switch name {
+	case "bash", "sh", "dash", "zsh", "ksh", "ash", "mksh", "rbash":
+		return true
+	}
+	return false
 }
 
 // shellCmd handles bash -c SCRIPT, bash FILE and a shell reading a script
 // from stdin (heredoc, here-string, pipe).
-func (w *walker) shellCmd(name string, args []string, in input) {
+func (w *walker) shellCmd(_ string, _ *cmdSpec, args []string, in input) input {
 	cflag := false
 	i := 0
 	for ; i < len(args); i++ {
@@ -492,45 +248,47 @@ func (w *walker) shellCmd(name string, args []string, in input) {
 		}
 		w.nested(in.text, via)
 	}
+	return input{}
 }
 
 // python handles python -c, python -m pip, python FILE and scripts on stdin.
-func (w *walker) python(args []string, in input) {
+func (w *walker) python(_ string, _ *cmdSpec, args []string, in input) input {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		switch {
 		case a == "-c" && i+1 < len(args):
 			w.script(args[i+1])
-			return
+			return input{}
 		case strings.HasPrefix(a, "-c") && len(a) > 2:
 			w.script(a[2:])
-			return
+			return input{}
 		case a == "-m" && i+1 < len(args):
 			if args[i+1] == "pip" {
-				w.pip(args[i+2:])
+				w.pip("pip", commands["pip"], args[i+2:], input{})
 			}
-			return
+			return input{}
 		case a == "-W" || a == "-X" || a == "--check-hash-based-pycs":
 			i++
 		case a == "-":
 			if in.ok {
 				w.script(in.text)
 			}
-			return
+			return input{}
 		case len(a) > 1 && a[0] == '-':
 		default:
 			w.a.add(&w.a.n.Reads, w.path(a))
 			w.runFile(w.path(a), "py")
-			return
+			return input{}
 		}
 	}
 	if in.ok {
 		w.script(in.text)
 	}
+	return input{}
 }
 
 // interp handles perl -e, ruby -e, node -e / -p, php -r and their files.
-func (w *walker) interp(name string, args []string, in input) {
+func (w *walker) interp(name string, _ *cmdSpec, args []string, in input) input {
 	eflag := "-e"
 	switch name {
 	case "node", "nodejs", "deno", "bun":
@@ -538,7 +296,7 @@ func (w *walker) interp(name string, args []string, in input) {
 	case "php":
 		eflag = "-r"
 	}
-	inplace := name == "perl" && shortFlag(args, 'i')
+	inplace := name == "perl" && bundleHas(args, 'i')
 	var progs []string
 	var files []string
 	for i := 0; i < len(args); i++ {
@@ -571,7 +329,7 @@ func (w *walker) interp(name string, args []string, in input) {
 		} else if in.ok {
 			w.script(in.text)
 		}
-		return
+		return input{}
 	}
 	w.script(strings.Join(progs, "\n"))
 	for _, f := range files {
@@ -581,94 +339,127 @@ func (w *walker) interp(name string, args []string, in input) {
 			w.a.add(&w.a.n.Reads, w.path(f))
 		}
 	}
+	return input{}
 }
 
-func (w *walker) grep(name string, args []string) {
-	vals := "-e -f -m -A -B -C -d -D --regexp --file --max-count --label --include --exclude --exclude-dir"
-	recursive := name == "rg" || name == "ag" || name == "ack"
-	if recursive {
-		vals = "-e -f -m -A -B -C -g -t -T -j -M -E -r -d --type --glob --iglob --replace --max-depth --max-count --type-not --ignore --file-search-regex -G"
-	} else if shortFlag(args, 'r', "--recursive", "--dereference-recursive") || shortFlag(args, 'R') {
-		recursive = true
-	}
-	ops := operands(args, vals)
-	_, pat := flagValue(args, "-e", "--regexp")
-	if f, ok := flagValue(args, "-f", "--file"); ok && name != "ag" {
-		w.a.add(&w.a.n.Reads, w.path(f))
-		pat = true
-	}
-	if !pat && len(ops) > 0 {
-		ops = ops[1:]
-	}
-	if recursive && len(ops) == 0 {
-		w.a.add(&w.a.n.Lists, w.path("."))
-	}
-	for _, f := range ops {
-		if f == "-" {
-			continue
+// bundleHas reports whether a single-dash argument (a bundle such as
+// -pi, or an unbundled word) contains c; interpreters whose flags take
+// their values in odd ways (perl -i.bak -pe) are read this loosely.
+func bundleHas(args []string, c byte) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
 		}
-		if recursive {
-			w.a.add(&w.a.n.Lists, w.path(f))
-		} else {
-			w.a.add(&w.a.n.Reads, w.path(f))
+		if len(a) > 1 && a[0] == '-' && a[1] != '-' && strings.IndexByte(a[1:], c) >= 0 {
+			return true
 		}
 	}
+	return false
 }
 
-func (w *walker) awk(args []string) {
-	ops := operands(args, "-F -v -f --field-separator --assign --file -i --include")
-	if f, ok := flagValue(args, "-f", "--file"); ok {
-		w.a.add(&w.a.n.Reads, w.path(f))
-	} else if len(ops) > 0 {
-		w.a.add(&w.a.n.Scripts, ops[0])
-		ops = ops[1:]
+func (w *walker) eval(_ string, _ *cmdSpec, argv []string, _ input) input {
+	if len(argv) > 0 {
+		w.nested(strings.Join(argv, " "), "eval")
 	}
-	for _, f := range ops {
-		if k, _, ok := strings.Cut(f, "="); ok && isName(k) {
-			continue // var=value assignment
-		}
-		if f != "-" {
-			w.a.add(&w.a.n.Reads, w.path(f))
-		}
-	}
+	return input{}
 }
 
-func (w *walker) sed(args []string) {
-	ops := operands(args, "-e -f -l --expression --file --line-length")
-	_, script := flagValue(args, "-e", "--expression")
-	if f, ok := flagValue(args, "-f", "--file"); ok {
-		w.a.add(&w.a.n.Reads, w.path(f))
-		script = true
+func (w *walker) watch(_ string, sp *cmdSpec, argv []string, _ input) input {
+	if p := sp.opt.parse(argv); len(p.ops) > 0 {
+		w.nested(strings.Join(p.ops, " "), "bash -c")
 	}
-	if !script && len(ops) > 0 {
-		ops = ops[1:]
-	}
-	inplace := shortFlag(args, 'i', "--in-place")
-	for _, f := range ops {
-		if f == "-" {
-			continue
-		}
-		if inplace {
-			w.a.add(&w.a.n.Writes, w.path(f))
-		} else {
-			w.a.add(&w.a.n.Reads, w.path(f))
-		}
-	}
+	return input{}
 }
 
-func (w *walker) curl(args []string) {
-	vals := "-o --output -x --proxy -H --header -d --data --data-binary --data-raw --data-urlencode --data-ascii " +
-		"-X --request -u --user -A --user-agent -e --referer -b --cookie -c --cookie-jar -T --upload-file " +
-		"-F --form --form-string -w --write-out -m --max-time --connect-timeout -K --config --cacert --cert --key " +
-		"-r --range -C --continue-at --retry --retry-delay --retry-max-time --resolve --url -U --proxy-user " +
-		"-E --capath --limit-rate -y -Y -z --time-cond --max-filesize --dns-servers --interface --local-port " +
-		"--connect-to --output-dir --unix-socket --abstract-unix-socket --json -Q --quote --mail-from --mail-rcpt -t --telnet-option"
-	for _, op := range operands(args, vals) {
+func (w *walker) source(_ string, _ *cmdSpec, argv []string, _ input) input {
+	if len(argv) > 0 {
+		w.a.add(&w.a.n.Reads, w.path(argv[0]))
+		w.runFile(w.path(argv[0]), "sh")
+	}
+	return input{}
+}
+
+// cd moves the walker's directory (pushd +N / -N and cd - go where the
+// text does not say).
+func (w *walker) cd(name string, sp *cmdSpec, argv []string, _ input) input {
+	ops := sp.opt.parse(argv).ops
+	switch {
+	case len(ops) == 0:
+		w.cwd = "~"
+	case ops[0] == "-" || (name == "pushd" && (strings.HasPrefix(ops[0], "+") || strings.HasPrefix(ops[0], "-"))):
+	default:
+		w.cwd = w.path(ops[0])
+	}
+	return input{}
+}
+
+// base64 reads its files; base64 -d of known input is known output.
+func (w *walker) base64(_ string, sp *cmdSpec, argv []string, in input) input {
+	w.plain(sp, argv, in)
+	if in.ok && sp.opt.parse(argv).has("-d", "--decode", "-D") {
+		if s, ok := decodeBase64(in.text); ok {
+			return input{text: s, ok: true}
+		}
+	}
+	return input{}
+}
+
+// xxd reads its files; xxd -r -p of known hex is known output.
+func (w *walker) xxd(_ string, sp *cmdSpec, argv []string, in input) input {
+	w.plain(sp, argv, in)
+	if in.ok && bundleHas(argv, 'r') && bundleHas(argv, 'p') {
+		if b, err := hex.DecodeString(strings.Join(strings.Fields(in.text), "")); err == nil {
+			return input{text: string(b), ok: true}
+		}
+	}
+	return input{}
+}
+
+// tee writes its files and passes its input on.
+func (w *walker) tee(_ string, sp *cmdSpec, argv []string, in input) input {
+	w.plain(sp, argv, in)
+	if in.ok {
+		w.a.content(in.text)
+	}
+	return in
+}
+
+func (w *walker) dd(_ string, _ *cmdSpec, argv []string, _ input) input {
+	for _, a := range argv {
+		if v, ok := strings.CutPrefix(a, "if="); ok {
+			w.a.add(&w.a.n.Reads, w.path(v))
+		} else if v, ok := strings.CutPrefix(a, "of="); ok {
+			w.writeTarget(v)
+		}
+	}
+	return input{}
+}
+
+// curlFlags are curl's flags that take a value.
+const curlFlags = "-o --output -x --proxy -H --header -d --data --data-binary --data-raw --data-urlencode --data-ascii " +
+	"-X --request -u --user -A --user-agent -e --referer -b --cookie -c --cookie-jar -T --upload-file " +
+	"-F --form --form-string -w --write-out -m --max-time --connect-timeout -K --config --cacert --cert --key " +
+	"-r --range -C --continue-at --retry --retry-delay --retry-max-time --resolve --url -U --proxy-user " +
+	"-E --capath --limit-rate -y -Y -z --time-cond --max-filesize --dns-servers --interface --local-port " +
+	"--connect-to --output-dir --unix-socket --abstract-unix-socket --json -Q --quote --mail-from --mail-rcpt -t --telnet-option " +
+	"--proto --proto-redir --noproxy --ciphers --cert-type --key-type --pass --hostpubmd5 --pubkey --oauth2-bearer"
+
+// curl: operands and --url are URLs; -o writes, -T, -K, -d @FILE and
+// -F name=@FILE read; -O writes the URL's last segment in the directory.
+func (w *walker) curl(_ string, sp *cmdSpec, argv []string, _ input) input {
+	p := sp.opt.parse(argv)
+	for _, op := range p.ops {
 		w.a.url(op)
 	}
-	for i := 0; i+1 < len(args); i++ {
-		a, v := args[i], args[i+1]
-		switch a {
+	for _, f := range p.flags {
+		v := f.val
+		if !f.hasVal {
+			if f.name == "-O" || f.name == "--remote-name" {
+				w.remoteNames(p.ops)
+			}
+			continue
+		}
+		switch f.name {
 		case "--url":
 			w.a.url(v)
 		case "-o", "--output":
@@ -690,28 +481,27 @@ func (w *walker) curl(args []string) {
 			}
 		}
 	}
+	return input{}
 }
 
-func (w *walker) wget(args []string) {
-	vals := "-O --output-document -o --output-file -a --append-output -P --directory-prefix -i --input-file " +
-		"-e --execute -U --user-agent --header --post-data --post-file --body-file --method -t --tries -T --timeout " +
-		"--user --password --http-user --http-password -B --base --limit-rate -w --wait -Q --quota -l --level -D --domains -A -R --accept --reject"
-	for _, op := range operands(args, vals) {
-		w.a.url(op)
-	}
-	for i := 0; i+1 < len(args); i++ {
-		a, v := args[i], args[i+1]
-		switch a {
-		case "-O", "--output-document", "-P", "--directory-prefix":
-			if v != "-" {
-				w.writeTarget(v)
-			}
-		case "-i", "--input-file", "--post-file", "--body-file":
-			w.a.add(&w.a.n.Reads, w.path(v))
+// remoteNames records the files curl -O writes: each URL's last path
+// segment, in the current directory.
+func (w *walker) remoteNames(urls []string) {
+	for _, u := range urls {
+		if !isURL(u) {
+			continue
 		}
-	}
-	if v, ok := flagValue(args, "-O", "--output-document"); ok && len(v) > 0 && v != "-" {
-		w.writeTarget(v)
+		rest := u[strings.Index(u, "://")+3:]
+		if i := strings.IndexAny(rest, "?#"); i >= 0 {
+			rest = rest[:i]
+		}
+		slash := strings.IndexByte(rest, '/')
+		if slash < 0 {
+			continue
+		}
+		if base := path.Base(rest[slash:]); base != "/" && base != "." && base != "" {
+			w.writeTarget(base)
+		}
 	}
 }
 
@@ -741,8 +531,8 @@ func (w *walker) socatAddr(op string) {
 
 // copyRemote handles scp and rsync: host:path operands are network
 // targets, local sources are read, a local destination is written.
-func (w *walker) copyRemote(args []string) {
-	ops := operands(args, "-P -i -o -F -c -l -S -J -e --rsh --exclude --include --exclude-from --include-from --filter -f --port --password-file --log-file")
+func (w *walker) copyRemote(_ string, sp *cmdSpec, argv []string, _ input) input {
+	ops := sp.opt.parse(argv).ops
 	for i, op := range ops {
 		if h, ok := remoteHost(op); ok {
 			if isURL(op) {
@@ -758,6 +548,7 @@ func (w *walker) copyRemote(args []string) {
 			w.a.add(&w.a.n.Reads, w.path(op))
 		}
 	}
+	return input{}
 }
 
 // remoteHost recognises host:path, user@host:path and rsync:// operands.
@@ -776,42 +567,44 @@ func remoteHost(op string) (string, bool) {
 	return cleanHost(op[:c]), true
 }
 
+// pipFlags are pip's flags that take a value.
+const pipFlags = "-i --index-url --extra-index-url -f --find-links -r --requirement -c --constraint -e --editable " +
+	"-t --target --proxy --prefix --root --trusted-host --cache-dir --python-version --platform --src -d --dest --log --timeout --retries " +
+	"--implementation --abi --upgrade-strategy --progress-bar --global-option --config-settings --only-binary --no-binary --python"
+
 // pip handles pip install/download: index URLs, VCS and URL requirements,
 // requirement files, plain package specs.
-func (w *walker) pip(args []string) {
-	vals := "-i --index-url --extra-index-url -f --find-links -r --requirement -c --constraint -e --editable " +
-		"-t --target --proxy --prefix --root --trusted-host --cache-dir --python-version --platform --src -d --dest --log --timeout --retries"
-	ops := operands(args, vals)
-	if len(ops) == 0 {
-		return
+func (w *walker) pip(name string, sp *cmdSpec, args []string, _ input) input {
+	if name == "uv" && len(args) > 0 && args[0] == "pip" {
+		args = args[1:]
 	}
-	sub := ops[0]
+	p := sp.opt.parse(args)
+	if len(p.ops) == 0 {
+		return input{}
+	}
+	sub := p.ops[0]
 	if sub != "install" && sub != "download" && sub != "wheel" && sub != "add" {
-		return
+		return input{}
 	}
-	for i := 0; i+1 < len(args); i++ {
-		a, v := args[i], args[i+1]
-		switch a {
+	for _, f := range p.flags {
+		if !f.hasVal {
+			continue
+		}
+		switch f.name {
 		case "-i", "--index-url", "--extra-index-url", "-f", "--find-links":
-			if !w.a.url(v) {
-				w.a.add(&w.a.n.Reads, w.path(v))
+			if !w.a.url(f.val) {
+				w.a.add(&w.a.n.Reads, w.path(f.val))
 			}
 		case "-r", "--requirement", "-c", "--constraint":
-			w.a.add(&w.a.n.Reads, w.path(v))
+			w.a.add(&w.a.n.Reads, w.path(f.val))
 		case "-e", "--editable":
-			w.pipReq(v)
+			w.pipReq(f.val)
 		}
 	}
-	for _, a := range args {
-		for _, f := range []string{"--index-url=", "--extra-index-url=", "--find-links="} {
-			if v, ok := strings.CutPrefix(a, f); ok {
-				w.a.url(v)
-			}
-		}
-	}
-	for _, op := range ops[1:] {
+	for _, op := range p.ops[1:] {
 		w.pipReq(op)
 	}
+	return input{}
 }
 
 func (w *walker) pipReq(op string) {
@@ -835,37 +628,37 @@ func (w *walker) pipReq(op string) {
 }
 
 // pkgInstall handles npm/yarn/pnpm/npx, go get/install, gem, cargo, apt.
-func (w *walker) pkgInstall(name string, args []string) {
-	vals := "--registry -w --workspace --prefix -C --cwd -o --index --git --branch --tag --rev --path --root --target -t --version --source -p -c -n --channel"
-	ops := operands(args, vals)
-	if reg, ok := flagValue(args, "--registry", "--index", "--source", "--git"); ok {
+func (w *walker) pkgInstall(name string, sp *cmdSpec, args []string, _ input) input {
+	p := sp.opt.parse(args)
+	ops := p.ops
+	if reg, ok := p.value("--registry", "--index", "--source", "--git"); ok {
 		w.a.url(reg)
 	}
 	if name == "npx" {
 		if len(ops) > 0 {
 			w.pkgSpec(ops[0])
 		}
-		return
+		return input{}
 	}
 	if len(ops) == 0 {
-		return
+		return input{}
 	}
 	sub, pkgs := ops[0], ops[1:]
 	switch name {
 	case "npm", "pnpm":
 		if sub != "install" && sub != "i" && sub != "add" && sub != "exec" && sub != "x" {
-			return
+			return input{}
 		}
 	case "yarn":
 		if sub != "add" && sub != "global" && sub != "dlx" {
-			return
+			return input{}
 		}
 		if sub == "global" && len(pkgs) > 0 {
 			pkgs = pkgs[1:]
 		}
 	case "go":
 		if sub != "get" && sub != "install" && sub != "run" {
-			return
+			return input{}
 		}
 		for _, p := range pkgs {
 			if sub == "run" && !strings.Contains(p, "@") {
@@ -880,23 +673,24 @@ func (w *walker) pkgInstall(name string, args []string) {
 				w.a.host(first)
 			}
 		}
-		return
+		return input{}
 	case "cargo":
 		if sub != "install" && sub != "add" {
-			return
+			return input{}
 		}
 	case "conda", "mamba":
 		if sub != "install" && sub != "create" {
-			return
+			return input{}
 		}
 	default: // gem, apt, apt-get
 		if sub != "install" {
-			return
+			return input{}
 		}
 	}
 	for _, p := range pkgs {
 		w.pkgSpec(p)
 	}
+	return input{}
 }
 
 func (w *walker) pkgSpec(p string) {
@@ -918,9 +712,10 @@ func (w *walker) pkgSpec(p string) {
 // copyMove handles cp/install/mv/ln: sources read (mv: deleted), the
 // destination written. ln's target is recorded as read: a link is how a
 // protected file is later read under an innocent name.
-func (w *walker) copyMove(name string, args []string) {
-	ops := operands(args, "-t -S -m -o -g --target-directory --suffix --mode --owner --group")
-	dest, hasT := flagValue(args, "-t", "--target-directory")
+func (w *walker) copyMove(name string, sp *cmdSpec, args []string, _ input) input {
+	p := sp.opt.parse(args)
+	ops := p.ops
+	dest, hasT := p.value("-t", "--target-directory")
 	if !hasT && len(ops) > 0 {
 		if len(ops) == 1 && name == "ln" {
 			dest = path.Base(ops[0])
@@ -928,11 +723,11 @@ func (w *walker) copyMove(name string, args []string) {
 			dest, ops = ops[len(ops)-1], ops[:len(ops)-1]
 		}
 	}
-	if shortFlag(args, 'd', "--directory") && name == "install" {
+	if name == "install" && p.has("-d", "--directory") {
 		for _, d := range append(ops, dest) {
 			w.a.add(&w.a.n.Writes, w.path(d))
 		}
-		return
+		return input{}
 	}
 	for _, s := range ops {
 		if name == "mv" {
@@ -944,6 +739,7 @@ func (w *walker) copyMove(name string, args []string) {
 	if dest != "" {
 		w.a.add(&w.a.n.Writes, w.path(dest))
 	}
+	return input{}
 }
 
 func (w *walker) find(args []string) {
@@ -985,22 +781,6 @@ func (w *walker) find(args []string) {
 				i++
 			}
 		}
-	}
-}
-
-func (w *walker) patch(args []string) {
-	ops := operands(args, "-i -o -d -p -r -B -F -V -z -D --input --output --directory --strip --reject-file")
-	if f, ok := flagValue(args, "-i", "--input"); ok {
-		w.a.add(&w.a.n.Reads, w.path(f))
-	}
-	if f, ok := flagValue(args, "-o", "--output"); ok {
-		w.writeTarget(f)
-	}
-	if len(ops) > 0 {
-		w.a.add(&w.a.n.Writes, w.path(ops[0]))
-	}
-	if len(ops) > 1 {
-		w.a.add(&w.a.n.Reads, w.path(ops[1]))
 	}
 }
 

