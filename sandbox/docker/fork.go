@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	dcontainer "github.com/docker/docker/api/types/container"
@@ -27,7 +28,8 @@ const (
 // the host (reflinked where the file system can) into each child's
 // UpperDir before the child starts, so whiteouts (deletions) and opaque
 // directories carry over as they are. The parent is paused only for the
-// first copy; the others are made from the first child's layer.
+// first copy; the others are made from the first child's layer, each
+// child starting as soon as its copy is done (the first last).
 func (c *container) Fork(ctx context.Context, n int) (sandbox.ForkResult, error) {
 	start := time.Now()
 	if c.IsClosed() {
@@ -48,14 +50,25 @@ func (c *container) Fork(ctx context.Context, n int) (sandbox.ForkResult, error)
 	if err != nil {
 		return sandbox.ForkResult{}, c.Wrap("fork", err)
 	}
-	scripts, err := hostside.DumpSessions(ctx, c.Agent().Exec, sessions)
-	if err != nil {
-		return sandbox.ForkResult{}, c.Wrap("fork", err)
-	}
-	notCarried := c.backgroundProcesses(ctx)
-	tDump := time.Since(start)
-
+	// The sessions are dumped (the parent running) while the children are
+	// created: the two wait on different things (the agent, the engine).
+	var (
+		scripts    map[string]string
+		notCarried []string
+		tDump      time.Duration
+	)
+	dumped := make(chan error, 1)
+	go func() {
+		var err error
+		scripts, err = hostside.DumpSessions(ctx, c.Agent().Exec, sessions)
+		if err == nil {
+			notCarried = c.backgroundProcesses(ctx)
+		}
+		tDump = time.Since(start)
+		dumped <- err
+	}()
 	kids, err := c.b.createChildren(ctx, spec, n)
+	derr := <-dumped // the dump has ended before the parent is paused
 	if err != nil {
 		return sandbox.ForkResult{}, c.Wrap("fork", err)
 	}
@@ -69,29 +82,43 @@ func (c *container) Fork(ctx context.Context, n int) (sandbox.ForkResult, error)
 		}
 	}()
 
+	if derr != nil {
+		return sandbox.ForkResult{}, c.Wrap("fork", derr)
+	}
 	tCreate := time.Since(start)
 	paused, err := c.copyPaused(ctx, upper, kids[0].upper)
 	if err != nil {
 		return sandbox.ForkResult{}, c.Wrap("fork", err)
 	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(forkCopyLimit)
-	for _, k := range kids[1:] {
-		g.Go(func() error { return hostside.CopyLayer(gctx, kids[0].upper, k.upper) })
-	}
-	if err := g.Wait(); err != nil {
-		return sandbox.ForkResult{}, c.Wrap("fork", err)
-	}
 	changed, _ := hostside.Usage(kids[0].upper)
-	tCopy := time.Since(start)
 
-	// From here startChild owns each child: on error it leaves neither the
-	// container nor its slot.
+	// The other children's layers are copied from the first child's, and
+	// each starts as soon as its copy is done; the first starts once they
+	// all are (they read its layer). From here each child's goroutine
+	// owns it: on error it leaves neither the container nor its slot.
 	ok = true
 	children := make([]sandbox.Sandbox, n)
-	g, gctx = errgroup.WithContext(ctx)
+	copying := make(chan struct{}, forkCopyLimit)
+	var copied sync.WaitGroup
+	copied.Add(n - 1)
+	var tCopy time.Duration
+	g, gctx := errgroup.WithContext(ctx)
 	for i, k := range kids {
 		g.Go(func() error {
+			if i == 0 {
+				copied.Wait()
+				tCopy = time.Since(start)
+			} else {
+				copying <- struct{}{}
+				err := hostside.CopyLayer(gctx, kids[0].upper, k.upper)
+				<-copying
+				copied.Done()
+				if err != nil {
+					k.c.teardown(ctx)
+					c.b.slots.ReleaseAlive()
+					return err
+				}
+			}
 			if err := c.b.startChild(gctx, k, scripts); err != nil {
 				return err
 			}
