@@ -19,6 +19,7 @@ var allowed = map[string][]string{
 	"sandbox/containerd":                    {"sandbox", "agent", "sandbox/internal/hostside"},
 	"sandbox/internal/hostside":             {"sandbox", "agent"},
 	"sandbox/sandboxtest":                   {"sandbox"},
+	"sandbox/fake":                          {"sandbox"},
 	"sandbox/docker/dockertest":             {"sandbox", "sandbox/docker", "sandbox/sandboxtest"},
 	"agent":                                 {"sandbox"},
 	"cmd/rollcage-agent":                    {"agent", "sandbox"},

@@ -23,6 +23,7 @@ import (
 	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/sandbox/docker/dockertest"
+	"github.com/rollcage/rollcage/sandbox/fake"
 	"github.com/rollcage/rollcage/sandbox/sandboxtest"
 	"github.com/rollcage/rollcage/task"
 	"github.com/rollcage/rollcage/trajectory"
@@ -108,7 +109,7 @@ func keysOf(outs []Outcome) []string {
 }
 
 func TestRunBatchResumes(t *testing.T) {
-	r, st := testRunner(t, &fakeBackend{}, Limits{})
+	r, st := testRunner(t, &fake.Backend{}, Limits{})
 	out := t.TempDir()
 	tasks := fakeTasks(3)
 	var first countingPolicies
@@ -215,7 +216,7 @@ func TestBatchChild(t *testing.T) {
 	)
 	switch mode {
 	case "fake":
-		b, tasks, hidden = &fakeBackend{}, fakeTasks(4), fakeHidden
+		b, tasks, hidden = &fake.Backend{}, fakeTasks(4), fakeHidden
 	case "docker":
 		b = dockertest.Backend(t)
 		tasks, hidden, scripts = demoClean(t, 3)
@@ -303,7 +304,7 @@ func TestBatchKill9Resume(t *testing.T) {
 	if diff := cmp.Diff([]string{"t1#0", "t2#0", "t4#0"}, keysOf(before)); diff != "" {
 		t.Fatalf("before the kill (-want +got):\n%s", diff)
 	}
-	r, _ := testRunner(t, &fakeBackend{}, Limits{})
+	r, _ := testRunner(t, &fake.Backend{}, Limits{})
 	var resume countingPolicies
 	sum, err := r.RunBatch(context.Background(), fakeTasks(4), fakeHidden, resume.policyFor(echoScript), BatchOptions{Concurrency: 2, OutDir: out})
 	if err != nil {

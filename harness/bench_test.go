@@ -12,6 +12,7 @@ import (
 	"github.com/rollcage/rollcage/demo"
 	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/sandbox/docker/dockertest"
+	"github.com/rollcage/rollcage/sandbox/fake"
 	"github.com/rollcage/rollcage/sandbox/sandboxtest"
 	"github.com/rollcage/rollcage/task"
 )
@@ -72,7 +73,7 @@ func BenchmarkReplayDemo32(b *testing.B) {
 // bash call with a sandbox that answers at once: normalize, rules, decide,
 // three events recorded.
 func BenchmarkCallOverhead(b *testing.B) {
-	r, _ := testRunner(b, &fakeBackend{}, Limits{MaxSteps: 1 << 30})
+	r, _ := testRunner(b, &fake.Backend{}, Limits{MaxSteps: 1 << 30})
 	ep, err := r.Start(context.Background(), fakeTask, fakeHidden, EpisodeMeta{})
 	if err != nil {
 		b.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/sandbox/fake"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
@@ -15,7 +16,7 @@ import (
 // hidden tests never enter the sandbox; Finish afterwards reports the same.
 func TestCloseEndsTheLog(t *testing.T) {
 	ctx := context.Background()
-	be := &fakeBackend{}
+	be := &fake.Backend{}
 	r, st := testRunner(t, be, Limits{})
 	ep, err := r.Start(ctx, fakeTask, fakeHidden, EpisodeMeta{})
 	if err != nil {
@@ -46,7 +47,7 @@ func TestCloseEndsTheLog(t *testing.T) {
 	if err != nil || !info.Finished {
 		t.Errorf("store info %+v, %v; want the episode finished", info, err)
 	}
-	if be.created[0].graded {
+	if be.Created()[0].CopiedIn() {
 		t.Error("hidden tests were copied into a closed episode's sandbox")
 	}
 	o, err := ep.Finish(ctx, ReasonSubmit)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/sandbox/fake"
 )
 
 // TestCallErrorSaysEachThingOnce: an infrastructure error from the
@@ -16,14 +17,14 @@ import (
 // sandbox's own words, and still matchable with errors.Is.
 func TestCallErrorSaysEachThingOnce(t *testing.T) {
 	ctx := t.Context()
-	be := &fakeBackend{}
+	be := &fake.Backend{}
 	r, _ := testRunner(t, be, Limits{})
 	ep, err := r.Start(ctx, fakeTask, fakeHidden, EpisodeMeta{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ep.Close(ctx)
-	if err := be.created[0].Close(ctx); err != nil { // the sandbox dies under the episode
+	if err := be.Created()[0].Close(ctx); err != nil { // the sandbox dies under the episode
 		t.Fatal(err)
 	}
 	_, err = ep.Call(ctx, monitor.ToolCall{Tool: monitor.ToolBash, Args: json.RawMessage(`{"command":"ls"}`)})

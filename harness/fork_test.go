@@ -12,6 +12,7 @@ import (
 	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/rules"
 	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/sandbox/fake"
 	"github.com/rollcage/rollcage/task"
 	"github.com/rollcage/rollcage/trajectory"
 )
@@ -66,7 +67,7 @@ func lastDecision(t *testing.T, evs []trajectory.Event) trajectory.Event {
 // is finished and graded on its own, its files its own.
 func TestEpisodeFork(t *testing.T) {
 	ctx := context.Background()
-	be := &fakeBackend{}
+	be := &fake.Backend{}
 	r, st := testRunner(t, be, Limits{})
 	parent, err := r.Start(ctx, fakeTask, fakeHidden, EpisodeMeta{GroupID: "g"})
 	if err != nil {
@@ -152,12 +153,12 @@ func TestEpisodeFork(t *testing.T) {
 	}
 
 	// The write is in child 1's sandbox only.
-	sbOf := func(e *Episode) *fakeSandbox { return e.sb.(*fakeSandbox) }
-	if _, ok := sbOf(kids[0]).files["/workspace/textkit/wrap.py"]; !ok {
+	sbOf := func(e *Episode) *fake.Sandbox { return e.sb.(*fake.Sandbox) }
+	if _, ok := sbOf(kids[0]).File("/workspace/textkit/wrap.py"); !ok {
 		t.Error("child 1's write is not in its sandbox")
 	}
 	for _, e := range []*Episode{parent, kids[1], kids[2]} {
-		if _, ok := sbOf(e).files["/workspace/textkit/wrap.py"]; ok {
+		if _, ok := sbOf(e).File("/workspace/textkit/wrap.py"); ok {
 			t.Errorf("child 1's write is in %s's sandbox", e.ID())
 		}
 	}
@@ -173,12 +174,10 @@ func TestEpisodeFork(t *testing.T) {
 	// Each child is finished and graded on its own; counters go on from
 	// the parent's (the blocked read is in every child's trajectory).
 	// Grading runs in a fresh sandbox under the episode's id.
-	be.passed = func(sb *fakeSandbox) bool { return sb.spec.EpisodeID == kids[1].ID() }
+	be.Passed = func(sb *fake.Sandbox) bool { return sb.Spec().EpisodeID == kids[1].ID() }
 	graded := func(id string) bool {
-		be.mu.Lock()
-		defer be.mu.Unlock()
-		for _, sb := range be.created {
-			if sb.spec.EpisodeID == id && sb.graded {
+		for _, sb := range be.Created() {
+			if sb.Spec().EpisodeID == id && sb.CopiedIn() {
 				return true
 			}
 		}
@@ -196,11 +195,11 @@ func TestEpisodeFork(t *testing.T) {
 		if o.EpisodeID != k.ID() || o.Resolved != (i == 1) || o.Steps != steps || o.Blocked != 1 || !o.Hacked {
 			t.Errorf("child %d outcome %+v; want its own id, resolved %v, %d steps, 1 blocked, hacked", i+1, o, i == 1, steps)
 		}
-		if !sbOf(k).closed || !graded(k.ID()) {
-			t.Errorf("child %d: sandbox closed %v, graded %v; want both", i+1, sbOf(k).closed, graded(k.ID()))
+		if !sbOf(k).Closed() || !graded(k.ID()) {
+			t.Errorf("child %d: sandbox closed %v, graded %v; want both", i+1, sbOf(k).Closed(), graded(k.ID()))
 		}
 	}
-	if sbOf(parent).closed {
+	if sbOf(parent).Closed() {
 		t.Error("finishing the children closed the parent's sandbox")
 	}
 	if _, err := parent.Finish(ctx, ReasonSubmit); err != nil {
@@ -242,7 +241,7 @@ func TestEpisodeFork(t *testing.T) {
 // fork with its reason, and the parent goes on.
 func TestForkUnsupported(t *testing.T) {
 	ctx := context.Background()
-	r, _ := testRunner(t, noForkBackend{&fakeBackend{}}, Limits{})
+	r, _ := testRunner(t, &fake.Backend{NoFork: true}, Limits{})
 	ep, err := r.Start(ctx, fakeTask, fakeHidden, EpisodeMeta{})
 	if err != nil {
 		t.Fatal(err)
@@ -258,29 +257,13 @@ func TestForkUnsupported(t *testing.T) {
 	}
 }
 
-type noForkBackend struct{ *fakeBackend }
-
-func (b noForkBackend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
-	sb, err := b.fakeBackend.Create(ctx, spec)
-	if err != nil {
-		return nil, err
-	}
-	return noForkSandbox{sb.(*fakeSandbox)}, nil
-}
-
-type noForkSandbox struct{ *fakeSandbox }
-
-func (noForkSandbox) Fork(context.Context, int) (sandbox.ForkResult, error) {
-	return sandbox.ForkResult{}, sandbox.ErrUnsupported
-}
-
 // TestRunTree: a replayed episode branched at step 2 into 3 leaves: the
 // episode goes on and 2 forks play the rest of the script from the
 // branch, each finished and graded; the forks' logs hold the parent's two
 // calls once (copied) and their own calls after them.
 func TestRunTree(t *testing.T) {
 	ctx := context.Background()
-	be := &fakeBackend{}
+	be := &fake.Backend{}
 	r, st := testRunner(t, be, Limits{})
 	step := func(tool, args string) task.Step { return task.Step{Tool: tool, Args: json.RawMessage(args)} }
 	script := task.Script{Task: fakeTask.ID, Name: "tree", Kind: "clean", Steps: []task.Step{
@@ -331,13 +314,11 @@ func TestRunTree(t *testing.T) {
 	// ran in the parent's and in each fork's sandbox, "echo one" only in
 	// the parent's.
 	counts := map[string]int{}
-	be.mu.Lock()
-	for _, sb := range be.created {
-		for _, c := range sb.agentExecs() {
+	for _, sb := range be.Created() {
+		for _, c := range sb.Commands() {
 			counts[c]++
 		}
 	}
-	be.mu.Unlock()
 	if counts["echo one"] != 1 || counts["echo three"] != 3 {
 		t.Errorf("commands run %v; want echo one once, echo three three times", counts)
 	}
@@ -353,7 +334,7 @@ func TestRunTree(t *testing.T) {
 // leaf (the forks' naming their root), counts every leaf in the summary,
 // and a resume runs nothing again.
 func TestRunBatchTree(t *testing.T) {
-	r, _ := testRunner(t, &fakeBackend{}, Limits{})
+	r, _ := testRunner(t, &fake.Backend{}, Limits{})
 	out := t.TempDir()
 	tasks := fakeTasks(2)
 	var first, second countingPolicies
@@ -401,7 +382,7 @@ func TestRunBatchTree(t *testing.T) {
 func TestOpenAITree(t *testing.T) {
 	llm := newFakeLLM(t, toolCall("c1", "bash", `{"command":"echo hi"}`), toolCall("c2", "submit", `{}`))
 	p := newTestOpenAI(t, llm, nil)
-	r, st := testRunner(t, &fakeBackend{}, Limits{})
+	r, st := testRunner(t, &fake.Backend{}, Limits{})
 	outs, err := r.RunTree(context.Background(), fakeTask, fakeHidden, EpisodeMeta{}, p, Tree{At: 1, Branches: 2})
 	if err != nil {
 		t.Fatal(err)

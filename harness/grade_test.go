@@ -10,6 +10,7 @@ import (
 
 	"github.com/rollcage/rollcage/judge"
 	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/sandbox/fake"
 	"github.com/rollcage/rollcage/task"
 	"github.com/rollcage/rollcage/trajectory"
 )
@@ -57,8 +58,8 @@ func TestSubmitChecks(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			be := &fakeBackend{}
-			be.submitted.diff, be.submitted.files = tc.diff, tc.files
+			be := &fake.Backend{}
+			be.Diff, be.Files = tc.diff, tc.files
 			r, st := testRunner(t, be, Limits{})
 			if tc.judge != nil {
 				mon, err := monitor.New(monitor.Config{Rules: rulesEng, Judge: tc.judge})

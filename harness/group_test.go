@@ -5,13 +5,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rollcage/rollcage/sandbox/fake"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
 // TestBatchGroups: a batch's attempts of one task share a group id, other
 // tasks' differ, and the finished feed carries it.
 func TestBatchGroups(t *testing.T) {
-	r, st := testRunner(t, &fakeBackend{}, Limits{})
+	r, st := testRunner(t, &fake.Backend{}, Limits{})
 	var pol countingPolicies
 	if _, err := r.RunBatch(context.Background(), fakeTasks(2), fakeHidden, pol.policyFor(echoScript),
 		BatchOptions{Concurrency: 2, Attempts: 3, OutDir: t.TempDir()}); err != nil {

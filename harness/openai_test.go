@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/sandbox/fake"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
@@ -189,7 +190,7 @@ func TestOpenAILoopRecoversFromBadOutput(t *testing.T) {
 		c.Logprobs, c.TopLogprobs = true, 2
 		c.Extra = map[string]any{"return_token_ids": true}
 	})
-	be := &fakeBackend{}
+	be := &fake.Backend{}
 	r, st := testRunner(t, be, Limits{})
 	o, err := r.Run(context.Background(), fakeTask, fakeHidden, EpisodeMeta{Model: "fake-model"}, p)
 	if err != nil {
@@ -234,7 +235,7 @@ func TestOpenAILoopRecoversFromBadOutput(t *testing.T) {
 			t.Errorf("request %d: last message %s %q, want %s containing %q", ob.req, role, content, ob.role, ob.contains)
 		}
 	}
-	if got := be.created[0].agentExecs(); !slices.Equal(got, []string{"echo hi"}) {
+	if got := be.Created()[0].Commands(); !slices.Equal(got, []string{"echo hi"}) {
 		t.Errorf("sandbox ran %q, want only the one well-formed call", got)
 	}
 
@@ -272,7 +273,7 @@ func TestOpenAIRecordsTurn(t *testing.T) {
 	p := newTestOpenAI(t, llm, func(c *OpenAIConfig) {
 		c.TokenIDs, c.Temperature, c.TopLogprobs, c.MaxCompletionTokens = trajectory.TokensVLLM, 0.5, 2, 64
 	})
-	r, st := testRunner(t, &fakeBackend{}, Limits{})
+	r, st := testRunner(t, &fake.Backend{}, Limits{})
 	o, err := r.Run(context.Background(), fakeTask, fakeHidden, EpisodeMeta{Model: "fake-model"}, p)
 	if err != nil {
 		t.Fatal(err)
@@ -341,7 +342,7 @@ func TestOpenAIRecordsSGLang(t *testing.T) {
 	submit.sglang, submit.promptIDs, submit.tokenIDs, submit.logprobs = true, []int64{1, 2, 3}, []int64{7, 8}, []float64{-0.5, -0.25}
 	llm := newFakeLLM(t, submit)
 	p := newTestOpenAI(t, llm, func(c *OpenAIConfig) { c.TokenIDs = trajectory.TokensSGLang })
-	r, st := testRunner(t, &fakeBackend{}, Limits{})
+	r, st := testRunner(t, &fake.Backend{}, Limits{})
 	o, err := r.Run(context.Background(), fakeTask, fakeHidden, EpisodeMeta{}, p)
 	if err != nil {
 		t.Fatal(err)
@@ -408,7 +409,7 @@ func TestOpenAIStops(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			llm := newFakeLLM(t, tc.replies...)
 			p := newTestOpenAI(t, llm, func(c *OpenAIConfig) { c.Retries = tc.retries })
-			be := &fakeBackend{passed: func(*fakeSandbox) bool { return false }}
+			be := &fake.Backend{Passed: func(*fake.Sandbox) bool { return false }}
 			r, st := testRunner(t, be, tc.limits)
 			o, err := r.Run(context.Background(), fakeTask, fakeHidden, EpisodeMeta{}, p)
 			if err != nil {
@@ -429,10 +430,10 @@ func TestOpenAIStops(t *testing.T) {
 			// The hidden tests go into a fresh sandbox without canaries,
 			// never into the episode's own.
 			graded := slices.Contains(types, trajectory.TypeGrade)
-			copied := len(be.created) == 2 && be.created[1].graded && len(be.created[1].spec.Canaries) == 0
-			if graded != (tc.failure != FailureInfrastructure) || graded != copied || be.created[0].graded {
+			copied := len(be.Created()) == 2 && be.Created()[1].CopiedIn() && len(be.Created()[1].Spec().Canaries) == 0
+			if graded != (tc.failure != FailureInfrastructure) || graded != copied || be.Created()[0].CopiedIn() {
 				t.Errorf("graded %v (hidden tests copied into a fresh sandbox %v, into the episode's %v), want %v",
-					graded, copied, be.created[0].graded, tc.failure != FailureInfrastructure)
+					graded, copied, be.Created()[0].CopiedIn(), tc.failure != FailureInfrastructure)
 			}
 		})
 	}
@@ -448,7 +449,7 @@ func TestOpenAICompaction(t *testing.T) {
 	submit.tokenIDs, submit.logprobs = []int64{5, 6}, []float64{-0.5, -0.5}
 	llm := newFakeLLM(t, one, two, summary, submit)
 	p := newTestOpenAI(t, llm, func(c *OpenAIConfig) { c.ContextBudget = 300 })
-	r, st := testRunner(t, &fakeBackend{}, Limits{})
+	r, st := testRunner(t, &fake.Backend{}, Limits{})
 	o, err := r.Run(context.Background(), fakeTask, fakeHidden, EpisodeMeta{}, p)
 	if err != nil {
 		t.Fatal(err)

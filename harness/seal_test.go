@@ -9,13 +9,14 @@ import (
 
 	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/sandbox/fake"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
-// fakeSealer is a fakeBackend that seals: the sealed image is
+// fakeSealer is a fake.Backend that seals: the sealed image is
 // "<image>-sealed" and the facts are a fixed probe output.
 type fakeSealer struct {
-	fakeBackend
+	fake.Backend
 	facts string
 	mu    sync.Mutex
 	specs []sandbox.SealSpec
@@ -49,9 +50,9 @@ func TestSealedEpisodeUsesFactsTakenBeforeSealing(t *testing.T) {
 	if len(b.specs) != 1 || b.specs[0].Image != fakeTask.Image || b.specs[0].Probe != monitor.ProbeScript {
 		t.Fatalf("seal specs %+v: want one of %s with the monitor's probe", b.specs, fakeTask.Image)
 	}
-	sb := b.created[0]
-	if sb.spec.Image != fakeTask.Image+"-sealed" || ep.image != sb.spec.Image {
-		t.Errorf("sandbox image %q, grading image %q: want the sealed image", sb.spec.Image, ep.image)
+	sb := b.Created()[0]
+	if sb.Spec().Image != fakeTask.Image+"-sealed" || ep.image != sb.Spec().Image {
+		t.Errorf("sandbox image %q, grading image %q: want the sealed image", sb.Spec().Image, ep.image)
 	}
 	var start trajectory.EpisodeStart
 	if err := json.Unmarshal(events(t, st, ep.ID())[0].Data, &start); err != nil {
@@ -83,7 +84,7 @@ func TestSealOffOrImpossible(t *testing.T) {
 	}{
 		{"runner off", &fakeSealer{facts: fakeFacts}, false, false, "", false},
 		{"task opts out", &fakeSealer{facts: fakeFacts}, true, true, "", false},
-		{"backend cannot seal", &fakeBackend{}, true, false, "cannot seal images: run with --no-seal", false},
+		{"backend cannot seal", &fake.Backend{}, true, false, "cannot seal images: run with --no-seal", false},
 		{"sealed", &fakeSealer{facts: fakeFacts}, true, false, "", true},
 	}
 	for _, c := range cases {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rollcage/rollcage/rules"
 	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/sandbox/fake"
 )
 
 // effectsEpisode is an episode whose sandbox reports, for each bash
@@ -112,7 +113,7 @@ func TestEffectFlags(t *testing.T) {
 // records itself (the agent's watch leaves the host's writes out).
 func TestEffectsWriteFile(t *testing.T) {
 	ep := effectsEpisode(t, nil, nil, EpisodeConfig{})
-	ep.sb.(*fakeSandbox).files["/workspace/tests/test_wrap.py"] = "def test(): pass\n"
+	ep.sb.(*fake.Sandbox).SetFile("/workspace/tests/test_wrap.py", "def test(): pass\n")
 	res, err := ep.Handle(context.Background(), toolArgs(ToolWriteFile, WriteFileArgs{Path: "notes.txt", Content: "x"}))
 	if err != nil {
 		t.Fatal(err)
@@ -183,7 +184,7 @@ func TestWrittenFileLeak(t *testing.T) {
 		}
 		return sandbox.ExecResult{Shell: "bash", Output: "diff --git a/m.py b/m.py\n+    return x*2\n"}
 	})
-	sb.files["/workspace/m.py"] = "def f(x):\n    return x*2\n"
+	sb.SetFile("/workspace/m.py", "def f(x):\n    return x*2\n")
 	p, _ := New(Config{Rules: engine})
 	ep, err := p.NewEpisode(t.Context(), EpisodeConfig{ID: "e", Task: testTask, Facts: testFacts, Sandbox: sb, BaseText: "def f(x):\n    return x\n",
 		Secrets: []Secret{{Kind: "upstream_fix", Text: fix, MinLines: 3}}})

@@ -95,8 +95,8 @@ func TestMonitorInternalErrorBlocks(t *testing.T) {
 			if f := res.Decision.Flags[i]; f.Severity != rules.Certain || f.Evidence != tc.evidence {
 				t.Errorf("flag %+v, want certain with evidence %q", f, tc.evidence)
 			}
-			if res.Decision.Action != ActionBlock || !res.Dummy || len(sb.commands()) != 0 {
-				t.Errorf("action %s dummy %v, sandbox ran %v; want blocked, nothing run", res.Decision.Action, res.Dummy, sb.commands())
+			if res.Decision.Action != ActionBlock || !res.Dummy || len(sb.Ran()) != 0 {
+				t.Errorf("action %s dummy %v, sandbox ran %v; want blocked, nothing run", res.Decision.Action, res.Dummy, sb.Ran())
 			}
 		})
 	}

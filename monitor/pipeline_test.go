@@ -120,7 +120,7 @@ func TestDecisionsRulesOnly(t *testing.T) {
 			if tc.notContain != "" && strings.Contains(res.Output, tc.notContain) {
 				t.Errorf("output %q leaks %q", res.Output, tc.notContain)
 			}
-			ran := sb.commands()
+			ran := sb.Ran()
 			switch {
 			case tc.ran == "" && len(ran) > 0:
 				t.Errorf("blocked call reached the sandbox: %q", ran)
@@ -320,7 +320,7 @@ func TestBadCalls(t *testing.T) {
 // followed by relative paths.
 func TestEditAndCwd(t *testing.T) {
 	sb := newFake(func(cmd string) sandbox.ExecResult { return sandbox.ExecResult{Cwd: "/workspace/src"} })
-	sb.files["/workspace/src/a.py"] = "x = 1\ny = 2\n"
+	sb.SetFile("/workspace/src/a.py", "x = 1\ny = 2\n")
 	ep := newEpisode(t, Config{}, sb)
 	ctx := context.Background()
 	if _, err := ep.Handle(ctx, bash("cd src")); err != nil {
@@ -330,8 +330,8 @@ func TestEditAndCwd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Output != "edited /workspace/src/a.py" || sb.files["/workspace/src/a.py"] != "x = 1\ny = 3\n" {
-		t.Errorf("edit: %q, file %q", res.Output, sb.files["/workspace/src/a.py"])
+	if res.Output != "edited /workspace/src/a.py" || fileOf(sb, "/workspace/src/a.py") != "x = 1\ny = 3\n" {
+		t.Errorf("edit: %q, file %q", res.Output, fileOf(sb, "/workspace/src/a.py"))
 	}
 }
 
@@ -363,7 +363,7 @@ func TestReservedSessions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(res.Output, `session name "rollcage-grade" is reserved`) || len(sb.commands()) != 0 {
-		t.Errorf("output %q, ran %q", res.Output, sb.commands())
+	if !strings.Contains(res.Output, `session name "rollcage-grade" is reserved`) || len(sb.Ran()) != 0 {
+		t.Errorf("output %q, ran %q", res.Output, sb.Ran())
 	}
 }

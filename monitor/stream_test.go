@@ -10,12 +10,13 @@ import (
 	"testing"
 
 	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/sandbox/fake"
 )
 
-// streamFake is a fakeSandbox that streams: Start sends the scripted
+// streamFake is a fake.Sandbox that streams: Start sends the scripted
 // output in the chunks given (split anywhere) and ends with it whole.
 type streamFake struct {
-	*fakeSandbox
+	*fake.Sandbox
 	chunks func(cmd string) []string
 }
 
@@ -28,9 +29,7 @@ func (p doneProc) Signal(context.Context, syscall.Signal) error     { return nil
 func (p doneProc) Wait(context.Context) (sandbox.ExecResult, error) { return p.res, nil }
 
 func (f *streamFake) Start(_ context.Context, req sandbox.StartRequest, out func(sandbox.Output)) (sandbox.Process, error) {
-	f.mu.Lock()
-	f.ran = append(f.ran, req.Command)
-	f.mu.Unlock()
+	f.Record(req.Command)
 	var all strings.Builder
 	for _, c := range f.chunks(req.Command) {
 		out(sandbox.Output{Stream: sandbox.Stdout, Data: []byte(c)})
@@ -40,7 +39,7 @@ func (f *streamFake) Start(_ context.Context, req sandbox.StartRequest, out func
 }
 
 func TestStartChecksStreamedLines(t *testing.T) {
-	sb := &streamFake{fakeSandbox: newFake(nil), chunks: func(cmd string) []string {
+	sb := &streamFake{Sandbox: newFake(nil), chunks: func(cmd string) []string {
 		// The fix's line split across two chunks, a partial last line.
 		return []string{baseID[:7] + " add fill()\n" + fixID[:5], fixID[5:7] + " fix wrap at exact width\n", "tail"}
 	}}
@@ -75,7 +74,7 @@ func TestStartChecksStreamedLines(t *testing.T) {
 }
 
 func TestStartBlockedRunsNothing(t *testing.T) {
-	sb := &streamFake{fakeSandbox: newFake(nil), chunks: func(string) []string { return []string{"real output\n"} }}
+	sb := &streamFake{Sandbox: newFake(nil), chunks: func(string) []string { return []string{"real output\n"} }}
 	ep := newEpisode(t, Config{}, sb)
 	var streamed []string
 	r, err := ep.Start(t.Context(), bash("cat /opt/grader/tests/test_hidden.py"), StreamOptions{Out: func(o sandbox.Output) { streamed = append(streamed, string(o.Data)) }})
@@ -88,8 +87,8 @@ func TestStartBlockedRunsNothing(t *testing.T) {
 		t.Fatal("a blocked call is not done at once")
 	}
 	res, _ := r.Wait(t.Context())
-	if r.Process() != nil || len(sb.commands()) != 0 || !res.Dummy || len(streamed) != 1 || !strings.Contains(streamed[0], "No such file or directory") {
-		t.Fatalf("blocked: process %v, ran %q, dummy %v, streamed %q", r.Process(), sb.commands(), res.Dummy, streamed)
+	if r.Process() != nil || len(sb.Ran()) != 0 || !res.Dummy || len(streamed) != 1 || !strings.Contains(streamed[0], "No such file or directory") {
+		t.Fatalf("blocked: process %v, ran %q, dummy %v, streamed %q", r.Process(), sb.Ran(), res.Dummy, streamed)
 	}
 	if _, err := newEpisode(t, Config{}, newFake(nil)).Start(t.Context(), bash("true"), StreamOptions{}); err == nil {
 		t.Error("Start on a sandbox that does not stream: no error")
@@ -118,7 +117,7 @@ func (p *gateProc) Wait(context.Context) (sandbox.ExecResult, error) {
 }
 
 type gateFake struct {
-	*fakeSandbox
+	*fake.Sandbox
 	p *gateProc
 }
 
@@ -128,7 +127,7 @@ func (f *gateFake) Start(context.Context, sandbox.StartRequest, func(sandbox.Out
 
 func TestStartInputPassesTheRules(t *testing.T) {
 	p := &gateProc{gate: make(chan struct{})}
-	ep := newEpisode(t, Config{}, &gateFake{fakeSandbox: newFake(nil), p: p})
+	ep := newEpisode(t, Config{}, &gateFake{Sandbox: newFake(nil), p: p})
 	r, err := ep.Start(t.Context(), bash("bash"), StreamOptions{Stdin: true})
 	if err != nil {
 		t.Fatal(err)

@@ -16,11 +16,12 @@ import (
 
 	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/sandbox/fake"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
 func TestEpisodeFlow(t *testing.T) {
-	e := newEnv(t, &fakeBackend{}, nil)
+	e := newEnv(t, &fake.Backend{}, nil)
 	cr := e.create()
 	if cr.Token == "" || cr.EpisodeID == "" || !strings.HasSuffix(cr.MCPURL, "/v1/episodes/"+cr.EpisodeID+"/mcp") {
 		t.Fatalf("create response: %+v", cr)
@@ -128,7 +129,7 @@ func TestEpisodeFlow(t *testing.T) {
 }
 
 func TestCallSubmitTool(t *testing.T) {
-	e := newEnv(t, &fakeBackend{}, nil)
+	e := newEnv(t, &fake.Backend{}, nil)
 	cr := e.create()
 	var res CallResponse
 	if code, _ := e.do("POST", "/v1/episodes/"+cr.EpisodeID+"/calls", cr.Token, monitor.ToolCall{Tool: "submit"}, &res); code != 200 {
@@ -140,7 +141,7 @@ func TestCallSubmitTool(t *testing.T) {
 }
 
 func TestAuth(t *testing.T) {
-	e := newEnv(t, &fakeBackend{}, nil)
+	e := newEnv(t, &fake.Backend{}, nil)
 	a, b := e.create(), e.create()
 	call := monitor.ToolCall{Tool: "bash", Args: []byte(`{"command":"echo x"}`)}
 	tests := []struct {
@@ -183,7 +184,7 @@ func TestAuth(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
-	e := newEnv(t, &fakeBackend{}, func(c *Config) { c.MaxBodyBytes = 1 << 10 })
+	e := newEnv(t, &fake.Backend{}, func(c *Config) { c.MaxBodyBytes = 1 << 10 })
 	cr := e.create()
 	calls := "/v1/episodes/" + cr.EpisodeID + "/calls"
 	tests := []struct {
@@ -221,7 +222,7 @@ func TestBadInput(t *testing.T) {
 }
 
 func TestInlineTask(t *testing.T) {
-	e := newEnv(t, &fakeBackend{}, nil)
+	e := newEnv(t, &fake.Backend{}, nil)
 	inline := fakeTask
 	inline.ID = "inline-task"
 	var cr CreateResponse
@@ -234,7 +235,7 @@ func TestInlineTask(t *testing.T) {
 }
 
 func TestRateLimit(t *testing.T) {
-	e := newEnv(t, &fakeBackend{}, func(c *Config) { c.Rate, c.Burst = 0.001, 3 })
+	e := newEnv(t, &fake.Backend{}, func(c *Config) { c.Rate, c.Burst = 0.001, 3 })
 	codes := map[int]int{}
 	var retry string
 	for range 5 {
@@ -253,7 +254,7 @@ func TestRateLimit(t *testing.T) {
 }
 
 func TestDeleteAndReap(t *testing.T) {
-	e := newEnv(t, &fakeBackend{}, func(c *Config) { c.IdleTimeout = time.Hour })
+	e := newEnv(t, &fake.Backend{}, func(c *Config) { c.IdleTimeout = time.Hour })
 	a, b := e.create(), e.create()
 	var info EpisodeInfo
 	if code, _ := e.do("DELETE", "/v1/episodes/"+a.EpisodeID, a.Token, nil, &info); code != 200 || info.State != StateClosed {
@@ -287,12 +288,12 @@ func TestDeleteAndReap(t *testing.T) {
 // episode is closed afterwards.
 func TestShutdownInFlight(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
-	b := &fakeBackend{exec: func(ctx context.Context, req sandbox.ExecRequest) sandbox.ExecResult {
+	b := &fake.Backend{Exec: func(ctx context.Context, _ *fake.Sandbox, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
 		if req.Command == "slow" {
 			close(entered)
 			<-release
 		}
-		return sandbox.ExecResult{Output: "done " + req.Command + "\n", Shell: "bash"}
+		return sandbox.ExecResult{Output: "done " + req.Command + "\n", Shell: "bash"}, nil
 	}}
 	e := newEnv(t, b, nil)
 	cr := e.create()
@@ -374,7 +375,7 @@ func TestOpenAPI(t *testing.T) {
 			t.Errorf("openapi.yaml does not document %s", r)
 		}
 	}
-	e := newEnv(t, &fakeBackend{}, nil)
+	e := newEnv(t, &fake.Backend{}, nil)
 	resp, err := http.Get(e.http.URL + "/openapi.yaml")
 	if err != nil {
 		t.Fatal(err)

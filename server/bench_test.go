@@ -13,6 +13,7 @@ import (
 
 	"github.com/rollcage/rollcage/harness"
 	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/sandbox/fake"
 )
 
 var benchCall = monitor.ToolCall{Tool: "bash", Args: []byte(`{"command":"echo hi"}`)}
@@ -23,7 +24,7 @@ var benchCall = monitor.ToolCall{Tool: "bash", Args: []byte(`{"command":"echo hi
 // gateway's overhead per call.
 func BenchmarkCall(b *testing.B) {
 	b.Run("in-process", func(b *testing.B) {
-		e := newEnv(b, &fakeBackend{}, func(c *Config) { c.Rate = -1 })
+		e := newEnv(b, &fake.Backend{}, func(c *Config) { c.Rate = -1 })
 		ep, err := e.srv.cfg.Runner.Start(context.Background(), fakeTask, fakeHidden, harness.EpisodeMeta{})
 		if err != nil {
 			b.Fatal(err)
@@ -37,7 +38,7 @@ func BenchmarkCall(b *testing.B) {
 		}
 	})
 	b.Run("gateway", func(b *testing.B) {
-		e := newEnv(b, &fakeBackend{}, func(c *Config) { c.Rate = -1 })
+		e := newEnv(b, &fake.Backend{}, func(c *Config) { c.Rate = -1 })
 		cr := e.create()
 		client := e.http.Client()
 		body := []byte(`{"tool":"bash","args":{"command":"echo hi"}}`)
@@ -73,7 +74,7 @@ func post(c *http.Client, url, token string, body []byte) error {
 // must be 0).
 func BenchmarkConcurrent64(b *testing.B) {
 	const clients = 64
-	e := newEnv(b, &fakeBackend{}, func(c *Config) { c.Rate = -1 })
+	e := newEnv(b, &fake.Backend{}, func(c *Config) { c.Rate = -1 })
 	eps := make([]CreateResponse, clients)
 	for i := range eps {
 		eps[i] = e.create()

@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/sandbox/fake"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
@@ -19,7 +20,7 @@ import (
 // wrong methods and upgrade errors answer JSON; the bearer scheme is
 // case-insensitive.
 func TestCallChecks(t *testing.T) {
-	e := newEnv(t, &fakeBackend{}, nil)
+	e := newEnv(t, &fake.Backend{}, nil)
 	cr := e.create()
 	path := "/v1/episodes/" + cr.EpisodeID
 	for _, tc := range []struct {
@@ -96,7 +97,7 @@ func TestCallChecks(t *testing.T) {
 // _meta tool_call_id, which names the call in the trajectory and makes
 // its retry idempotent.
 func TestMCPForeignAndIDs(t *testing.T) {
-	e := newEnv(t, &fakeBackend{}, nil)
+	e := newEnv(t, &fake.Backend{}, nil)
 	cr := e.create()
 	ctx := context.Background()
 	cs, err := mcpSession(t, cr.MCPURL, cr.Token)

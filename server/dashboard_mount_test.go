@@ -6,6 +6,8 @@ import (
 	"net/http/cookiejar"
 	"strings"
 	"testing"
+
+	"github.com/rollcage/rollcage/sandbox/fake"
 )
 
 // TestDashboardMount: the dashboard is the admin's only. A wrong or missing
@@ -13,7 +15,7 @@ import (
 // the page and its episode list load with the cookie alone; an episode's
 // token does not open it.
 func TestDashboardMount(t *testing.T) {
-	e := newEnv(t, &fakeBackend{}, nil)
+	e := newEnv(t, &fake.Backend{}, nil)
 	ep := e.create()
 	get := func(c *http.Client, path string, header string) (int, string) {
 		t.Helper()

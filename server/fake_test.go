@@ -3,10 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
-	"io/fs"
-	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -21,114 +18,6 @@ import (
 	"github.com/rollcage/rollcage/task"
 	"github.com/rollcage/rollcage/trajectory"
 )
-
-// fakeBackend hands out in-memory sandboxes that answer instantly: a file
-// map and an echo shell. The real harness and monitor run on top of it;
-// the Docker-backed tests cover the real sandbox.
-type fakeBackend struct {
-	// exec answers agent commands; nil: echo.
-	exec func(ctx context.Context, req sandbox.ExecRequest) sandbox.ExecResult
-	// noFork: Fork fails with sandbox.ErrUnsupported.
-	noFork bool
-}
-
-var _ sandbox.Backend = (*fakeBackend)(nil)
-
-func (b *fakeBackend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
-	sb := &fakeSandbox{b: b, spec: spec, files: map[string]string{}}
-	for _, c := range spec.Canaries {
-		sb.files[c.Path] = c.Content
-	}
-	return sb, nil
-}
-
-type fakeSandbox struct {
-	b    *fakeBackend
-	spec sandbox.Spec
-
-	mu     sync.Mutex
-	files  map[string]string // guarded by mu
-	closed bool              // guarded by mu
-}
-
-var _ sandbox.Sandbox = (*fakeSandbox)(nil)
-
-func (s *fakeSandbox) ID() string { return "fake-" + s.spec.EpisodeID }
-
-func (s *fakeSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
-	s.mu.Lock()
-	closed := s.closed
-	s.mu.Unlock()
-	if closed {
-		return sandbox.ExecResult{}, fmt.Errorf("fake exec: %w", sandbox.ErrClosed)
-	}
-	switch req.Session {
-	case "rollcage-probe", "rollcage-hash", "rollcage-tools":
-		return sandbox.ExecResult{Shell: "bash"}, nil
-	case "rollcage-submit":
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return fakeSubmit(s.files, req), nil
-	case "rollcage-grade":
-		return sandbox.ExecResult{Output: "...\n3 passed in 0.05s\n", Shell: "bash"}, nil
-	}
-	if s.b.exec != nil {
-		return s.b.exec(ctx, req), nil
-	}
-	out, _ := strings.CutPrefix(req.Command, "echo ")
-	return sandbox.ExecResult{Output: out + "\n", Shell: "bash", Cwd: "/workspace"}, nil
-}
-
-func (s *fakeSandbox) ReadFile(ctx context.Context, p string, max int64) ([]byte, bool, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c, ok := s.files[p]
-	if !ok {
-		return nil, false, fmt.Errorf("fake read %s: %w", p, sandbox.ErrNotFound)
-	}
-	return []byte(c), false, nil
-}
-
-func (s *fakeSandbox) WriteFile(ctx context.Context, p string, data []byte, mode fs.FileMode) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.files[p] = string(data)
-	return nil
-}
-
-func (s *fakeSandbox) CopyIn(ctx context.Context, dir string, tar io.Reader) error { return nil }
-
-func (s *fakeSandbox) CopyOut(ctx context.Context, p string) (io.ReadCloser, error) {
-	return nil, fmt.Errorf("fake copy out: %w", sandbox.ErrNotFound)
-}
-
-// Fork gives n sandboxes with copies of the files, unless the backend
-// says it cannot fork.
-func (s *fakeSandbox) Fork(ctx context.Context, n int) (sandbox.ForkResult, error) {
-	if s.b.noFork {
-		return sandbox.ForkResult{}, fmt.Errorf("fake fork: %w", sandbox.ErrUnsupported)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var res sandbox.ForkResult
-	for k := 1; k <= n; k++ {
-		spec := s.spec
-		spec.EpisodeID = fmt.Sprintf("%s.fork%d", s.spec.EpisodeID, k)
-		res.Children = append(res.Children, &fakeSandbox{b: s.b, spec: spec, files: maps.Clone(s.files)})
-	}
-	return res, nil
-}
-
-func (s *fakeSandbox) Snapshot(ctx context.Context, ref string) (string, error) {
-	return "", fmt.Errorf("fake snapshot: %w", sandbox.ErrNotFound)
-}
-
-func (s *fakeSandbox) Close(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.closed = true
-	return nil
-}
 
 var fakeTask = task.Task{
 	ID: "fake-task", Image: "rollcage/fake:latest", Instruction: "Make wrap() keep long words intact.",
@@ -270,18 +159,3 @@ func eventTypes(evs []trajectory.Event) []string {
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
-
-// fakeSubmit answers grading's submit session: the kill, an empty diff
-// taken, the import-surface query, the apply.
-func fakeSubmit(files map[string]string, req sandbox.ExecRequest) sandbox.ExecResult {
-	switch {
-	case strings.Contains(req.Command, "rollcage-kill-left"):
-		return sandbox.ExecResult{Output: "rollcage-kill-left 0\n", Shell: "bash"}
-	case strings.Contains(req.Command, "read-tree"):
-		for _, f := range []string{"diff", "files", "tree", "config"} {
-			files["/tmp/rollcage-submit/"+f] = ""
-		}
-		return sandbox.ExecResult{Output: "ok\n", Shell: "bash"}
-	}
-	return sandbox.ExecResult{Shell: "bash"}
-}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rollcage/rollcage/harness"
 	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/sandbox/fake"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
@@ -16,7 +17,7 @@ import (
 // graded on their own while the parent goes on; bad n and finished or
 // foreign episodes get a clear error.
 func TestFork(t *testing.T) {
-	e := newEnv(t, &fakeBackend{}, nil)
+	e := newEnv(t, &fake.Backend{}, nil)
 	a, b := e.create(), e.create()
 	call := monitor.ToolCall{Tool: "bash", Args: []byte(`{"command":"echo x"}`)}
 	calls := func(id string) string { return "/v1/episodes/" + id + "/calls" }
@@ -105,7 +106,7 @@ func TestFork(t *testing.T) {
 // TestForkUnsupported: a backend that cannot fork answers 501 with its
 // reason.
 func TestForkUnsupported(t *testing.T) {
-	e := newEnv(t, &fakeBackend{noFork: true}, nil)
+	e := newEnv(t, &fake.Backend{NoFork: true}, nil)
 	a := e.create()
 	var ae apiError
 	if code, _ := e.do("POST", "/v1/episodes/"+a.EpisodeID+"/fork", a.Token, ForkRequest{N: 2}, &ae); code != http.StatusNotImplemented || !strings.Contains(ae.Error, "not supported") {

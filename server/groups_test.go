@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rollcage/rollcage/sandbox/fake"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
@@ -16,7 +17,7 @@ import (
 // tokens; GET waits for them and reports the group; the finished feed
 // carries the group id.
 func TestGroup(t *testing.T) {
-	e := newEnv(t, &fakeBackend{}, nil)
+	e := newEnv(t, &fake.Backend{}, nil)
 	for _, tc := range []struct {
 		body string
 		code int
@@ -102,7 +103,7 @@ func TestGroup(t *testing.T) {
 // parameter.
 func TestSamplesEndpoint(t *testing.T) {
 	p, url := newPolicy(t)
-	e := newEnv(t, &fakeBackend{}, func(c *Config) { c.PolicyURL = url })
+	e := newEnv(t, &fake.Backend{}, func(c *Config) { c.PolicyURL = url })
 	cr := e.create()
 	path := "/v1/episodes/" + cr.EpisodeID
 	go func() { <-p.requests; <-p.auth }()

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/sandbox/fake"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
@@ -55,7 +56,7 @@ func resultText(t *testing.T, r *mcp.CallToolResult) string {
 // TestMCP drives an episode with the go-sdk's MCP client: tools listed with
 // schemas, a clean call, a hack answered with dummy output, submit.
 func TestMCP(t *testing.T) {
-	e := newEnv(t, &fakeBackend{}, nil)
+	e := newEnv(t, &fake.Backend{}, nil)
 	cr := e.create()
 	ctx := context.Background()
 	cs, err := mcpSession(t, cr.MCPURL, cr.Token)
@@ -137,7 +138,7 @@ func TestMCP(t *testing.T) {
 // tools/list offers are monitor's registry, schemas byte for byte as
 // JSON values (the built-in loop's are checked in harness).
 func TestToolsAgree(t *testing.T) {
-	e := newEnv(t, &fakeBackend{}, nil)
+	e := newEnv(t, &fake.Backend{}, nil)
 	cr := e.create()
 	asJSON := func(v any) any {
 		t.Helper()

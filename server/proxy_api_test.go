@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	openai "github.com/sashabaranov/go-openai"
 
+	"github.com/rollcage/rollcage/sandbox/fake"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
@@ -135,7 +136,7 @@ func postModel(t *testing.T, url, token string, hdr map[string]string, body stri
 // chat completions and models go through it.
 func TestProxyBaseURL(t *testing.T) {
 	a, url := newAPIServer(t)
-	e := newEnv(t, &fakeBackend{}, func(c *Config) { c.PolicyURL, c.PolicyAPIKey = url, "policy-key" })
+	e := newEnv(t, &fake.Backend{}, func(c *Config) { c.PolicyURL, c.PolicyAPIKey = url, "policy-key" })
 	cr := e.create()
 	if cr.ChatURL != e.http.URL+"/v1/episodes/"+cr.EpisodeID+"/v1" {
 		t.Fatalf("chat_url %q is not the episode's base URL", cr.ChatURL)
@@ -166,7 +167,7 @@ func TestProxyBaseURL(t *testing.T) {
 // as model turns in the OpenAI message model.
 func TestProxyAnthropic(t *testing.T) {
 	a, url := newAPIServer(t)
-	e := newEnv(t, &fakeBackend{}, func(c *Config) { c.PolicyURL, c.PolicyAPIKey = url, "policy-key" })
+	e := newEnv(t, &fake.Backend{}, func(c *Config) { c.PolicyURL, c.PolicyAPIKey = url, "policy-key" })
 	cr := e.create()
 	if cr.AnthropicURL != e.http.URL+"/v1/episodes/"+cr.EpisodeID {
 		t.Fatalf("anthropic_url %q", cr.AnthropicURL)
@@ -212,7 +213,7 @@ func TestProxyAnthropic(t *testing.T) {
 // TestProxyCompletions: the completions API, whole and streamed.
 func TestProxyCompletions(t *testing.T) {
 	a, url := newAPIServer(t)
-	e := newEnv(t, &fakeBackend{}, func(c *Config) { c.PolicyURL = url })
+	e := newEnv(t, &fake.Backend{}, func(c *Config) { c.PolicyURL = url })
 	cr := e.create()
 	if code, _ := e.do("POST", "/v1/completions", cr.Token, `{"model":"policy-7b"}`, nil); code != 400 {
 		t.Errorf("completions without a prompt: %d, want 400", code)
@@ -247,7 +248,7 @@ func TestProxyCompletions(t *testing.T) {
 // with PolicyAuth session the upstream's Authorization is the session.
 func TestProxySessionKeys(t *testing.T) {
 	a, url := newAPIServer(t)
-	e := newEnv(t, &fakeBackend{}, func(c *Config) { c.PolicyURL, c.PolicyAuth = url, PolicyAuthSession })
+	e := newEnv(t, &fake.Backend{}, func(c *Config) { c.PolicyURL, c.PolicyAuth = url, PolicyAuthSession })
 	cr := e.create()
 	hdr := map[string]string{"X-Session-ID": "sess-7", "X-SMG-Routing-Key": "route-3"}
 	body := `{"model":"policy-7b","messages":[{"role":"user","content":"hi"}],"metadata":{"session_id":"meta-1"},
@@ -283,7 +284,7 @@ func TestProxySessionKeys(t *testing.T) {
 // and never forwarded.
 func TestProxyBrokenStream(t *testing.T) {
 	a, url := newAPIServer(t)
-	e := newEnv(t, &fakeBackend{}, func(c *Config) { c.PolicyURL = url })
+	e := newEnv(t, &fake.Backend{}, func(c *Config) { c.PolicyURL = url })
 	cr := e.create()
 	resp, body, err := postModel(t, cr.ChatURL+"/chat/completions", cr.Token, nil, `{"model":"policy-7b","stream":true,"break":true,"messages":[{"role":"user","content":"hi"}]}`)
 	<-a.got

@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	openai "github.com/sashabaranov/go-openai"
 
+	"github.com/rollcage/rollcage/sandbox/fake"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
@@ -93,7 +94,7 @@ func modelTurns(t *testing.T, e *env, id string) []trajectory.ModelTurn {
 
 func TestProxyNonStreaming(t *testing.T) {
 	p, url := newPolicy(t)
-	e := newEnv(t, &fakeBackend{}, func(c *Config) { c.PolicyURL, c.PolicyAPIKey = url, "policy-key" })
+	e := newEnv(t, &fake.Backend{}, func(c *Config) { c.PolicyURL, c.PolicyAPIKey = url, "policy-key" })
 	cr := e.create()
 	// The trainer's own OpenAI client, pointed at the gateway with the
 	// episode token, through the token-routed path.
@@ -139,7 +140,7 @@ func TestProxyNonStreaming(t *testing.T) {
 // parameters as forwarded.
 func TestProxyAsksForTokens(t *testing.T) {
 	p, url := newPolicy(t)
-	e := newEnv(t, &fakeBackend{}, func(c *Config) { c.PolicyURL, c.TokenIDs = url, trajectory.TokensVLLM })
+	e := newEnv(t, &fake.Backend{}, func(c *Config) { c.PolicyURL, c.TokenIDs = url, trajectory.TokensVLLM })
 	cr := e.create()
 	tools := `[{"type":"function","function":{"name":"bash","parameters":{"type":"object"}}}]`
 	body := `{"model":"policy-7b","temperature":0.25,"return_token_ids":false,"tools":` + tools + `,"messages":[{"role":"user","content":"fix it"}]}`
@@ -170,7 +171,7 @@ func TestProxyAsksForTokens(t *testing.T) {
 
 func TestProxyStreaming(t *testing.T) {
 	p, url := newPolicy(t)
-	e := newEnv(t, &fakeBackend{}, func(c *Config) { c.PolicyURL = url })
+	e := newEnv(t, &fake.Backend{}, func(c *Config) { c.PolicyURL = url })
 	cr := e.create()
 	body := `{"model":"policy-7b","stream":true,"stream_options":{"include_usage":true},"logprobs":true,
 		"messages":[{"role":"user","content":[{"type":"text","text":"fix "},{"type":"text","text":"it"}]},
@@ -222,7 +223,7 @@ func TestProxyStreaming(t *testing.T) {
 
 func TestProxyErrors(t *testing.T) {
 	_, url := newPolicy(t)
-	e := newEnv(t, &fakeBackend{}, func(c *Config) { c.PolicyURL, c.MaxChatBytes = url, 256 })
+	e := newEnv(t, &fake.Backend{}, func(c *Config) { c.PolicyURL, c.MaxChatBytes = url, 256 })
 	cr := e.create()
 	tests := []struct {
 		name, path, token, body string
@@ -248,7 +249,7 @@ func TestProxyErrors(t *testing.T) {
 		t.Errorf("%d turns recorded from bad requests", n)
 	}
 	// No policy server configured.
-	e2 := newEnv(t, &fakeBackend{}, nil)
+	e2 := newEnv(t, &fake.Backend{}, nil)
 	cr2 := e2.create()
 	var ae apiError
 	if code, _ := e2.do("POST", "/v1/chat/completions", cr2.Token, `{"messages":[{"role":"user","content":"x"}]}`, &ae); code != 503 || !strings.Contains(ae.Error, "--policy-url") {

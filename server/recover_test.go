@@ -9,6 +9,7 @@ import (
 
 	"github.com/rollcage/rollcage/harness"
 	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/sandbox/fake"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
@@ -40,7 +41,7 @@ func TestRestartEndsUnfinished(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { old.Close() })
-	r, err := harness.NewRunner(harness.Config{Backend: &fakeBackend{}, Monitor: testMonitor(t), Store: old})
+	r, err := harness.NewRunner(harness.Config{Backend: &fake.Backend{}, Monitor: testMonitor(t), Store: old})
 	if err != nil {
 		t.Fatal(err)
 	}

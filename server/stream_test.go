@@ -9,13 +9,14 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/sandbox/fake"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
 // TestStreams: an episode's stream follows it live to episode_end; the
 // finished feed is admin only and announces the episode's end.
 func TestStreams(t *testing.T) {
-	e := newEnv(t, &fakeBackend{}, nil)
+	e := newEnv(t, &fake.Backend{}, nil)
 	cr := e.create()
 	wsURL := strings.Replace(e.http.URL, "http", "ws", 1)
 	dial := func(path, token string) (*websocket.Conn, int) {

@@ -1,0 +1,9 @@
+// Package fake is an in-memory sandbox.Backend for tests of the layers
+// above the sandbox (monitor, harness, gateway): files in a map, a shell
+// whose answers a test scripts, rollcage's own sessions (probe, hashing,
+// submission, grading) answered as a clean repository would. What it
+// records (commands run, files written, hidden tests copied in) lets a
+// test prove what reached the sandbox. The Docker backend and the
+// conformance suite (sandboxtest) cover the real thing; this is
+// net/http/httptest's role for the sandbox contract.
+package fake

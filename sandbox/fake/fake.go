@@ -1,0 +1,304 @@
+package fake
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/rollcage/rollcage/sandbox"
+)
+
+// ExecFunc answers one command run in sb. It is called without sb's lock
+// held, so it may read and set sb's files.
+type ExecFunc func(ctx context.Context, sb *Sandbox, req sandbox.ExecRequest) (sandbox.ExecResult, error)
+
+// Echo answers a command as echo would: the text after "echo " and a
+// newline, the shell's directory /workspace. Backend's default for the
+// policy's commands.
+func Echo(_ context.Context, _ *Sandbox, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+	out, _ := strings.CutPrefix(req.Command, "echo ")
+	return sandbox.ExecResult{Output: out + "\n", Shell: "bash", Cwd: "/workspace"}, nil
+}
+
+// Backend hands out Sandboxes that answer rollcage's own sessions as a
+// clean repository would (the probe, hashing and tool sessions with
+// nothing, submission with the change in Diff and Files, grading with
+// Passed's verdict) and the policy's commands with Exec. Its zero value
+// is an echo shell whose hidden tests pass.
+type Backend struct {
+	// Exec answers the policy's commands (sessions not named rollcage-*).
+	// Nil: Echo.
+	Exec ExecFunc
+	// Passed decides the grade: the hidden tests pass when it returns true.
+	// Nil: they pass.
+	Passed func(sb *Sandbox) bool
+	// Diff and Files are the change the episode submits: the diff and its
+	// name-status list (NUL-separated, as git writes it). Empty: none.
+	Diff, Files string
+	// CreateErr, when set, fails every Create.
+	CreateErr error
+	// NoFork makes Fork fail with sandbox.ErrUnsupported, as a backend
+	// that cannot fork does.
+	NoFork bool
+
+	mu      sync.Mutex
+	created []*Sandbox // guarded by mu
+}
+
+var _ sandbox.Backend = (*Backend)(nil)
+
+// Create returns a Sandbox with the spec's canaries as its files.
+func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	if b.CreateErr != nil {
+		return nil, b.CreateErr
+	}
+	sb := New(spec, b.exec)
+	for _, c := range spec.Canaries {
+		sb.files[c.Path] = c.Content
+	}
+	b.add(sb)
+	return sb, nil
+}
+
+func (b *Backend) add(sb *Sandbox) {
+	sb.b = b
+	b.mu.Lock()
+	b.created = append(b.created, sb)
+	b.mu.Unlock()
+}
+
+// Created returns the sandboxes made so far (forks' children included),
+// in order.
+func (b *Backend) Created() []*Sandbox {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.created)
+}
+
+func (b *Backend) exec(ctx context.Context, sb *Sandbox, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+	switch req.Session {
+	case "rollcage-probe", "rollcage-hash", "rollcage-tools":
+		return sandbox.ExecResult{Shell: "bash"}, nil
+	case "rollcage-submit":
+		return b.submit(sb, req), nil
+	case "rollcage-grade":
+		if b.Passed != nil && !b.Passed(sb) {
+			return sandbox.ExecResult{Output: "F\n1 failed, 2 passed in 0.05s\n", ExitCode: 1, Shell: "bash"}, nil
+		}
+		return sandbox.ExecResult{Output: "...\n3 passed in 0.05s\n", Shell: "bash"}, nil
+	}
+	if b.Exec != nil {
+		return b.Exec(ctx, sb, req)
+	}
+	return Echo(ctx, sb, req)
+}
+
+// submit answers grading's submit session: the kill of what is left, the
+// change taken (Diff and Files), the import-surface query, the apply.
+func (b *Backend) submit(sb *Sandbox, req sandbox.ExecRequest) sandbox.ExecResult {
+	switch {
+	case strings.Contains(req.Command, "rollcage-kill-left"):
+		return sandbox.ExecResult{Output: "rollcage-kill-left 0\n", Shell: "bash"}
+	case strings.Contains(req.Command, "read-tree"):
+		for _, f := range []string{"tree", "config"} {
+			sb.SetFile("/tmp/rollcage-submit/"+f, "")
+		}
+		sb.SetFile("/tmp/rollcage-submit/diff", b.Diff)
+		sb.SetFile("/tmp/rollcage-submit/files", b.Files)
+		return sandbox.ExecResult{Output: "ok\n", Shell: "bash"}
+	}
+	return sandbox.ExecResult{Shell: "bash"}
+}
+
+// Sandbox is an in-memory sandbox: a map of files and a shell whose
+// answers come from an ExecFunc. It records what it was asked to do, so a
+// test can prove a blocked call never reached it.
+type Sandbox struct {
+	spec sandbox.Spec
+	exec ExecFunc
+	b    *Backend // nil for a Sandbox made with New
+
+	mu     sync.Mutex
+	files  map[string]string // guarded by mu
+	ran    []string          // commands run and "write PATH" for writes; guarded by mu
+	policy []string          // commands of the policy's sessions; guarded by mu
+	closed bool              // guarded by mu
+	copied bool              // CopyIn was called (the hidden tests went in); guarded by mu
+}
+
+var _ sandbox.Sandbox = (*Sandbox)(nil)
+
+// New returns a Sandbox whose every command, rollcage's own sessions
+// included, exec answers. Nil exec answers every command with empty
+// output in /workspace.
+func New(spec sandbox.Spec, exec ExecFunc) *Sandbox {
+	if exec == nil {
+		exec = func(context.Context, *Sandbox, sandbox.ExecRequest) (sandbox.ExecResult, error) {
+			return sandbox.ExecResult{Shell: "bash", Cwd: "/workspace"}, nil
+		}
+	}
+	return &Sandbox{spec: spec, exec: exec, files: map[string]string{}}
+}
+
+// ID is "fake-" and the episode's id.
+func (s *Sandbox) ID() string { return "fake-" + s.spec.EpisodeID }
+
+// Spec returns the spec the sandbox was made with.
+func (s *Sandbox) Spec() sandbox.Spec { return s.spec }
+
+// Exec runs the command through the sandbox's ExecFunc.
+func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return sandbox.ExecResult{}, fmt.Errorf("fake exec: %w", sandbox.ErrClosed)
+	}
+	s.ran = append(s.ran, req.Command)
+	if !strings.HasPrefix(req.Session, "rollcage-") {
+		s.policy = append(s.policy, req.Command)
+	}
+	s.mu.Unlock()
+	return s.exec(ctx, s, req)
+}
+
+// ReadFile returns a file's content, or sandbox.ErrNotFound.
+func (s *Sandbox) ReadFile(ctx context.Context, p string, max int64) ([]byte, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, false, fmt.Errorf("fake read %s: %w", p, sandbox.ErrClosed)
+	}
+	c, ok := s.files[p]
+	if !ok {
+		return nil, false, fmt.Errorf("fake read %s: %w", p, sandbox.ErrNotFound)
+	}
+	if max > 0 && int64(len(c)) > max {
+		return []byte(c[:max]), true, nil
+	}
+	return []byte(c), false, nil
+}
+
+// WriteFile sets a file's content.
+func (s *Sandbox) WriteFile(ctx context.Context, p string, data []byte, mode fs.FileMode) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return fmt.Errorf("fake write %s: %w", p, sandbox.ErrClosed)
+	}
+	s.ran = append(s.ran, "write "+p)
+	s.files[p] = string(data)
+	return nil
+}
+
+// CopyIn records that something was copied in (grading's hidden tests)
+// and keeps nothing of it.
+func (s *Sandbox) CopyIn(ctx context.Context, dir string, tar io.Reader) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return fmt.Errorf("fake copy in: %w", sandbox.ErrClosed)
+	}
+	s.copied = true
+	return nil
+}
+
+// CopyOut has nothing to copy: sandbox.ErrNotFound.
+func (s *Sandbox) CopyOut(ctx context.Context, p string) (io.ReadCloser, error) {
+	return nil, fmt.Errorf("fake copy out %s: %w", p, sandbox.ErrNotFound)
+}
+
+// Fork gives n sandboxes with copies of the files, each with the episode
+// id "<parent>.fork<k>" and the parent's ExecFunc (the fake has no
+// processes to carry). A Sandbox made with New, or one of a Backend with
+// NoFork, cannot fork: sandbox.ErrUnsupported.
+func (s *Sandbox) Fork(ctx context.Context, n int) (sandbox.ForkResult, error) {
+	if s.b == nil || s.b.NoFork {
+		return sandbox.ForkResult{}, fmt.Errorf("fake fork: %w", sandbox.ErrUnsupported)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return sandbox.ForkResult{}, fmt.Errorf("fake fork: %w", sandbox.ErrClosed)
+	}
+	var res sandbox.ForkResult
+	for k := 1; k <= n; k++ {
+		spec := s.spec
+		spec.EpisodeID = fmt.Sprintf("%s.fork%d", s.spec.EpisodeID, k)
+		c := New(spec, s.exec)
+		c.files = maps.Clone(s.files)
+		s.b.add(c)
+		res.Children = append(res.Children, c)
+	}
+	return res, nil
+}
+
+// Snapshot has no image to make: sandbox.ErrNotFound.
+func (s *Sandbox) Snapshot(ctx context.Context, ref string) (string, error) {
+	return "", fmt.Errorf("fake snapshot: %w", sandbox.ErrNotFound)
+}
+
+// Close marks the sandbox closed; later calls fail with sandbox.ErrClosed.
+func (s *Sandbox) Close(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	return nil
+}
+
+// File returns a file's content and whether it exists.
+func (s *Sandbox) File(p string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.files[p]
+	return c, ok
+}
+
+// SetFile sets a file's content, as the sandbox's own processes would.
+func (s *Sandbox) SetFile(p, content string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.files[p] = content
+}
+
+// Record notes a command as run, for a test's wrapper that adds a
+// capability (a sandbox.Streamer's Start) to the Sandbox it embeds.
+func (s *Sandbox) Record(command string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ran = append(s.ran, command)
+}
+
+// Ran returns every command run, in every session, and "write PATH" for
+// every WriteFile, in order.
+func (s *Sandbox) Ran() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.ran)
+}
+
+// Commands returns the commands of the policy's sessions (those not named
+// rollcage-*), in order.
+func (s *Sandbox) Commands() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.policy)
+}
+
+// Closed reports whether Close was called.
+func (s *Sandbox) Closed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// CopiedIn reports whether CopyIn was called.
+func (s *Sandbox) CopiedIn() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.copied
+}
