@@ -87,11 +87,11 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		return nil, fmt.Errorf("containerd: state dir %s: %w", cfg.StateDir, err)
 	}
 	b := &Backend{
-		cfg:      cfg,
-		cli:      cli,
-		addr:     addr,
-		log:      cfg.Logger,
-		self:     self,
+		cfg:  cfg,
+		cli:  cli,
+		addr: addr,
+		log:  cfg.Logger,
+		self: self,
 	}
 	if n, err := b.Reap(ctx); err != nil {
 		b.log.Warn("reap leftovers", "err", err)
@@ -201,9 +201,6 @@ func (b *Backend) poolable(spec sandbox.Spec) bool {
 		spec.Lease == b.cfg.Lease && spec.Limits == b.cfg.DefaultLimits
 }
 
-
-
-
 // start creates, starts and connects a container for spec, inside the
 // admission bound; its root file system is a new snapshot of the image,
 // or of from when a fork gives one. The caller holds an alive slot.
@@ -269,7 +266,6 @@ func (b *Backend) launch(ctx context.Context, c *container, spec sandbox.Spec) e
 	}
 	return nil
 }
-
 
 // Close stops the pool and closes every sandbox of the backend, then the
 // client. Idempotent.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/sandbox/internal/hostside"
+	"github.com/rollcage/rollcage/sandbox/sandboxtest"
 )
 
 // TestReaper kills -9 a process that holds a sandbox and its fork's child;
@@ -159,4 +160,10 @@ func TestAdmission(t *testing.T) {
 	if peak != 1 {
 		t.Errorf("%d creations at once under MaxCreating 1", peak)
 	}
+}
+
+// TestProxyMode: HTTP through 127.0.0.1:3128 on the loopback the host
+// brought up, relayed to the host's socket; no direct route.
+func TestProxyMode(t *testing.T) {
+	sandboxtest.ProxyMode(t, newTestBackend(t, Config{}), testImage())
 }

@@ -15,7 +15,7 @@ import (
 
 // Environment of the tests.
 const (
-	envTestImage   = "ROLLCAGE_TEST_IMAGE"         // the image the tests start (imported from Docker)
+	envTestImage   = "ROLLCAGE_TEST_IMAGE"        // the image the tests start (imported from Docker)
 	envReaperChild = "ROLLCAGE_TEST_REAPER_CHILD" // set: run as the reaper test's victim
 )
 

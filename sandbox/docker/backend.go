@@ -38,8 +38,8 @@ type Backend struct {
 	log  *slog.Logger
 	self hostside.Owner
 
-	pool     *hostside.Pool[*container]
-	slots    *hostside.Slots[*container] // admission, MaxAlive, the live set
+	pool  *hostside.Pool[*container]
+	slots *hostside.Slots[*container] // admission, MaxAlive, the live set
 
 	stopRefill context.CancelFunc
 	refillDone chan struct{}
@@ -51,7 +51,6 @@ type Backend struct {
 	// from docker info, dropped at the first create that refuses it); when
 	// false, each container's disk limit is a host-side watchdog.
 	storageOpt atomic.Bool
-
 }
 
 var _ sandbox.Backend = (*Backend)(nil)
@@ -88,10 +87,10 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		return nil, fmt.Errorf("docker: state dir %s: %w", cfg.StateDir, err)
 	}
 	b := &Backend{
-		cfg:      cfg,
-		cli:      cli,
-		log:      cfg.Logger,
-		self:     self,
+		cfg:  cfg,
+		cli:  cli,
+		log:  cfg.Logger,
+		self: self,
 	}
 	if info, err := cli.Info(ctx); err == nil {
 		b.storageOpt.Store(storageOptSupported(info))
@@ -211,8 +210,6 @@ func (b *Backend) poolable(spec sandbox.Spec) bool {
 		spec.Lease == b.cfg.Lease && spec.Limits == b.cfg.DefaultLimits
 }
 
-
-
 // start creates, starts and connects a container for spec, inside the
 // admission bound. The caller holds an alive slot.
 func (b *Backend) start(ctx context.Context, spec sandbox.Spec, warm bool) (*container, error) {
@@ -230,7 +227,6 @@ func (b *Backend) start(ctx context.Context, spec sandbox.Spec, warm bool) (*con
 	}
 	return c, nil
 }
-
 
 // createContainer creates (but does not start) a container for spec and
 // its run dir.
@@ -319,7 +315,6 @@ func (b *Backend) launch(ctx context.Context, c *container, spec sandbox.Spec, p
 	}
 	return nil
 }
-
 
 // Close stops the pool and closes every sandbox of the backend, then the
 // engine client. Idempotent.
