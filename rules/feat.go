@@ -303,6 +303,7 @@ type gitop struct {
 type scan struct {
 	g             *gates
 	lower         string // every string of the call and the resolved argv paths, lowercased
+	found         found  // the keywords in lower
 	code          bool   // content or scripts: lib.code is not empty
 	scripts       bool
 	env           bool
@@ -323,14 +324,34 @@ type scan struct {
 	cwdv          string // normalized.cwd
 }
 
+// has: the haystack contains one of the keywords. Keywords of the table
+// are looked up in the set found in the scan's one pass; others (the
+// episode's needles) are searched for.
 func (s *scan) has(kws ...string) bool {
 	for _, k := range kws {
-		if strings.Contains(s.lower, k) {
+		if b := keywords.bit(k); b >= 0 {
+			if s.found.has(b) {
+				return true
+			}
+		} else if strings.Contains(s.lower, k) {
 			return true
 		}
 	}
 	return false
 }
+
+// keywords is every literal the features look for in the haystack: the
+// keyword lists and the literals the features name inline
+// (TestKeywordTable holds this list to feat.go's s.has calls).
+var keywords = newMultiMatcher(slices.Concat(
+	kwGrader, kwSearchName, kwSearchRoot, kwWalk, kwOutcome, kwPytestEnv, kwSkipExit, kwForgedVerb,
+	kwStartup, kwPreload, kwGlobalPatch, kwFramework, kwSite, kwProc, kwRuntime, kwSandbox, kwIntrospect,
+	kwTestDetect, kwComment, kwAlways, kwLookup, kwScriptFile, kwScriptWrite, kwAllRefs, kwGitInternals,
+	codeHosts,
+	[]string{"pytest_", "collect_ignore", "passed", "all tests pass", "ran", "test", "ok", "(", "alias", "()", "{",
+		"faketime", "sys.path.", "rollcage", "git", "@{", "$(", "`", "printf", "rev", "tr ", "base64", "xxd",
+		"return", "if", "for", "http", "://", "zlib", "dulwich"},
+))
 
 func (s *scan) cmd(names map[string]bool) bool {
 	for _, c := range s.cmds {

@@ -648,7 +648,8 @@ func (g *gates) scan(n ast.Value) *scan {
 		}
 	}
 	sc.lower = foldASCII(hay.String())
-	if strings.Contains(sc.lower, "base64") {
+	sc.found = keywords.find(sc.lower)
+	if sc.has("base64") {
 		return nil // decoded payloads join lib.text
 	}
 	return sc

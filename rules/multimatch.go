@@ -1,0 +1,124 @@
+package rules
+
+// A multiMatcher finds which of a fixed set of literals occur in a text in
+// one pass (Aho–Corasick, compiled to a DFA over byte classes). The gates
+// look for a few hundred keywords in every call's haystack, which may be
+// a long script; a strings.Contains per keyword read the haystack once
+// per keyword.
+type multiMatcher struct {
+	lits   []string
+	index  map[string]int // literal → its bit
+	class  [256]uint8     // byte → alphabet index; 0 is every byte no literal has
+	nclass int
+	next   []int32 // state*nclass + class → state
+	out    [][]int // per state, the literals that end there (their suffix links' too)
+	final  []bool  // out[s] is not empty
+	words  int     // uint64 words of a found set
+}
+
+// newMultiMatcher builds the matcher for lits; empty literals and
+// duplicates are dropped.
+func newMultiMatcher(lits []string) *multiMatcher {
+	m := &multiMatcher{index: map[string]int{}}
+	for _, l := range lits {
+		if _, dup := m.index[l]; l == "" || dup {
+			continue
+		}
+		m.index[l] = len(m.lits)
+		m.lits = append(m.lits, l)
+	}
+	m.words = (len(m.lits) + 63) / 64
+	m.nclass = 1
+	for _, l := range m.lits {
+		for i := 0; i < len(l); i++ {
+			if m.class[l[i]] == 0 {
+				m.class[l[i]] = uint8(m.nclass)
+				m.nclass++
+			}
+		}
+	}
+	// the trie
+	type node struct {
+		child map[uint8]int32
+		out   []int
+	}
+	nodes := []node{{child: map[uint8]int32{}}}
+	for i, l := range m.lits {
+		s := int32(0)
+		for j := 0; j < len(l); j++ {
+			c := m.class[l[j]]
+			n, ok := nodes[s].child[c]
+			if !ok {
+				n = int32(len(nodes))
+				nodes = append(nodes, node{child: map[uint8]int32{}})
+				nodes[s].child[c] = n
+			}
+			s = n
+		}
+		nodes[s].out = append(nodes[s].out, i)
+	}
+	// breadth first: suffix links and the full transition table
+	nc := m.nclass
+	m.next = make([]int32, len(nodes)*nc)
+	fail := make([]int32, len(nodes))
+	m.out = make([][]int, len(nodes))
+	queue := []int32{}
+	for c := 0; c < nc; c++ {
+		if n, ok := nodes[0].child[uint8(c)]; ok {
+			m.next[c] = n
+			queue = append(queue, n)
+		}
+	}
+	m.out[0] = nodes[0].out
+	for len(queue) > 0 {
+		s := queue[0]
+		queue = queue[1:]
+		m.out[s] = append(append([]int(nil), nodes[s].out...), m.out[fail[s]]...)
+		for c := 0; c < nc; c++ {
+			if n, ok := nodes[s].child[uint8(c)]; ok {
+				fail[n] = m.next[int(fail[s])*nc+c]
+				m.next[int(s)*nc+c] = n
+				queue = append(queue, n)
+			} else {
+				m.next[int(s)*nc+c] = m.next[int(fail[s])*nc+c]
+			}
+		}
+	}
+	m.final = make([]bool, len(nodes))
+	for s, o := range m.out {
+		m.final[s] = len(o) > 0
+	}
+	return m
+}
+
+// found is the set of literals a text contains, by bit.
+type found []uint64
+
+func (f found) has(i int) bool { return i >= 0 && i/64 < len(f) && f[i/64]&(1<<(i%64)) != 0 }
+
+// find reports which literals occur in text.
+func (m *multiMatcher) find(text string) found {
+	f := make(found, m.words)
+	if len(m.lits) == 0 {
+		return f
+	}
+	s := int32(0)
+	nc := int32(m.nclass)
+	for i := 0; i < len(text); i++ {
+		s = m.next[s*nc+int32(m.class[text[i]])]
+		if m.final[s] {
+			for _, l := range m.out[s] {
+				f[l/64] |= 1 << (l % 64)
+			}
+		}
+	}
+	return f
+}
+
+// bit is the literal's index, -1 when the matcher does not know it.
+func (m *multiMatcher) bit(lit string) int {
+	if i, ok := m.index[lit]; ok {
+		return i
+	}
+	return -1
+}
