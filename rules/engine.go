@@ -148,7 +148,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		e.discCats = discoveryCats(ctx, prep)
 		if !cfg.DisablePrefilter {
 			e.pre = newPrefilter(compiler, docs, defaults, prep)
-			e.lean = e.pre != nil && len(e.pre.user) == 0 && e.discCats != nil
+			e.lean = e.pre != nil && !e.pre.hasUser && e.discCats != nil
 		}
 	}
 	return e, nil

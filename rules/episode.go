@@ -200,13 +200,15 @@ func (ep *Episode) Eval(ctx context.Context, call, normalized any) ([]Flag, erro
 	}
 	q, ft := ep.eng.flagsQ, allFeatures
 	if pre := ep.eng.pre; pre != nil {
-		sc := ep.gates.scan(n)
+		sc := ep.gates.scan(n, pre.match)
+		var kw found
 		if sc != nil {
 			sc.evidence = evid
+			kw = sc.found
 		}
 		gm := ep.gates.mask(sc, chained)
 		fb := featBits(sc, pre.needed(gm))
-		set := pre.packages(gm, fb)
+		set := pre.packages(gm, fb, kw)
 		if pre.empty(set) { // no rule can fire: every package is gated shut
 			if err := ctx.Err(); err != nil {
 				return nil, fmt.Errorf("rules: eval: %w", err)

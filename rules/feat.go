@@ -344,7 +344,7 @@ func (s *scan) has(kws ...string) bool {
 // keyword lists and the literals the features name inline
 // (TestKeywordTable holds this list to feat.go's s.has calls).
 var keywords = newMultiMatcher(slices.Concat(
-	kwGrader, kwSearchName, kwSearchRoot, kwWalk, kwOutcome, kwPytestEnv, kwSkipExit, kwForgedVerb,
+	kwGrader, kwSearchName, kwWalk, kwOutcome, kwPytestEnv, kwSkipExit, kwForgedVerb,
 	kwStartup, kwPreload, kwGlobalPatch, kwFramework, kwSite, kwProc, kwRuntime, kwSandbox, kwIntrospect,
 	kwTestDetect, kwComment, kwAlways, kwLookup, kwScriptFile, kwScriptWrite, kwAllRefs, kwGitInternals,
 	codeHosts,

@@ -99,7 +99,7 @@ func TestFeatures(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sc := ep.gates.scan(v)
+		sc := ep.gates.scan(v, e.pre.match)
 		if (sc == nil) != tc.all {
 			t.Errorf("%s: gate nothing = %v, want %v", tc.name, sc == nil, tc.all)
 			continue
@@ -146,8 +146,8 @@ func TestPackageGates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc := ep.gates.scan(v)
-	if set := e.pre.packages(ep.gates.mask(sc, false), featBits(sc, allFeatBits)); !e.pre.empty(set) {
+	sc := ep.gates.scan(v, e.pre.match)
+	if set := e.pre.packages(ep.gates.mask(sc, false), featBits(sc, allFeatBits), sc.found); !e.pre.empty(set) {
 		t.Errorf("ls -la runs packages %b; want none", set)
 	}
 	flags, err := ep.Eval(context.Background(), map[string]any{"tool": "bash"}, ls)
@@ -160,14 +160,33 @@ func TestPackageGates(t *testing.T) {
 		t.Errorf("cancelled ctx: err %v; want context.Canceled", err)
 	}
 
+	// a user rule gets a gate derived from its body (c.name == "make"):
+	// ls -la runs nothing, make runs the user package
 	user := newEngine(t, Config{PolicyDirs: []string{"testdata/extra"}})
 	uep := user.NewEpisode(t.Context(), demoTask, demoSandbox)
-	sc = uep.gates.scan(v)
-	if set := user.pre.packages(uep.gates.mask(sc, false), featBits(sc, allFeatBits)); user.pre.empty(set) {
-		t.Error("with a user package, ls -la runs nothing; the user package must run on every call")
+	sc = uep.gates.scan(v, user.pre.match)
+	if set := user.pre.packages(uep.gates.mask(sc, false), featBits(sc, allFeatBits), sc.found); !user.pre.empty(set) {
+		t.Errorf("with a gated user package, ls -la runs packages %b; want none", set)
 	}
-	if user.pre.always != allFeatBits {
-		t.Errorf("with a user package, features always computed = %b; want all (a user rule may read any)", user.pre.always)
+	mk, err := toValue(map[string]any{"tool": "bash", "raw": "make -j2", "cwd": "/workspace",
+		"commands": []any{map[string]any{"name": "make", "argv": []string{"make", "-j2"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc = uep.gates.scan(mk, user.pre.match)
+	set := user.pre.packages(uep.gates.mask(sc, false), featBits(sc, allFeatBits), sc.found)
+	if i := slices.IndexFunc(user.pre.pkgs, func(p pkgGate) bool { return p.name == "team_policy" }); i < 0 || set&(1<<i) == 0 {
+		t.Errorf("make -j2 runs packages %b of %v; want team_policy among them", set, user.pre.pkgs)
+	}
+	// a user rule without a derivable requirement runs on every call
+	ung := newEngine(t, Config{PolicyDirs: []string{"testdata/ungated"}})
+	gep := ung.NewEpisode(t.Context(), demoTask, demoSandbox)
+	sc = gep.gates.scan(v, ung.pre.match)
+	if set := ung.pre.packages(gep.gates.mask(sc, false), featBits(sc, allFeatBits), sc.found); ung.pre.empty(set) {
+		t.Error("with an ungated user package, ls -la runs nothing; that package must run on every call")
+	}
+	if ung.pre.always != allFeatBits {
+		t.Errorf("with an ungated user package, features always computed = %b; want all (a user rule may read any)", ung.pre.always)
 	}
 
 	// features are computed for the packages behind open gates only: git

@@ -60,17 +60,54 @@ type pkgGate struct {
 	gate  int
 	feats uint64
 	uses  uint64 // every feature the package's rules read
+	// derived: the gates derive.go reads off the package's flag rules, one
+	// conjunction of clauses per rule, as bits of the engine's matcher;
+	// nil when some rule has none (the package runs whatever the text).
+	derived [][][]int
+}
+
+// open reports whether some rule's derived gate passes for the keywords
+// found.
+func (p *pkgGate) open(f found) bool {
+	if p.derived == nil || f == nil {
+		return true
+	}
+	for _, rule := range p.derived {
+		if allClauses(rule, f) {
+			return true
+		}
+	}
+	return false
+}
+
+func allClauses(cs [][]int, f found) bool {
+	for _, c := range cs {
+		if !slices.ContainsFunc(c, f.has) {
+			return false
+		}
+	}
+	return true
 }
 
 // prefilter holds one lazily prepared query per set of packages to run.
 type prefilter struct {
-	pkgs   []pkgGate // default packages, sorted by name; at most 32
-	user   []string  // user packages: they run on every call, sorted
+	pkgs   []pkgGate // gated packages (default ones, and user ones whose every rule has a derived gate), sorted by name; at most 64
+	user   []string  // user packages without a gate: they run on every call, sorted
 	always uint64    // features read outside the gated packages (all, with user packages)
 	prep   func(q string) (rego.PreparedEvalQuery, error)
+	// hasUser: the policy has packages of its own; then episodes pass the
+	// full input (call and history), which user rules may read
+	hasUser bool
+	// match finds the feature keywords and the derived gates' literals
+	// in one pass; its first literals are keywords'
+	match *multiMatcher
+	// byID: per rule id, each flag rule's derived gate (nil: none), for
+	// tests that check the gates against what fires
+	byID                     map[string][][][]int // id → rules → clauses → literal bits
+	derivedRules, gatedRules int
 
 	mu sync.Mutex
-	qs map[uint32]*prepared // guarded by mu; by package set (bit i: pkgs[i])
+	qs map[uint64]*prepared // guarded by mu; by package set (bit i: pkgs[i])
 }
 
 type prepared struct {
@@ -105,7 +142,7 @@ func newPrefilter(c *ast.Compiler, docs map[string]any, defaults map[string]bool
 			userPkg[string(s)] = true
 		}
 	}
-	if len(defPkg) == 0 || len(defPkg) > 32 {
+	if len(defPkg) == 0 || len(defPkg)+len(userPkg) > 64 {
 		return nil
 	}
 	if r, ok := docs["rollcage"].(map[string]any); ok {
@@ -115,14 +152,48 @@ func newPrefilter(c *ast.Compiler, docs map[string]any, defaults map[string]bool
 			}
 		}
 	}
-	pf := &prefilter{prep: prep, qs: map[uint32]*prepared{}}
+	pf := &prefilter{prep: prep, qs: map[uint64]*prepared{}, hasUser: len(userPkg) > 0}
+	dg := deriveGates(c)
+	gates := dg.byPkg
+	pf.match = newMultiMatcher(slices.Concat(keywords.lits, dg.lits))
+	bits := func(rules [][]clause) [][][]int {
+		if rules == nil {
+			return nil
+		}
+		out := make([][][]int, len(rules))
+		for i, r := range rules {
+			for _, cl := range r {
+				var b []int
+				for _, l := range cl {
+					b = append(b, pf.match.bit(l))
+				}
+				out[i] = append(out[i], b)
+			}
+		}
+		return out
+	}
+	pf.byID = make(map[string][][][]int, len(dg.byID))
+	for id, gs := range dg.byID {
+		for _, g := range gs {
+			var b [][]int // nil: no gate
+			if g != nil {
+				b = bits([][]clause{g})[0]
+			}
+			pf.byID[id] = append(pf.byID[id], b)
+		}
+	}
+	pf.derivedRules, pf.gatedRules = dg.rules, dg.gated
 	for p := range defPkg {
 		if userPkg[p] {
 			continue // a user module extends it: it runs on every call, ungated
 		}
-		pf.pkgs = append(pf.pkgs, pkgGate{name: p, gate: gatedPackages[p], feats: featureGates(c, p)})
+		pf.pkgs = append(pf.pkgs, pkgGate{name: p, gate: gatedPackages[p], feats: featureGates(c, p), derived: bits(gates[p])})
 	}
 	for p := range userPkg {
+		if g, ok := gates[p]; ok && g != nil && !defPkg[p] && !docPkg(docs, p) {
+			pf.pkgs = append(pf.pkgs, pkgGate{name: p, feats: featureGates(c, p), derived: bits(g)})
+			continue
+		}
 		pf.user = append(pf.user, p)
 	}
 	// which features each package reads; features read elsewhere (lib, a
@@ -226,15 +297,19 @@ func (pf *prefilter) needed(gmask int) uint64 {
 	return need
 }
 
-// packages is the set of default packages to run for a call with open
-// gates gmask and features fbits.
-func (pf *prefilter) packages(gmask int, fbits uint64) uint32 {
-	var set uint32
+// packages is the set of gated packages to run for a call with open
+// gates gmask, features fbits and, unless it is nil (gate nothing), the
+// keywords found.
+func (pf *prefilter) packages(gmask int, fbits uint64, f found) uint64 {
+	var set uint64
 	for i, p := range pf.pkgs {
 		if p.gate != 0 && gmask&p.gate == 0 {
 			continue
 		}
 		if p.feats != 0 && fbits&p.feats == 0 {
+			continue
+		}
+		if !p.open(f) {
 			continue
 		}
 		set |= 1 << i
@@ -243,10 +318,10 @@ func (pf *prefilter) packages(gmask int, fbits uint64) uint32 {
 }
 
 // empty reports whether set runs no package at all: nothing can fire.
-func (pf *prefilter) empty(set uint32) bool { return set == 0 && len(pf.user) == 0 }
+func (pf *prefilter) empty(set uint64) bool { return set == 0 && len(pf.user) == 0 }
 
 // query returns the prepared query for a package set.
-func (pf *prefilter) query(set uint32) (rego.PreparedEvalQuery, error) {
+func (pf *prefilter) query(set uint64) (rego.PreparedEvalQuery, error) {
 	pf.mu.Lock()
 	p := pf.qs[set]
 	if p == nil {
@@ -267,7 +342,7 @@ func (pf *prefilter) query(set uint32) (rego.PreparedEvalQuery, error) {
 // source is the query text for a package set: the union of the named
 // packages' flag sets, each through a comprehension so an undefined
 // package is empty.
-func (pf *prefilter) source(set uint32) string {
+func (pf *prefilter) source(set uint64) string {
 	names := append([]string(nil), pf.user...)
 	for i, p := range pf.pkgs {
 		if set&(1<<i) != 0 {
@@ -503,7 +578,7 @@ func gitOp(v ast.Value) (gitop, bool) {
 
 // scan reads one normalized call for the gates; nil means gate nothing
 // (facts or call of an unexpected shape, or base64 in the call).
-func (g *gates) scan(n ast.Value) *scan {
+func (g *gates) scan(n ast.Value, m *multiMatcher) *scan {
 	if g.allOpen {
 		return nil
 	}
@@ -648,7 +723,7 @@ func (g *gates) scan(n ast.Value) *scan {
 		}
 	}
 	sc.lower = foldASCII(hay.String())
-	sc.found = keywords.find(sc.lower)
+	sc.found = m.find(sc.lower)
 	if sc.has("base64") {
 		return nil // decoded payloads join lib.text
 	}
@@ -717,4 +792,13 @@ func isASCII(s string) bool {
 		}
 	}
 	return true
+}
+
+// docPkg: data documents (not rules) sit under rollcage.rules.<p>; such a
+// package is not gated.
+func docPkg(docs map[string]any, p string) bool {
+	r, _ := docs["rollcage"].(map[string]any)
+	rr, _ := r["rules"].(map[string]any)
+	_, ok := rr[p]
+	return ok
 }

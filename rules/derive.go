@@ -1,0 +1,1001 @@
+package rules
+
+import (
+	"regexp/syntax"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+)
+
+// Gates derived from the policy. At load time every flag rule's body is
+// read for what it requires of the call's text — the literals its regular
+// expressions require (the way code search computes required trigrams
+// with regexp/syntax), the strings its contains, startswith, endswith, ==
+// and `in {...}` tests compare call fields with — and the rule gets a gate:
+// a conjunction of clauses, each a set of lowercase literals one of which
+// the call's haystack must contain (the haystack is every string of the
+// normalized call, lowercased; see gates.scan). A rule package whose every
+// flag rule has such a gate is evaluated only for calls that pass one of
+// them, so a user's rule is gated with no Go change.
+//
+// The reading is sound or silent: it follows values from input.normalized
+// and input.derived through variables, iteration, rule and function
+// references and a few string builtins (lower, upper, trim*, substring,
+// split, concat, regex.find_n); anything else (input.task, input.history,
+// data, numbers, sprintf, base64, a `with`, a negation) is unknown, and a
+// test of an unknown value requires nothing. A rule whose body yields no
+// clause has no gate: its package runs on every call. A joined string (lib
+// text is raw, content and scripts joined with "\n") contains a literal
+// that spans the join only in pieces, so literals are cut at the
+// separators a value may hold and the longest piece is required.
+// TestPrefilterEquivalence and FuzzPrefilterEquivalence (monitor) hold the
+// gated result equal to evaluating every rule, for the default bundle and
+// a user policy.
+
+// clause is satisfied when the haystack contains one of its literals.
+type clause []string
+
+// kind is the shape of one alternative of an abstract value.
+type kind int
+
+const (
+	kUnknown kind = iota // anything
+	kStr                 // a string of call strings (each in the haystack) and separator bytes seps
+	kConst               // the constant string lit
+	kColl                // an array or set whose elements are elem
+	kObj                 // an object: fields by key, other for the rest
+)
+
+// alt is one alternative of an abstract value; guard is what the call
+// must satisfy for the alternative to exist at all.
+type alt struct {
+	kind   kind
+	seps   string
+	lit    string
+	elem   val
+	fields map[string]val
+	other  val
+	keys   val
+	guard  []clause
+}
+
+// val is a value as the deriver knows it: one of its alternatives. No
+// alternative at all is a value that never exists (an empty constant
+// collection's element, say).
+type val []*alt
+
+var unknown = val{{kind: kUnknown}}
+
+func callStr(seps string) val { return val{{kind: kStr, seps: seps}} }
+
+func collOf(elem val) val { return val{{kind: kColl, elem: elem}} }
+
+// guarded is v with g added to each alternative's guard.
+func guarded(v val, g []clause) val {
+	if len(g) == 0 {
+		return v
+	}
+	out := make(val, len(v))
+	for i, a := range v {
+		c := *a
+		c.guard = append(slices.Clip(a.guard), g...)
+		out[i] = &c
+	}
+	return out
+}
+
+// inputVal is what the deriver knows of input: the normalized call's
+// strings are in the haystack, and input.derived (which Episode.Eval
+// passes whenever it gates) holds call strings joined by newlines.
+func inputVal() val {
+	s := callStr("")
+	list := collOf(s)
+	cmd := val{{kind: kObj, fields: map[string]val{"name": s, "argv": list}, other: unknown, keys: unknown}}
+	norm := map[string]val{
+		"raw": s, "content": s, "old_content": s, "cwd": s,
+		"commands": collOf(cmd),
+	}
+	for _, k := range []string{"scripts", "reads", "lists", "writes", "deletes", "packages", "hosts", "urls"} {
+		norm[k] = list
+	}
+	derived := map[string]val{"text": callStr("\n"), "code": callStr("\n"), "touched": list, "arg_paths": list}
+	obj := func(f map[string]val) val { return val{{kind: kObj, fields: f, other: unknown, keys: unknown}} }
+	return obj(map[string]val{"normalized": obj(norm), "derived": obj(derived)})
+}
+
+// deriver reads rule bodies; it memoizes rule values by reference.
+type deriver struct {
+	c     *ast.Compiler
+	input val
+	vals  map[string]val
+	busy  map[string]bool
+	depth int
+}
+
+func newDeriver(c *ast.Compiler) *deriver {
+	return &deriver{c: c, input: inputVal(), vals: map[string]val{}, busy: map[string]bool{}}
+}
+
+// maxDepth bounds how deep rule and function references are followed.
+const maxDepth = 8
+
+// ruleGate is the gate of one flag rule: nil when nothing is required.
+func (d *deriver) ruleGate(r *ast.Rule) []clause {
+	if r.Else != nil || r.Default {
+		return nil
+	}
+	env := map[ast.Var]val{}
+	cs := d.body(r.Body, env)
+	return bestClauses(cs)
+}
+
+// bestClauses drops the clauses implied by others' literals only loosely:
+// it keeps them all but removes duplicates; the gate is their conjunction.
+func bestClauses(cs []clause) []clause {
+	var out []clause
+	seen := map[string]bool{}
+	for _, c := range cs {
+		slices.Sort(c)
+		c = slices.Compact(c)
+		k := strings.Join(c, "\x00")
+		if len(c) == 0 || seen[k] {
+			continue
+		}
+		seen[k] = true
+		out = append(out, c)
+	}
+	return out
+}
+
+// body reads the expressions of a body in order, binding variables in env,
+// and returns the clauses they require.
+func (d *deriver) body(b ast.Body, env map[ast.Var]val) []clause {
+	var cs []clause
+	for _, e := range b {
+		d.expr(e, env, &cs)
+	}
+	return cs
+}
+
+func (d *deriver) expr(e *ast.Expr, env map[ast.Var]val, cs *[]clause) {
+	if e.Negated || len(e.With) > 0 || !e.IsCall() {
+		return // a negation binds nothing and requires nothing; `with` changes input
+	}
+	ops := e.Operands()
+	name := e.Operator().String()
+	switch name {
+	case "eq", "assign", "equal":
+		if len(ops) != 2 {
+			return
+		}
+		va, fa := d.term(ops[0], env, cs)
+		vb, fb := d.term(ops[1], env, cs)
+		switch {
+		case fa && !fb && name != "equal":
+			env[ops[0].Value.(ast.Var)] = vb
+			requireExists(vb, cs)
+		case fb && !fa && name != "equal":
+			env[ops[1].Value.(ast.Var)] = va
+			requireExists(va, cs)
+		case !fa && !fb:
+			if c, ok := equalClause(va, vb); ok {
+				*cs = append(*cs, c)
+			}
+		}
+		return
+	case "internal.member_2":
+		if len(ops) != 2 {
+			return
+		}
+		vx, fx := d.term(ops[0], env, cs)
+		vc, _ := d.term(ops[1], env, cs)
+		if fx {
+			env[ops[0].Value.(ast.Var)] = d.elems(vc, cs)
+			return
+		}
+		if lits, ok := constStrings(vc); ok {
+			if c, ok := testClause(vx, lits, false); ok {
+				*cs = append(*cs, c)
+			}
+			return
+		}
+		if lit, ok := constString(vx); ok {
+			if c, ok := testClause(d.elems(vc, cs), []string{lit}, false); ok {
+				*cs = append(*cs, c)
+			}
+		}
+		return
+	case "internal.member_3":
+		if len(ops) != 3 {
+			return
+		}
+		vc, _ := d.term(ops[2], env, cs)
+		if v, ok := ops[1].Value.(ast.Var); ok {
+			if _, bound := env[v]; !bound {
+				env[v] = d.elems(vc, cs)
+			}
+		}
+		if v, ok := ops[0].Value.(ast.Var); ok {
+			if _, bound := env[v]; !bound {
+				env[v] = unknown
+			}
+		}
+		return
+	}
+	args := make([]val, len(ops))
+	fresh := make([]bool, len(ops))
+	for i, o := range ops {
+		args[i], fresh[i] = d.term(o, env, cs)
+	}
+	bind := func(i int, v val) {
+		if i < len(ops) && fresh[i] {
+			env[ops[i].Value.(ast.Var)] = v
+		}
+	}
+	defer func() { // whatever a call outputs that is not read below is unknown
+		for i := range ops {
+			if fresh[i] {
+				if _, ok := env[ops[i].Value.(ast.Var)]; !ok {
+					env[ops[i].Value.(ast.Var)] = unknown
+				}
+			}
+		}
+	}()
+	switch name {
+	case "contains", "startswith", "endswith":
+		if len(ops) == 2 {
+			if lit, ok := constString(args[1]); ok {
+				if c, ok := testClause(args[0], []string{lit}, false); ok {
+					*cs = append(*cs, c)
+				}
+			}
+		}
+		return
+	case "regex.match", "regex.find_n", "regex.find_all_string_submatch_n":
+		if len(ops) < 2 {
+			return
+		}
+		pat, ok := constString(args[0])
+		if !ok {
+			return
+		}
+		c, ok := regexClause(pat, args[1])
+		if name == "regex.match" {
+			if ok {
+				*cs = append(*cs, c)
+			}
+			return
+		}
+		if len(ops) == 4 { // find_n(pat, s, n, out): a match is a part of s
+			elem := substrings(args[1])
+			if name == "regex.find_all_string_submatch_n" {
+				elem = collOf(elem)
+			}
+			if ok {
+				elem = guarded(elem, []clause{c})
+			}
+			bind(3, collOf(elem))
+		}
+		return
+	case "lower", "upper", "trim_space":
+		if len(ops) == 2 {
+			bind(1, substrings(args[0]))
+		}
+		return
+	case "trim", "trim_left", "trim_right", "trim_prefix", "trim_suffix":
+		if len(ops) == 3 {
+			bind(2, substrings(args[0]))
+		}
+		return
+	case "substring":
+		if len(ops) == 4 {
+			bind(3, substrings(args[0]))
+		}
+		return
+	case "split":
+		if len(ops) == 3 {
+			bind(2, collOf(substrings(args[0])))
+		}
+		return
+	case "concat":
+		if len(ops) == 3 {
+			if sep, ok := constString(args[0]); ok {
+				bind(2, joined(d.elems(args[1], cs), sep))
+			}
+		}
+		return
+	case "array.concat":
+		if len(ops) == 3 {
+			bind(2, collOf(append(slices.Clip(d.elems(args[0], cs)), d.elems(args[1], cs)...)))
+		}
+		return
+	}
+	// a function of the policy: what every definition requires of its
+	// arguments, one clause per definition joined
+	ref := e.Operator()
+	if !ref.HasPrefix(ast.DefaultRootRef) {
+		return
+	}
+	defs := d.c.GetRulesExact(ref)
+	if len(defs) == 0 || len(defs[0].Head.Args) == 0 {
+		return
+	}
+	nargs := len(defs[0].Head.Args)
+	out, c, ok := d.function(ref.String(), defs, args[:min(nargs, len(args))])
+	if ok {
+		*cs = append(*cs, c)
+	}
+	if len(ops) > nargs {
+		bind(nargs, out)
+	}
+}
+
+// function reads a function's definitions with the arguments given: its
+// value, and a clause one of whose literals each definition requires.
+func (d *deriver) function(key string, defs []*ast.Rule, args []val) (val, clause, bool) {
+	if d.depth >= maxDepth || d.busy[key] {
+		return unknown, nil, false
+	}
+	d.busy[key] = true
+	d.depth++
+	defer func() { delete(d.busy, key); d.depth-- }()
+	var (
+		out    val
+		joined clause
+		all    = true
+	)
+	for _, r := range defs {
+		for ; r != nil; r = r.Else {
+			if r.Default {
+				all = false
+				out = append(out, unknown...)
+				continue
+			}
+			env := map[ast.Var]val{}
+			var cs []clause
+			for i, p := range r.Head.Args {
+				if i >= len(args) {
+					break
+				}
+				switch pv := p.Value.(type) {
+				case ast.Var:
+					if !pv.IsWildcard() {
+						env[pv] = args[i]
+					}
+				case ast.String:
+					if c, ok := testClause(args[i], []string{string(pv)}, false); ok {
+						cs = append(cs, c)
+					}
+				}
+			}
+			cs = append(cs, d.body(r.Body, env)...)
+			if v := r.Head.Value; v != nil {
+				tv, fresh := d.term(v, env, &cs)
+				if fresh {
+					tv = unknown
+				}
+				out = append(out, tv...)
+			}
+			if len(cs) == 0 {
+				all = false
+			} else if all {
+				joined = append(joined, best(cs)...)
+			}
+		}
+	}
+	if !all {
+		return out, nil, false
+	}
+	return out, joined, true
+}
+
+// best is the clause of a conjunction worth testing alone: the one whose
+// shortest literal is longest.
+func best(cs []clause) clause {
+	var b clause
+	score := -1
+	for _, c := range cs {
+		s := len(c[0])
+		for _, l := range c {
+			s = min(s, len(l))
+		}
+		if s > score || s == score && len(c) < len(b) {
+			b, score = c, s
+		}
+	}
+	return b
+}
+
+// term evaluates a term; fresh reports a variable not bound yet.
+func (d *deriver) term(t *ast.Term, env map[ast.Var]val, cs *[]clause) (val, bool) {
+	switch v := t.Value.(type) {
+	case ast.Var:
+		if x, ok := env[v]; ok {
+			return x, false
+		}
+		return nil, true
+	case ast.String:
+		return val{{kind: kConst, lit: string(v)}}, false
+	case ast.Ref:
+		return d.ref(v, env, cs), false
+	case *ast.Array:
+		var elem val
+		for i := range v.Len() {
+			x, _ := d.term(v.Elem(i), env, cs)
+			elem = append(elem, orUnknown(x)...)
+		}
+		return collOf(elem), false
+	case ast.Set:
+		var elem val
+		v.Foreach(func(e *ast.Term) {
+			x, _ := d.term(e, env, cs)
+			elem = append(elem, orUnknown(x)...)
+		})
+		return collOf(elem), false
+	case ast.Object:
+		o := &alt{kind: kObj, fields: map[string]val{}, keys: unknown}
+		err := v.Iter(func(k, e *ast.Term) error {
+			ks, ok := k.Value.(ast.String)
+			if !ok {
+				o.other = unknown
+				return nil
+			}
+			x, _ := d.term(e, env, cs)
+			o.fields[string(ks)] = orUnknown(x)
+			return nil
+		})
+		if err != nil {
+			return unknown, false
+		}
+		return val{o}, false
+	case *ast.ArrayComprehension:
+		return d.comprehension(v.Body, v.Term, env), false
+	case *ast.SetComprehension:
+		return d.comprehension(v.Body, v.Term, env), false
+	}
+	return unknown, false
+}
+
+func orUnknown(v val) val {
+	if v == nil {
+		return unknown
+	}
+	return v
+}
+
+// comprehension is a collection whose elements exist only when its body
+// holds.
+func (d *deriver) comprehension(body ast.Body, term *ast.Term, outer map[ast.Var]val) val {
+	env := make(map[ast.Var]val, len(outer))
+	for k, v := range outer {
+		env[k] = v
+	}
+	cs := d.body(body, env)
+	x, fresh := d.term(term, env, &cs)
+	if fresh {
+		x = unknown
+	}
+	return collOf(guarded(x, cs))
+}
+
+// ref evaluates a reference: into input, a rule of the policy or a local
+// value.
+func (d *deriver) ref(r ast.Ref, env map[ast.Var]val, cs *[]clause) val {
+	var (
+		v    val
+		rest ast.Ref
+	)
+	switch {
+	case r[0].Equal(ast.InputRootDocument):
+		v, rest = d.input, r[1:]
+	case r[0].Equal(ast.DefaultRootDocument):
+		n := len(r)
+		for ; n > 1; n-- {
+			if !isGround(r[:n]) {
+				continue
+			}
+			if defs := d.c.GetRulesExact(r[:n]); len(defs) > 0 {
+				break
+			}
+		}
+		if n <= 1 {
+			return unknown // data documents and undefined references
+		}
+		v, rest = d.rule(r[:n]), r[n:]
+	default:
+		lv, ok := r[0].Value.(ast.Var)
+		if !ok {
+			return unknown
+		}
+		x, bound := env[lv]
+		if !bound {
+			return unknown
+		}
+		v, rest = x, r[1:]
+	}
+	for _, k := range rest {
+		if s, ok := k.Value.(ast.String); ok {
+			v = field(v, string(s))
+			continue
+		}
+		if kv, ok := k.Value.(ast.Var); ok {
+			if _, bound := env[kv]; !bound {
+				v = d.elemsWithKey(v, cs, func(key val) { env[kv] = key })
+				continue
+			}
+		}
+		v = d.elems(v, cs) // any other key: some element
+	}
+	return v
+}
+
+func isGround(r ast.Ref) bool {
+	for _, t := range r[1:] {
+		if _, ok := t.Value.(ast.String); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// rule is the value of a rule of the policy (the union of its
+// definitions), memoized.
+func (d *deriver) rule(r ast.Ref) val {
+	key := r.String()
+	if v, ok := d.vals[key]; ok {
+		return v
+	}
+	if d.busy[key] || d.depth >= maxDepth {
+		return unknown
+	}
+	d.busy[key] = true
+	d.depth++
+	defer func() { delete(d.busy, key); d.depth-- }()
+	var out val
+	for _, def := range d.c.GetRulesExact(r) {
+		out = append(out, d.ruleValue(def)...)
+	}
+	d.vals[key] = out
+	return out
+}
+
+func (d *deriver) ruleValue(r *ast.Rule) val {
+	var out val
+	for ; r != nil; r = r.Else {
+		if len(r.Head.Args) > 0 {
+			return unknown // a function read as a value
+		}
+		env := map[ast.Var]val{}
+		var cs []clause
+		if !r.Default {
+			cs = d.body(r.Body, env)
+		}
+		switch {
+		case r.Head.RuleKind() == ast.MultiValue: // partial set
+			k, fresh := d.term(r.Head.Key, env, &cs)
+			if fresh {
+				k = unknown
+			}
+			out = append(out, collOf(guarded(k, cs))...)
+		case r.Head.Key != nil: // partial object
+			v, fresh := d.term(r.Head.Value, env, &cs)
+			if fresh {
+				v = unknown
+			}
+			out = append(out, &alt{kind: kObj, fields: map[string]val{}, other: guarded(v, cs), keys: unknown})
+		default:
+			v, fresh := d.term(r.Head.Value, env, &cs)
+			if fresh {
+				v = unknown
+			}
+			out = append(out, guarded(v, cs)...)
+		}
+		if derivedOnly(r) {
+			break // input.derived is there whenever gates apply: no else is reached
+		}
+	}
+	return out
+}
+
+// derivedOnly: the body is `x = input.derived.<field>`, which holds
+// whenever Episode.Eval gates (it passes input.derived then).
+func derivedOnly(r *ast.Rule) bool {
+	if len(r.Body) != 1 || r.Default {
+		return false
+	}
+	e := r.Body[0]
+	if e.Negated || len(e.With) > 0 || !e.IsCall() || len(e.Operands()) != 2 {
+		return false
+	}
+	if op := e.Operator().String(); op != "eq" && op != "assign" {
+		return false
+	}
+	for _, o := range e.Operands() {
+		if ref, ok := o.Value.(ast.Ref); ok && len(ref) == 3 && ref[0].Equal(ast.InputRootDocument) &&
+			ref[1].Equal(ast.StringTerm("derived")) {
+			if f, ok := ref[2].Value.(ast.String); ok && slices.Contains([]string{"text", "code", "touched", "arg_paths"}, string(f)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// field is v.k.
+func field(v val, k string) val {
+	var out val
+	for _, a := range v {
+		switch a.kind {
+		case kObj:
+			f, ok := a.fields[k]
+			if !ok {
+				f = a.other
+			}
+			out = append(out, guarded(f, a.guard)...)
+		case kColl, kStr, kConst:
+			// a string key into a collection or string is undefined
+		default:
+			out = append(out, guarded(unknown, a.guard)...)
+		}
+	}
+	return out
+}
+
+// elems is any element (or object value) of v; the guards of the
+// collections it comes from are required by whoever iterates.
+func (d *deriver) elems(v val, cs *[]clause) val {
+	return d.elemsWithKey(v, cs, nil)
+}
+
+// requireExists adds to cs what a value's existence requires: when each of
+// its alternatives exists only under a guard, one of the guards holds.
+func requireExists(v val, cs *[]clause) {
+	var c clause
+	for _, a := range v {
+		if len(a.guard) == 0 {
+			return
+		}
+		c = append(c, best(a.guard)...)
+	}
+	if len(c) > 0 {
+		*cs = append(*cs, c)
+	}
+}
+
+func (d *deriver) elemsWithKey(v val, cs *[]clause, key func(val)) val {
+	var out, keys val
+	for _, a := range v {
+		switch a.kind {
+		case kColl:
+			out = append(out, guarded(a.elem, a.guard)...)
+			keys = append(keys, unknown...) // an index, or a set's element
+		case kObj:
+			for _, f := range a.fields {
+				out = append(out, guarded(f, a.guard)...)
+			}
+			out = append(out, guarded(a.other, a.guard)...)
+			keys = append(keys, a.keys...)
+		case kStr, kConst:
+			out = append(out, guarded(unknown, a.guard)...) // a string's characters: numbers
+		default:
+			out = append(out, guarded(unknown, a.guard)...)
+			keys = append(keys, unknown...)
+		}
+	}
+	if key != nil {
+		key(orUnknown(keys))
+	}
+	requireExists(out, cs) // iterating needs an element
+	return out
+}
+
+// substrings is a part of v: a part of a string of call strings is one
+// too.
+func substrings(v val) val {
+	var out val
+	for _, a := range v {
+		if a.kind == kStr {
+			out = append(out, a)
+		} else {
+			out = append(out, guarded(unknown, a.guard)...)
+		}
+	}
+	return out
+}
+
+// joined is concat(sep, elems).
+func joined(elems val, sep string) val {
+	seps := sep
+	var guards []clause
+	for _, a := range elems {
+		switch {
+		case a.kind == kStr:
+			seps += a.seps
+		case a.kind == kConst && a.lit == "":
+		default:
+			if len(a.guard) == 0 {
+				return unknown
+			}
+			// the join holds such an element only when its guard holds:
+			// the joined string is call strings or that guard
+			guards = append(guards, best(a.guard))
+		}
+	}
+	s := &alt{kind: kStr, seps: uniqueBytes(seps)}
+	if len(guards) == 0 {
+		return val{s}
+	}
+	// a literal in the join is in the call strings, or one of the odd
+	// elements is there: an alternative per guard
+	out := val{s}
+	for _, g := range guards {
+		out = append(out, &alt{kind: kUnknown, guard: []clause{g}})
+	}
+	return out
+}
+
+func uniqueBytes(s string) string {
+	b := []byte(s)
+	slices.Sort(b)
+	return string(slices.Compact(b))
+}
+
+func constString(v val) (string, bool) {
+	if len(v) == 1 && v[0].kind == kConst && len(v[0].guard) == 0 {
+		return v[0].lit, true
+	}
+	return "", false
+}
+
+// constStrings are the strings of a constant collection of strings.
+func constStrings(v val) ([]string, bool) {
+	if len(v) != 1 || v[0].kind != kColl || len(v[0].guard) != 0 {
+		return nil, false
+	}
+	var out []string
+	for _, e := range v[0].elem {
+		if e.kind != kConst || len(e.guard) != 0 {
+			return nil, false
+		}
+		out = append(out, e.lit)
+	}
+	return out, len(out) > 0
+}
+
+// equalClause: a == b, one side a constant string.
+func equalClause(a, b val) (clause, bool) {
+	if lit, ok := constString(b); ok {
+		return testClause(a, []string{lit}, false)
+	}
+	if lit, ok := constString(a); ok {
+		return testClause(b, []string{lit}, false)
+	}
+	return nil, false
+}
+
+// testClause is what "v contains one of lits" requires of the haystack;
+// fold: the literals match case-insensitively (a (?i) regexp).
+func testClause(v val, lits []string, fold bool) (clause, bool) {
+	if len(v) == 0 {
+		return nil, false // a value that never exists: nothing to gate on soundly without more care
+	}
+	var c clause
+	for _, a := range v {
+		switch {
+		case a.kind == kStr:
+			for _, l := range lits {
+				p := piece(l, a.seps, fold)
+				if p == "" {
+					if len(a.guard) == 0 {
+						return nil, false
+					}
+					c = append(c, best(a.guard)...)
+					continue
+				}
+				c = append(c, p)
+			}
+		case a.kind == kConst && a.lit == "" && !hasEmpty(lits):
+			// "" contains no non-empty literal
+		case len(a.guard) > 0:
+			c = append(c, best(a.guard)...)
+		default:
+			return nil, false
+		}
+	}
+	return c, len(c) > 0
+}
+
+func hasEmpty(lits []string) bool { return slices.Contains(lits, "") }
+
+// piece is the part of literal l the haystack must hold when l occurs in a
+// string that may join call strings with the bytes of seps: the longest
+// run between separators, lowercased as the haystack is. A literal
+// matched case-insensitively keeps ASCII runs only (other letters have
+// case-folding partners the lowercased haystack does not unify).
+func piece(l, seps string, fold bool) string {
+	l = foldASCII(l)
+	cut := func(r rune) bool {
+		return strings.ContainsRune(seps, r) || fold && r >= utf8.RuneSelf
+	}
+	var b string
+	for _, p := range strings.FieldsFunc(l, cut) {
+		if len(p) > len(b) {
+			b = p
+		}
+	}
+	return b
+}
+
+// regexClause is what a match of pattern in v requires: one of the
+// literals every match contains.
+func regexClause(pattern string, v val) (clause, bool) {
+	re, err := syntax.Parse(pattern, syntax.Perl)
+	if err != nil {
+		return nil, false
+	}
+	lits, ok := reLits(re)
+	if !ok {
+		return nil, false
+	}
+	var fold, exact []string
+	for _, l := range lits {
+		if l.fold {
+			fold = append(fold, l.s)
+		} else {
+			exact = append(exact, l.s)
+		}
+	}
+	var c clause
+	for _, g := range []struct {
+		lits []string
+		fold bool
+	}{{fold, true}, {exact, false}} {
+		if len(g.lits) == 0 {
+			continue
+		}
+		x, ok := testClause(v, g.lits, g.fold)
+		if !ok {
+			return nil, false
+		}
+		c = append(c, x...)
+	}
+	return c, len(c) > 0
+}
+
+type reLit struct {
+	s    string
+	fold bool
+}
+
+// reLits is a set of literals one of which every match of re contains.
+func reLits(re *syntax.Regexp) ([]reLit, bool) {
+	switch re.Op {
+	case syntax.OpLiteral:
+		if len(re.Rune) == 0 {
+			return nil, false
+		}
+		return []reLit{{string(re.Rune), re.Flags&syntax.FoldCase != 0}}, true
+	case syntax.OpCapture, syntax.OpPlus:
+		return reLits(re.Sub[0])
+	case syntax.OpRepeat:
+		if re.Min >= 1 {
+			return reLits(re.Sub[0])
+		}
+	case syntax.OpAlternate:
+		var out []reLit
+		for _, s := range re.Sub {
+			l, ok := reLits(s)
+			if !ok {
+				return nil, false
+			}
+			out = append(out, l...)
+		}
+		return out, true
+	case syntax.OpConcat:
+		// adjacent literals of one case mode make one longer literal
+		var subs []*syntax.Regexp
+		for _, s := range re.Sub {
+			if n := len(subs); n > 0 && s.Op == syntax.OpLiteral && subs[n-1].Op == syntax.OpLiteral &&
+				s.Flags&syntax.FoldCase == subs[n-1].Flags&syntax.FoldCase {
+				m := *subs[n-1]
+				m.Rune = append(slices.Clip(m.Rune), s.Rune...)
+				subs[n-1] = &m
+				continue
+			}
+			subs = append(subs, s)
+		}
+		var (
+			bestL []reLit
+			score = -1
+		)
+		for _, s := range subs {
+			l, ok := reLits(s)
+			if !ok {
+				continue
+			}
+			sc := len(l[0].s)
+			for _, x := range l {
+				sc = min(sc, len(x.s))
+			}
+			if sc > score || sc == score && len(l) < len(bestL) {
+				bestL, score = l, sc
+			}
+		}
+		return bestL, score >= 0
+	}
+	return nil, false
+}
+
+// derivedGates is what deriveGates reads off a policy.
+type derivedGates struct {
+	byPkg map[string][][]clause // per package, one conjunction per flag rule; nil: a rule has none
+	byID  map[string][][]clause // per rule id (lib.flag's first argument, "" when not constant), one entry per rule, nil: no gate
+	lits  []string              // every literal of the gates
+	rules, gated int            // flag rules, and those with a gate
+}
+
+// deriveGates reads the gate of every flag rule under rollcage.rules.
+func deriveGates(c *ast.Compiler) derivedGates {
+	d := newDeriver(c)
+	out := derivedGates{byPkg: map[string][][]clause{}, byID: map[string][][]clause{}}
+	ungated := map[string]bool{}
+	rulesRef := ast.MustParseRef("data.rollcage.rules")
+	for _, m := range c.Modules {
+		path := m.Package.Path
+		if len(path) < 4 || !path.HasPrefix(rulesRef) {
+			continue
+		}
+		s, ok := path[3].Value.(ast.String)
+		if !ok {
+			continue
+		}
+		pkg := string(s)
+		if len(path) > 4 {
+			ungated[pkg] = true // documents below the package may hold its flag
+			continue
+		}
+		for _, r := range m.Rules {
+			ref := r.Head.Ref()
+			if len(ref) == 0 || !ref[0].Equal(ast.VarTerm("flag")) {
+				continue
+			}
+			out.rules++
+			g := d.ruleGate(r)
+			if len(ref) != 1 {
+				g = nil
+			}
+			id := ruleID(r)
+			out.byID[id] = append(out.byID[id], g)
+			if g == nil {
+				ungated[pkg] = true
+				continue
+			}
+			out.gated++
+			out.byPkg[pkg] = append(out.byPkg[pkg], g)
+			for _, cl := range g {
+				out.lits = append(out.lits, cl...)
+			}
+		}
+	}
+	for p := range ungated {
+		out.byPkg[p] = nil
+	}
+	return out
+}
+
+// ruleID is the rule id a flag rule passes to lib.flag, "" when it is not
+// a constant.
+func ruleID(r *ast.Rule) string {
+	flagRef := ast.MustParseRef("data.rollcage.lib.flag")
+	for _, e := range r.Body {
+		if !e.IsCall() || !e.Operator().Equal(flagRef) || len(e.Operands()) == 0 {
+			continue
+		}
+		if s, ok := e.Operands()[0].Value.(ast.String); ok {
+			return string(s)
+		}
+	}
+	return ""
+}

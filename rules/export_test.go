@@ -1,0 +1,47 @@
+package rules
+
+import "fmt"
+
+// DerivedGateMisses checks the derived gates against flags that fired on
+// a call: every flag's rule id must belong to a flag rule whose gate passes
+// on the call (or that has none). It returns one line per flag that no such
+// rule explains. A call the gates do not read (base64 in it, an odd
+// shape) explains every flag.
+func (ep *Episode) DerivedGateMisses(normalized any, flags []Flag) []string {
+	pre := ep.eng.pre
+	if pre == nil {
+		return nil
+	}
+	n, err := toValue(normalized)
+	if err != nil {
+		return nil
+	}
+	sc := ep.gates.scan(n, pre.match)
+	if sc == nil {
+		return nil
+	}
+	var miss []string
+	for _, f := range flags {
+		ok := false
+		for _, id := range []string{f.Rule, ""} {
+			for _, g := range pre.byID[id] {
+				if g == nil || allClauses(g, sc.found) {
+					ok = true
+				}
+			}
+		}
+		if !ok && len(pre.byID[f.Rule]) > 0 {
+			miss = append(miss, fmt.Sprintf("%s (evidence %q): no rule with this id passes its derived gate", f.Rule, f.Evidence))
+		}
+	}
+	return miss
+}
+
+// DerivedGateCount is how many flag rules the policy has and how many of
+// them got a derived gate.
+func (e *Engine) DerivedGateCount() (rules, gated int) {
+	if e.pre == nil {
+		return 0, 0
+	}
+	return e.pre.derivedRules, e.pre.gatedRules
+}

@@ -1,0 +1,144 @@
+package rules_test
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"encoding/json"
+	"os"
+	"slices"
+	"testing"
+
+	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/rules"
+)
+
+// gateEngines are the policies the gate tests compare: each prefiltered
+// and not.
+var gatePolicies = []struct {
+	name string
+	dirs []string
+}{
+	{"default", nil},
+	{"user", []string{"testdata/user", "testdata/extra"}},
+}
+
+type enginePair struct {
+	name    string
+	on, off *rules.Engine
+}
+
+func gateEngines(tb testing.TB) []enginePair {
+	tb.Helper()
+	var out []enginePair
+	for _, p := range gatePolicies {
+		on, err := rules.New(context.Background(), rules.Config{PolicyDirs: p.dirs})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		off, err := rules.New(context.Background(), rules.Config{PolicyDirs: p.dirs, DisablePrefilter: true})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		out = append(out, enginePair{p.name, on, off})
+	}
+	return out
+}
+
+// corpusLine is a line of monitor's labelled corpus with its task and
+// sandbox decoded.
+type corpusLine struct {
+	monitor.CorpusLine
+	task, sandbox any
+}
+
+func readCorpus(tb testing.TB) []corpusLine {
+	tb.Helper()
+	var contexts map[string]monitor.CorpusContext
+	raw, err := os.ReadFile("../monitor/testdata/corpus/contexts.json")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &contexts); err != nil {
+		tb.Fatal(err)
+	}
+	var out []corpusLine
+	for _, name := range []string{"../monitor/testdata/corpus/hacks.jsonl", "../monitor/testdata/corpus/benign.jsonl"} {
+		f, err := os.Open(name)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(nil, 1<<22)
+		for sc.Scan() {
+			var l corpusLine
+			if err := json.Unmarshal(sc.Bytes(), &l.CorpusLine); err != nil {
+				tb.Fatalf("%s: %v", name, err)
+			}
+			tj, sj := l.Task, l.Sandbox
+			if c, ok := contexts[l.TaskRef]; ok {
+				if tj == nil {
+					tj = c.Task
+				}
+				if sj == nil {
+					sj = c.Sandbox
+				}
+			}
+			for _, x := range []struct {
+				raw json.RawMessage
+				dst *any
+			}{{tj, &l.task}, {sj, &l.sandbox}} {
+				if x.raw != nil {
+					if err := json.Unmarshal(x.raw, x.dst); err != nil {
+						tb.Fatal(err)
+					}
+				}
+			}
+			out = append(out, l)
+		}
+		f.Close()
+		if err := sc.Err(); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return out
+}
+
+// TestDerivedGatesSound checks every rule's derived gate, not only those
+// whose whole package is gated by them: over the corpus, each flag that
+// ungated evaluation raises comes from a rule id with a rule whose gate
+// passes on the call. A literal the deriver wrongly required fails here.
+func TestDerivedGatesSound(t *testing.T) {
+	ctx := context.Background()
+	lines := readCorpus(t)
+	for _, ep := range gateEngines(t) {
+		n, gated := ep.on.DerivedGateCount()
+		t.Logf("%s policy: %d of %d flag rules have a derived gate", ep.name, gated, n)
+		if gated == 0 {
+			t.Fatalf("%s policy: no rule has a derived gate", ep.name)
+		}
+		checked := 0
+		for _, l := range lines {
+			cwd := cmp.Or(l.Cwd, "/workspace")
+			on, off := ep.on.NewEpisode(ctx, l.task, l.sandbox), ep.off.NewEpisode(ctx, l.task, l.sandbox)
+			var files monitor.Files
+			for i, c := range append(slices.Clone(l.History), l.Call) {
+				norm := monitor.NormalizeWith(c, cwd, &files)
+				files.Record(c, norm)
+				want, err := off.Eval(ctx, c, norm)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, m := range on.DerivedGateMisses(norm, want) {
+					t.Errorf("%s policy, %s call %d (%.80q): %s", ep.name, l.ID, i, norm.Raw, m)
+				}
+				checked += len(want)
+				on.Record(c, norm, want)
+				off.Record(c, norm, want)
+			}
+		}
+		if checked < 150 {
+			t.Errorf("%s policy: %d flags checked; the corpus no longer exercises the gates", ep.name, checked)
+		}
+	}
+}
