@@ -930,10 +930,10 @@ func reLits(re *syntax.Regexp) ([]reLit, bool) {
 
 // derivedGates is what deriveGates reads off a policy.
 type derivedGates struct {
-	byPkg map[string][][]clause // per package, one conjunction per flag rule; nil: a rule has none
-	byID  map[string][][]clause // per rule id (lib.flag's first argument, "" when not constant), one entry per rule, nil: no gate
-	lits  []string              // every literal of the gates
-	rules, gated int            // flag rules, and those with a gate
+	byPkg        map[string][][]clause // per package, one conjunction per flag rule; nil: a rule has none
+	byID         map[string][][]clause // per rule id (lib.flag's first argument, "" when not constant), one entry per rule, nil: no gate
+	lits         []string              // every literal of the gates
+	rules, gated int                   // flag rules, and those with a gate
 }
 
 // deriveGates reads the gate of every flag rule under rollcage.rules.
