@@ -2,6 +2,7 @@ package rules
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -9,8 +10,11 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
+
+	"github.com/rollcage/rollcage/toolcall"
 )
 
 // MaxHistory is how many earlier calls an Episode shows the rules.
@@ -200,7 +204,7 @@ func (ep *Episode) Eval(ctx context.Context, call, normalized any) ([]Flag, erro
 	}
 	q, ft := ep.eng.flagsQ, allFeatures
 	if pre := ep.eng.pre; pre != nil {
-		sc := ep.gates.scan(n, pre.match)
+		sc := ep.gates.scan(typed(normalized, n), pre.match)
 		var kw found
 		if sc != nil {
 			sc.evidence = evid
@@ -438,4 +442,30 @@ func (ep *Episode) Clone() *Episode {
 		memo:    ep.memo, nDisc: ep.nDisc, evid: slices.Clone(ep.evid), prov: ep.prov,
 	}
 	return c
+}
+
+// typed is the normalized call as the gates read it: the monitor's own
+// type as it is, plain data (maps, an ast value) through its JSON, nil
+// when that does not fit (the gates then open everything).
+func typed(x any, v ast.Value) *toolcall.Normalized {
+	switch n := x.(type) {
+	case toolcall.Normalized:
+		return &n
+	case *toolcall.Normalized:
+		return n
+	}
+	j, err := ast.JSON(v)
+	if err != nil {
+		return nil
+	}
+	b, err := json.Marshal(j)
+	if err != nil {
+		return nil
+	}
+	var n toolcall.Normalized
+	// v2 matches names case-sensitively, as Rego reads them
+	if err := jsonv2.Unmarshal(b, &n); err != nil {
+		return nil
+	}
+	return &n
 }

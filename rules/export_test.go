@@ -16,7 +16,7 @@ func (ep *Episode) DerivedGateMisses(normalized any, flags []Flag) []string {
 	if err != nil {
 		return nil
 	}
-	sc := ep.gates.scan(n, pre.match)
+	sc := ep.gates.scan(typed(normalized, n), pre.match)
 	if sc == nil {
 		return nil
 	}

@@ -11,6 +11,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
+
+	"github.com/rollcage/rollcage/toolcall"
 )
 
 // TestFeatureNames holds Go's features, lib.feature_names (the fixture's
@@ -99,7 +101,7 @@ func TestFeatures(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sc := ep.gates.scan(v, e.pre.match)
+		sc := ep.gates.scan(typedNorm(v), e.pre.match)
 		if (sc == nil) != tc.all {
 			t.Errorf("%s: gate nothing = %v, want %v", tc.name, sc == nil, tc.all)
 			continue
@@ -146,7 +148,7 @@ func TestPackageGates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc := ep.gates.scan(v, e.pre.match)
+	sc := ep.gates.scan(typedNorm(v), e.pre.match)
 	if set := e.pre.packages(ep.gates.mask(sc, false), featBits(sc, allFeatBits), sc.found); !e.pre.empty(set) {
 		t.Errorf("ls -la runs packages %b; want none", set)
 	}
@@ -164,7 +166,7 @@ func TestPackageGates(t *testing.T) {
 	// ls -la runs nothing, make runs the user package
 	user := newEngine(t, Config{PolicyDirs: []string{"testdata/extra"}})
 	uep := user.NewEpisode(t.Context(), demoTask, demoSandbox)
-	sc = uep.gates.scan(v, user.pre.match)
+	sc = uep.gates.scan(typedNorm(v), user.pre.match)
 	if set := user.pre.packages(uep.gates.mask(sc, false), featBits(sc, allFeatBits), sc.found); !user.pre.empty(set) {
 		t.Errorf("with a gated user package, ls -la runs packages %b; want none", set)
 	}
@@ -173,7 +175,7 @@ func TestPackageGates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc = uep.gates.scan(mk, user.pre.match)
+	sc = uep.gates.scan(typedNorm(mk), user.pre.match)
 	set := user.pre.packages(uep.gates.mask(sc, false), featBits(sc, allFeatBits), sc.found)
 	if i := slices.IndexFunc(user.pre.pkgs, func(p pkgGate) bool { return p.name == "team_policy" }); i < 0 || set&(1<<i) == 0 {
 		t.Errorf("make -j2 runs packages %b of %v; want team_policy among them", set, user.pre.pkgs)
@@ -181,7 +183,7 @@ func TestPackageGates(t *testing.T) {
 	// a user rule without a derivable requirement runs on every call
 	ung := newEngine(t, Config{PolicyDirs: []string{"testdata/ungated"}})
 	gep := ung.NewEpisode(t.Context(), demoTask, demoSandbox)
-	sc = gep.gates.scan(v, ung.pre.match)
+	sc = gep.gates.scan(typedNorm(v), ung.pre.match)
 	if set := ung.pre.packages(gep.gates.mask(sc, false), featBits(sc, allFeatBits), sc.found); ung.pre.empty(set) {
 		t.Error("with an ungated user package, ls -la runs nothing; that package must run on every call")
 	}
@@ -278,3 +280,6 @@ func TestLeanEpisode(t *testing.T) {
 		t.Errorf("history window %d after one recorded call; want 1", ep.Len())
 	}
 }
+
+// typedNorm is what Episode.Eval hands the gates for plain data.
+func typedNorm(v ast.Value) *toolcall.Normalized { return typed(v, v) }

@@ -108,7 +108,7 @@ func FuzzPrefilterEquivalence(f *testing.F) {
 			calls = append(calls, monitor.ToolCall{Tool: monitor.ToolBash, Args: args})
 		}
 		for _, ep := range engines {
-			on, off := ep.on.NewEpisode(task, sandbox), ep.off.NewEpisode(task, sandbox)
+			on, off := ep.on.NewEpisode(ctx, task, sandbox), ep.off.NewEpisode(ctx, task, sandbox)
 			var files monitor.Files
 			for i, c := range calls {
 				n := monitor.NormalizeWith(c, "/workspace", &files)

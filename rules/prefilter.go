@@ -11,6 +11,8 @@ import (
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
+
+	"github.com/rollcage/rollcage/toolcall"
 )
 
 // The prefilter is the hot path's answer to "most rule packages cannot fire
@@ -526,190 +528,73 @@ func forEachString(v ast.Value, fn func(string)) bool {
 	return ok
 }
 
-// eachArrayString is forEachString for arrays only: the rules concatenate
-// these lists, and a set there is an evaluation error the gates must not
-// hide.
-func eachArrayString(v ast.Value, fn func(string)) bool {
-	if _, ok := v.(*ast.Array); !ok {
-		return false
-	}
-	return forEachString(v, fn)
-}
-
 var pipNames = map[string]bool{"pip": true, "pip3": true, "uv": true, "pipx": true, "poetry": true, "conda": true, "python": true, "python3": true}
 
 // codeHosts are the hosts network.upstream finds in text without a scheme.
 var codeHosts = []string{"githubusercontent.com", "codeload.github.com", "api.github.com/repos", "gitlab.com", "bitbucket.org"}
 
-// gitOp reads one normalized.git entry; false when a field has an
-// unexpected type.
-func gitOp(v ast.Value) (gitop, bool) {
-	var op gitop
-	o, ok := v.(ast.Object)
-	if !ok {
-		return op, false
-	}
-	if t := o.Get(ast.InternedTerm("sub")); t != nil {
-		s, isStr := t.Value.(ast.String)
-		if !isStr {
-			return op, false
-		}
-		op.sub = string(s)
-	}
-	for _, f := range []struct {
-		key string
-		dst *[]string
-	}{{"args", &op.args}, {"flags", &op.flags}, {"refs", &op.refs}} {
-		if t := o.Get(ast.InternedTerm(f.key)); t != nil {
-			if !eachArrayString(t.Value, func(s string) { *f.dst = append(*f.dst, s) }) {
-				return op, false
-			}
-		}
-	}
-	if t := o.Get(ast.InternedTerm("all_refs")); t != nil {
-		b, isBool := t.Value.(ast.Boolean)
-		if !isBool {
-			return op, false
-		}
-		op.allRefs = bool(b)
-	}
-	return op, true
-}
-
-// scan reads one normalized call for the gates; nil means gate nothing
-// (facts or call of an unexpected shape, or base64 in the call).
-func (g *gates) scan(n ast.Value, m *multiMatcher) *scan {
-	if g.allOpen {
+// scan reads one normalized call for the gates, typed; nil means gate
+// nothing (facts of an unexpected shape, a call that is not a
+// toolcall.Normalized, a null list the rules may fail on, or base64 in
+// the call).
+func (g *gates) scan(n *toolcall.Normalized, m *multiMatcher) *scan {
+	if g.allOpen || n == nil {
 		return nil
 	}
-	obj, ok := n.(ast.Object)
-	if !ok {
-		return nil
-	}
-	var (
-		hay strings.Builder
-		bad bool
-	)
+	var hay strings.Builder
 	sc := &scan{g: g}
-	str := func(key string) string {
-		t := obj.Get(ast.InternedTerm(key))
-		if t == nil {
-			return ""
-		}
-		s, isStr := t.Value.(ast.String)
-		if !isStr {
-			bad = true
-			return ""
-		}
-		hay.WriteString(string(s))
+	add := func(s string) {
+		hay.WriteString(s)
 		hay.WriteByte('\n')
-		return string(s)
 	}
-	list := func(key string, keep *[]string) int {
-		t := obj.Get(ast.InternedTerm(key))
-		if t == nil {
-			return 0
+	addAll := func(l []string) {
+		for _, s := range l {
+			add(s)
 		}
-		n := 0
-		if !eachArrayString(t.Value, func(s string) {
-			n++
-			hay.WriteString(s)
-			hay.WriteByte('\n')
-			if keep != nil {
-				*keep = append(*keep, s)
-			}
-		}) {
-			bad = true
-		}
-		return n
 	}
-	sc.raw = str("raw")
-	sc.content = str("content")
-	str("old_content")
-	sc.cwdv = str("cwd")
-	if list("scripts", &sc.scriptList) > 0 {
-		sc.scripts = true
-	}
+	sc.raw, sc.content, sc.cwdv = n.Raw, n.Content, n.Cwd
+	add(n.Raw)
+	add(n.Content)
+	add(n.OldContent)
+	add(n.Cwd)
+	sc.scriptList = n.Scripts
+	addAll(n.Scripts)
+	sc.scripts = len(n.Scripts) > 0
 	sc.code = sc.scripts || sc.content != ""
-	list("reads", &sc.readsLists)
-	list("lists", &sc.readsLists)
-	list("writes", &sc.writes)
-	list("deletes", &sc.deletes)
+	sc.readsLists = slices.Concat(n.Reads, n.Lists)
+	sc.writes, sc.deletes = n.Writes, n.Deletes
 	sc.touched = slices.Concat(sc.readsLists, sc.writes, sc.deletes)
-	list("packages", nil)
-	sc.nHosts, sc.nURLs = list("hosts", nil), list("urls", nil)
-	if sc.nHosts+sc.nURLs > 0 {
-		sc.netty = true
+	for _, l := range [][]string{sc.touched, n.Packages, n.Hosts, n.URLs} {
+		addAll(l)
 	}
-	if t := obj.Get(ast.InternedTerm("env")); t != nil {
-		o, isObj := t.Value.(ast.Object)
-		if !isObj {
-			bad = true
-		} else if o.Len() > 0 {
-			sc.env = true
-			o.Foreach(func(k, v *ast.Term) {
-				hay.WriteString(k.String())
-				hay.WriteByte('\n')
-				hay.WriteString(v.String())
-				hay.WriteByte('\n')
-			})
+	sc.nHosts, sc.nURLs = len(n.Hosts), len(n.URLs)
+	sc.netty = sc.nHosts+sc.nURLs > 0
+	if len(n.Env) > 0 {
+		sc.env = true
+		for k, v := range n.Env {
+			add(k)
+			add(v)
 		}
 	}
-	if t := obj.Get(ast.InternedTerm("git")); t != nil {
-		a, isArr := t.Value.(*ast.Array)
-		if !isArr {
-			bad = true
-		} else if a.Len() > 0 {
-			sc.gitops = true
-			a.Foreach(func(o *ast.Term) {
-				op, ok := gitOp(o.Value)
-				if !ok {
-					bad = true
-				}
-				sc.git = append(sc.git, op)
-			})
+	for _, op := range n.Git {
+		if op.Args == nil {
+			return nil // null args: the rules may fail on them (fail closed)
 		}
+		sc.gitops = true
+		sc.git = append(sc.git, gitop{sub: op.Sub, args: op.Args, flags: op.Flags, refs: op.Refs, allRefs: op.AllRefs})
 	}
-	if t := obj.Get(ast.InternedTerm("commands")); t != nil {
-		a, isArr := t.Value.(*ast.Array)
-		if !isArr {
-			bad = true
-		} else {
-			a.Foreach(func(c *ast.Term) {
-				co, isObj := c.Value.(ast.Object)
-				if !isObj {
-					bad = true
-					return
-				}
-				var cmd command
-				if nt := co.Get(ast.InternedTerm("name")); nt != nil {
-					if s, isStr := nt.Value.(ast.String); isStr {
-						cmd.name = string(s)
-						hay.WriteString(cmd.name)
-						hay.WriteByte('\n')
-					} else {
-						bad = true
-					}
-				}
-				if at := co.Get(ast.InternedTerm("argv")); at != nil {
-					if !eachArrayString(at.Value, func(s string) {
-						cmd.argv = append(cmd.argv, s)
-						hay.WriteString(s)
-						hay.WriteByte('\n')
-					}) {
-						bad = true
-					}
-				}
-				// network_fetch.pip(c): python counts only with "pip" in argv
-				if pipNames[cmd.name] && (cmd.name != "python" && cmd.name != "python3" || slices.Contains(cmd.argv, "pip")) {
-					sc.netty, sc.pip = true, true
-				}
-				sc.cmds = append(sc.cmds, cmd)
-			})
+	for _, c := range n.Commands {
+		if c.Argv == nil {
+			return nil // as above
 		}
-	}
-	if bad {
-		return nil
+		cmd := command{name: c.Name, argv: c.Argv}
+		add(c.Name)
+		addAll(c.Argv)
+		// network_fetch.pip(c): python counts only with "pip" in argv
+		if pipNames[cmd.name] && (cmd.name != "python" && cmd.name != "python3" || slices.Contains(cmd.argv, "pip")) {
+			sc.netty, sc.pip = true, true
+		}
+		sc.cmds = append(sc.cmds, cmd)
 	}
 	// lib.arg_paths, resolved as the rules resolve them.
 	for _, c := range sc.cmds {
