@@ -45,3 +45,6 @@ func (e *Engine) DerivedGateCount() (rules, gated int) {
 	}
 	return e.pre.derivedRules, e.pre.gatedRules
 }
+
+// RaceEnabled: the tests run under the race detector.
+func RaceEnabled() bool { return raceEnabled }

@@ -118,7 +118,14 @@ func TestDerivedGatesSound(t *testing.T) {
 			t.Fatalf("%s policy: no rule has a derived gate", ep.name)
 		}
 		checked := 0
-		for _, l := range lines {
+		stride := 1
+		if rules.RaceEnabled() {
+			stride = 8 // ten times slower under -race; the gates have no concurrency to check
+		}
+		for k, l := range lines {
+			if k%stride != 0 {
+				continue
+			}
 			cwd := cmp.Or(l.Cwd, "/workspace")
 			on, off := ep.on.NewEpisode(ctx, l.task, l.sandbox), ep.off.NewEpisode(ctx, l.task, l.sandbox)
 			var files monitor.Files
@@ -137,7 +144,7 @@ func TestDerivedGatesSound(t *testing.T) {
 				off.Record(c, norm, want)
 			}
 		}
-		if checked < 150 {
+		if checked < 150/stride {
 			t.Errorf("%s policy: %d flags checked; the corpus no longer exercises the gates", ep.name, checked)
 		}
 	}

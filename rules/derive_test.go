@@ -1,0 +1,118 @@
+package rules
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/open-policy-agent/opa/v1/ast"
+)
+
+// TestDeriveGate reads the gates of user rules of several shapes.
+func TestDeriveGate(t *testing.T) {
+	tests := []struct {
+		name, body string
+		want       []clause // nil: no gate
+	}{
+		{"command name", `some c in lib.commands; c.name == "strace"`, []clause{{"strace"}}},
+		{"name in a set", `some c in lib.commands; c.name in {"gdb", "ltrace"}`, []clause{{"gdb", "ltrace"}}},
+		{"regexp literal, case folded", "some m in regex.find_n(`(?i)\\.SSH/id_(rsa|ed25519)`, lib.text, 1)", []clause{{".ssh/id_"}}},
+		{"regexp alternation", "regex.match(`^(/etc/shadow|/etc/gshadow)`, lib.raw)", []clause{{"gshadow", "shadow"}}}, // the parser factors out /etc/
+		{"regexp with nothing required", "regex.match(`^[a-z]+$`, lib.raw)", nil},
+		{"two tests, both required", `some p in lib.touched; startswith(p, "/run/"); endswith(p, ".token")`, []clause{{"/run/"}, {".token"}}},
+		{"joined argv: cut at the space", `some c in lib.commands; contains(concat(" ", c.argv), "install -e")`, []clause{{"install"}}},
+		{"lowered word", `some c in lib.commands; some a in c.argv; lower(a) == "--UPGRADE"`, []clause{{"--upgrade"}}},
+		{"negation requires nothing", `some c in lib.commands; not c.name == "ls"`, nil},
+		{"the task is not the call", `lib.task.id == "x"`, nil},
+		{"history is not the call", `some h in input.history; h.normalized.raw == "ls"`, nil},
+		{"a constant is not the call", `x := "strace"; contains(x, "strace")`, nil},
+		{"helper, one clause per definition", `some p in lib.touched; secret(p)`, []clause{{"/etc/shadow", "/run/secrets/"}}},
+		{"helper with an open definition", `some p in lib.touched; loose(p)`, nil},
+		{"with changes input", `some c in lib.commands with input as {}; c.name == "x"`, nil},
+	}
+	// one module holds every case's rule (ids t.0, t.1, ...): one compile
+	var src strings.Builder
+	src.WriteString("package rollcage.rules.t\nimport data.rollcage.lib\n" +
+		"secret(p) if startswith(p, \"/etc/shadow\")\nsecret(p) if regex.match(`^/run/secrets/`, p)\n" +
+		"loose(p) if startswith(p, \"/etc/shadow\")\nloose(p) if count(p) > 3\n")
+	for i, tc := range tests {
+		fmt.Fprintf(&src, "flag contains lib.flag(\"t.%d\", \"environment_probing\", \"suspicious\", \"r\", \"\") if {\n%s\n}\n",
+			i, strings.ReplaceAll(tc.body, "; ", "\n"))
+	}
+	mods, _, _, err := load(false, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := ast.ParseModuleWithOpts("t.rego", src.String(), ast.ParserOptions{RegoVersion: ast.RegoV1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mods["t.rego"] = m
+	c := ast.NewCompiler()
+	if c.Compile(mods); c.Failed() {
+		t.Fatal(c.Errors)
+	}
+	dg := deriveGates(c)
+	for i, tc := range tests {
+		got := dg.byID[fmt.Sprintf("t.%d", i)]
+		if len(got) != 1 {
+			t.Errorf("%s: %d gates, want 1", tc.name, len(got))
+			continue
+		}
+		if diff := cmp.Diff(tc.want, got[0]); diff != "" {
+			t.Errorf("%s: gate (-want +got):\n%s", tc.name, diff)
+		}
+	}
+}
+
+// TestUserRuleGated: a user package whose rules all have gates is left out
+// of calls that pass none, and still flags the call that passes one.
+func TestUserRuleGated(t *testing.T) {
+	ctx := context.Background()
+	e := newEngine(t, Config{PolicyDirs: []string{"testdata/user"}})
+	ep := e.NewEpisode(ctx, demoTask, demoSandbox)
+	i := -1
+	for j, p := range e.pre.pkgs {
+		if p.name == "team_user" {
+			i = j
+		}
+	}
+	if i < 0 {
+		t.Fatalf("team_user is not a gated package (ungated: %v)", e.pre.user)
+	}
+	run := func(raw string, argv ...string) (bool, []Flag) {
+		n := map[string]any{"tool": "bash", "raw": raw, "cwd": "/workspace",
+			"commands": []any{map[string]any{"name": argv[0], "argv": argv}}}
+		v, err := toValue(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := ep.gates.scan(typed(v, v), e.pre.match)
+		set := e.pre.packages(ep.gates.mask(sc, false), featBits(sc, allFeatBits), sc.found)
+		flags, err := ep.Eval(ctx, map[string]any{"tool": "bash"}, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return set&(1<<i) != 0, flags
+	}
+	if open, _ := run("ls -la", "ls", "-la"); open {
+		t.Error("ls -la runs team_user; want it gated shut")
+	}
+	open, flags := run("strace -f ls", "strace", "-f", "ls")
+	if !open {
+		t.Error("strace -f ls does not run team_user")
+	}
+	if !strings.Contains(ruleIDs(flags), "team.strace") {
+		t.Errorf("strace -f ls: flags %v; want team.strace", flags)
+	}
+}
+
+func ruleIDs(fs []Flag) string {
+	var ids []string
+	for _, f := range fs {
+		ids = append(ids, f.Rule)
+	}
+	return strings.Join(ids, ",")
+}
