@@ -14,7 +14,9 @@
 // user adds rules by dropping a .rego file with its own package into a
 // Config.PolicyDirs directory. The engine compiles once; episode facts are
 // evaluated once per task and sandbox. Per call, an Episode works out in Go
-// which packages and rules the call can trigger (prefilter.go, feat.go)
+// which packages and rules the call can trigger (prefilter.go, feat.go,
+// and derive.go, which reads a gate off every flag rule's body at load
+// time, so a user's package is gated too)
 // and what Rego would otherwise recompute (input.derived, input.memo), so
 // most calls of an honest episode cost no evaluation at all;
 // monitor.TestPrefilterEquivalence holds the result equal to evaluating
