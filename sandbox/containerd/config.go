@@ -2,7 +2,6 @@ package containerd
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -15,9 +14,9 @@ import (
 const (
 	DefaultNamespace   = "rollcage"
 	DefaultSnapshotter = "overlayfs"
-	DefaultLease       = 60 * time.Second
-	DefaultMaxCreating = 4
-	DefaultMaxAlive    = 256
+	DefaultLease       = hostside.DefaultLease
+	DefaultMaxCreating = hostside.DefaultMaxCreating
+	DefaultMaxAlive    = hostside.DefaultMaxAlive
 	DefaultMemoryBytes = 2 << 30
 	DefaultCPUs        = 1.0
 	DefaultPids        = 512
@@ -60,27 +59,7 @@ type Config struct {
 // Validate reports a configuration that cannot work, in one line saying
 // what to change.
 func (c Config) Validate() error {
-	var errs []error
-	if c.Lease < 0 || (c.Lease > 0 && c.Lease < 3*time.Second) {
-		errs = append(errs, fmt.Errorf("containerd config: Lease %v: use 0 for the default (%v) or at least 3s", c.Lease, DefaultLease))
-	}
-	if c.MaxCreating < 0 || c.MaxAlive < 0 {
-		errs = append(errs, fmt.Errorf("containerd config: MaxCreating %d, MaxAlive %d: use 0 for the defaults (%d, %d)", c.MaxCreating, c.MaxAlive, DefaultMaxCreating, DefaultMaxAlive))
-	}
-	total := 0
-	for img, n := range c.Pool {
-		if img == "" || n < 0 {
-			errs = append(errs, fmt.Errorf("containerd config: Pool[%q] = %d: key the pool by image reference, 0 or more each", img, n))
-		}
-		total += max(n, 0)
-	}
-	if alive := cmp.Or(c.MaxAlive, DefaultMaxAlive); total >= alive && total > 0 {
-		errs = append(errs, fmt.Errorf("containerd config: warm pool of %d containers leaves no room under MaxAlive %d: lower Pool or raise MaxAlive", total, alive))
-	}
-	if err := hostside.ValidateLimits(c.DefaultLimits); err != nil {
-		errs = append(errs, fmt.Errorf("containerd config: DefaultLimits: %w", err))
-	}
-	return errors.Join(errs...)
+	return hostside.ValidateConfig("containerd config", c.Lease, c.MaxCreating, c.MaxAlive, c.Pool, c.DefaultLimits)
 }
 
 // withDefaults returns c with every zero field resolved but Address. It

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,5 +89,19 @@ func TestSpecGolden(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestConfigValidate: the shared checks speak as this backend's.
+func TestConfigValidate(t *testing.T) {
+	if err := (Config{}).Validate(); err != nil {
+		t.Errorf("zero config: %v", err)
+	}
+	err := Config{MaxAlive: 2, Pool: map[string]int{"rollcage/base:latest": 2}}.Validate()
+	if err == nil || !strings.HasPrefix(err.Error(), "containerd config: ") || !strings.Contains(err.Error(), "no room under MaxAlive") {
+		t.Errorf("pool filling MaxAlive: %v", err)
+	}
+	if _, err := imageName("Not A Ref"); err == nil || !strings.Contains(err.Error(), "rollcage/base:latest") {
+		t.Errorf("bad image name: %v, want a hint", err)
 	}
 }

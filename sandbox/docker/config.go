@@ -2,7 +2,6 @@ package docker
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -13,9 +12,9 @@ import (
 
 // Defaults of Config and sandbox.Limits.
 const (
-	DefaultLease       = 60 * time.Second
-	DefaultMaxCreating = 4
-	DefaultMaxAlive    = 256
+	DefaultLease       = hostside.DefaultLease
+	DefaultMaxCreating = hostside.DefaultMaxCreating
+	DefaultMaxAlive    = hostside.DefaultMaxAlive
 	DefaultMemoryBytes = 2 << 30
 	DefaultCPUs        = 1.0
 	DefaultPids        = 512
@@ -59,35 +58,7 @@ type Config struct {
 // Validate reports a configuration that cannot work, in one line saying
 // what to change.
 func (c Config) Validate() error {
-	var errs []error
-	if c.Lease < 0 {
-		errs = append(errs, fmt.Errorf("docker config: Lease %v is negative: use 0 for the default (%v) or a positive duration", c.Lease, DefaultLease))
-	} else if c.Lease > 0 && c.Lease < 3*time.Second {
-		errs = append(errs, fmt.Errorf("docker config: Lease %v is too short: use at least 3s (heartbeats go every Lease/3)", c.Lease))
-	}
-	if c.MaxCreating < 0 {
-		errs = append(errs, fmt.Errorf("docker config: MaxCreating %d is negative: use 0 for the default (%d)", c.MaxCreating, DefaultMaxCreating))
-	}
-	if c.MaxAlive < 0 {
-		errs = append(errs, fmt.Errorf("docker config: MaxAlive %d is negative: use 0 for the default (%d)", c.MaxAlive, DefaultMaxAlive))
-	}
-	total := 0
-	for img, n := range c.Pool {
-		if img == "" {
-			errs = append(errs, errors.New("docker config: Pool has an empty image name: key the pool by image reference"))
-		}
-		if n < 0 {
-			errs = append(errs, fmt.Errorf("docker config: Pool[%q] = %d is negative: use 0 to turn the pool off", img, n))
-		}
-		total += max(n, 0)
-	}
-	if alive := cmp.Or(c.MaxAlive, DefaultMaxAlive); total >= alive && total > 0 {
-		errs = append(errs, fmt.Errorf("docker config: warm pool of %d containers leaves no room under MaxAlive %d: lower Pool or raise MaxAlive", total, alive))
-	}
-	if err := hostside.ValidateLimits(c.DefaultLimits); err != nil {
-		errs = append(errs, fmt.Errorf("docker config: DefaultLimits: %w", err))
-	}
-	return errors.Join(errs...)
+	return hostside.ValidateConfig("docker config", c.Lease, c.MaxCreating, c.MaxAlive, c.Pool, c.DefaultLimits)
 }
 
 // withDefaults returns c with every zero field resolved. It fails only when

@@ -2,9 +2,11 @@ package hostside
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/rollcage/rollcage/sandbox"
 )
@@ -64,4 +66,45 @@ func ResolveLimits(l, def sandbox.Limits) sandbox.Limits {
 	l.Pids = cmp.Or(l.Pids, def.Pids)
 	l.DiskBytes = cmp.Or(l.DiskBytes, def.DiskBytes)
 	return l
+}
+
+// Defaults of a container backend's configuration.
+const (
+	DefaultLease       = 60 * time.Second
+	DefaultMaxCreating = 4
+	DefaultMaxAlive    = 256
+)
+
+// ValidateConfig reports a backend configuration that cannot work, in one
+// line per fault saying what to change; prefix names the backend.
+func ValidateConfig(prefix string, lease time.Duration, maxCreating, maxAlive int, pool map[string]int, limits sandbox.Limits) error {
+	var errs []error
+	if lease < 0 {
+		errs = append(errs, fmt.Errorf("%s: Lease %v is negative: use 0 for the default (%v) or a positive duration", prefix, lease, DefaultLease))
+	} else if lease > 0 && lease < 3*time.Second {
+		errs = append(errs, fmt.Errorf("%s: Lease %v is too short: use at least 3s (heartbeats go every Lease/3)", prefix, lease))
+	}
+	if maxCreating < 0 {
+		errs = append(errs, fmt.Errorf("%s: MaxCreating %d is negative: use 0 for the default (%d)", prefix, maxCreating, DefaultMaxCreating))
+	}
+	if maxAlive < 0 {
+		errs = append(errs, fmt.Errorf("%s: MaxAlive %d is negative: use 0 for the default (%d)", prefix, maxAlive, DefaultMaxAlive))
+	}
+	total := 0
+	for img, n := range pool {
+		if img == "" {
+			errs = append(errs, fmt.Errorf("%s: Pool has an empty image name: key the pool by image reference", prefix))
+		}
+		if n < 0 {
+			errs = append(errs, fmt.Errorf("%s: Pool[%q] = %d is negative: use 0 to turn the pool off", prefix, img, n))
+		}
+		total += max(n, 0)
+	}
+	if alive := cmp.Or(maxAlive, DefaultMaxAlive); total >= alive && total > 0 {
+		errs = append(errs, fmt.Errorf("%s: warm pool of %d containers leaves no room under MaxAlive %d: lower Pool or raise MaxAlive", prefix, total, alive))
+	}
+	if err := ValidateLimits(limits); err != nil {
+		errs = append(errs, fmt.Errorf("%s: DefaultLimits: %w", prefix, err))
+	}
+	return errors.Join(errs...)
 }
