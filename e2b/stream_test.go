@@ -11,9 +11,11 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/rollcage/rollcage/e2b"
 	"github.com/rollcage/rollcage/e2b/envd/process"
+	"github.com/rollcage/rollcage/harness"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
@@ -232,4 +234,48 @@ func isZombie(pid uint32) bool {
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	return i >= 0 && i+2 < len(s) && s[i+2] == 'Z'
+}
+
+// TestSubmitKillsRunningProcesses: grading never begins with a process of
+// the policy still running; the killed process is recorded (its
+// tool_output) before the episode's end.
+func TestSubmitKillsRunningProcesses(t *testing.T) {
+	e := newEnv(t)
+	bound := e.create(keyA, map[string]string{e2b.MetaTask: boundTask.ID})
+	c := e.clients(bound)
+	ev := startEvents(context.Background(), t, c, &process.StartRequest{Process: bashCfg("echo running; sleep 30")})
+	eventually(t, "the process to run", func() bool { _, o, _ := ev.got(); return o == "running\n" })
+	pid, _, _ := ev.got()
+	t0 := time.Now()
+	var o harness.Outcome
+	if code, _ := e.do("POST", "/sandboxes/"+bound.SandboxID+"/rollcage/submit", keyA, nil, &o); code != 200 {
+		t.Fatalf("submit: %d %+v", code, o)
+	}
+	if time.Since(t0) > 20*time.Second {
+		t.Errorf("submit took %v: it waited for the process instead of killing it", time.Since(t0))
+	}
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil && !isZombie(pid) {
+		t.Errorf("process %d still runs after the submit", pid)
+	}
+	var order []string
+	e.store.Read(context.Background(), bound.SandboxID, 0, func(ev trajectory.Event) error {
+		switch ev.Type {
+		case trajectory.TypeToolOutput:
+			var out trajectory.ToolOutput
+			if err := ev.Decode(&out); err != nil {
+				return err
+			}
+			order = append(order, fmt.Sprintf("output %q exit %d", out.Output, out.ExitCode))
+		case trajectory.TypeGrade, trajectory.TypeEpisodeEnd: // a grade would show between the two
+			order = append(order, ev.Type)
+		}
+		return nil
+	})
+	// The submit is a call of its own; the process it found running is
+	// killed and recorded by Finish before it grades (the host sandboxes
+	// here record no grade) and ends the episode.
+	want := []string{`output "submitted" exit 0`, `output "running\n" exit 137`, trajectory.TypeEpisodeEnd}
+	if diff := cmp.Diff(want, order); diff != "" {
+		t.Errorf("recorded (-want +got):\n%s", diff)
+	}
 }
