@@ -13,6 +13,10 @@ import (
 	"github.com/rollcage/rollcage/trajectory"
 )
 
+// ErrStreaming: the episode has streamed calls running, so it cannot fork
+// now.
+var ErrStreaming = errors.New("streamed calls are still running")
+
 // Fork makes n episodes that go on from where this one stands: each in its
 // own sandbox forked from this one's (sandbox.Sandbox.Fork: the files and
 // the shell sessions' state, not running processes), with the monitor's
@@ -30,7 +34,8 @@ import (
 // is finished as any episode. Children's ids are the parent's with
 // ".b<step>-<random>-<k>" appended (k from 1).
 //
-// Fork waits for a call in flight and takes none meanwhile; model turns
+// Fork waits for a call in flight and takes none meanwhile; it refuses
+// while streamed calls (Start) are running. Model turns
 // recorded while it copies the log may be in a child or not. An episode in
 // network proxy mode cannot fork (its egress proxy is its own); the error
 // wraps sandbox.ErrUnsupported, as it does for a backend without fork.
@@ -42,11 +47,13 @@ func (e *Episode) Fork(ctx context.Context, n int) ([]*Episode, error) {
 	defer e.callMu.Unlock()
 	e.mu.Lock()
 	stopped, infra := e.stopped, e.infraErr
-	step := e.steps
+	step, streaming := e.steps, len(e.running)
 	e.mu.Unlock()
 	switch {
 	case stopped:
 		return nil, fmt.Errorf("harness: episode %s: fork: %w", e.id, ErrFinished)
+	case streaming > 0:
+		return nil, fmt.Errorf("harness: episode %s: fork: %d %w (their output would be in no child): wait for them to end, or stop them, before forking", e.id, streaming, ErrStreaming)
 	case infra != nil:
 		return nil, fmt.Errorf("harness: episode %s: fork: the episode had an infrastructure fault (%v): finish it instead", e.id, infra)
 	case e.egress != nil:

@@ -3,9 +3,11 @@ package harness
 import (
 	"context"
 	"io/fs"
+	"strings"
 	"testing"
 
 	"github.com/rollcage/rollcage/demo"
+	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/sandbox/docker/dockertest"
 	"github.com/rollcage/rollcage/sandbox/sandboxtest"
@@ -35,6 +37,36 @@ func TestRunTreeInDocker(t *testing.T) {
 			t.Errorf("leaf %d: parent %q at %d, want %s at 1", i, o.ParentEpisodeID, o.BranchStep, outs[0].EpisodeID)
 		}
 	}
+}
+
+// TestForkRefusesWhileStreaming: an episode with a streamed call running
+// does not fork (that call's output would be in no child) and says what
+// to do; once the call has ended it forks.
+func TestForkRefusesWhileStreaming(t *testing.T) {
+	b := dockertest.Backend(t)
+	tk, hidden, _ := firstDemoScript(t, b, func(task.Script) bool { return true })
+	r, _ := newTestRunner(t, Config{Backend: b, Seal: true})
+	ctx := context.Background()
+	ep, err := r.Start(ctx, tk, hidden, EpisodeMeta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ep.Close(ctx)
+	run, err := ep.Start(ctx, bashCall("sleep 2; echo done"), monitor.StreamOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ep.Fork(ctx, 1); err == nil || !strings.Contains(err.Error(), "streamed calls are still running") {
+		t.Errorf("Fork with a streamed call running: %v, want a refusal saying so", err)
+	}
+	if res, err := run.Wait(ctx); err != nil || !strings.Contains(res.Output, "done") {
+		t.Fatalf("streamed call: %+v, %v", res, err)
+	}
+	kids, err := ep.Fork(ctx, 1)
+	if err != nil {
+		t.Fatalf("Fork after the stream ended: %v", err)
+	}
+	kids[0].Close(ctx)
 }
 
 // firstDemoScript is the first demo task, its hidden tests and the first

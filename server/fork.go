@@ -50,6 +50,9 @@ func (s *Server) handleFork(w http.ResponseWriter, r *http.Request, c caller) {
 		st, _ := se.getState()
 		writeError(w, http.StatusConflict, fmt.Sprintf("episode %s is %s: only a running episode can fork", se.id, st))
 		return
+	case errors.Is(err, harness.ErrStreaming):
+		writeError(w, http.StatusConflict, err.Error())
+		return
 	case errors.Is(err, sandbox.ErrUnsupported):
 		writeError(w, http.StatusNotImplemented, err.Error())
 		return
