@@ -14,8 +14,7 @@ import (
 	"github.com/rollcage/rollcage/trajectory"
 )
 
-// TestCallChecks: bad bash arguments are 400s naming the field; foreign
-// tool names run as rollcage's tools; a retried request id answers the
+// TestCallChecks: foreign tool names run as rollcage's tools; a retried request id answers the
 // first run without a new step, a reused one with another call is 409;
 // wrong methods and upgrade errors answer JSON; the bearer scheme is
 // case-insensitive.
@@ -23,20 +22,6 @@ func TestCallChecks(t *testing.T) {
 	e := newEnv(t, &fake.Backend{}, nil)
 	cr := e.create()
 	path := "/v1/episodes/" + cr.EpisodeID
-	for _, tc := range []struct {
-		body, field string
-	}{
-		{`{"tool":"bash","args":{}}`, `"args.command"`},
-		{`{"tool":"bash","args":{"command":"  "}}`, `"args.command"`},
-		{`{"tool":"bash","args":{"command":"ls","timeout_sec":-1}}`, `"args.timeout_sec"`},
-		{`{"tool":"bash","args":{"command":"ls","timeout_sec":1e9}}`, `"args.timeout_sec"`},
-		{`{"tool":"execute_bash","args":{}}`, `"args.command"`},
-	} {
-		var ae apiError
-		if code, _ := e.do("POST", path+"/calls", cr.Token, tc.body, &ae); code != 400 || !strings.Contains(ae.Error, tc.field) {
-			t.Errorf("%s: %d %q, want 400 naming %s", tc.body, code, ae.Error, tc.field)
-		}
-	}
 	var res CallResponse
 	if code, _ := e.do("POST", path+"/calls", cr.Token, `{"tool":"execute_bash","args":{"command":"echo oh"},"request_id":"r1"}`, &res); code != 200 || res.Output != "oh\n" || res.Step != 1 {
 		t.Fatalf("execute_bash: %d %+v", code, res)
@@ -90,6 +75,50 @@ func TestCallChecks(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusBadRequest || derr != nil || ae.Error == "" || resp.Header.Get("Content-Type") != "application/json" {
 		t.Errorf("stream without an upgrade: %d %q (%v), want 400 in JSON", resp.StatusCode, ae.Error, derr)
+	}
+}
+
+// TestArgumentChecks: one table of bad arguments, each sent through
+// /calls (a 400 naming the field) and MCP (an error result naming it),
+// neither of which runs the call or numbers a step.
+func TestArgumentChecks(t *testing.T) {
+	e := newEnv(t, &fake.Backend{}, nil)
+	cr := e.create()
+	cs, err := mcpSession(t, cr.MCPURL, cr.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	for _, tc := range []struct {
+		tool, args, field string
+	}{
+		{"bash", `{}`, `"args.command"`},
+		{"bash", `{"command":"  "}`, `"args.command"`},
+		{"bash", `{"command":"ls","timeout_sec":-1}`, `"args.timeout_sec"`},
+		{"bash", `{"command":"ls","timeout_sec":1e9}`, `"args.timeout_sec"`},
+		{"execute_bash", `{}`, `"args.command"`},
+	} {
+		var ae apiError
+		body := `{"tool":"` + tc.tool + `","args":` + tc.args + `}`
+		if code, _ := e.do("POST", "/v1/episodes/"+cr.EpisodeID+"/calls", cr.Token, body, &ae); code != 400 || !strings.Contains(ae.Error, tc.field) {
+			t.Errorf("/calls %s: %d %q, want 400 naming %s", body, code, ae.Error, tc.field)
+		}
+		var args map[string]any
+		if err := json.Unmarshal([]byte(tc.args), &args); err != nil {
+			t.Fatal(err)
+		}
+		r, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tc.tool, Arguments: args})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := resultText(t, r); !r.IsError || !strings.Contains(got, tc.field) {
+			t.Errorf("MCP %s %s: %q (error %v), want an error naming %s", tc.tool, tc.args, got, r.IsError, tc.field)
+		}
+	}
+	for _, ev := range e.events(cr.EpisodeID) {
+		if ev.Type == trajectory.TypeToolCall {
+			t.Errorf("a call with bad arguments was recorded at step %d", ev.Step)
+		}
 	}
 }
 
