@@ -405,8 +405,7 @@ func TestOpenAITree(t *testing.T) {
 			t.Errorf("a leaf's second request has %d messages ending %s %q; want 4 ending with the shared call's output", len(msgs), role, content)
 		}
 	}
-	var evs []trajectory.Event
-	evs = events(t, st, outs[1].EpisodeID)
+	evs := events(t, st, outs[1].EpisodeID)
 	var buf strings.Builder
 	x, err := trajectory.NewExporter(&buf, trajectory.ExportOptions{Prefix: trajectory.PrefixOnce})
 	if err != nil {
