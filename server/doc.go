@@ -4,7 +4,8 @@
 // the model should see, while rollcage sandboxes, monitors, judges and
 // records.
 //
-// It is a thin layer over harness.Episode: the HTTP JSON API under /v1,
+// It is a thin layer over an episode (the episode interface in
+// episode.go, which *harness.Episode implements): the HTTP JSON API under /v1,
 // an MCP endpoint per episode (streamable HTTP) for MCP-capable agents, an
 // OpenAI-compatible recording proxy that forwards chat completions to the
 // policy server and records each turn with its token ids and logprobs,

@@ -55,7 +55,7 @@ func (s *Server) open(ctx context.Context, t task.Task, hidden fs.FS, meta harne
 
 // register gives a started episode its session and token. During
 // Shutdown it closes the episode and returns ErrShuttingDown.
-func (s *Server) register(ctx context.Context, ep *harness.Episode, taskID, groupID string) (*session, error) {
+func (s *Server) register(ctx context.Context, ep episode, taskID, groupID string) (*session, error) {
 	tok := "rce_" + randomHex(24)
 	se := &session{id: ep.ID(), taskID: taskID, groupID: groupID, ep: ep, token: tok, tokHash: sha256.Sum256([]byte(tok)),
 		limiter: s.newLimiter(), created: time.Now(), state: StateRunning, ended: make(chan struct{})}

@@ -44,7 +44,12 @@ func (s *Server) handleFork(w http.ResponseWriter, r *http.Request, c caller) {
 		writeError(w, http.StatusConflict, fmt.Sprintf("episode %s is %s: only a running episode can fork", se.id, st))
 		return
 	}
-	kids, err := se.ep.Fork(r.Context(), req.N)
+	f, ok := se.ep.(forker)
+	if !ok {
+		writeError(w, http.StatusNotImplemented, fmt.Sprintf("episode %s cannot fork: its runner does not support forking", se.id))
+		return
+	}
+	kids, err := f.Fork(r.Context(), req.N)
 	switch {
 	case errors.Is(err, harness.ErrFinished):
 		st, _ := se.getState()

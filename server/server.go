@@ -67,7 +67,7 @@ type session struct {
 	id      string
 	taskID  string
 	groupID string
-	ep      *harness.Episode
+	ep      episode
 	token   string
 	tokHash [32]byte
 	limiter *rate.Limiter
