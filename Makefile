@@ -8,7 +8,7 @@ TESTFLAGS ?= -race -count=1 -timeout 45m
 # staticcheck, pinned; go run fetches it through the module proxy on first use.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build docker containerd demo-containerd images test-deps test lint demo redteam bench gc clean gateway-image compose-e2e
+.PHONY: all build docker containerd demo-containerd images test-deps test lint demo redteam bench gc clean gateway-image compose-e2e kube-up kube-down kube-test
 
 all: build
 
@@ -71,6 +71,20 @@ gateway-image: build images
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/gateway-ctx/rollcage ./cmd/rollcage
 	cp $(BIN)/rollcage-agent Dockerfile $(BIN)/gateway-ctx/
 	docker build -q -t rollcage/gateway:latest $(BIN)/gateway-ctx >/dev/null
+
+# kube-up: a real single-node Kubernetes cluster on this machine
+# (scripts/kube-up.sh: kube-apiserver and kubelet built from the Go module
+# proxy once and cached, Debian's etcd and containerd, the rollcage images
+# imported). kube-test runs the kubernetes backend's conformance suite on
+# it; it is not part of `make test` (see README, Kubernetes).
+kube-up: build images
+	scripts/kube-up.sh
+
+kube-down:
+	scripts/kube-up.sh down
+
+kube-test: kube-up
+	eval "$$(scripts/kube-up.sh env)" && $(GO) test $(TESTFLAGS) -tags kube ./sandbox/kube
 
 gc: build
 	$(BIN)/rollcage gc

@@ -35,6 +35,12 @@ const (
 )
 
 func main() {
+	// `install DEST` copies this binary to DEST: the init container of a
+	// Kubernetes sandbox pod puts the agent into a volume the task
+	// image's container then runs it from.
+	if len(os.Args) > 1 && os.Args[1] == "install" {
+		os.Exit(install(os.Args[2:]))
+	}
 	// As PID 1, stay a tiny reaper and run the real agent as a child: the
 	// reaper's wait4(-1) would otherwise steal exit statuses from os/exec.
 	if os.Getpid() == 1 && (len(os.Args) < 2 || os.Args[1] != "serve") {
@@ -45,6 +51,41 @@ func main() {
 		args = args[1:]
 	}
 	os.Exit(serve(args))
+}
+
+// install copies the running executable to the one path in args, mode
+// 0555, written to a temporary name first so a reader never sees half.
+func install(args []string) int {
+	if len(args) != 1 || !strings.HasPrefix(args[0], "/") {
+		fmt.Fprintln(os.Stderr, "rollcage-agent: usage: rollcage-agent install /absolute/path/rollcage-agent")
+		return exitUsage
+	}
+	dest := args[0]
+	err := func() error {
+		src, err := os.Open("/proc/self/exe")
+		if err != nil {
+			return err
+		}
+		defer src.Close()
+		tmp := dest + ".tmp"
+		dst, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o555)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(dst, src); err != nil {
+			dst.Close()
+			return err
+		}
+		if err := dst.Close(); err != nil {
+			return err
+		}
+		return os.Rename(tmp, dest)
+	}()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rollcage-agent: install:", err)
+		return exitFail
+	}
+	return exitOK
 }
 
 // reap starts `rollcage-agent serve args...`, forwards SIGTERM and SIGINT to

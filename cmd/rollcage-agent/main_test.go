@@ -105,3 +105,29 @@ func TestAgentBinary(t *testing.T) {
 		t.Fatal("agent did not exit after Shutdown")
 	}
 }
+
+func TestInstall(t *testing.T) {
+	dest := filepath.Join(t.TempDir(), "rollcage-agent")
+	if code := install([]string{dest}); code != exitOK {
+		t.Fatalf("install: exit %d", code)
+	}
+	self, err := os.ReadFile("/proc/self/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(dest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(self) {
+		t.Errorf("installed %d bytes, not a copy of the %d-byte executable", len(got), len(self))
+	}
+	if fi, err := os.Stat(dest); err != nil || fi.Mode().Perm() != 0o555 {
+		t.Errorf("installed mode %v, %v; want 0555", fi.Mode(), err)
+	}
+	for _, args := range [][]string{nil, {"relative/path"}, {dest, "extra"}} {
+		if code := install(args); code != exitUsage {
+			t.Errorf("install(%q): exit %d, want %d", args, code, exitUsage)
+		}
+	}
+}

@@ -31,6 +31,9 @@ type Options struct {
 	// Fork says the backend forks: the fork cases run and must pass. When
 	// false, Fork must fail with sandbox.ErrUnsupported.
 	Fork bool
+	// NoSnapshot says the backend cannot commit a sandbox to an image
+	// (Kubernetes): Snapshot must then fail with sandbox.ErrUnsupported.
+	NoSnapshot bool
 	// Labels, when set, returns the backend's labels of a sandbox, so the
 	// fork cases can check that children carry the parent's.
 	Labels func(ctx context.Context, sb sandbox.Sandbox) (map[string]string, error)
@@ -79,7 +82,11 @@ func Run(t *testing.T, newBackend func(t *testing.T) sandbox.Backend, opts Optio
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, shared) })
 	}
 	t.Run("ForkBombContained", s.testForkBomb)
-	t.Run("Snapshot", s.testSnapshot)
+	if opts.NoSnapshot {
+		t.Run("SnapshotUnsupported", s.testSnapshotUnsupported)
+	} else {
+		t.Run("Snapshot", s.testSnapshot)
+	}
 	if opts.Fork {
 		t.Run("Fork", s.testFork)
 	} else {
@@ -561,6 +568,16 @@ func (s *suite) testSnapshot(t *testing.T) {
 	again := s.create(t, sandbox.Spec{EpisodeID: "conformance-snapshot-restored", Image: ref})
 	if got := sh(t, again, "cat /workspace/snap.txt"); got != token {
 		t.Errorf("restored snapshot has %q, want %q", got, token)
+	}
+}
+
+func (s *suite) testSnapshotUnsupported(t *testing.T) {
+	sb := s.create(t, sandbox.Spec{EpisodeID: "conformance-snapshot"})
+	if _, err := sb.Snapshot(t.Context(), "rollcage-test/snapshot:"+randHex()); !errors.Is(err, sandbox.ErrUnsupported) {
+		t.Fatalf("Snapshot on a backend without snapshots: %v, want ErrUnsupported", err)
+	}
+	if got := sh(t, sb, "echo still here"); got != "still here" {
+		t.Errorf("after a refused Snapshot: %q", got)
 	}
 }
 

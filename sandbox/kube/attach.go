@@ -1,0 +1,76 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/httpstream"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/remotecommand"
+)
+
+// attachConn is the agent's stdin and stdout over the pod's attach stream,
+// as the io.ReadWriteCloser agent.NewClient wants.
+type attachConn struct {
+	r      *io.PipeReader // the agent's stdout
+	w      *io.PipeWriter // the agent's stdin
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the stream ended
+	once   sync.Once
+}
+
+func (c *attachConn) Read(p []byte) (int, error)  { return c.r.Read(p) }
+func (c *attachConn) Write(p []byte) (int, error) { return c.w.Write(p) }
+
+func (c *attachConn) Close() error {
+	c.once.Do(func() {
+		c.w.Close()
+		c.cancel()
+		c.r.Close()
+	})
+	<-c.done
+	return nil
+}
+
+// attach opens the attach stream of pod's sandbox container: WebSocket
+// first, SPDY where the server does not upgrade to it (as kubectl does).
+// The stream lives until Close, not bound by ctx.
+func (b *Backend) attach(pod string) (*attachConn, error) {
+	req := b.cs.CoreV1().RESTClient().Post().
+		Namespace(b.cfg.Namespace).Resource("pods").Name(pod).SubResource("attach").
+		VersionedParams(&corev1.PodAttachOptions{Container: containerName, Stdin: true, Stdout: true}, scheme.ParameterCodec)
+	ws, err := remotecommand.NewWebSocketExecutor(b.rest, "GET", req.URL().String())
+	if err != nil {
+		return nil, fmt.Errorf("kube: attach %s: %w", pod, err)
+	}
+	spdy, err := remotecommand.NewSPDYExecutor(b.rest, "POST", req.URL())
+	if err != nil {
+		return nil, fmt.Errorf("kube: attach %s: %w", pod, err)
+	}
+	exec, err := remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
+		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kube: attach %s: %w", pod, err)
+	}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &attachConn{r: outR, w: inW, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		err := exec.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: inR, Stdout: outW})
+		if err == nil {
+			err = io.EOF
+		} else if ctx.Err() != nil {
+			err = errors.Join(io.ErrClosedPipe, err)
+		}
+		outW.CloseWithError(fmt.Errorf("attach stream of %s ended: %w", pod, err))
+		inR.CloseWithError(io.ErrClosedPipe)
+	}()
+	return c, nil
+}

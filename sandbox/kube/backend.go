@@ -1,0 +1,393 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/sync/semaphore"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/rollcage/rollcage/agent"
+	"github.com/rollcage/rollcage/sandbox"
+)
+
+// Timeouts of operations the caller's ctx does not bound.
+const (
+	pingTimeout     = 10 * time.Second
+	teardownTimeout = 30 * time.Second
+	shutdownTimeout = 2 * time.Second
+)
+
+// Backend creates sandboxes as pods. It is safe for concurrent use; Close
+// drains the warm pool, closes every sandbox it created and gives up its
+// owner Lease.
+type Backend struct {
+	cfg   Config
+	rest  *rest.Config
+	cs    kubernetes.Interface
+	log   *slog.Logger
+	owner string // this Backend's id: LabelOwner of its pods, suffix of its Lease
+
+	creating *semaphore.Weighted
+	alive    *semaphore.Weighted
+	pool     *pool
+
+	stop     context.CancelFunc // ends the refill and the Lease renewal
+	loopDone sync.WaitGroup
+
+	mu     sync.Mutex
+	closed bool              // guarded by mu
+	live   map[*pod]struct{} // guarded by mu
+
+	nCreating atomic.Int64
+	nAlive    atomic.Int64
+}
+
+var _ sandbox.Backend = (*Backend)(nil)
+
+// Stats is a point-in-time view of a Backend.
+type Stats struct {
+	Creating int // pods being started now
+	Alive    int // pods alive, warm ones included
+	Warm     int // warm pods ready to hand out
+}
+
+// RESTConfig loads the client configuration: the kubeconfig file when
+// given (or $KUBECONFIG), else the in-cluster one.
+func RESTConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		kubeconfig = os.Getenv("KUBECONFIG")
+	}
+	if kubeconfig == "" {
+		cfg, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("kube: no cluster configured: pass --kubeconfig FILE or set KUBECONFIG (scripts/kube-up.sh env prints one): %w: %v", sandbox.ErrUnavailable, err)
+		}
+		return cfg, nil
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("kube: kubeconfig %s: %w", kubeconfig, err)
+	}
+	return cfg, nil
+}
+
+// New connects to the cluster, makes sure the namespace's deny-all
+// NetworkPolicy exists, takes an owner Lease, reaps the pods of dead
+// owners and starts warming the pool.
+func New(ctx context.Context, cfg Config) (*Backend, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	rc, err := RESTConfig(cfg.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	rc.QPS, rc.Burst = 100, 200 // one client serves every sandbox of the process
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kube: client: %w", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
+	defer cancel()
+	if _, err := cs.CoreV1().Namespaces().Get(pctx, cfg.Namespace, metav1.GetOptions{}); err != nil {
+		return nil, apiErr("namespace "+cfg.Namespace, rc.Host, err)
+	}
+	b := &Backend{
+		cfg:      cfg,
+		rest:     rc,
+		cs:       cs,
+		log:      cfg.Logger,
+		owner:    newOwnerID(),
+		creating: semaphore.NewWeighted(int64(cfg.MaxCreating)),
+		alive:    semaphore.NewWeighted(int64(cfg.MaxAlive)),
+		live:     make(map[*pod]struct{}),
+		pool:     newPool(cfg.Pool),
+	}
+	if err := b.ensurePolicy(pctx); err != nil {
+		return nil, err
+	}
+	if err := b.takeLease(pctx); err != nil {
+		return nil, err
+	}
+	if n, err := Reap(ctx, cs, cfg.Namespace, b.log); err != nil {
+		b.log.Warn("reap leftovers", "err", err)
+	} else if n > 0 {
+		b.log.Info("reaped pods of dead rollcage processes", "removed", n)
+	}
+	lctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	b.stop = stop
+	b.loopDone.Add(2)
+	go func() { defer b.loopDone.Done(); b.renewLease(lctx) }()
+	go func() { defer b.loopDone.Done(); b.refill(lctx) }()
+	return b, nil
+}
+
+// apiErr maps a client error to the sandbox sentinels, saying what to do.
+func apiErr(op, host string, err error) error {
+	switch {
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("kube: %s: forbidden: bind the Role of deploy/kubernetes/rollcage-role.yaml to rollcage's identity: %w", op, err)
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("kube: %s: not found: create it (scripts/kube-up.sh does for its cluster): %w", op, err)
+	case apierrors.IsUnauthorized(err):
+		return fmt.Errorf("kube: %s: unauthorized at %s: check the kubeconfig's credentials: %w", op, host, err)
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return fmt.Errorf("kube: %s: %w", op, err)
+	}
+	return fmt.Errorf("kube: %s: no API server answers at %s: start one (scripts/kube-up.sh) or fix --kubeconfig: %w: %v", op, host, sandbox.ErrUnavailable, err)
+}
+
+func (b *Backend) ensurePolicy(ctx context.Context) error {
+	_, err := b.cs.NetworkingV1().NetworkPolicies(b.cfg.Namespace).Create(ctx, denyAllPolicy(b.cfg.Namespace), metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return apiErr("network policy", b.rest.Host, err)
+	}
+	return nil
+}
+
+// Stats reports the backend's counters.
+func (b *Backend) Stats() Stats {
+	return Stats{Creating: int(b.nCreating.Load()), Alive: int(b.nAlive.Load()), Warm: b.pool.size()}
+}
+
+// Owner is the backend's owner id (LabelOwner of its pods).
+func (b *Backend) Owner() string { return b.owner }
+
+// Namespace is where the backend's pods run.
+func (b *Backend) Namespace() string { return b.cfg.Namespace }
+
+// Clientset is the backend's API client (tests read pods with it).
+func (b *Backend) Clientset() kubernetes.Interface { return b.cs }
+
+// Create starts a sandbox for spec: a warm pod when the pool has one that
+// fits, else a new one once admission allows.
+func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	if err := b.checkOpen("create"); err != nil {
+		return nil, err
+	}
+	spec, err := b.resolveSpec(spec)
+	if err != nil {
+		return nil, err
+	}
+	log := b.log.With("episode_id", spec.EpisodeID)
+	if b.poolable(spec) {
+		if p := b.takeWarm(ctx, spec, log); p != nil {
+			return p, nil
+		}
+	}
+	if err := b.acquireAlive(ctx); err != nil {
+		return nil, fmt.Errorf("kube: create %s: waiting for a free slot (MaxAlive %d): %w", spec.EpisodeID, b.cfg.MaxAlive, err)
+	}
+	p, err := b.start(ctx, spec, false)
+	if err != nil {
+		b.releaseAlive()
+		return nil, err
+	}
+	if err := p.configure(ctx, spec); err != nil {
+		p.Close(ctx)
+		return nil, err
+	}
+	log.Info("sandbox created", "pod", p.name)
+	return p, nil
+}
+
+func (b *Backend) resolveSpec(spec sandbox.Spec) (sandbox.Spec, error) {
+	if spec.Image == "" {
+		return spec, errors.New("kube: create: spec has no image: set Spec.Image (e.g. rollcage/base:latest)")
+	}
+	switch spec.Network {
+	case "", sandbox.NetworkNone:
+		spec.Network = sandbox.NetworkNone
+	case sandbox.NetworkProxy:
+		return spec, fmt.Errorf("kube: create: network %q is not built for Kubernetes yet (the egress relay needs a path from the pod to the proxy): use %q: %w", spec.Network, sandbox.NetworkNone, sandbox.ErrUnsupported)
+	default:
+		return spec, fmt.Errorf("kube: create: unknown network %q: use %q", spec.Network, sandbox.NetworkNone)
+	}
+	if err := validateLimits(spec.Limits); err != nil {
+		return spec, fmt.Errorf("kube: create: limits: %w", err)
+	}
+	if spec.Lease < 0 || (spec.Lease > 0 && spec.Lease < 3*time.Second) {
+		return spec, fmt.Errorf("kube: create: lease %v: use 0 for the default or at least 3s", spec.Lease)
+	}
+	spec.Limits = resolveLimits(spec.Limits, b.cfg.DefaultLimits)
+	spec.Lease = cmpOr(spec.Lease, b.cfg.Lease)
+	if spec.Workdir == "" {
+		spec.Workdir = "/workspace"
+	}
+	return spec, nil
+}
+
+func cmpOr(v, def time.Duration) time.Duration {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+// poolable: a warm pod was made with the backend's limits and lease; its
+// labels can be changed at hand-out.
+func (b *Backend) poolable(spec sandbox.Spec) bool {
+	return spec.Lease == b.cfg.Lease && spec.Limits == b.cfg.DefaultLimits
+}
+
+// acquireAlive takes a slot under MaxAlive; a warm pod gives its slot up
+// when none is free.
+func (b *Backend) acquireAlive(ctx context.Context) error {
+	for {
+		if b.alive.TryAcquire(1) {
+			b.nAlive.Add(1)
+			return nil
+		}
+		p := b.pool.evict()
+		if p == nil {
+			break
+		}
+		p.Close(ctx)
+	}
+	if err := b.alive.Acquire(ctx, 1); err != nil {
+		return err
+	}
+	b.nAlive.Add(1)
+	return nil
+}
+
+func (b *Backend) releaseAlive() {
+	b.nAlive.Add(-1)
+	b.alive.Release(1)
+}
+
+func (b *Backend) checkOpen(op string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return fmt.Errorf("kube: %s: backend closed: %w", op, sandbox.ErrClosed)
+	}
+	return nil
+}
+
+// start creates a pod for spec inside the admission bound, waits for it to
+// run and connects to its agent. The caller holds an alive slot.
+func (b *Backend) start(ctx context.Context, spec sandbox.Spec, warm bool) (*pod, error) {
+	if err := b.creating.Acquire(ctx, 1); err != nil {
+		return nil, fmt.Errorf("kube: create %s: waiting for admission (MaxCreating %d): %w", spec.EpisodeID, b.cfg.MaxCreating, err)
+	}
+	b.nCreating.Add(1)
+	defer func() {
+		b.nCreating.Add(-1)
+		b.creating.Release(1)
+	}()
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.StartTimeout)
+	defer cancel()
+	token := randomToken()
+	labels := make(map[string]string, len(spec.Labels)+4)
+	for k, v := range spec.Labels {
+		labels[k] = labelValue(v)
+	}
+	labels[LabelManaged] = "true"
+	labels[LabelOwner] = b.owner
+	name := podName(spec.EpisodeID, token)
+	episode := spec.EpisodeID
+	if warm {
+		labels[LabelPool] = "true"
+		labels[LabelEpisode] = ""
+		name, episode = "rollcage-pool-"+token, ""
+	} else {
+		labels[LabelEpisode] = labelValue(spec.EpisodeID)
+	}
+	manifest := podFor(podParams{
+		Name: name, Namespace: b.cfg.Namespace, Node: b.cfg.Node,
+		Image: spec.Image, AgentImage: b.cfg.AgentImage, PullPolicy: corev1.PullPolicy(b.cfg.PullPolicy),
+		Labels: labels, Episode: episode, Limits: spec.Limits, Requests: b.cfg.Requests,
+		Lease: spec.Lease, Workdir: spec.Workdir,
+	})
+	p := &pod{b: b, name: name, image: spec.Image, log: b.log.With("episode_id", spec.EpisodeID, "pod", name)}
+	created, err := b.cs.CoreV1().Pods(b.cfg.Namespace).Create(ctx, manifest, metav1.CreateOptions{})
+	if err != nil {
+		return nil, apiErr("create pod "+name, b.rest.Host, err)
+	}
+	if err := b.waitRunning(ctx, created); err != nil {
+		p.teardown(ctx)
+		return nil, err
+	}
+	conn, err := b.attach(name)
+	if err != nil {
+		p.teardown(ctx)
+		return nil, err
+	}
+	p.agent = agent.NewClient(conn, agent.ClientOptions{Heartbeat: spec.Lease / 3, Logger: p.log})
+	if _, err := p.agent.Ping(ctx); err != nil {
+		p.teardown(ctx)
+		return nil, fmt.Errorf("kube: start %s: agent did not answer over attach: %w: %v; last logs: %s", name, sandbox.ErrAgent, err, b.lastLogs(name))
+	}
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		p.teardown(ctx)
+		return nil, fmt.Errorf("kube: create %s: backend closed: %w", spec.EpisodeID, sandbox.ErrClosed)
+	}
+	b.live[p] = struct{}{}
+	b.mu.Unlock()
+	return p, nil
+}
+
+// forget drops p from the live set and frees its slot; p.Close calls it once.
+func (b *Backend) forget(p *pod) {
+	b.mu.Lock()
+	_, ok := b.live[p]
+	delete(b.live, p)
+	b.mu.Unlock()
+	if ok {
+		b.releaseAlive()
+		b.pool.wake()
+	}
+}
+
+// Close stops the pool and the Lease renewal, closes every sandbox of the
+// backend and deletes its Lease. Idempotent.
+func (b *Backend) Close(ctx context.Context) error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	b.mu.Unlock()
+	b.stop()
+	b.loopDone.Wait()
+	b.pool.drain()
+	b.mu.Lock()
+	all := slicesOf(b.live)
+	b.mu.Unlock()
+	var g errgroup.Group
+	g.SetLimit(16)
+	for _, p := range all {
+		g.Go(func() error { return p.Close(ctx) })
+	}
+	err := g.Wait()
+	return errors.Join(err, b.dropLease(ctx))
+}
+
+func slicesOf(m map[*pod]struct{}) []*pod {
+	out := make([]*pod, 0, len(m))
+	for p := range maps.Keys(m) {
+		out = append(out, p)
+	}
+	return out
+}

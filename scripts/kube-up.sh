@@ -1,0 +1,331 @@
+#!/usr/bin/env bash
+# kube-up.sh: a real single-node Kubernetes cluster on this machine for the
+# kubernetes sandbox backend's tests (sandbox/kube) and `--backend kubernetes`.
+#
+#   kube-apiserver, kubelet   built from the Go module proxy (scripts/kube/go.mod),
+#                             cached under $KUBE_CACHE/<version>/bin
+#   etcd                      Debian's etcd-server (3.4)
+#   containerd + CRI          Debian's containerd, a second instance of its own
+#                             (own root, state and socket)
+#   pod network               none: pods get loopback only (cni/rollcage-nonet)
+#   images                    the locally built rollcage images, imported with
+#                             `ctr -n k8s.io images import` (nothing pulled)
+#
+# No scheduler or controller-manager: rollcage's pods name their node, and the
+# namespace's default ServiceAccount is created here. Everything listens on
+# 127.0.0.1; the API server reaches the kubelet at the node's Hostname
+# address, localhost.
+#
+# Usage: scripts/kube-up.sh [up|down|status|env]   (as root; default up)
+#   up      start what is not running, import missing images, write kubeconfigs
+#   down    stop the cluster's processes (state is kept; `up` starts it again)
+#   env     print the exports the tests read (KUBECONFIG, ROLLCAGE_KUBE_*)
+# Environment: KUBE_IMAGES (images to import; default rollcage/base:latest),
+# KUBE_STATE (/var/lib/rollcage-kube), KUBE_CACHE (/var/cache/rollcage/kube).
+set -euo pipefail
+
+KUBE_VERSION=v1.34.4
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+STATE=${KUBE_STATE:-/var/lib/rollcage-kube}
+RUN=/run/rollcage-kube
+CACHE=${KUBE_CACHE:-/var/cache/rollcage/kube}
+BIN=$CACHE/$KUBE_VERSION/bin
+NODE=localhost
+NAMESPACE=rollcage
+IMAGES=${KUBE_IMAGES:-rollcage/base:latest}
+ETCD_PORT=32379
+API_PORT=6443
+CTR_SOCK=$RUN/containerd.sock
+LOG=$STATE/log
+export PATH=/usr/local/go/bin:$PATH
+
+say() { printf 'kube-up: %s\n' "$*" >&2; }
+die() { say "$*"; exit 1; }
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+
+[[ $(id -u) == 0 ]] || die "run as root (it starts containerd and the kubelet): sudo $0 $*"
+
+pidfile_alive() { [[ -f $RUN/$1.pid ]] && kill -0 "$(cat "$RUN/$1.pid")" 2>/dev/null; }
+
+# start NAME CMD...: run CMD in the background with its log under $LOG,
+# unless the process of NAME's pid file is alive.
+start() {
+	local name=$1
+	shift
+	if pidfile_alive "$name"; then
+		return
+	fi
+	setsid "$@" >>"$LOG/$name.log" 2>&1 </dev/null &
+	echo $! >"$RUN/$name.pid"
+}
+
+# wait_for WHAT SECONDS CMD...: retry CMD until it succeeds.
+wait_for() {
+	local what=$1 secs=$2
+	shift 2
+	local deadline=$((SECONDS + secs))
+	until "$@" >/dev/null 2>&1; do
+		if ((SECONDS > deadline)); then
+			die "$what did not come up in ${secs}s; see $LOG/"
+		fi
+		sleep 0.2
+	done
+}
+
+stop_all() {
+	for name in kubelet kube-apiserver etcd containerd; do
+		if pidfile_alive "$name"; then
+			kill "$(cat "$RUN/$name.pid")" 2>/dev/null || true
+			for _ in $(seq 50); do pidfile_alive "$name" || break; sleep 0.2; done
+			pidfile_alive "$name" && kill -9 "$(cat "$RUN/$name.pid")" 2>/dev/null || true
+		fi
+		rm -f "$RUN/$name.pid"
+	done
+}
+
+print_env() {
+	echo "export KUBECONFIG=$STATE/rollcage.kubeconfig"
+	echo "export ROLLCAGE_KUBE_NAMESPACE=$NAMESPACE"
+	echo "export ROLLCAGE_KUBE_NODE=$NODE"
+	echo "export ROLLCAGE_KUBE_ADMIN_KUBECONFIG=$STATE/admin.kubeconfig"
+}
+
+case ${1:-up} in
+up) ;;
+down) stop_all; say "stopped (state kept in $STATE)"; exit 0 ;;
+env) print_env; exit 0 ;;
+status)
+	for name in containerd etcd kube-apiserver kubelet; do
+		if pidfile_alive "$name"; then echo "$name running"; else echo "$name stopped"; fi
+	done
+	exit 0
+	;;
+*) die "unknown command '$1': use up, down, status or env" ;;
+esac
+
+T0=$(now)
+
+# Packages: Debian's, installed when missing.
+need=()
+command -v etcd >/dev/null || need+=(etcd-server)
+command -v containerd >/dev/null || need+=(containerd)
+command -v runc >/dev/null || need+=(runc)
+[[ -x /usr/lib/cni/loopback ]] || need+=(containernetworking-plugins)
+command -v openssl >/dev/null || need+=(openssl)
+command -v docker >/dev/null || die "docker is needed to export the rollcage images: run 'make docker images'"
+if ((${#need[@]})); then
+	say "installing ${need[*]}"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null ||
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null; }
+	# Debian's etcd-server starts the system etcd where systemd runs;
+	# this cluster runs its own on another port either way.
+fi
+
+# Binaries: built once per version from the module proxy.
+if [[ ! -x $BIN/kube-apiserver || ! -x $BIN/kubelet ]]; then
+	say "building kube-apiserver and kubelet $KUBE_VERSION (cold: tens of minutes on 2 cores)"
+	tb=$(now)
+	mkdir -p "$BIN.tmp"
+	minor=${KUBE_VERSION#v1.}
+	minor=${minor%%.*}
+	ld="-s -w -X k8s.io/component-base/version.gitVersion=$KUBE_VERSION"
+	ld+=" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
+	ld+=" -X k8s.io/component-base/version.gitTreeState=clean"
+	(cd "$ROOT/scripts/kube" && CGO_ENABLED=0 nice -n 19 go build -trimpath -ldflags "$ld" -o "$BIN.tmp/" \
+		k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubelet)
+	mkdir -p "$(dirname "$BIN")"
+	rm -rf "$BIN" && mv "$BIN.tmp" "$BIN"
+	say "built in $(since "$tb")s"
+fi
+
+mkdir -p "$STATE" "$RUN" "$LOG" "$STATE/pki" "$STATE/cni/bin" "$STATE/cni/net.d" "$STATE/images"
+chmod 0700 "$STATE" "$RUN"
+
+# PKI: a CA, the API server's certificate, the kubelet client's, the
+# service-account signing key, and two static tokens.
+PKI=$STATE/pki
+if [[ ! -f $PKI/ca.crt ]]; then
+	say "making certificates"
+	openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj /CN=rollcage-kube-ca \
+		-keyout "$PKI/ca.key" -out "$PKI/ca.crt" 2>/dev/null
+	sign() { # name subject san
+		openssl req -newkey rsa:2048 -nodes -subj "$2" -keyout "$PKI/$1.key" -out "$PKI/$1.csr" 2>/dev/null
+		openssl x509 -req -in "$PKI/$1.csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" -CAcreateserial -days 3650 \
+			-extfile <(printf '%s\n' "$3") -out "$PKI/$1.crt" 2>/dev/null
+	}
+	sign apiserver /CN=kube-apiserver \
+		"subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc"
+	sign kubelet-client "/CN=kube-apiserver-kubelet-client/O=system:masters" "extendedKeyUsage=clientAuth"
+	openssl genrsa -out "$PKI/sa.key" 2048 2>/dev/null
+	openssl rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null
+	{
+		echo "$(openssl rand -hex 16),admin,admin,system:masters"
+		echo "$(openssl rand -hex 16),rollcage,rollcage"
+	} >"$PKI/tokens.csv"
+	chmod 0600 "$PKI"/*.key "$PKI/tokens.csv"
+fi
+token() { awk -F, -v u="$1" '$2 == u { print $1 }' "$PKI/tokens.csv"; }
+kubeconfig() { # file user
+	cat >"$1" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: rollcage-kube
+  cluster:
+    server: https://127.0.0.1:$API_PORT
+    certificate-authority: $PKI/ca.crt
+users:
+- name: $2
+  user:
+    token: $(token "$2")
+contexts:
+- name: rollcage-kube
+  context: {cluster: rollcage-kube, user: $2, namespace: $NAMESPACE}
+current-context: rollcage-kube
+EOF
+	chmod 0600 "$1"
+}
+kubeconfig "$STATE/admin.kubeconfig" admin
+kubeconfig "$STATE/rollcage.kubeconfig" rollcage
+KC=(kubectl --kubeconfig "$STATE/admin.kubeconfig")
+
+# containerd: a second instance with the CRI plugin, pods with no network.
+install -m 0755 "$ROOT/scripts/kube/cni/rollcage-nonet" "$STATE/cni/bin/rollcage-nonet"
+ln -sf /usr/lib/cni/loopback "$STATE/cni/bin/loopback"
+cat >"$STATE/cni/net.d/10-rollcage-nonet.conflist" <<'EOF'
+{"cniVersion": "0.4.0", "name": "rollcage-nonet", "plugins": [{"type": "rollcage-nonet"}]}
+EOF
+cat >"$STATE/containerd.toml" <<EOF
+version = 2
+root = "$STATE/containerd"
+state = "$RUN/containerd"
+[grpc]
+  address = "$CTR_SOCK"
+[ttrpc]
+  address = "$CTR_SOCK.ttrpc"
+[debug]
+  address = ""
+[metrics]
+  address = ""
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "docker.io/rollcage/pause:1"
+  # This VM refuses negative oom_score_adj, which the kubelet asks for.
+  restrict_oom_score_adj = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  enable_selinux = false
+  disable_apparmor = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "$STATE/cni/bin"
+    conf_dir = "$STATE/cni/net.d"
+EOF
+tc=$(now)
+start containerd containerd --config "$STATE/containerd.toml"
+wait_for containerd 60 ctr --address "$CTR_SOCK" version
+say "containerd up ($(since "$tc")s)"
+
+# Images: the pause image and the agent image (both FROM scratch, built
+# here), and the task images; each imported once per docker image id.
+ti=$(now)
+ctx=$(mktemp -d)
+trap 'rm -rf "$ctx"' EXIT
+(cd "$ROOT/scripts/kube" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$ctx/pause/pause" ./pause)
+printf 'FROM scratch\nCOPY pause /pause\nUSER 65535:65535\nENTRYPOINT ["/pause"]\n' >"$ctx/pause/Dockerfile"
+docker build -q -t rollcage/pause:1 "$ctx/pause" >/dev/null
+mkdir -p "$ctx/agent"
+(cd "$ROOT" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$ctx/agent/rollcage-agent" ./cmd/rollcage-agent)
+printf 'FROM scratch\nCOPY rollcage-agent /rollcage-agent\nENTRYPOINT ["/rollcage-agent"]\n' >"$ctx/agent/Dockerfile"
+docker build -q -t rollcage/agent:latest "$ctx/agent" >/dev/null
+imported=0
+for img in rollcage/pause:1 rollcage/agent:latest $IMAGES; do
+	id=$(docker image inspect -f '{{.Id}}' "$img" 2>/dev/null) ||
+		die "image $img is not in Docker: run 'make images' (or name built ones in KUBE_IMAGES)"
+	stamp=$STATE/images/$(printf '%s' "$img" | tr '/:' '__')
+	if [[ -f $stamp && $(cat "$stamp") == "$id" ]] &&
+		ctr --address "$CTR_SOCK" -n k8s.io images ls -q | grep -qx "docker.io/$img"; then
+		continue
+	fi
+	docker save "$img" | ctr --address "$CTR_SOCK" -n k8s.io images import - >/dev/null
+	echo "$id" >"$stamp"
+	imported=$((imported + 1))
+done
+say "images: $imported imported ($(since "$ti")s)"
+
+# etcd and the API server.
+te=$(now)
+start etcd etcd --name rollcage-kube --data-dir "$STATE/etcd" \
+	--listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+	--listen-peer-urls "http://127.0.0.1:$((ETCD_PORT + 1))" \
+	--initial-advertise-peer-urls "http://127.0.0.1:$((ETCD_PORT + 1))" \
+	--initial-cluster "rollcage-kube=http://127.0.0.1:$((ETCD_PORT + 1))"
+start kube-apiserver "$BIN/kube-apiserver" \
+	--etcd-servers "http://127.0.0.1:$ETCD_PORT" \
+	--bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$API_PORT" \
+	--endpoint-reconciler-type none \
+	--tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
+	--client-ca-file "$PKI/ca.crt" --token-auth-file "$PKI/tokens.csv" \
+	--kubelet-client-certificate "$PKI/kubelet-client.crt" --kubelet-client-key "$PKI/kubelet-client.key" \
+	--kubelet-preferred-address-types Hostname \
+	--service-account-issuer https://kubernetes.default.svc \
+	--service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
+	--service-cluster-ip-range 10.96.0.0/24 \
+	--authorization-mode RBAC \
+	--enable-admission-plugins NamespaceLifecycle,ServiceAccount,LimitRanger,ResourceQuota,PodSecurity \
+	--allow-privileged=false \
+	--profiling=false
+wait_for kube-apiserver 180 "${KC[@]}" get --raw /readyz
+say "etcd and kube-apiserver up ($(since "$te")s)"
+
+# The kubelet, talking to the API server as admin.
+cat >"$STATE/kubelet.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: 127.0.0.1
+port: 10250
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: 10248
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: false}
+  x509: {clientCAFile: $PKI/ca.crt}
+authorization: {mode: AlwaysAllow}
+cgroupDriver: cgroupfs
+containerRuntimeEndpoint: unix://$CTR_SOCK
+failSwapOn: false
+failCgroupV1: false
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard: {memory.available: "100Mi", nodefs.available: "1%", imagefs.available: "1%"}
+maxPods: 110
+# Limits.Pids cannot be set per pod: the kubelet bounds every pod at 512,
+# rollcage's default.
+podPidsLimit: 512
+serializeImagePulls: false
+registerNode: true
+EOF
+tk=$(now)
+start kubelet "$BIN/kubelet" --config "$STATE/kubelet.yaml" \
+	--kubeconfig "$STATE/admin.kubeconfig" --root-dir "$STATE/kubelet" \
+	--hostname-override "$NODE" --v=1
+wait_for "the node" 120 bash -c "${KC[*]} get node $NODE -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -qx True"
+say "kubelet up, node $NODE ready ($(since "$tk")s)"
+
+# The namespace: its default ServiceAccount by hand (no controller manager),
+# Pod Security "baseline" enforced, and rollcage's Role bound to the
+# rollcage user.
+"${KC[@]}" get namespace "$NAMESPACE" >/dev/null 2>&1 || "${KC[@]}" create namespace "$NAMESPACE" >/dev/null
+"${KC[@]}" label --overwrite namespace "$NAMESPACE" pod-security.kubernetes.io/enforce=baseline >/dev/null
+"${KC[@]}" -n "$NAMESPACE" get serviceaccount default >/dev/null 2>&1 ||
+	"${KC[@]}" -n "$NAMESPACE" create serviceaccount default >/dev/null
+"${KC[@]}" -n "$NAMESPACE" apply -f "$ROOT/deploy/kubernetes/rollcage-role.yaml" >/dev/null
+
+say "cluster up in $(since "$T0")s; for the tests: eval \"\$($0 env)\""
