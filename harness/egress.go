@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/rollcage/rollcage/egress"
 	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/trajectory"
 )
@@ -22,18 +23,18 @@ func (e *Episode) startEgress() (string, error) {
 		return "", fmt.Errorf("egress: %w", err)
 	}
 	sock := filepath.Join(dir, "proxy.sock")
-	ln, err := monitor.ListenEgressSocket(sock)
+	ln, err := egress.ListenSocket(sock)
 	if err != nil {
 		os.RemoveAll(dir)
 		return "", err
 	}
-	policy := monitor.EgressPolicyFunc(func(ctx context.Context, req monitor.EgressRequest) monitor.EgressDecision {
+	policy := egress.PolicyFunc(func(ctx context.Context, req egress.Request) egress.Decision {
 		if m := e.monitor(); m != nil {
 			return m.Allow(ctx, req)
 		}
-		return monitor.EgressDecision{Reason: "episode not started"}
+		return egress.Decision{Reason: "episode not started"}
 	})
-	p, err := monitor.NewEgressProxy(monitor.EgressConfig{
+	p, err := egress.New(egress.Config{
 		EpisodeID: e.id, Policy: policy, Logger: e.log,
 		CallInFlight: func() string {
 			if m := e.monitor(); m != nil {
@@ -41,7 +42,7 @@ func (e *Episode) startEgress() (string, error) {
 			}
 			return ""
 		},
-		OnEvent: func(ev monitor.NetworkEvent) {
+		OnEvent: func(ev egress.Event) {
 			e.mu.Lock()
 			seg, step := e.segment, e.steps
 			e.mu.Unlock()

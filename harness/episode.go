@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rollcage/rollcage/egress"
 	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/rules"
 	"github.com/rollcage/rollcage/sandbox"
@@ -70,7 +71,7 @@ type Episode struct {
 	fork         *trajectory.ForkOrigin // where a forked episode branched off; nil otherwise
 	tree         *treeRun               // the tree rollout this episode branches in (RunTree); nil otherwise
 
-	egress    *monitor.EgressProxy // network mode proxy only
+	egress    *egress.Proxy // network mode proxy only
 	egressDir string
 
 	// callMu serializes calls with each other and with Finish, so that no

@@ -8,6 +8,7 @@
 //
 // The monitor never ends an episode and never tells the policy it was
 // caught; a blocked call is labelled as an attempted hack in its Result,
-// which the harness records in the trajectory. It also hosts the egress
-// proxy, which asks the same rules about every outbound request.
+// which the harness records in the trajectory. Its Episode is also the
+// egress proxy's policy (package egress), asking the same rules about
+// every outbound request.
 package monitor

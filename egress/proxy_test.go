@@ -1,4 +1,4 @@
-package monitor
+package egress
 
 import (
 	"bufio"
@@ -28,17 +28,17 @@ import (
 type hostPolicy struct {
 	allow string
 	mu    sync.Mutex
-	seen  []EgressRequest // guarded by mu
+	seen  []Request // guarded by mu
 }
 
-func (p *hostPolicy) Allow(_ context.Context, req EgressRequest) EgressDecision {
+func (p *hostPolicy) Allow(_ context.Context, req Request) Decision {
 	p.mu.Lock()
 	p.seen = append(p.seen, req)
 	p.mu.Unlock()
 	if req.Host == p.allow {
-		return EgressDecision{Allow: true, Reason: "code host"}
+		return Decision{Allow: true, Reason: "code host"}
 	}
-	return EgressDecision{Reason: "not allow-listed", Flags: []rules.Flag{{
+	return Decision{Reason: "not allow-listed", Flags: []rules.Flag{{
 		Rule: "egress.allowlist", Category: rules.CatNetwork, Severity: rules.Suspicious, Reason: "host not allow-listed", Evidence: req.Host,
 	}}}
 }
@@ -46,24 +46,24 @@ func (p *hostPolicy) Allow(_ context.Context, req EgressRequest) EgressDecision 
 // eventLog collects NetworkEvents; wait blocks until n have arrived.
 type eventLog struct {
 	mu     sync.Mutex
-	events []NetworkEvent
+	events []Event
 	ch     chan struct{}
 }
 
 func newEventLog() *eventLog { return &eventLog{ch: make(chan struct{}, 100)} }
 
-func (l *eventLog) add(e NetworkEvent) {
+func (l *eventLog) add(e Event) {
 	l.mu.Lock()
 	l.events = append(l.events, e)
 	l.mu.Unlock()
 	l.ch <- struct{}{}
 }
 
-func (l *eventLog) wait(t *testing.T, n int) []NetworkEvent {
+func (l *eventLog) wait(t *testing.T, n int) []Event {
 	t.Helper()
 	for {
 		l.mu.Lock()
-		got := append([]NetworkEvent(nil), l.events...)
+		got := append([]Event(nil), l.events...)
 		l.mu.Unlock()
 		if len(got) >= n {
 			return got
@@ -77,7 +77,7 @@ func (l *eventLog) wait(t *testing.T, n int) []NetworkEvent {
 }
 
 type proxyFixture struct {
-	proxy  *EgressProxy
+	proxy  *Proxy
 	addr   string
 	events *eventLog
 	call   *atomic.Value
@@ -88,7 +88,7 @@ func startProxy(t *testing.T, ln net.Listener) *proxyFixture {
 	t.Helper()
 	f := &proxyFixture{events: newEventLog(), call: new(atomic.Value), policy: &hostPolicy{allow: "127.0.0.1"}}
 	f.call.Store("call-1")
-	p, err := NewEgressProxy(EgressConfig{
+	p, err := New(Config{
 		EpisodeID:    "ep-7",
 		Policy:       f.policy,
 		OnEvent:      f.events.add,
@@ -150,7 +150,7 @@ func portOf(t *testing.T, rawURL string) int {
 	return p
 }
 
-var ignoreTiming = cmpopts.IgnoreFields(NetworkEvent{}, "Time", "Duration")
+var ignoreTiming = cmpopts.IgnoreFields(Event{}, "Time", "Duration")
 
 func TestEgressHTTP(t *testing.T) {
 	ts := codeHost(t)
@@ -189,11 +189,11 @@ func TestEgressHTTP(t *testing.T) {
 	resp.Body.Close()
 
 	got := f.events.wait(t, 3)
-	want := []NetworkEvent{
+	want := []Event{
 		{EpisodeID: "ep-7", CallRequestID: "call-1", Method: "GET", Host: "127.0.0.1", Port: port, URL: ts.URL + "/repo.git",
 			Allowed: true, Status: 200, Reason: "code host", BytesDown: int64(len("hello from code host /repo.git "))},
 		{EpisodeID: "ep-7", CallRequestID: "call-2", Method: "GET", Host: "localhost", Port: port, URL: denied,
-			Status: 403, Reason: "not allow-listed", Flags: f.policy.Allow(context.Background(), EgressRequest{Host: "localhost"}).Flags},
+			Status: 403, Reason: "not allow-listed", Flags: f.policy.Allow(context.Background(), Request{Host: "localhost"}).Flags},
 		{EpisodeID: "ep-7", CallRequestID: "call-3", Method: "POST", Host: "127.0.0.1", Port: port, URL: ts.URL + "/upload",
 			Allowed: true, Status: 200, Reason: "code host", BytesUp: 5, BytesDown: int64(len("hello from code host /upload 12345"))},
 	}
@@ -345,7 +345,7 @@ func TestEgressUnixSocketAndShutdownClosesTunnels(t *testing.T) {
 	}()
 
 	sock := filepath.Join(t.TempDir(), "egress.sock")
-	ln, err := ListenEgressSocket(sock)
+	ln, err := ListenSocket(sock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -391,14 +391,14 @@ func TestEgressUnixSocketAndShutdownClosesTunnels(t *testing.T) {
 }
 
 func TestEgressConfigValidate(t *testing.T) {
-	if _, err := NewEgressProxy(EgressConfig{}); err == nil {
-		t.Error("NewEgressProxy without a policy: want an error")
+	if _, err := New(Config{}); err == nil {
+		t.Error("New without a policy: want an error")
 	}
-	allow := EgressPolicyFunc(func(context.Context, EgressRequest) EgressDecision { return EgressDecision{Allow: true} })
-	if err := (EgressConfig{Policy: allow, DialTimeout: -1}).Validate(); err == nil {
+	allow := PolicyFunc(func(context.Context, Request) Decision { return Decision{Allow: true} })
+	if err := (Config{Policy: allow, DialTimeout: -1}).Validate(); err == nil {
 		t.Error("negative DialTimeout: want an error")
 	}
-	if err := (EgressConfig{Policy: allow}).Validate(); err != nil {
+	if err := (Config{Policy: allow}).Validate(); err != nil {
 		t.Errorf("minimal config: %v", err)
 	}
 }

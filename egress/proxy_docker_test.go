@@ -1,4 +1,4 @@
-package monitor_test
+package egress_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/egress"
 	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/sandbox/docker/dockertest"
 	"github.com/rollcage/rollcage/sandbox/sandboxtest"
@@ -37,15 +37,15 @@ func TestEgressDockerEndToEnd(t *testing.T) {
 	codeAddr := code.Listener.Addr().String()
 
 	var mu sync.Mutex
-	var events []monitor.NetworkEvent
+	var events []egress.Event
 	var call atomic.Value
 	call.Store("")
-	proxy, err := monitor.NewEgressProxy(monitor.EgressConfig{
+	proxy, err := egress.New(egress.Config{
 		EpisodeID: "ep-e2e",
-		Policy: monitor.EgressPolicyFunc(func(_ context.Context, r monitor.EgressRequest) monitor.EgressDecision {
-			return monitor.EgressDecision{Allow: r.Host == "code.test", Reason: "allow-list"}
+		Policy: egress.PolicyFunc(func(_ context.Context, r egress.Request) egress.Decision {
+			return egress.Decision{Allow: r.Host == "code.test", Reason: "allow-list"}
 		}),
-		OnEvent: func(e monitor.NetworkEvent) {
+		OnEvent: func(e egress.Event) {
 			mu.Lock()
 			events = append(events, e)
 			mu.Unlock()
@@ -63,7 +63,7 @@ func TestEgressDockerEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	sock := filepath.Join(t.TempDir(), "egress.sock")
-	ln, err := monitor.ListenEgressSocket(sock)
+	ln, err := egress.ListenSocket(sock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestEgressDockerEndToEnd(t *testing.T) {
 
 	mu.Lock()
 	defer mu.Unlock()
-	byCall := map[string]monitor.NetworkEvent{}
+	byCall := map[string]egress.Event{}
 	for _, e := range events {
 		byCall[e.CallRequestID] = e
 	}

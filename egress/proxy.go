@@ -1,4 +1,4 @@
-package monitor
+package egress
 
 import (
 	"context"
@@ -17,23 +17,23 @@ import (
 	"github.com/rollcage/rollcage/rules"
 )
 
-// EgressPolicy decides whether one request out of a sandbox may leave it.
+// Policy decides whether one request out of a sandbox may leave it.
 // The monitor's implementation asks the rules about the host and URL; it
 // must be safe for concurrent use.
-type EgressPolicy interface {
-	Allow(ctx context.Context, req EgressRequest) EgressDecision
+type Policy interface {
+	Allow(ctx context.Context, req Request) Decision
 }
 
-// EgressPolicyFunc adapts a function to EgressPolicy.
-type EgressPolicyFunc func(ctx context.Context, req EgressRequest) EgressDecision
+// PolicyFunc adapts a function to Policy.
+type PolicyFunc func(ctx context.Context, req Request) Decision
 
 // Allow calls f.
-func (f EgressPolicyFunc) Allow(ctx context.Context, req EgressRequest) EgressDecision {
+func (f PolicyFunc) Allow(ctx context.Context, req Request) Decision {
 	return f(ctx, req)
 }
 
-// EgressRequest is one request a sandbox makes through the proxy.
-type EgressRequest struct {
+// Request is one request a sandbox makes through the proxy.
+type Request struct {
 	EpisodeID string `json:"episode_id,omitempty"`
 	Method    string `json:"method"` // CONNECT for TLS tunnels
 	Host      string `json:"host"`   // lowercase, no port
@@ -43,16 +43,16 @@ type EgressRequest struct {
 	URL string `json:"url,omitempty"`
 }
 
-// EgressDecision is the policy's answer.
-type EgressDecision struct {
+// Decision is the policy's answer.
+type Decision struct {
 	Allow  bool         `json:"allow"`
 	Flags  []rules.Flag `json:"flags,omitempty"`
 	Reason string       `json:"reason,omitempty"`
 }
 
-// NetworkEvent records one request through the proxy, attributed to the
+// Event records one request through the proxy, attributed to the
 // tool call in flight when it arrived.
-type NetworkEvent struct {
+type Event struct {
 	EpisodeID     string        `json:"episode_id,omitempty"`
 	CallRequestID string        `json:"call_request_id,omitempty"`
 	Method        string        `json:"method"`
@@ -69,16 +69,16 @@ type NetworkEvent struct {
 	Duration      time.Duration `json:"duration_ns"`
 }
 
-// EgressConfig configures an EgressProxy. The zero value of every optional
+// Config configures an Proxy. The zero value of every optional
 // field is usable.
-type EgressConfig struct {
+type Config struct {
 	EpisodeID string
 	// Policy decides each request. Required: a proxy without a policy
 	// would be an open door.
-	Policy EgressPolicy
+	Policy Policy
 	// OnEvent receives every request after it finished (tunnels when they
 	// close). Called from the serving goroutine; keep it quick. Optional.
-	OnEvent func(NetworkEvent)
+	OnEvent func(Event)
 	// CallInFlight returns the request id of the tool call running now, for
 	// attribution. Optional.
 	CallInFlight func() string
@@ -91,9 +91,9 @@ type EgressConfig struct {
 }
 
 // Validate reports a config that cannot work.
-func (c EgressConfig) Validate() error {
+func (c Config) Validate() error {
 	if c.Policy == nil {
-		return errors.New("egress: config: Policy is nil: pass the rules-backed policy (or an EgressPolicyFunc)")
+		return errors.New("egress: config: Policy is nil: pass the rules-backed policy (or an PolicyFunc)")
 	}
 	if c.DialTimeout < 0 {
 		return fmt.Errorf("egress: config: DialTimeout %v is negative: use 0 for the 10s default", c.DialTimeout)
@@ -101,12 +101,12 @@ func (c EgressConfig) Validate() error {
 	return nil
 }
 
-// EgressProxy is the HTTP/HTTPS forward proxy of one episode. A sandbox in
+// Proxy is the HTTP/HTTPS forward proxy of one episode. A sandbox in
 // proxy mode reaches the network only through it: CONNECT tunnels are
 // decided on host and port, plain HTTP requests on host and URL; denied
 // requests get 403 Forbidden with "blocked by egress policy".
-type EgressProxy struct {
-	cfg       EgressConfig
+type Proxy struct {
+	cfg       Config
 	log       *slog.Logger
 	srv       *http.Server
 	transport *http.Transport
@@ -116,10 +116,10 @@ type EgressProxy struct {
 	closed  bool                  // guarded by mu
 }
 
-var _ http.Handler = (*EgressProxy)(nil)
+var _ http.Handler = (*Proxy)(nil)
 
-// NewEgressProxy returns a proxy; start it with Serve.
-func NewEgressProxy(cfg EgressConfig) (*EgressProxy, error) {
+// New returns a proxy; start it with Serve.
+func New(cfg Config) (*Proxy, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -130,7 +130,7 @@ func NewEgressProxy(cfg EgressConfig) (*EgressProxy, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	p := &EgressProxy{cfg: cfg, log: log.With("episode_id", cfg.EpisodeID), tunnels: make(map[net.Conn]struct{})}
+	p := &Proxy{cfg: cfg, log: log.With("episode_id", cfg.EpisodeID), tunnels: make(map[net.Conn]struct{})}
 	p.transport = &http.Transport{
 		Proxy:                 nil, // never chain to the host's own proxy settings
 		DialContext:           p.dial,
@@ -147,10 +147,10 @@ func NewEgressProxy(cfg EgressConfig) (*EgressProxy, error) {
 	return p, nil
 }
 
-// ListenEgressSocket listens on a unix socket at path, replacing a stale one, and
+// ListenSocket listens on a unix socket at path, replacing a stale one, and
 // makes it connectable by the sandbox user (the socket is bind-mounted into
 // the container, whose user is not the host's).
-func ListenEgressSocket(path string) (net.Listener, error) {
+func ListenSocket(path string) (net.Listener, error) {
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("egress: listen %s: remove stale socket: %w", path, err)
 	}
@@ -168,7 +168,7 @@ func ListenEgressSocket(path string) (net.Listener, error) {
 // Serve accepts connections on ln until Shutdown; it then returns nil.
 // Any listener works: the unix socket of the Docker backend or a TCP
 // loopback listener.
-func (p *EgressProxy) Serve(ln net.Listener) error {
+func (p *Proxy) Serve(ln net.Listener) error {
 	p.log.Info("egress proxy serving", "addr", ln.Addr().String())
 	err := p.srv.Serve(ln)
 	if errors.Is(err, http.ErrServerClosed) {
@@ -179,7 +179,7 @@ func (p *EgressProxy) Serve(ln net.Listener) error {
 
 // Shutdown stops accepting, closes open tunnels and waits (until ctx ends)
 // for plain requests in progress.
-func (p *EgressProxy) Shutdown(ctx context.Context) error {
+func (p *Proxy) Shutdown(ctx context.Context) error {
 	p.mu.Lock()
 	p.closed = true
 	for c := range p.tunnels {
@@ -196,7 +196,7 @@ func (p *EgressProxy) Shutdown(ctx context.Context) error {
 	return nil
 }
 
-func (p *EgressProxy) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+func (p *Proxy) dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.DialTimeout)
 	defer cancel()
 	if p.cfg.Dial != nil {
@@ -208,7 +208,7 @@ func (p *EgressProxy) dial(ctx context.Context, network, addr string) (net.Conn,
 
 // track registers hijacked conns so Shutdown can close them; it reports
 // false (and closes them) when the proxy is already shutting down.
-func (p *EgressProxy) track(cs ...net.Conn) bool {
+func (p *Proxy) track(cs ...net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -223,7 +223,7 @@ func (p *EgressProxy) track(cs ...net.Conn) bool {
 	return true
 }
 
-func (p *EgressProxy) untrack(cs ...net.Conn) {
+func (p *Proxy) untrack(cs ...net.Conn) {
 	p.mu.Lock()
 	for _, c := range cs {
 		delete(p.tunnels, c)
@@ -232,8 +232,8 @@ func (p *EgressProxy) untrack(cs ...net.Conn) {
 }
 
 // ServeHTTP handles one proxy request.
-func (p *EgressProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	ev := NetworkEvent{EpisodeID: p.cfg.EpisodeID, Method: r.Method, Time: time.Now()}
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ev := Event{EpisodeID: p.cfg.EpisodeID, Method: r.Method, Time: time.Now()}
 	if p.cfg.CallInFlight != nil {
 		ev.CallRequestID = p.cfg.CallInFlight()
 	}
@@ -274,7 +274,7 @@ func (p *EgressProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ev.Host, ev.Port = host, port
 
-	d := p.cfg.Policy.Allow(r.Context(), EgressRequest{
+	d := p.cfg.Policy.Allow(r.Context(), Request{
 		EpisodeID: p.cfg.EpisodeID, Method: r.Method, Host: host, Port: port, URL: ev.URL,
 	})
 	ev.Allowed, ev.Reason, ev.Flags = d.Allow, d.Reason, d.Flags
@@ -322,7 +322,7 @@ var hopHeaders = []string{
 	"Te", "Trailer", "Transfer-Encoding", "Upgrade",
 }
 
-func (p *EgressProxy) forward(w http.ResponseWriter, r *http.Request, ev *NetworkEvent) {
+func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, ev *Event) {
 	out := r.Clone(r.Context())
 	out.RequestURI = ""
 	for _, h := range hopHeaders {
@@ -361,7 +361,7 @@ func joinReason(a, b string) string {
 	return a + "; " + b
 }
 
-func (p *EgressProxy) tunnel(w http.ResponseWriter, r *http.Request, target string, ev *NetworkEvent) {
+func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, target string, ev *Event) {
 	hj, ok := w.(http.Hijacker)
 	if !ok {
 		ev.Status = http.StatusInternalServerError
