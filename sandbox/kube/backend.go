@@ -104,8 +104,10 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 	}
 	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
 	defer cancel()
-	if _, err := cs.CoreV1().Namespaces().Get(pctx, cfg.Namespace, metav1.GetOptions{}); err != nil {
-		return nil, apiErr("namespace "+cfg.Namespace, rc.Host, err)
+	// A list of one pod, which the namespace's Role allows (a Get of the
+	// namespace is cluster-scoped and does not).
+	if _, err := cs.CoreV1().Pods(cfg.Namespace).List(pctx, metav1.ListOptions{Limit: 1}); err != nil {
+		return nil, apiErr("list pods in namespace "+cfg.Namespace, rc.Host, err)
 	}
 	b := &Backend{
 		cfg:      cfg,
