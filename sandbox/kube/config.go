@@ -108,9 +108,9 @@ func validateLimits(l sandbox.Limits) error {
 	case l.MemoryBytes < 0, l.CPUs < 0, l.Pids < 0, l.DiskBytes < 0:
 		return fmt.Errorf("limits %+v: no field may be negative; use 0 for the defaults", l)
 	case l.MemoryBytes > 0 && l.MemoryBytes < 16<<20:
-		return fmt.Errorf("MemoryBytes %d is below 16 MiB, too little for the agent and a shell: raise it", l.MemoryBytes)
+		return fmt.Errorf("memory limit (MemoryBytes) %d is below 16 MiB, too little for the agent and a shell: raise it", l.MemoryBytes)
 	case l.Pids > 0 && l.Pids < 8:
-		return fmt.Errorf("Pids %d leaves no room for the agent and a shell: use at least 8", l.Pids)
+		return fmt.Errorf("pids limit (Pids) %d leaves no room for the agent and a shell: use at least 8", l.Pids)
 	}
 	return nil
 }
