@@ -70,6 +70,9 @@ func podFor(p podParams) *corev1.Pod {
 	requests := corev1.ResourceList{
 		corev1.ResourceMemory: *resource.NewQuantity(min(p.Requests.MemoryBytes, p.Limits.MemoryBytes), resource.BinarySI),
 		corev1.ResourceCPU:    *resource.NewMilliQuantity(min(p.Requests.MilliCPU, int64(p.Limits.CPUs*1000)), resource.DecimalSI),
+		// Without a request the limit counts as one: 10 GiB a pod filled
+		// this node's 250 GB after 24 pods.
+		corev1.ResourceEphemeralStorage: *resource.NewQuantity(min(256<<20, p.Limits.DiskBytes), resource.BinarySI),
 	}
 	agentMount := func(ro bool) []corev1.VolumeMount {
 		return []corev1.VolumeMount{{Name: "rollcage-agent", MountPath: agentDir, ReadOnly: ro}}
