@@ -41,18 +41,20 @@ func (e *Episode) Fork(cfg ForkConfig) (*Episode, error) {
 	defer e.mu.Unlock()
 	c := &Episode{
 		p: e.p, id: cfg.ID, task: e.task, facts: e.facts, sb: cfg.Sandbox,
-		rules:     e.rules.Clone(),
-		leaks:     e.leaks, // built once from the secrets, never changed
-		log:       log.With("episode_id", cfg.ID),
-		written:   maps.Clone(e.written),
-		fileLines: maps.Clone(e.fileLines),
-		created:   maps.Clone(e.created),
-		touched:   maps.Clone(e.touched),
-		files:     Files{m: maps.Clone(e.files.m)},
-		visible:   e.visible, visibleHashes: e.visibleHashes, hashVisible: cfg.HashVisible,
-		step:      e.step,
-		cwd:       maps.Clone(e.cwd),
-		steps:     slices.Clone(e.steps),
+		rules:         e.rules.Clone(),
+		leaks:         e.leaks, // built once from the secrets, never changed
+		log:           log.With("episode_id", cfg.ID),
+		written:       maps.Clone(e.written),
+		fileLines:     maps.Clone(e.fileLines),
+		created:       maps.Clone(e.created),
+		touched:       maps.Clone(e.touched),
+		files:         Files{m: maps.Clone(e.files.m)},
+		visible:       e.visible,
+		visibleHashes: e.visibleHashes,
+		hashVisible:   cfg.HashVisible,
+		step:          e.step,
+		cwd:           maps.Clone(e.cwd),
+		steps:         slices.Clone(e.steps),
 	}
 	return c, nil
 }
