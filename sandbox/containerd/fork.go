@@ -134,8 +134,8 @@ func (c *container) commitLayer(ctx context.Context) (base *forkBase, paused tim
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	t0 := time.Now()
-	if err := c.task.Pause(ctx); err != nil {
+	t0, err := hostside.Freeze(ctx, c.logger(), c.task.Pause)
+	if err != nil {
 		return nil, 0, 0, b.engineErr("pause", err)
 	}
 	cerr := hostside.CopyLayer(ctx, c.upper, dst)

@@ -88,7 +88,7 @@ func (c *container) Snapshot(ctx context.Context, ref string) (string, error) {
 // the task frozen.
 func (c *container) diffPaused(ctx context.Context) (ocispec.Descriptor, error) {
 	b := c.b
-	if err := c.task.Pause(ctx); err != nil {
+	if _, err := hostside.Freeze(ctx, c.logger(), c.task.Pause); err != nil {
 		return ocispec.Descriptor{}, b.engineErr("pause", err)
 	}
 	layer, derr := rootfs.CreateDiff(ctx, c.id, b.snapshotter(), b.cli.DiffService())

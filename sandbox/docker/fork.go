@@ -200,8 +200,8 @@ func (c *container) backgroundProcesses(ctx context.Context) []string {
 // copyPaused freezes the parent, copies its layer to dst and thaws it,
 // returning how long it was frozen.
 func (c *container) copyPaused(ctx context.Context, src, dst string) (time.Duration, error) {
-	t0 := time.Now()
-	if err := c.b.cli.ContainerPause(ctx, c.id); err != nil {
+	t0, err := hostside.Freeze(ctx, c.logger(), func(ctx context.Context) error { return c.b.cli.ContainerPause(ctx, c.id) })
+	if err != nil {
 		return 0, c.b.engineErr("pause", err)
 	}
 	cerr := hostside.CopyLayer(ctx, src, dst)
