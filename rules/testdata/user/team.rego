@@ -15,7 +15,7 @@ flag contains lib.flag("team.strace", cat, "suspicious", "runs strace", c.name) 
 
 # a case-insensitive regexp over the call's text, with a negation after it
 flag contains lib.flag("team.ssh_key", cat, "suspicious", "reads an SSH key", m) if {
-	some m in regex.find_n(`(?i)\.ssh/id_(rsa|ed25519|ecdsa)\b`, lib.text, 1)
+	some m in regex.find_n(`(?i)\.ssh/id_(rsa|ed25519|ecdsa)(\.pub)?\b`, lib.text, 1)
 	not endswith(m, ".pub")
 }
 
