@@ -189,7 +189,7 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 		c.Close(ctx)
 		return nil, err
 	}
-	log.Info("sandbox created", "container", c.id)
+	log.Info("sandbox created", append(c.phases.attrs(), "container", c.id)...)
 	return c, nil
 }
 
@@ -205,15 +205,18 @@ func (b *Backend) poolable(spec sandbox.Spec) bool {
 // admission bound; its root file system is a new snapshot of the image,
 // or of from when a fork gives one. The caller holds an alive slot.
 func (b *Backend) start(ctx context.Context, spec sandbox.Spec, warm bool, from *forkBase) (*container, error) {
+	t0 := time.Now()
 	release, err := b.slots.Admit(ctx, spec.EpisodeID)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
+	admitted := time.Since(t0)
 	c, err := b.createContainer(ctx, spec, warm, from)
 	if err != nil {
 		return nil, err
 	}
+	c.phases = phases{start: t0, admitted: admitted, created: time.Since(t0)}
 	if err := b.launch(ctx, c, spec); err != nil {
 		return nil, err
 	}
@@ -253,10 +256,12 @@ func (b *Backend) launch(ctx context.Context, c *container, spec sandbox.Spec) e
 		c.teardown(ctx)
 		return err
 	}
+	c.phases.started = time.Since(c.phases.start)
 	if err := c.connect(ctx, spec.Lease); err != nil {
 		c.teardown(ctx)
 		return err
 	}
+	c.phases.connected = time.Since(c.phases.start)
 	if spec.Limits.DiskBytes > 0 {
 		c.watchDisk(spec.Limits.DiskBytes)
 	}

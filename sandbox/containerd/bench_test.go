@@ -12,6 +12,7 @@ import (
 	"time"
 
 	dockerclient "github.com/docker/docker/client"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/sandbox/docker"
@@ -283,35 +284,171 @@ func shimPSS(pid int) int64 {
 	return 0
 }
 
-// BenchmarkFork: a parent that wrote 10 MB forks 4 children, per backend;
-// the pause and the whole fork.
+// BenchmarkFork: a parent that wrote mb MiB (1 MiB files, a cwd and an
+// exported variable to restore) forks n children, per backend, against
+// starting n fresh sandboxes and n fresh ones that replay a 20-call
+// prefix writing the same bytes; every sandbox is timed until it ran its
+// first command. The backends and the three ways alternate per
+// iteration. ROLLCAGE_BENCH_FORK_MB (comma-separated, default 1,10,100)
+// and ROLLCAGE_BENCH_FORK_N (default 1,4,8) choose the rows.
 func BenchmarkFork(b *testing.B) {
-	const n = 4
+	sizes, ns := benchInts(b, "ROLLCAGE_BENCH_FORK_MB", "1,10,100"), benchInts(b, "ROLLCAGE_BENCH_FORK_N", "1,4,8")
 	engines := benchEngines(b, 0)
-	parents := make([]sandbox.Sandbox, len(engines))
-	for i, e := range engines {
-		parents[i], _ = startOnce(b, e, "bench-fork")
-		b.Cleanup(func() { parents[i].Close(context.Background()) })
-		if _, err := parents[i].Exec(b.Context(), sandbox.ExecRequest{Command: "head -c 10000000 /dev/urandom > /workspace/blob && cd /workspace && export X=1"}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	lat, pause := map[string]latencies{}, map[string]latencies{}
-	for b.Loop() {
+	ctx := b.Context()
+	for _, mb := range sizes {
+		parents := make([]sandbox.Sandbox, len(engines))
 		for i, e := range engines {
-			res, err := parents[i].Fork(b.Context(), n)
-			if err != nil {
-				b.Fatalf("%s: %v", e.name, err)
-			}
-			lat[e.name] = append(lat[e.name], res.Duration)
-			pause[e.name] = append(pause[e.name], res.Paused)
-			for _, c := range res.Children {
-				c.Close(b.Context())
+			parents[i], _ = startOnce(b, e, fmt.Sprintf("bench-fork-%dmb", mb))
+			cmd := fmt.Sprintf(`mkdir -p /workspace/d && for i in $(seq 1 %d); do head -c 1048576 /dev/urandom > /workspace/d/f$i; done && cd /workspace/d && export BENCH=1`, mb)
+			if res, err := parents[i].Exec(ctx, sandbox.ExecRequest{Command: cmd, Timeout: 5 * time.Minute}); err != nil || res.ExitCode != 0 {
+				b.Fatalf("%s: fill the parent: %v %+v", e.name, err, res)
 			}
 		}
+		for _, n := range ns {
+			b.Run(fmt.Sprintf("changed=%dMB/n=%d", mb, n), func(b *testing.B) {
+				lat, pause := map[string]latencies{}, map[string]latencies{}
+				for b.Loop() {
+					for i, e := range engines {
+						res, d := forkReady(b, parents[i], n)
+						lat[e.name+"-fork"] = append(lat[e.name+"-fork"], d)
+						pause[e.name] = append(pause[e.name], res.Paused)
+						for _, steps := range []int{0, 20} {
+							kind := "-fresh"
+							if steps > 0 {
+								kind = "-replay20"
+							}
+							lat[e.name+kind] = append(lat[e.name+kind], freshReady(b, e, mb, n, steps))
+						}
+					}
+				}
+				for name, l := range lat {
+					b.ReportMetric(ms(l.p50()), name+"-p50-ms")
+					b.ReportMetric(ms(l.worst()), name+"-p99-ms")
+				}
+				for name, l := range pause {
+					b.ReportMetric(ms(l.p50()), name+"-pause-p50-ms")
+					b.ReportMetric(ms(l.worst()), name+"-pause-p99-ms")
+				}
+				for _, e := range engines {
+					if f := lat[e.name+"-fork"].p50(); f > 0 {
+						b.ReportMetric(float64(lat[e.name+"-replay20"].p50())/float64(f), e.name+"-replay/fork")
+					}
+				}
+			})
+		}
+		for _, p := range parents {
+			p.Close(ctx)
+		}
 	}
-	report(b, "ms", lat)
-	for name, l := range pause {
-		b.ReportMetric(float64(l.p50().Microseconds())/1000, name+"-pause-p50-ms")
+}
+
+// benchInts reads a comma-separated list of counts from the environment.
+func benchInts(b *testing.B, env, def string) []int {
+	v := os.Getenv(env)
+	if v == "" {
+		v = def
 	}
+	var out []int
+	for f := range strings.SplitSeq(v, ",") {
+		k, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || k < 1 {
+			b.Fatalf("%s=%q: give positive counts separated by commas, e.g. %s", env, v, def)
+		}
+		out = append(out, k)
+	}
+	return out
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// worst is the p99 of so few samples.
+func (l latencies) worst() time.Duration {
+	if len(l) == 0 {
+		return 0
+	}
+	return slices.Max(l)
+}
+
+// ready runs a sandbox's first command.
+func ready(ctx context.Context, sb sandbox.Sandbox) error {
+	res, err := sb.Exec(ctx, sandbox.ExecRequest{Command: "test -d /workspace/d"})
+	if err == nil && res.ExitCode != 0 {
+		err = fmt.Errorf("first command: exit %d: %s", res.ExitCode, res.Output)
+	}
+	return err
+}
+
+func closeAll(ctx context.Context, sbs []sandbox.Sandbox) {
+	var g errgroup.Group
+	for _, sb := range sbs {
+		if sb != nil {
+			g.Go(func() error { return sb.Close(ctx) })
+		}
+	}
+	g.Wait()
+}
+
+// forkReady forks n children and runs a first command in each; it
+// returns the fork's result and the time until every child ran it. The
+// children are closed before it returns.
+func forkReady(b *testing.B, parent sandbox.Sandbox, n int) (sandbox.ForkResult, time.Duration) {
+	ctx := b.Context()
+	t0 := time.Now()
+	res, err := parent.Fork(ctx, n)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var g errgroup.Group
+	for _, c := range res.Children {
+		g.Go(func() error { return ready(ctx, c) })
+	}
+	if err := g.Wait(); err != nil {
+		b.Fatal(err)
+	}
+	d := time.Since(t0)
+	closeAll(ctx, res.Children)
+	return res, d
+}
+
+// freshReady starts n sandboxes at once, each then replaying a prefix of
+// steps calls that write mb MiB between them, and returns the time until
+// all have.
+func freshReady(b *testing.B, e engine, mb, n, steps int) time.Duration {
+	ctx := b.Context()
+	sbs := make([]sandbox.Sandbox, n)
+	t0 := time.Now()
+	var g errgroup.Group
+	for k := range sbs {
+		g.Go(func() error {
+			sb, err := e.b.Create(ctx, sandbox.Spec{Image: testImage(), EpisodeID: "bench-fresh"})
+			if err != nil {
+				return err
+			}
+			sbs[k] = sb
+			for s := range steps {
+				cmd := fmt.Sprintf("mkdir -p /workspace/d && cd /workspace/d && export BENCH=1 && head -c %d /dev/urandom > p%d", mb<<20/steps, s)
+				res, err := sb.Exec(ctx, sandbox.ExecRequest{Command: cmd})
+				if err == nil && res.ExitCode != 0 {
+					err = fmt.Errorf("prefix step %d: exit %d: %s", s, res.ExitCode, res.Output)
+				}
+				if err != nil {
+					return err
+				}
+			}
+			if steps > 0 {
+				return ready(ctx, sb)
+			}
+			res, err := sb.Exec(ctx, sandbox.ExecRequest{Command: "mkdir -p /workspace/d"})
+			if err == nil && res.ExitCode != 0 {
+				err = fmt.Errorf("first command: exit %d: %s", res.ExitCode, res.Output)
+			}
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		b.Fatalf("%s: %v", e.name, err)
+	}
+	d := time.Since(t0)
+	closeAll(ctx, sbs)
+	return d
 }

@@ -44,6 +44,8 @@ type container struct {
 	log  *slog.Logger // guarded by mu; rescoped to the episode at hand-out
 	spec sandbox.Spec // guarded by mu; the episode's resolved spec, set by configure
 
+	phases phases // how its start went, set by start and launch
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -61,6 +63,18 @@ func (c *container) logger() *slog.Logger {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.log
+}
+
+// phases are the times into a container's start (from asking for an
+// admission slot) at which each step of it ended, for the logs.
+type phases struct {
+	start                                 time.Time
+	admitted, created, started, connected time.Duration
+}
+
+// attrs are the phases as log attributes.
+func (p phases) attrs() []any {
+	return []any{"admitted_at", p.admitted, "created_at", p.created, "task_started_at", p.started, "connected_at", p.connected}
 }
 
 // idSeparators are runs that containerd's identifiers do not allow.

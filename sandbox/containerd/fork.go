@@ -84,7 +84,7 @@ func (c *container) Fork(ctx context.Context, n int) (sandbox.ForkResult, error)
 			k.spec = cs
 			k.mu.Unlock()
 			children[i] = k
-			k.logger().Info("sandbox created by fork")
+			k.logger().Info("sandbox created by fork", append(k.phases.attrs(), "restored_at", time.Since(k.phases.start))...)
 			return nil
 		})
 	}
