@@ -1,8 +1,6 @@
 package containerd
 
 import (
-	"cmp"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -62,25 +60,8 @@ func (c Config) Validate() error {
 	return hostside.ValidateConfig("containerd config", c.Lease, c.MaxCreating, c.MaxAlive, c.Pool, c.DefaultLimits)
 }
 
-// withDefaults returns c with every zero field resolved but Address. It
-// fails only when the agent binary cannot be found.
-func (c Config) withDefaults() (Config, error) {
-	c.Namespace = cmp.Or(c.Namespace, DefaultNamespace)
-	c.Snapshotter = cmp.Or(c.Snapshotter, DefaultSnapshotter)
-	c.Lease = cmp.Or(c.Lease, DefaultLease)
-	c.MaxCreating = cmp.Or(c.MaxCreating, DefaultMaxCreating)
-	c.MaxAlive = cmp.Or(c.MaxAlive, DefaultMaxAlive)
-	c.DefaultLimits = hostside.ResolveLimits(c.DefaultLimits, sandbox.Limits{MemoryBytes: DefaultMemoryBytes, CPUs: DefaultCPUs, Pids: DefaultPids, DiskBytes: DefaultDiskBytes})
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	if c.StateDir == "" {
-		c.StateDir = hostside.DefaultStateDir()
-	}
-	abs, err := hostside.FindAgent(c.AgentBinary)
-	if err != nil {
-		return c, fmt.Errorf("containerd: %w", err)
-	}
-	c.AgentBinary = abs
-	return c, nil
+// shared is the part of c every container backend has.
+func (c Config) shared() hostside.Config {
+	return hostside.Config{AgentBinary: c.AgentBinary, StateDir: c.StateDir, Lease: c.Lease, MaxCreating: c.MaxCreating,
+		MaxAlive: c.MaxAlive, Pool: c.Pool, DefaultLimits: c.DefaultLimits, Logger: c.Logger}
 }

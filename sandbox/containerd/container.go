@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -28,26 +26,15 @@ const agentLog = "agent.log"
 // container is one sandbox: a containerd container, its task and the
 // agent client that drives it.
 type container struct {
-	*hostside.Conn
-	b      *Backend
-	id     string // containerd's container id, also its snapshot key
-	image  string
-	runDir string
-	ctr    client.Container
-	upper  string // the snapshot's writable directory on the host
+	*hostside.Box
+	b     *Backend
+	id    string // containerd's container id, also its snapshot key and name
+	ctr   client.Container
+	upper string // the snapshot's writable directory on the host
 
 	task     client.Task              // set by startTask, then never changed
 	exited   <-chan client.ExitStatus // the task's exit, set with task
 	stopWait context.CancelFunc
-
-	mu   sync.Mutex
-	log  *slog.Logger // guarded by mu; rescoped to the episode at hand-out
-	spec sandbox.Spec // guarded by mu; the episode's resolved spec, set by configure
-
-	phases phases // how its start went, set by start and launch
-
-	closeOnce sync.Once
-	closeErr  error
 }
 
 var (
@@ -55,27 +42,9 @@ var (
 	_ sandbox.Streamer = (*container)(nil) // through hostside.Conn
 )
 
+func (c *container) box() *hostside.Box { return c.Box }
+
 func (c *container) ID() string { return c.id }
-
-func (c *container) name() string { return c.id }
-
-func (c *container) logger() *slog.Logger {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.log
-}
-
-// phases are the times into a container's start (from asking for an
-// admission slot) at which each step of it ended, for the logs.
-type phases struct {
-	start                                 time.Time
-	admitted, created, started, connected time.Duration
-}
-
-// attrs are the phases as log attributes.
-func (p phases) attrs() []any {
-	return []any{"admitted_at", p.admitted, "created_at", p.created, "task_started_at", p.started, "connected_at", p.connected}
-}
 
 // idSeparators are runs that containerd's identifiers do not allow.
 var idSeparators = regexp.MustCompile(`[._-]{2,}`)
@@ -86,32 +55,11 @@ func containerID(episode, token string) string {
 	return idSeparators.ReplaceAllString(hostside.ContainerName(episode, token), "-")
 }
 
-// createContainer creates (but does not start) a container for spec, with
-// its run dir and snapshot, under a containerd lease so that neither the
-// image nor the snapshot is collected before the container holds them.
-func (b *Backend) createContainer(ctx context.Context, spec sandbox.Spec, warm bool, from *forkBase) (*container, error) {
-	token := hostside.RandomToken()
-	runDir := filepath.Join(b.cfg.StateDir, b.self.DirName(token))
-	if err := os.Mkdir(runDir, 0o700); err != nil {
-		return nil, fmt.Errorf("containerd: create %s: run dir: %w", spec.EpisodeID, err)
-	}
-	id := containerID(spec.EpisodeID, token)
-	if warm {
-		id = "rollcage-pool-" + token
-	}
-	c := &container{b: b, id: id, image: spec.Image, runDir: runDir,
-		log: b.log.With("episode_id", spec.EpisodeID, "container", id)}
-	c.Conn = hostside.NewConn(c.name)
-	err := c.create(b.ctx(ctx), spec, warm, from)
-	if err != nil {
-		os.RemoveAll(runDir)
-		return nil, err
-	}
-	return c, nil
-}
-
-func (c *container) create(ctx context.Context, spec sandbox.Spec, warm bool, from *forkBase) error {
-	b := c.b
+// create creates the container of req, with its snapshot, under a
+// containerd lease so that neither the image nor the snapshot is collected
+// before the container holds them.
+func (c *container) create(ctx context.Context, req hostside.CreateRequest) error {
+	b, spec := c.b, req.Spec
 	img, err := b.image(ctx, spec.Image)
 	if err != nil {
 		return fmt.Errorf("containerd: create %s: %w", spec.EpisodeID, err)
@@ -122,21 +70,21 @@ func (c *container) create(ctx context.Context, spec sandbox.Spec, warm bool, fr
 	}
 	defer done(context.WithoutCancel(ctx))
 	snap := client.WithNewSnapshot(c.id, img)
-	if from != nil {
-		if _, err := b.snapshotter().Prepare(lctx, c.id, from.name); err != nil {
+	if req.From != "" {
+		if _, err := b.snapshotter().Prepare(lctx, c.id, req.From); err != nil {
 			return b.engineErr("create "+spec.EpisodeID+": prepare the fork's snapshot", err)
 		}
 		snap = client.WithSnapshot(c.id)
 	}
 	hostname := c.id[:min(len(c.id), 63)]
-	hosts := filepath.Join(c.runDir, "hosts")
+	hosts := filepath.Join(c.RunDir, "hosts")
 	if err := os.WriteFile(hosts, []byte(hostsFile(hostname)), 0o644); err != nil {
 		return fmt.Errorf("containerd: create %s: %w", spec.EpisodeID, err)
 	}
 	p := specParams{
-		RunDir:      c.runDir,
+		RunDir:      c.RunDir,
 		HostsFile:   hosts,
-		AgentBinary: b.cfg.AgentBinary,
+		AgentBinary: b.core.Cfg.AgentBinary,
 		ProxySocket: spec.ProxySocket,
 		Limits:      spec.Limits,
 		Lease:       spec.Lease,
@@ -149,10 +97,10 @@ func (c *container) create(ctx context.Context, spec sandbox.Spec, warm bool, fr
 		snap,
 		client.WithRuntime(runcShim, nil),
 		client.WithNewSpec(specOpts(img, p)...),
-		client.WithContainerLabels(b.labels(spec, c.runDir, warm)),
+		client.WithContainerLabels(req.Labels),
 	)
 	if err != nil {
-		if from != nil {
+		if req.From != "" {
 			b.snapshotter().Remove(context.WithoutCancel(lctx), c.id)
 		}
 		return b.engineErr("create "+spec.EpisodeID, err)
@@ -160,7 +108,7 @@ func (c *container) create(ctx context.Context, spec sandbox.Spec, warm bool, fr
 	c.ctr = ctr
 	c.upper, err = b.upperDir(ctx, c.id)
 	if err != nil {
-		c.teardown(ctx)
+		c.remove(context.WithoutCancel(ctx))
 		return err
 	}
 	return nil
@@ -178,7 +126,7 @@ func (b *Backend) engineErr(op string, err error) error {
 // loopback in its new network namespace and starts it.
 func (c *container) startTask(ctx context.Context) error {
 	ctx = c.b.ctx(ctx)
-	task, err := c.ctr.NewTask(ctx, cio.LogFile(filepath.Join(c.runDir, agentLog)))
+	task, err := c.ctr.NewTask(ctx, cio.LogFile(filepath.Join(c.RunDir, agentLog)))
 	if err != nil {
 		return c.b.engineErr("start "+c.id, err)
 	}
@@ -200,8 +148,8 @@ func (c *container) startTask(ctx context.Context) error {
 // connect dials the agent's socket, retrying while the agent starts, and
 // fails with the agent's last output when it never listens.
 func (c *container) connect(ctx context.Context, lease time.Duration) error {
-	sock := filepath.Join(c.runDir, hostside.AgentSockName)
-	return c.Dial(ctx, "containerd", sock, connectTimeout, lease, c.logger(), func(context.Context) error {
+	sock := filepath.Join(c.RunDir, hostside.AgentSockName)
+	return c.Dial(ctx, "containerd", sock, connectTimeout, lease, c.Logger(), func(context.Context) error {
 		select {
 		case st := <-c.exited:
 			return fmt.Errorf("container exited (code %d) before its agent listened; last output: %s", st.ExitCode(), c.lastLogs())
@@ -214,7 +162,7 @@ func (c *container) connect(ctx context.Context, lease time.Duration) error {
 // lastLogs returns the agent's last output lines on one line, for error
 // messages.
 func (c *container) lastLogs() string {
-	b, err := os.ReadFile(filepath.Join(c.runDir, agentLog))
+	b, err := os.ReadFile(filepath.Join(c.RunDir, agentLog))
 	if err != nil {
 		return "(none: " + err.Error() + ")"
 	}
@@ -228,41 +176,18 @@ func (c *container) lastLogs() string {
 	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " | ")), " ")
 }
 
-// configure hands the episode's settings to the agent.
-func (c *container) configure(ctx context.Context, spec sandbox.Spec) error {
-	if err := c.Conn.Configure(ctx, spec); err != nil {
-		return fmt.Errorf("containerd: configure %s: %w", c.id, err)
-	}
-	c.mu.Lock()
-	c.spec = spec
-	c.mu.Unlock()
-	return nil
-}
-
-// watchDisk starts the disk watchdog over the snapshot's upper directory.
-func (c *container) watchDisk(limit int64) {
-	c.WatchDisk(c.upper, limit, c.logger())
-}
-
 // Close shuts the agent down, removes the task, the container with its
 // snapshot and the host directory. It runs once; later and concurrent
 // calls return its result.
-func (c *container) Close(ctx context.Context) error {
-	c.closeOnce.Do(func() {
-		c.MarkClosed()
-		c.closeErr = c.teardown(ctx)
-		c.b.slots.Forget(c)
-		c.logger().Info("sandbox closed")
-	})
-	return c.closeErr
-}
+func (c *container) Close(ctx context.Context) error { return c.b.core.Close(ctx, c) }
 
-// teardown is Close without the bookkeeping; start uses it for containers
-// that never became sandboxes.
-func (c *container) teardown(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(c.b.ctx(context.WithoutCancel(ctx)), teardownTimeout)
-	defer cancel()
-	c.Shutdown(ctx, shutdownTimeout)
+// teardown is Close without the bookkeeping, for containers that never
+// became sandboxes.
+func (c *container) teardown(ctx context.Context) error { return c.b.core.Teardown(ctx, c) }
+
+// remove deletes the task (killing it), then the container with its
+// snapshot; ctx carries the namespace.
+func (c *container) remove(ctx context.Context) error {
 	var errs []error
 	if c.task != nil {
 		if _, err := c.task.Delete(ctx, client.WithProcessKill); err != nil && !cerrdefs.IsNotFound(err) {
@@ -275,11 +200,6 @@ func (c *container) teardown(ctx context.Context) error {
 	if c.ctr != nil {
 		if err := c.ctr.Delete(ctx, client.WithSnapshotCleanup); err != nil && !cerrdefs.IsNotFound(err) {
 			errs = append(errs, c.b.engineErr("delete container "+c.id, err))
-		}
-	}
-	if c.runDir != "" {
-		if err := os.RemoveAll(c.runDir); err != nil {
-			errs = append(errs, fmt.Errorf("containerd: remove run dir: %w", err))
 		}
 	}
 	return errors.Join(errs...)

@@ -37,12 +37,10 @@ func (c *container) Fork(ctx context.Context, n int) (sandbox.ForkResult, error)
 		return sandbox.ForkResult{}, fmt.Errorf("sandbox %s: fork: n = %d: ask for 1 to %d children", c.id, n, sandbox.MaxFork)
 	}
 	b := c.b
-	if err := b.slots.CheckOpen("fork"); err != nil {
+	if err := b.core.Slots.CheckOpen("fork"); err != nil {
 		return sandbox.ForkResult{}, err
 	}
-	c.mu.Lock()
-	spec := c.spec
-	c.mu.Unlock()
+	spec := c.Spec()
 	sessions := c.Sessions()
 	scripts, err := hostside.DumpSessions(ctx, c.Agent().Exec, sessions)
 	if err != nil {
@@ -68,23 +66,20 @@ func (c *container) Fork(ctx context.Context, n int) (sandbox.ForkResult, error)
 		cs := spec
 		cs.EpisodeID = spec.EpisodeID + ".fork" + strconv.Itoa(i+1)
 		g.Go(func() error {
-			if err := b.slots.AcquireAlive(gctx, cs.EpisodeID); err != nil {
+			if err := b.core.Slots.AcquireAlive(gctx, cs.EpisodeID); err != nil {
 				return err
 			}
-			k, err := b.start(gctx, cs, false, base)
+			k, err := b.core.Start(gctx, cs, false, base.name)
 			if err != nil {
-				b.slots.ReleaseAlive()
+				b.core.Slots.ReleaseAlive()
 				return err
 			}
 			if err := k.Restore(gctx, cs, scripts); err != nil {
 				k.Close(ctx) // live now: Close frees the slot
 				return err
 			}
-			k.mu.Lock()
-			k.spec = cs
-			k.mu.Unlock()
 			children[i] = k
-			k.logger().Info("sandbox created by fork", append(k.phases.attrs(), "restored_at", time.Since(k.phases.start))...)
+			k.Logger().Info("sandbox created by fork", append(k.Phases.Attrs(), "restored_at", time.Since(k.Phases.Start))...)
 			return nil
 		})
 	}
@@ -104,7 +99,7 @@ func (c *container) Fork(ctx context.Context, n int) (sandbox.ForkResult, error)
 		Sessions:     sessions,
 		NotCarried:   notCarried,
 	}
-	c.logger().Info("sandbox forked", "children", n, "paused", paused, "changed_bytes", changed, "duration", res.Duration,
+	c.Logger().Info("sandbox forked", "children", n, "paused", paused, "changed_bytes", changed, "duration", res.Duration,
 		"dumped_at", tDump, "committed_at", tCommit)
 	return res, nil
 }
@@ -134,7 +129,7 @@ func (c *container) commitLayer(ctx context.Context) (base *forkBase, paused tim
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	t0, err := hostside.Freeze(ctx, c.logger(), c.task.Pause)
+	t0, err := hostside.Freeze(ctx, c.Logger(), c.task.Pause)
 	if err != nil {
 		return nil, 0, 0, b.engineErr("pause", err)
 	}
@@ -165,7 +160,7 @@ func (c *container) commitLayer(ctx context.Context) (base *forkBase, paused tim
 func (c *container) backgroundProcesses(ctx context.Context) []string {
 	procs, err := c.task.Pids(c.b.ctx(ctx))
 	if err != nil {
-		c.logger().Warn("fork: listing the parent's processes", "err", err)
+		c.Logger().Warn("fork: listing the parent's processes", "err", err)
 		return nil
 	}
 	uid := strings.Split(hostside.SandboxUser, ":")[0]

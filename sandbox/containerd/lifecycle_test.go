@@ -86,7 +86,7 @@ func TestWarmPool(t *testing.T) {
 		t.Helper()
 		deadline := time.Now().Add(time.Minute)
 		for {
-			if ready := b.pool.Ready(img); len(ready) == 1 {
+			if ready := b.core.Pool.Ready(img); len(ready) == 1 {
 				return ready[0]
 			}
 			if time.Now().After(deadline) {
@@ -122,7 +122,7 @@ func TestWarmPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cold.Close(context.Background())
-	if ready := b.pool.Ready(img); len(ready) != 1 || ready[0] == cold.(*container) {
+	if ready := b.core.Pool.Ready(img); len(ready) != 1 || ready[0] == cold.(*container) {
 		t.Errorf("a labelled spec took the warm container")
 	}
 }
@@ -133,7 +133,7 @@ func TestAdmission(t *testing.T) {
 	b := newTestBackend(t, Config{MaxCreating: 1})
 	var mu sync.Mutex
 	now, peak := 0, 0
-	b.slots.OnCreating = func(d int) {
+	b.core.Slots.OnCreating = func(d int) {
 		mu.Lock()
 		now += d
 		peak = max(peak, now)

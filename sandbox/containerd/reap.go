@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/containerd/containerd/v2/client"
 	cerrdefs "github.com/containerd/errdefs"
@@ -24,47 +23,37 @@ const managedFilter = `labels."` + hostside.LabelManaged + `"==1`
 // removed only once its task has stopped. It returns how many containers
 // and directories it removed. New runs it once.
 func (b *Backend) Reap(ctx context.Context) (int, error) {
-	ctx = b.ctx(ctx)
-	list, err := b.cli.Containers(ctx, managedFilter)
+	l, err := b.list(ctx, managedFilter)
 	if err != nil {
 		return 0, b.engineErr("reap: list containers", err)
 	}
-	boot, ns := hostside.BootID(), hostside.PidNamespace()
-	inUse := map[string]bool{}
-	removed := 0
-	var errs []error
-	for _, ctr := range list {
+	return l.Reap(b.ctx(ctx))
+}
+
+// list lists the containers filter selects, as the reaper judges them.
+func (b *Backend) list(ctx context.Context, filter string) (hostside.Leftovers, error) {
+	ctx = b.ctx(ctx)
+	ctrs, err := b.cli.Containers(ctx, filter)
+	if err != nil {
+		return hostside.Leftovers{}, err
+	}
+	l := hostside.Leftovers{Prefix: "containerd", StateDir: b.core.Cfg.StateDir, Log: b.log}
+	byID := make(map[string]client.Container, len(ctrs))
+	for _, ctr := range ctrs {
 		labels, err := ctr.Labels(ctx)
 		if err != nil {
 			continue // removed meanwhile
 		}
-		o, ok := hostside.OwnerFromLabels(labels)
-		if !ok {
-			continue
-		}
-		local := (o.PidNS == "" || o.PidNS == ns) && (o.Boot == "" || o.Boot == boot)
-		if (local && o.Alive()) || (!local && taskRunning(ctx, ctr)) {
-			inUse[labels[hostside.LabelRunDir]] = true
-			continue
-		}
-		if err := b.remove(ctx, ctr); err != nil {
-			errs = append(errs, fmt.Errorf("containerd: reap: %w", err))
-			continue
-		}
-		removed++
-		b.log.Info("reaped container", "id", ctr.ID(), "owner_pid", o.PID)
-		if d := labels[hostside.LabelRunDir]; d != "" && filepath.Base(d) == d {
-			if err := os.RemoveAll(filepath.Join(b.cfg.StateDir, d)); err != nil {
-				errs = append(errs, fmt.Errorf("containerd: reap: %w", err))
+		byID[ctr.ID()] = ctr
+		l.Found = append(l.Found, hostside.Found{ID: ctr.ID(), Labels: labels, State: func() hostside.State {
+			if taskRunning(ctx, ctr) {
+				return hostside.StateRunning
 			}
-		}
+			return hostside.StateStopped
+		}})
 	}
-	n, err := hostside.ReapDirs(b.cfg.StateDir, inUse, b.log)
-	removed += n
-	if err != nil {
-		errs = append(errs, fmt.Errorf("containerd: %w", err))
-	}
-	return removed, errors.Join(errs...)
+	l.Remove = func(ctx context.Context, f hostside.Found) error { return remove(ctx, byID[f.ID]) }
+	return l, nil
 }
 
 // taskRunning: the container has a task that has not stopped (created,
@@ -80,7 +69,7 @@ func taskRunning(ctx context.Context, ctr client.Container) bool {
 
 // remove kills and deletes a container's task, then the container and its
 // snapshot.
-func (b *Backend) remove(ctx context.Context, ctr client.Container) error {
+func remove(ctx context.Context, ctr client.Container) error {
 	if t, err := ctr.Task(ctx, nil); err == nil {
 		if _, err := t.Delete(ctx, client.WithProcessKill); err != nil && !cerrdefs.IsNotFound(err) {
 			return fmt.Errorf("delete task of %s: %w", ctr.ID(), err)
@@ -100,32 +89,11 @@ func (b *Backend) RemoveEpisode(ctx context.Context, episodeID string) (int, err
 	if episodeID == "" {
 		return 0, errors.New("containerd: remove episode: empty episode id")
 	}
-	ctx = b.ctx(ctx)
-	list, err := b.cli.Containers(ctx, managedFilter+`,labels."`+hostside.LabelEpisode+`"==`+quoteFilter(episodeID))
+	l, err := b.list(ctx, managedFilter+`,labels."`+hostside.LabelEpisode+`"==`+quoteFilter(episodeID))
 	if err != nil {
 		return 0, b.engineErr("remove episode "+episodeID+": list containers", err)
 	}
-	boot, ns := hostside.BootID(), hostside.PidNamespace()
-	removed := 0
-	var errs []error
-	for _, ctr := range list {
-		labels, err := ctr.Labels(ctx)
-		if err != nil {
-			continue
-		}
-		if o, ok := hostside.OwnerFromLabels(labels); ok && (o.PidNS == "" || o.PidNS == ns) && (o.Boot == "" || o.Boot == boot) && o.Alive() {
-			continue
-		}
-		if err := b.remove(ctx, ctr); err != nil {
-			errs = append(errs, b.engineErr("remove episode "+episodeID, err))
-			continue
-		}
-		removed++
-		if d := labels[hostside.LabelRunDir]; d != "" && filepath.Base(d) == d {
-			os.RemoveAll(filepath.Join(b.cfg.StateDir, d))
-		}
-	}
-	return removed, errors.Join(errs...)
+	return l.RemoveEpisode(b.ctx(ctx), episodeID)
 }
 
 // quoteFilter quotes a value for containerd's filter syntax.

@@ -76,7 +76,7 @@ func (c *container) Snapshot(ctx context.Context, ref string) (string, error) {
 		}
 		return "", c.Wrap("snapshot", err)
 	}
-	id, err := b.commitImage(ctx, c.image, name, layer, "rollcage snapshot of "+c.id)
+	id, err := b.commitImage(ctx, c.Image, name, layer, "rollcage snapshot of "+c.id)
 	if err != nil {
 		return "", c.Wrap("snapshot", err)
 	}
@@ -88,7 +88,7 @@ func (c *container) Snapshot(ctx context.Context, ref string) (string, error) {
 // the task frozen.
 func (c *container) diffPaused(ctx context.Context) (ocispec.Descriptor, error) {
 	b := c.b
-	if _, err := hostside.Freeze(ctx, c.logger(), c.task.Pause); err != nil {
+	if _, err := hostside.Freeze(ctx, c.Logger(), c.task.Pause); err != nil {
 		return ocispec.Descriptor{}, b.engineErr("pause", err)
 	}
 	layer, derr := rootfs.CreateDiff(ctx, c.id, b.snapshotter(), b.cli.DiffService())
@@ -200,7 +200,7 @@ func (c *container) ImageID(ctx context.Context) (string, error) {
 	if c.IsClosed() {
 		return "", c.ErrClosed("image id")
 	}
-	img, err := c.b.image(ctx, c.image)
+	img, err := c.b.image(ctx, c.Image)
 	if err != nil {
 		return "", c.Wrap("image id", err)
 	}

@@ -2,12 +2,9 @@ package docker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -26,23 +23,16 @@ import (
 const (
 	pingTimeout     = 5 * time.Second
 	connectTimeout  = 5 * time.Second
-	teardownTimeout = 30 * time.Second
-	shutdownTimeout = 2 * time.Second
+	teardownTimeout = hostside.TeardownTimeout
 )
 
 // Backend creates sandboxes as Docker containers. It is safe for concurrent
 // use; Close drains the warm pool and closes every sandbox it created.
 type Backend struct {
-	cfg  Config
+	cfg  Config // resolved
 	cli  *client.Client
 	log  *slog.Logger
-	self hostside.Owner
-
-	pool  *hostside.Pool[*container]
-	slots *hostside.Slots[*container] // admission, MaxAlive, the live set
-
-	stopRefill context.CancelFunc
-	refillDone chan struct{}
+	core *hostside.Core[*container] // admission, pool, live set, run dirs
 
 	sealing singleflight.Group // one seal per key at a time
 	sealed  sync.Map           // key → sandbox.Sealed already read
@@ -66,10 +56,7 @@ type Stats struct {
 // friends), removes what dead rollcage processes left behind and starts
 // warming the pool.
 func New(ctx context.Context, cfg Config) (*Backend, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	cfg, err := cfg.withDefaults()
+	cfg, err := cfg.resolve()
 	if err != nil {
 		return nil, err
 	}
@@ -77,43 +64,16 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	self, err := hostside.SelfOwner()
+	b := &Backend{cfg: cfg, cli: cli, log: cfg.Logger}
+	b.core, err = hostside.NewCore("docker", hostside.Config(cfg), ops{b}, (*container).box, hostside.ContainerName)
 	if err != nil {
 		cli.Close()
 		return nil, err
 	}
-	if err := os.MkdirAll(cfg.StateDir, 0o711); err != nil {
-		cli.Close()
-		return nil, fmt.Errorf("docker: state dir %s: %w", cfg.StateDir, err)
-	}
-	b := &Backend{
-		cfg:  cfg,
-		cli:  cli,
-		log:  cfg.Logger,
-		self: self,
-	}
 	if info, err := cli.Info(ctx); err == nil {
 		b.storageOpt.Store(storageOptSupported(info))
 	}
-	if n, err := Reap(ctx, cli, cfg.StateDir, b.log); err != nil {
-		b.log.Warn("reap leftovers", "err", err)
-	} else if n > 0 {
-		b.log.Info("reaped leftovers of dead rollcage processes", "removed", n)
-	}
-	if os.Geteuid() == 1000 {
-		// The run dirs are 0700 and owned by us; a sandbox user with our
-		// uid would own them too and could drive its own agent.
-		b.log.Warn("rollcage runs as uid 1000, the sandbox user's uid: sandboxed commands could reach the agent socket; run as another user")
-	}
-	b.pool = hostside.NewPool(cfg.Pool, func(c *container) string { return c.image })
-	b.slots = hostside.NewSlots("docker", cfg.MaxCreating, cfg.MaxAlive, b.pool)
-	refillCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	b.stopRefill = stop
-	b.refillDone = make(chan struct{})
-	go func() {
-		defer close(b.refillDone)
-		b.refill(refillCtx)
-	}()
+	b.core.Run(ctx, b.Reap)
 	return b, nil
 }
 
@@ -139,20 +99,21 @@ func unavailable(cli *client.Client, err error) error {
 
 // engineErr maps an engine error to the sandbox sentinels.
 func (b *Backend) engineErr(op string, err error) error {
+	return fmt.Errorf("docker: %s: %w", op, mapErr(b.cli, err))
+}
+
+// mapErr is err, or the sentence saying the engine is gone when it is.
+func mapErr(cli *client.Client, err error) error {
 	if client.IsErrConnectionFailed(err) {
-		return fmt.Errorf("docker: %s: %w", op, unavailable(b.cli, err))
+		return unavailable(cli, err)
 	}
-	return fmt.Errorf("docker: %s: %w", op, err)
+	return err
 }
 
 // Stats reports the backend's counters.
 func (b *Backend) Stats() Stats {
-	creating, alive := b.slots.Counts()
-	return Stats{
-		Creating: creating,
-		Alive:    alive,
-		Warm:     b.pool.Size(),
-	}
+	creating, alive, warm := b.core.Counts()
+	return Stats{Creating: creating, Alive: alive, Warm: warm}
 }
 
 // Reap removes the containers and host directories of rollcage processes
@@ -164,95 +125,30 @@ func (b *Backend) Reap(ctx context.Context) (int, error) {
 // Create starts a sandbox for spec: a warm container when the pool has one
 // that fits, else a new one once admission allows.
 func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
-	if err := b.slots.CheckOpen("create"); err != nil {
-		return nil, err
-	}
-	spec, err := b.resolveSpec(spec)
+	c, err := b.core.Create(ctx, spec)
 	if err != nil {
 		return nil, err
 	}
-	log := b.log.With("episode_id", spec.EpisodeID)
-	if b.poolable(spec) {
-		if c := b.takeWarm(ctx, spec, log); c != nil {
-			return c, nil
-		}
-	}
-	if err := b.slots.AcquireAlive(ctx, spec.EpisodeID); err != nil {
-		return nil, err
-	}
-	c, err := b.start(ctx, spec, false)
-	if err != nil {
-		b.slots.ReleaseAlive()
-		return nil, err
-	}
-	if err := c.configure(ctx, spec); err != nil {
-		c.Close(ctx)
-		return nil, err
-	}
-	log.Info("sandbox created", "container", c.name, "id", c.shortID())
 	return c, nil
 }
 
 // resolveSpec validates spec and fills its defaults.
 func (b *Backend) resolveSpec(spec sandbox.Spec) (sandbox.Spec, error) {
-	spec, err := hostside.ResolveSpec(spec, b.cfg.DefaultLimits, b.cfg.Lease)
-	if err != nil {
-		return spec, fmt.Errorf("docker: create: %w", err)
-	}
-	return spec, nil
+	return b.core.ResolveSpec(spec)
 }
 
-// poolable: a warm container was created with the backend's defaults, and
-// labels cannot be added to a running container, so only a spec that asks
-// for nothing else can take one.
-func (b *Backend) poolable(spec sandbox.Spec) bool {
-	return spec.Network == sandbox.NetworkNone && len(spec.Labels) == 0 &&
-		spec.Lease == b.cfg.Lease && spec.Limits == b.cfg.DefaultLimits
-}
+// ops are the Docker side of the backend's hostside.Core.
+type ops struct{ b *Backend }
 
-// start creates, starts and connects a container for spec, inside the
-// admission bound. The caller holds an alive slot.
-func (b *Backend) start(ctx context.Context, spec sandbox.Spec, warm bool) (*container, error) {
-	release, err := b.slots.Admit(ctx, spec.EpisodeID)
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	c, p, err := b.createContainer(ctx, spec, warm)
-	if err != nil {
-		return nil, err
-	}
-	if err := b.launch(ctx, c, spec, p); err != nil {
-		return nil, err
-	}
-	return c, nil
-}
-
-// createContainer creates (but does not start) a container for spec and
-// its run dir.
-func (b *Backend) createContainer(ctx context.Context, spec sandbox.Spec, warm bool) (*container, createParams, error) {
-	token := randomToken()
-	runDir := filepath.Join(b.cfg.StateDir, b.self.DirName(token))
-	if err := os.Mkdir(runDir, 0o700); err != nil {
-		return nil, createParams{}, fmt.Errorf("docker: create %s: run dir: %w", spec.EpisodeID, err)
-	}
-	labels := make(map[string]string, len(spec.Labels)+8)
-	maps.Copy(labels, spec.Labels) // ours win: the reaper depends on them
-	maps.Copy(labels, b.self.Labels())
-	labels[LabelRunDir] = filepath.Base(runDir)
-	name := containerName(spec.EpisodeID, token)
-	if warm {
-		labels[LabelPool] = "1"
-		labels[LabelEpisode] = ""
-		name = "rollcage-pool-" + token
-	} else {
-		labels[LabelEpisode] = spec.EpisodeID
-	}
+// Create creates (but does not start) a container for req.
+func (e ops) Create(ctx context.Context, req hostside.CreateRequest) (*container, error) {
+	b, spec := e.b, req.Spec
+	name := req.Box.Name()
 	p := createParams{
 		Name:        name,
 		Image:       spec.Image,
-		Labels:      labels,
-		RunDir:      runDir,
+		Labels:      req.Labels,
+		RunDir:      req.Box.RunDir,
 		AgentBinary: b.cfg.AgentBinary,
 		ProxySocket: spec.ProxySocket,
 		Limits:      spec.Limits,
@@ -265,14 +161,6 @@ func (b *Backend) createContainer(ctx context.Context, spec sandbox.Spec, warm b
 		p.StorageSize = spec.Limits.DiskBytes
 	}
 	cfg, host := containerConfig(p)
-	c := &container{
-		b:      b,
-		name:   name,
-		image:  spec.Image,
-		runDir: runDir,
-		log:    b.log.With("episode_id", spec.EpisodeID, "container", name),
-	}
-	c.Conn = hostside.NewConn(c.nameNow)
 	resp, err := b.cli.ContainerCreate(ctx, cfg, host, nil, nil, name)
 	if err != nil && p.StorageSize > 0 && isStorageOptError(err) {
 		b.log.Info("the engine refuses --storage-opt size; disk limits fall back to the watchdog", "err", err)
@@ -282,35 +170,59 @@ func (b *Backend) createContainer(ctx context.Context, spec sandbox.Spec, warm b
 		resp, err = b.cli.ContainerCreate(ctx, cfg, host, nil, nil, name)
 	}
 	if err != nil {
-		os.RemoveAll(runDir)
 		if cerrdefs.IsNotFound(err) {
-			return nil, p, fmt.Errorf("docker: create %s: image %s not found locally: run 'make images': %w", spec.EpisodeID, spec.Image, sandbox.ErrImageMissing)
+			return nil, fmt.Errorf("docker: create %s: image %s not found locally: run 'make images': %w", spec.EpisodeID, spec.Image, sandbox.ErrImageMissing)
 		}
-		return nil, p, b.engineErr("create "+spec.EpisodeID, err)
+		return nil, b.engineErr("create "+spec.EpisodeID, err)
 	}
-	c.id = resp.ID
-	return c, p, nil
+	return &container{Box: req.Box, b: b, id: resp.ID, storageSize: p.StorageSize}, nil
 }
 
-// launch starts a created container, connects to its agent and adds it to
-// the live set. On error c is torn down.
-func (b *Backend) launch(ctx context.Context, c *container, spec sandbox.Spec, p createParams) error {
-	if err := b.cli.ContainerStart(ctx, c.id, dcontainer.StartOptions{}); err != nil {
-		c.teardown(ctx)
-		return b.engineErr("start "+c.nameNow(), err)
+// Start starts a created container, connects to its agent and, where the
+// engine does not enforce the disk limit, starts the watchdog.
+func (e ops) Start(ctx context.Context, c *container, spec sandbox.Spec) error {
+	if err := e.b.cli.ContainerStart(ctx, c.id, dcontainer.StartOptions{}); err != nil {
+		return e.b.engineErr("start "+c.Name(), err)
 	}
+	c.Phases.Started = time.Since(c.Phases.Start)
 	if err := c.connect(ctx, spec.Lease); err != nil {
-		c.teardown(ctx)
 		return err
 	}
-	if p.StorageSize == 0 && spec.Limits.DiskBytes > 0 {
-		if err := c.watchDisk(ctx, spec.Limits.DiskBytes); err != nil {
-			c.teardown(ctx)
-			return err
-		}
+	c.Phases.Connected = time.Since(c.Phases.Start)
+	if c.storageSize == 0 && spec.Limits.DiskBytes > 0 {
+		return c.watchDisk(ctx, spec.Limits.DiskBytes)
 	}
-	if err := b.slots.Add(c, spec.EpisodeID); err != nil {
-		c.teardown(ctx)
+	return nil
+}
+
+// HandOut renames a warm container for the episode (labels cannot be
+// added to a running container, so it keeps the pool's).
+func (e ops) HandOut(ctx context.Context, c *container, spec sandbox.Spec) string {
+	name := containerName(spec.EpisodeID, randomToken())
+	if err := e.b.cli.ContainerRename(ctx, c.id, name); err != nil {
+		// The name is for humans; the episode runs regardless.
+		c.Logger().Warn("rename warm container", "container", c.Name(), "err", err)
+		return c.Name()
+	}
+	return name
+}
+
+// Remove removes the container, forced, with its anonymous volumes.
+func (e ops) Remove(ctx context.Context, c *container) error {
+	if c.id == "" {
+		return nil
+	}
+	if err := removeContainer(ctx, e.b.cli, c.id); err != nil {
+		return e.b.engineErr("remove "+c.Name(), err)
+	}
+	return nil
+}
+
+// removeContainer removes a container, forced, with its anonymous
+// volumes; one already gone or being removed is no error.
+func removeContainer(ctx context.Context, cli client.APIClient, id string) error {
+	err := cli.ContainerRemove(ctx, id, dcontainer.RemoveOptions{Force: true, RemoveVolumes: true})
+	if err != nil && !cerrdefs.IsNotFound(err) && !isRemovalInProgress(err) {
 		return err
 	}
 	return nil
@@ -319,10 +231,5 @@ func (b *Backend) launch(ctx context.Context, c *container, spec sandbox.Spec, p
 // Close stops the pool and closes every sandbox of the backend, then the
 // engine client. Idempotent.
 func (b *Backend) Close(ctx context.Context) error {
-	if !b.slots.MarkClosed() {
-		return nil
-	}
-	b.stopRefill()
-	<-b.refillDone
-	return errors.Join(b.slots.CloseAll(ctx), b.cli.Close())
+	return b.core.Shutdown(ctx, b.cli.Close)
 }

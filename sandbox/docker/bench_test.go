@@ -145,7 +145,7 @@ func BenchmarkStart(b *testing.B) {
 
 func waitWarmB(b *testing.B, bk *Backend, img string) {
 	deadline := time.Now().Add(time.Minute)
-	for bk.pool.Count(img) == 0 {
+	for bk.core.Pool.Count(img) == 0 {
 		if time.Now().After(deadline) {
 			b.Fatalf("pool never warmed: %+v", bk.Stats())
 		}

@@ -1,8 +1,6 @@
 package docker
 
 import (
-	"cmp"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -26,6 +24,9 @@ const AgentBinEnv = hostside.AgentBinEnv
 
 // Config configures a Backend. The zero value works on a host where the
 // agent binary sits next to the executable or is named by $ROLLCAGE_AGENT_BIN.
+//
+// Its fields are hostside.Config's, in the same order, so that one
+// converts into the other: a field added here goes there too.
 type Config struct {
 	// AgentBinary is the host path of the static rollcage-agent, bind-mounted
 	// read-only into every container. Empty: $ROLLCAGE_AGENT_BIN, else
@@ -61,23 +62,8 @@ func (c Config) Validate() error {
 	return hostside.ValidateConfig("docker config", c.Lease, c.MaxCreating, c.MaxAlive, c.Pool, c.DefaultLimits)
 }
 
-// withDefaults returns c with every zero field resolved. It fails only when
-// the agent binary cannot be found.
-func (c Config) withDefaults() (Config, error) {
-	c.Lease = cmp.Or(c.Lease, DefaultLease)
-	c.MaxCreating = cmp.Or(c.MaxCreating, DefaultMaxCreating)
-	c.MaxAlive = cmp.Or(c.MaxAlive, DefaultMaxAlive)
-	c.DefaultLimits = hostside.ResolveLimits(c.DefaultLimits, sandbox.Limits{MemoryBytes: DefaultMemoryBytes, CPUs: DefaultCPUs, Pids: DefaultPids, DiskBytes: DefaultDiskBytes})
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	if c.StateDir == "" {
-		c.StateDir = hostside.DefaultStateDir()
-	}
-	abs, err := hostside.FindAgent(c.AgentBinary)
-	if err != nil {
-		return c, fmt.Errorf("docker: %w", err)
-	}
-	c.AgentBinary = abs
-	return c, nil
+// resolve validates c and returns it with every zero field resolved.
+func (c Config) resolve() (Config, error) {
+	r, err := hostside.Config(c).Resolve("docker")
+	return Config(r), err
 }

@@ -3,14 +3,10 @@ package docker
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -24,27 +20,21 @@ import (
 // container is one sandbox: a Docker container and the agent client that
 // drives it.
 type container struct {
-	b      *Backend
-	id     string
-	image  string
-	runDir string
-	// Conn drives the agent: exec and files (behind the disk watchdog
-	// when the engine does not enforce the limit), the sessions used.
-	*hostside.Conn
-
-	mu   sync.Mutex
-	name string       // guarded by mu; changes when a warm container is handed out
-	log  *slog.Logger // guarded by mu; rescoped to the episode at hand-out
-	spec sandbox.Spec // guarded by mu; the episode's resolved spec, set by configure
-
-	closeOnce sync.Once
-	closeErr  error
+	// Box drives the agent (exec and files, behind the disk watchdog when
+	// the engine does not enforce the limit) and holds the sandbox's name,
+	// logger and spec.
+	*hostside.Box
+	b           *Backend
+	id          string
+	storageSize int64 // --storage-opt size= it was created with; 0: the watchdog
 }
 
 var (
 	_ sandbox.Sandbox  = (*container)(nil)
 	_ sandbox.Streamer = (*container)(nil) // through hostside.Conn
 )
+
+func (c *container) box() *hostside.Box { return c.Box }
 
 func (c *container) ID() string { return c.id }
 
@@ -55,23 +45,11 @@ func (c *container) shortID() string {
 	return c.id
 }
 
-func (c *container) logger() *slog.Logger {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.log
-}
-
-func (c *container) nameNow() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.name
-}
-
 // connect dials the agent's socket, retrying while the agent starts, and
 // fails with the container's last log lines when it never listens.
 func (c *container) connect(ctx context.Context, lease time.Duration) error {
-	sock := filepath.Join(c.runDir, agentSockName)
-	return c.Dial(ctx, "docker", sock, connectTimeout, lease, c.logger(), func(ctx context.Context) error {
+	sock := filepath.Join(c.RunDir, agentSockName)
+	return c.Dial(ctx, "docker", sock, connectTimeout, lease, c.Logger(), func(ctx context.Context) error {
 		st, err := c.b.cli.ContainerInspect(ctx, c.id)
 		if err == nil && st.State != nil && !st.State.Running {
 			return fmt.Errorf("container exited (code %d) before its agent listened; last logs: %s", st.State.ExitCode, c.lastLogs(ctx))
@@ -104,36 +82,25 @@ func (c *container) lastLogs(ctx context.Context) string {
 	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " | ")), " ")
 }
 
-// configure hands the episode's settings to the agent.
-func (c *container) configure(ctx context.Context, spec sandbox.Spec) error {
-	if err := c.Conn.Configure(ctx, spec); err != nil {
-		return fmt.Errorf("docker: configure %s: %w", c.nameNow(), err)
-	}
-	c.mu.Lock()
-	c.spec = spec
-	c.mu.Unlock()
-	return nil
-}
-
 // watchDisk starts the disk watchdog over the container's writable layer.
 func (c *container) watchDisk(ctx context.Context, limit int64) error {
 	st, err := c.b.cli.ContainerInspect(ctx, c.id)
 	if err != nil {
-		return c.b.engineErr("inspect "+c.nameNow(), err)
+		return c.b.engineErr("inspect "+c.Name(), err)
 	}
 	upper := ""
 	if st.GraphDriver.Data != nil {
 		upper = st.GraphDriver.Data["UpperDir"]
 	}
 	if upper == "" {
-		c.logger().Warn("no disk limit: the storage driver neither takes --storage-opt size nor shows an UpperDir to watch", "driver", st.GraphDriver.Name)
+		c.Logger().Warn("no disk limit: the storage driver neither takes --storage-opt size nor shows an UpperDir to watch", "driver", st.GraphDriver.Name)
 		return nil
 	}
 	if _, err := hostside.Usage(upper); err != nil {
-		c.logger().Warn("no disk limit: the writable layer cannot be read from here (run rollcage as root)", "dir", upper, "err", err)
+		c.Logger().Warn("no disk limit: the writable layer cannot be read from here (run rollcage as root)", "dir", upper, "err", err)
 		return nil
 	}
-	c.WatchDisk(upper, limit, c.logger())
+	c.WatchDisk(upper, limit, c.Logger())
 	return nil
 }
 
@@ -145,7 +112,7 @@ func (c *container) Snapshot(ctx context.Context, ref string) (string, error) {
 	}
 	resp, err := c.b.cli.ContainerCommit(ctx, c.id, dcontainer.CommitOptions{
 		Reference: ref,
-		Comment:   "rollcage snapshot of " + c.nameNow(),
+		Comment:   "rollcage snapshot of " + c.Name(),
 		Pause:     true,
 		// The image inherits the container's labels; without this, a
 		// container someone runs from it by hand would look like a
@@ -163,42 +130,12 @@ func (c *container) Snapshot(ctx context.Context, ref string) (string, error) {
 
 // Close shuts the agent down, removes the container and its host
 // directory. It runs once; later and concurrent calls return its result.
-func (c *container) Close(ctx context.Context) error {
-	c.closeOnce.Do(func() {
-		c.MarkClosed()
-		c.closeErr = c.teardown(ctx)
-		c.b.slots.Forget(c)
-		c.logger().Info("sandbox closed")
-	})
-	return c.closeErr
-}
+func (c *container) Close(ctx context.Context) error { return c.b.core.Close(ctx, c) }
 
-// teardown is Close without the bookkeeping; start uses it for containers
-// that never became sandboxes.
-func (c *container) teardown(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
-	defer cancel()
-	c.Shutdown(ctx, shutdownTimeout)
-	var errs []error
-	if c.id != "" {
-		err := c.b.cli.ContainerRemove(ctx, c.id, dcontainer.RemoveOptions{Force: true, RemoveVolumes: true})
-		if err != nil && !cerrdefs.IsNotFound(err) && !isRemovalInProgress(err) {
-			errs = append(errs, c.b.engineErr("remove "+c.nameNow(), err))
-		}
-	}
-	if err := removeAll(c.runDir); err != nil {
-		errs = append(errs, fmt.Errorf("docker: remove run dir: %w", err))
-	}
-	return errors.Join(errs...)
-}
+// teardown is Close without the bookkeeping, for containers that never
+// became sandboxes.
+func (c *container) teardown(ctx context.Context) error { return c.b.core.Teardown(ctx, c) }
 
 // isRemovalInProgress: a concurrent remove (the reaper, Backend.Close)
 // got there first; Docker answers 409 Conflict.
 func isRemovalInProgress(err error) bool { return cerrdefs.IsConflict(err) }
-
-func removeAll(dir string) error {
-	if dir == "" {
-		return nil
-	}
-	return os.RemoveAll(dir)
-}

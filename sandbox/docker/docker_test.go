@@ -19,6 +19,7 @@ import (
 	"github.com/docker/docker/api/types/filters"
 
 	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/sandbox/internal/hostside"
 	"github.com/rollcage/rollcage/sandbox/sandboxtest"
 )
 
@@ -108,14 +109,14 @@ func TestWarmPool(t *testing.T) {
 func waitWarm(t *testing.T, b *Backend, img string, n int) map[string]bool {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
-	for b.pool.Count(img) < n {
+	for b.core.Pool.Count(img) < n {
 		if time.Now().After(deadline) {
 			t.Fatalf("pool of %s did not reach %d containers (stats %+v)", img, n, b.Stats())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	ids := map[string]bool{}
-	for _, c := range b.pool.Ready(img) {
+	for _, c := range b.core.Pool.Ready(img) {
 		ids[c.id] = true
 	}
 	return ids
@@ -150,7 +151,7 @@ func ownContainers(t *testing.T, b *Backend) []string {
 func TestAdmission(t *testing.T) {
 	b := newTestBackend(t, Config{MaxCreating: 1})
 	var now, peak, started atomic.Int32
-	b.slots.OnCreating = func(delta int) {
+	b.core.Slots.OnCreating = func(delta int) {
 		n := now.Add(int32(delta))
 		if delta > 0 {
 			started.Add(1)
@@ -397,7 +398,7 @@ func TestContainerSecurity(t *testing.T) {
 }
 
 func TestResolveSpec(t *testing.T) {
-	b := &Backend{cfg: Config{Lease: DefaultLease, DefaultLimits: sandbox.Limits{MemoryBytes: DefaultMemoryBytes, CPUs: 1, Pids: 512}}}
+	b := &Backend{core: &hostside.Core[*container]{Cfg: hostside.Config{Lease: DefaultLease, DefaultLimits: sandbox.Limits{MemoryBytes: DefaultMemoryBytes, CPUs: 1, Pids: 512}}}}
 	sock := t.TempDir() + "/proxy.sock"
 	os.WriteFile(sock, nil, 0o600)
 	tests := []struct {
@@ -433,7 +434,7 @@ func TestResolveSpec(t *testing.T) {
 			t.Errorf("%s: error %v, want one mentioning %q", tc.name, err, tc.wantErr)
 		}
 	}
-	if b.poolable(sandbox.Spec{Network: sandbox.NetworkNone, Lease: DefaultLease, Limits: b.cfg.DefaultLimits}) != true {
+	if b.core.Poolable(sandbox.Spec{Network: sandbox.NetworkNone, Lease: DefaultLease, Limits: b.core.Cfg.DefaultLimits}) != true {
 		t.Error("a default spec is not poolable")
 	}
 }

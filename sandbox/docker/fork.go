@@ -36,14 +36,12 @@ func (c *container) Fork(ctx context.Context, n int) (sandbox.ForkResult, error)
 		return sandbox.ForkResult{}, c.ErrClosed("fork")
 	}
 	if n < 1 || n > sandbox.MaxFork {
-		return sandbox.ForkResult{}, fmt.Errorf("sandbox %s: fork: n = %d: ask for 1 to %d children", c.nameNow(), n, sandbox.MaxFork)
+		return sandbox.ForkResult{}, fmt.Errorf("sandbox %s: fork: n = %d: ask for 1 to %d children", c.Name(), n, sandbox.MaxFork)
 	}
-	if err := c.b.slots.CheckOpen("fork"); err != nil {
+	if err := c.b.core.Slots.CheckOpen("fork"); err != nil {
 		return sandbox.ForkResult{}, err
 	}
-	c.mu.Lock()
-	spec := c.spec
-	c.mu.Unlock()
+	spec := c.Spec()
 	sessions := c.Sessions()
 
 	upper, err := c.upperDir(ctx)
@@ -77,7 +75,7 @@ func (c *container) Fork(ctx context.Context, n int) (sandbox.ForkResult, error)
 		if !ok {
 			for _, k := range kids {
 				k.c.teardown(ctx)
-				c.b.slots.ReleaseAlive()
+				c.b.core.Slots.ReleaseAlive()
 			}
 		}
 	}()
@@ -115,7 +113,7 @@ func (c *container) Fork(ctx context.Context, n int) (sandbox.ForkResult, error)
 				copied.Done()
 				if err != nil {
 					k.c.teardown(ctx)
-					c.b.slots.ReleaseAlive()
+					c.b.core.Slots.ReleaseAlive()
 					return err
 				}
 			}
@@ -142,7 +140,7 @@ func (c *container) Fork(ctx context.Context, n int) (sandbox.ForkResult, error)
 		Sessions:     sessions,
 		NotCarried:   notCarried,
 	}
-	c.logger().Info("sandbox forked", "children", n, "paused", paused, "changed_bytes", changed, "duration", res.Duration,
+	c.Logger().Info("sandbox forked", "children", n, "paused", paused, "changed_bytes", changed, "duration", res.Duration,
 		"dumped_at", tDump, "created_at", tCreate, "copied_at", tCopy)
 	return res, nil
 }
@@ -177,7 +175,7 @@ func layerDir(st dcontainer.InspectResponse) (string, error) {
 func (c *container) backgroundProcesses(ctx context.Context) []string {
 	top, err := c.b.cli.ContainerTop(ctx, c.id, []string{"-o", "pid,uid,args"})
 	if err != nil {
-		c.logger().Warn("fork: listing the parent's processes", "err", err)
+		c.Logger().Warn("fork: listing the parent's processes", "err", err)
 		return nil
 	}
 	iu, ia := slices.Index(top.Titles, "UID"), slices.Index(top.Titles, "COMMAND")
@@ -200,7 +198,7 @@ func (c *container) backgroundProcesses(ctx context.Context) []string {
 // copyPaused freezes the parent, copies its layer to dst and thaws it,
 // returning how long it was frozen.
 func (c *container) copyPaused(ctx context.Context, src, dst string) (time.Duration, error) {
-	t0, err := hostside.Freeze(ctx, c.logger(), func(ctx context.Context) error { return c.b.cli.ContainerPause(ctx, c.id) })
+	t0, err := hostside.Freeze(ctx, c.Logger(), func(ctx context.Context) error { return c.b.cli.ContainerPause(ctx, c.id) })
 	if err != nil {
 		return 0, c.b.engineErr("pause", err)
 	}
@@ -220,7 +218,6 @@ func (c *container) copyPaused(ctx context.Context, src, dst string) (time.Durat
 type child struct {
 	c     *container
 	spec  sandbox.Spec
-	p     createParams
 	upper string
 }
 
@@ -233,27 +230,27 @@ func (b *Backend) createChildren(ctx context.Context, spec sandbox.Spec, n int) 
 		cs := spec
 		cs.EpisodeID = spec.EpisodeID + ".fork" + strconv.Itoa(i+1)
 		g.Go(func() error {
-			if err := b.slots.AcquireAlive(gctx, cs.EpisodeID); err != nil {
+			if err := b.core.Slots.AcquireAlive(gctx, cs.EpisodeID); err != nil {
 				return err
 			}
-			release, err := b.slots.Admit(gctx, cs.EpisodeID)
+			release, err := b.core.Slots.Admit(gctx, cs.EpisodeID)
 			if err != nil {
-				b.slots.ReleaseAlive()
+				b.core.Slots.ReleaseAlive()
 				return err
 			}
 			defer release()
-			k, p, err := b.createContainer(gctx, cs, false)
+			k, err := b.core.CreateStopped(gctx, cs, false, "")
 			if err != nil {
-				b.slots.ReleaseAlive()
+				b.core.Slots.ReleaseAlive()
 				return err
 			}
 			st, err := b.cli.ContainerInspect(gctx, k.id)
 			if err == nil {
 				kids[i].upper, err = layerDir(st)
 			} else {
-				err = b.engineErr("inspect "+k.nameNow(), err)
+				err = b.engineErr("inspect "+k.Name(), err)
 			}
-			kids[i].c, kids[i].spec, kids[i].p = k, cs, p
+			kids[i].c, kids[i].spec = k, cs
 			return err
 		})
 	}
@@ -261,7 +258,7 @@ func (b *Backend) createChildren(ctx context.Context, spec sandbox.Spec, n int) 
 		for _, k := range kids {
 			if k.c != nil {
 				k.c.teardown(ctx)
-				b.slots.ReleaseAlive()
+				b.core.Slots.ReleaseAlive()
 			}
 		}
 		return nil, err
@@ -272,33 +269,22 @@ func (b *Backend) createChildren(ctx context.Context, spec sandbox.Spec, n int) 
 // startChild starts a child, configures it with the parent's spec and
 // replays the parent's sessions into it.
 func (b *Backend) startChild(ctx context.Context, k child, scripts map[string]string) error {
-	release, err := b.slots.Admit(ctx, k.spec.EpisodeID)
+	release, err := b.core.Slots.Admit(ctx, k.spec.EpisodeID)
 	if err != nil {
 		k.c.teardown(ctx)
-		b.slots.ReleaseAlive()
+		b.core.Slots.ReleaseAlive()
 		return err
 	}
-	err = b.launch(ctx, k.c, k.spec, k.p) // tears k.c down on error
+	err = b.core.Launch(ctx, k.c, k.spec) // tears k.c down on error
 	release()
 	if err != nil {
-		b.slots.ReleaseAlive()
+		b.core.Slots.ReleaseAlive()
 		return err
 	}
-	if err := k.c.restore(ctx, k.spec, scripts); err != nil {
+	if err := k.c.Restore(ctx, k.spec, scripts); err != nil {
 		k.c.Close(ctx) // live now: Close frees the slot
 		return err
 	}
-	k.c.logger().Info("sandbox created by fork", "id", k.c.shortID())
-	return nil
-}
-
-// restore configures a fork's child and replays the parent's sessions.
-func (c *container) restore(ctx context.Context, spec sandbox.Spec, scripts map[string]string) error {
-	if err := c.Restore(ctx, spec, scripts); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	c.spec = spec
-	c.mu.Unlock()
+	k.c.Logger().Info("sandbox created by fork", "id", k.c.shortID())
 	return nil
 }

@@ -50,7 +50,7 @@ const SealedRepo = "rollcage/sealed"
 // and its arguments, workdir, base) is present. Concurrent calls for the
 // same key seal once.
 func (b *Backend) Seal(ctx context.Context, spec sandbox.SealSpec) (sandbox.Sealed, error) {
-	if err := b.slots.CheckOpen("seal"); err != nil {
+	if err := b.core.Slots.CheckOpen("seal"); err != nil {
 		return sandbox.Sealed{}, err
 	}
 	if spec.Image == "" {

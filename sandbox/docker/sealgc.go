@@ -15,7 +15,7 @@ import (
 // not know the tasks); remove them by hand. It returns the images
 // removed.
 func (b *Backend) PruneSealed(ctx context.Context) ([]string, error) {
-	if err := b.slots.CheckOpen("prune sealed images"); err != nil {
+	if err := b.core.Slots.CheckOpen("prune sealed images"); err != nil {
 		return nil, err
 	}
 	imgs, err := b.cli.ImageList(ctx, image.ListOptions{})

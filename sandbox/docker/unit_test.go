@@ -112,13 +112,13 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-func TestWithDefaults(t *testing.T) {
+func TestResolve(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "rollcage-agent")
 	if err := os.WriteFile(bin, []byte("#!"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv(AgentBinEnv, bin)
-	got, err := Config{StateDir: "/x"}.withDefaults()
+	got, err := Config{StateDir: "/x"}.resolve()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,10 +128,10 @@ func TestWithDefaults(t *testing.T) {
 	}
 	got.Logger = nil
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("withDefaults (-want +got):\n%s", diff)
+		t.Errorf("resolve (-want +got):\n%s", diff)
 	}
 	t.Setenv(AgentBinEnv, filepath.Join(t.TempDir(), "absent"))
-	if _, err := (Config{}).withDefaults(); err == nil || !strings.Contains(err.Error(), "make build") {
+	if _, err := (Config{}).resolve(); err == nil || !strings.Contains(err.Error(), "make build") {
 		t.Errorf("missing agent binary: %v, want a hint to run make build", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -107,4 +108,46 @@ func ValidateConfig(prefix string, lease time.Duration, maxCreating, maxAlive in
 		errs = append(errs, fmt.Errorf("%s: DefaultLimits: %w", prefix, err))
 	}
 	return errors.Join(errs...)
+}
+
+// Config is the part of a container backend's configuration every
+// backend has; docker.Config documents each field. Resolve fills it.
+type Config struct {
+	AgentBinary   string
+	StateDir      string
+	Lease         time.Duration
+	MaxCreating   int
+	MaxAlive      int
+	Pool          map[string]int
+	DefaultLimits sandbox.Limits
+	Logger        *slog.Logger
+}
+
+// DefaultLimits are the sandbox limits where neither a Spec nor a
+// backend's configuration sets one: 2 GiB, 1 CPU, 512 pids, 10 GiB of disk.
+var DefaultLimits = sandbox.Limits{MemoryBytes: 2 << 30, CPUs: 1, Pids: 512, DiskBytes: 10 << 30}
+
+// Resolve validates c and fills every zero field; prefix names the
+// backend in errors. It fails on a configuration that cannot work and when
+// the agent binary cannot be found.
+func (c Config) Resolve(prefix string) (Config, error) {
+	if err := ValidateConfig(prefix+" config", c.Lease, c.MaxCreating, c.MaxAlive, c.Pool, c.DefaultLimits); err != nil {
+		return c, err
+	}
+	c.Lease = cmp.Or(c.Lease, DefaultLease)
+	c.MaxCreating = cmp.Or(c.MaxCreating, DefaultMaxCreating)
+	c.MaxAlive = cmp.Or(c.MaxAlive, DefaultMaxAlive)
+	c.DefaultLimits = ResolveLimits(c.DefaultLimits, DefaultLimits)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.StateDir == "" {
+		c.StateDir = DefaultStateDir()
+	}
+	abs, err := FindAgent(c.AgentBinary)
+	if err != nil {
+		return c, fmt.Errorf("%s: %w", prefix, err)
+	}
+	c.AgentBinary = abs
+	return c, nil
 }

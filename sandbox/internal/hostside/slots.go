@@ -18,10 +18,7 @@ import (
 // starts queues instead of stampeding the engine; at most maxAlive alive
 // (warm ones included, which give their slot up to an episode); and the
 // live sandboxes that closing the backend closes.
-type Slots[T interface {
-	comparable
-	Close(ctx context.Context) error
-}] struct {
+type Slots[T Sandbox] struct {
 	prefix                string // the backend, in errors
 	maxCreating, maxAlive int
 	creating, alive       *semaphore.Weighted
@@ -39,10 +36,7 @@ type Slots[T interface {
 
 // NewSlots makes the bounds of a backend named prefix whose warm
 // sandboxes are in pool.
-func NewSlots[T interface {
-	comparable
-	Close(ctx context.Context) error
-}](prefix string, maxCreating, maxAlive int, pool *Pool[T]) *Slots[T] {
+func NewSlots[T Sandbox](prefix string, maxCreating, maxAlive int, pool *Pool[T]) *Slots[T] {
 	return &Slots[T]{prefix: prefix, maxCreating: maxCreating, maxAlive: maxAlive,
 		creating: semaphore.NewWeighted(int64(maxCreating)), alive: semaphore.NewWeighted(int64(maxAlive)),
 		pool: pool, live: map[T]struct{}{}}
