@@ -76,6 +76,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) sandbox.Backend, opts Optio
 		{"NoDockerSocket", s.testNoDockerSocket},
 		{"Files", s.testFiles},
 		{"CopyInOut", s.testCopy},
+		{"CopyInPlantedSymlink", s.testCopyInSymlink},
 		{"CanaryOpen", s.testCanary},
 		{"Stream", s.testStream},
 	} {
@@ -502,6 +503,50 @@ func (s *suite) testCopy(t *testing.T, sb sandbox.Sandbox) {
 	}
 	if !errors.Is(err, sandbox.ErrNotFound) {
 		t.Errorf("CopyOut(missing): %v, want ErrNotFound", err)
+	}
+}
+
+// testCopyInSymlink: CopyIn runs as root (hidden tests go in through it);
+// a symlink the sandbox user planted, on the destination's path or inside
+// the destination, must not send the files where the user chose: into a
+// directory they can read, or over root's files.
+func (s *suite) testCopyInSymlink(t *testing.T, sb sandbox.Sandbox) {
+	ctx := t.Context()
+	base := "/workspace/plant-" + randHex()
+	loot := "/tmp/loot-" + randHex()
+	planted := "rollcage-planted-" + randHex()
+	sh(t, sb, fmt.Sprintf("mkdir -p %[1]s %[2]s/repo && ln -s %[1]s %[2]s/grader && ln -s %[1]s %[2]s/repo/tests && ln -s /etc %[2]s/etc",
+		loot, base))
+	tarOf := func(name string) io.Reader {
+		var buf bytes.Buffer
+		tw := tar.NewWriter(&buf)
+		body := "def test_hidden():\n    assert True\n"
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg}); err != nil {
+			t.Fatal(err)
+		}
+		tw.Write([]byte(body))
+		tw.Close()
+		return &buf
+	}
+	for _, tc := range []struct{ name, dir, entry string }{
+		{"destination is the link", base + "/grader", "test_hidden.py"},
+		{"destination below the link", base + "/grader/hidden", "test_hidden.py"},
+		{"entry below a link in the destination", base + "/repo", "tests/test_hidden.py"},
+		{"destination is a link to /etc", base + "/etc", planted},
+	} {
+		if err := sb.CopyIn(ctx, tc.dir, tarOf(tc.entry)); err == nil {
+			t.Errorf("%s: CopyIn(%s, %s) succeeded; want it refused", tc.name, tc.dir, tc.entry)
+		}
+	}
+	if got := sh(t, sb, "ls -A "+loot); got != "" {
+		t.Errorf("CopyIn followed the sandbox user's symlinks into %s: %s", loot, got)
+	}
+	if got := sh(t, sb, "test -e /etc/"+planted+" && echo written || echo absent"); got != "absent" {
+		t.Errorf("CopyIn followed the sandbox user's symlink into /etc: /etc/%s %s", planted, got)
+	}
+	// A real directory beside the links still takes a copy.
+	if err := sb.CopyIn(ctx, base+"/real", tarOf("test_hidden.py")); err != nil {
+		t.Errorf("CopyIn into a plain directory next to the links: %v", err)
 	}
 }
 
