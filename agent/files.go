@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 
@@ -19,31 +18,13 @@ import (
 	"github.com/rollcage/rollcage/sandbox"
 )
 
-// asUser runs fn with the sandbox user's file permissions. It switches the
-// filesystem uid/gid of one locked OS thread only and never unlocks it, so
-// the runtime throws that thread away afterwards instead of reusing a
-// thread with foreign credentials. Changing the fsuid away from 0 also
-// drops the thread's file capabilities (DAC_OVERRIDE, FOWNER, ...).
+// asUser runs fn with the sandbox user's file permissions, on one of the
+// server's user threads (see userThreads).
 func (s *Server) asUser(fn func() error) error {
 	if s.cred == nil {
 		return fn()
 	}
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		if err := unix.Setgroups(nil); err != nil {
-			errc <- fmt.Errorf("drop groups: %w", err)
-			return
-		}
-		unix.Setfsgid(int(s.cred.Gid))
-		unix.Setfsuid(int(s.cred.Uid))
-		if got, _ := unix.SetfsuidRetUid(-1); got != int(s.cred.Uid) {
-			errc <- fmt.Errorf("switch to uid %d failed (agent lacks CAP_SETUID?)", s.cred.Uid)
-			return
-		}
-		errc <- fn()
-	}()
-	return <-errc
+	return s.userThreads.do(fn)
 }
 
 func checkPath(p string) error {
@@ -268,6 +249,7 @@ func strerror(errno syscall.Errno) string {
 // symlink the sandbox user owns (a planted tests -> /etc); root's own
 // links (/bin, /lib) are fine.
 func (s *Server) copyIn(dir string, data []byte) error {
+	defer holdStart()()
 	if err := checkPath(dir); err != nil {
 		return err
 	}
@@ -369,6 +351,7 @@ func extract(root *os.Root, tr *tar.Reader, h *tar.Header, name string) error {
 // copyOut tars path as root; a directory's entries are named under its base
 // name, like `docker cp`.
 func (s *Server) copyOut(path string) ([]byte, error) {
+	defer holdStart()()
 	if err := checkPath(path); err != nil {
 		return nil, err
 	}

@@ -100,16 +100,18 @@ func parseUser(s string) (*syscall.Credential, error) {
 // any number of connections, one after another or at once; sessions, the
 // dedupe cache and the lease are shared between them.
 type Server struct {
-	log      *slog.Logger
-	cred     *syscall.Credential
-	shell    string
-	shellBin string
-	mode     string
-	lease    time.Duration
-	started  time.Time
-	home     string
-	userName string
-	watch    *watcher // nil until Configure asks for canaries or effects
+	log  *slog.Logger
+	cred *syscall.Credential
+	// userThreads run file operations as cred (nil when cred is).
+	userThreads *userThreads
+	shell       string
+	shellBin    string
+	mode        string
+	lease       time.Duration
+	started     time.Time
+	home        string
+	userName    string
+	watch       *watcher // nil until Configure asks for canaries or effects
 
 	base   context.Context // cancelled on shutdown; parent of every call
 	cancel context.CancelFunc
@@ -171,6 +173,9 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		dedupe:   make(map[string]*dedupeEntry),
 		lru:      list.New(),
 		pgids:    make(map[int]bool),
+	}
+	if cred != nil {
+		s.userThreads = startUserThreads(cred, userThreadCount)
 	}
 	s.home, s.userName = lookupHome(cred)
 	s.base, s.cancel = context.WithCancel(context.Background())
@@ -258,6 +263,9 @@ func (s *Server) shutdown(why error) {
 		}
 		if s.watch != nil {
 			s.watch.close()
+		}
+		if s.userThreads != nil {
+			s.userThreads.close()
 		}
 		close(s.done)
 	})
@@ -737,6 +745,15 @@ func (s *Server) execOnce(ctx context.Context, req sandbox.ExecRequest) (sandbox
 		w.drain(sub)
 		res.CanaryOpens, res.Effects, res.EffectsTruncated = sub.opens, sub.effects, sub.truncated
 	}
+	if err != nil && errors.Is(err, syscall.EAGAIN) {
+		// No shell could start: the sandbox's pids limit is full. That is
+		// the policy's own doing, and a shell would answer the same, so it
+		// is a result the policy reads, not a failure of the agent.
+		s.log.Debug("exec: no room for a shell", "session", name, "err", err)
+		res.ExitCode, res.Output, res.Stopped = forkFailedExit, forkFailedOutput, ""
+		res.TotalBytes, res.Truncated, res.Shell = int64(len(forkFailedOutput)), false, s.shell
+		return res, nil
+	}
 	if err != nil {
 		return res, fmt.Errorf("session %s: %w", name, err)
 	}
@@ -744,6 +761,14 @@ func (s *Server) execOnce(ctx context.Context, req sandbox.ExecRequest) (sandbox
 		"bytes", res.TotalBytes, "duration", res.Duration, "canary_opens", len(res.CanaryOpens), "effects", len(res.Effects))
 	return res, nil
 }
+
+// What a call answers when no shell could be started for it because the
+// sandbox's pids limit is full (bash's own words for a failed fork, and
+// the exit status of a command that could not be run).
+const (
+	forkFailedExit   = 126
+	forkFailedOutput = "bash: fork: Resource temporarily unavailable (the sandbox's process limit is full)\n"
+)
 
 // reservedSession starts the names of rollcage's own sessions (the probe,
 // the tools' shell): their calls get canary opens but no effects, which

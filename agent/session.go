@@ -128,6 +128,8 @@ func (s *session) runPerCall(ctx context.Context, e execEnv, req sandbox.ExecReq
 	out := newCapBuffer(req.MaxOutput)
 	res := sandbox.ExecResult{Shell: e.shell}
 
+	release := holdStart()
+	defer release()
 	pipes := userPipes{cred: e.cred}
 	defer pipes.closeAll()
 	stateR, stateW, err := pipes.pipe("state")
@@ -184,6 +186,7 @@ func (s *session) runPerCall(ctx context.Context, e execEnv, req sandbox.ExecReq
 			f.Close()
 		}
 	}
+	release()
 
 	go writeAndClose(stateW, s.restoreScript(e, dump))
 	go writeAndClose(cmdW, req.Command)
@@ -214,7 +217,7 @@ func (s *session) runPerCall(ctx context.Context, e execEnv, req sandbox.ExecReq
 	}()
 
 	waitCh := make(chan error, 1)
-	go func() { waitCh <- cmd.Wait() }()
+	go func() { waitCh <- waitCmd(cmd) }()
 
 	hard := time.NewTimer(timeout)
 	defer hard.Stop()

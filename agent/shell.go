@@ -124,6 +124,7 @@ func callLine(seq uint64, stdin bool) string {
 // startShell starts a session's persistent bash, restored to s's state.
 // The caller holds s's lock.
 func (s *session) startShell(e execEnv, started func(pgid int)) (sh *pshell, err error) {
+	defer holdStart()()
 	pipes := userPipes{cred: e.cred}
 	defer pipes.closeAll()
 	scriptR, scriptW, err := pipes.pipe("script")
@@ -171,7 +172,7 @@ func (s *session) startShell(e execEnv, started func(pgid int)) (sh *pshell, err
 	// The goroutine gets the shell by value: sh is a named result, and
 	// the error returns below write it (a race the detector caught).
 	go func(p *pshell) {
-		p.waitErr = cmd.Wait()
+		p.waitErr = waitCmd(cmd)
 		close(p.exited)
 	}(sh)
 	go sh.readControl()

@@ -67,6 +67,8 @@ func (s *Server) startStream(ctx context.Context, req sandbox.StartRequest, star
 	s.mu.Unlock()
 	res := sandbox.ExecResult{Shell: s.shell}
 
+	release := holdStart()
+	defer release()
 	pipes := userPipes{cred: s.cred}
 	defer pipes.closeAll()
 	cmdR, cmdW, err := pipes.pipe("command")
@@ -126,6 +128,7 @@ func (s *Server) startStream(ctx context.Context, req sandbox.StartRequest, star
 			f.Close()
 		}
 	}
+	release()
 	// The shell sources its command from fd 3 and closes it first, so
 	// what the command starts does not hold the pipe.
 	go writeAndClose(cmdW, "exec 3<&-\n"+req.Command+"\n")
@@ -154,7 +157,7 @@ func (s *Server) startStream(ctx context.Context, req sandbox.StartRequest, star
 	}
 
 	waitCh := make(chan error, 1)
-	go func() { waitCh <- cmd.Wait() }()
+	go func() { waitCh <- waitCmd(cmd) }()
 	hard := time.NewTimer(timeout)
 	defer hard.Stop()
 	var waitErr error

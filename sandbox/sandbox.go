@@ -180,7 +180,10 @@ type Spec struct {
 type Limits struct {
 	MemoryBytes int64   `json:"memory_bytes,omitempty"`
 	CPUs        float64 `json:"cpus,omitempty"`
-	Pids        int64   `json:"pids,omitempty"`
+	// Pids bounds the policy's processes and threads. The backends give
+	// the agent its own room on top (hostside.AgentPids), so a policy that
+	// fills its share still leaves the agent the threads it serves with.
+	Pids int64 `json:"pids,omitempty"`
 	// DiskBytes bounds what the sandbox may write to its filesystem (the
 	// container's writable layer, /tmp included). Reaching it is an error
 	// the policy sees (ENOSPC, or a stopped call saying so), never a full

@@ -92,6 +92,9 @@ func install(args []string) int {
 // it, reaps every orphan, and exits with the child's code.
 func reap(args []string) int {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	// The reaper's main thread sits in wait4 for good; a couple of idle
+	// threads let its signal relay run while the policy holds every pid.
+	agent.ReserveThreads(2)
 	cmd := exec.Command("/proc/self/exe", append([]string{"serve"}, args...)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	sigs := make(chan os.Signal, 4)
@@ -184,6 +187,9 @@ func serve(args []string) int {
 		return exitUsage
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	// Idle threads made now, while the pids limit has room: the runtime
+	// throws when it needs a thread it cannot make (see agent.ReserveThreads).
+	agent.ReserveThreads(agent.SpareThreads())
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

@@ -152,7 +152,7 @@ func (c *container) connect(ctx context.Context, lease time.Duration) error {
 	return c.Dial(ctx, "containerd", sock, connectTimeout, lease, c.Logger(), func(context.Context) error {
 		select {
 		case st := <-c.exited:
-			return fmt.Errorf("container exited (code %d) before its agent listened; last output: %s", st.ExitCode(), c.lastLogs())
+			return fmt.Errorf("container exited (code %d); last logs: %s", st.ExitCode(), c.lastLogs())
 		default:
 			return nil
 		}
@@ -166,14 +166,10 @@ func (c *container) lastLogs() string {
 	if err != nil {
 		return "(none: " + err.Error() + ")"
 	}
-	if len(b) > 4096 {
-		b = b[len(b)-4096:]
+	if len(b) > 64<<10 {
+		b = b[len(b)-64<<10:]
 	}
-	s := strings.TrimSpace(string(b))
-	if s == "" {
-		return "(none)"
-	}
-	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " | ")), " ")
+	return hostside.LogSummary(string(b))
 }
 
 // Close shuts the agent down, removes the task, the container with its

@@ -74,6 +74,6 @@ func securityOpts(p specParams) []oci.SpecOpts {
 		oci.WithMemoryLimit(uint64(p.Limits.MemoryBytes)),
 		oci.WithMemorySwap(p.Limits.MemoryBytes), // no swap beyond the limit
 		oci.WithCPUCFS(int64(p.Limits.CPUs*cfsPeriod), cfsPeriod),
-		oci.WithPidsLimit(p.Limits.Pids),
+		oci.WithPidsLimit(p.Limits.Pids + hostside.AgentPids),
 	}
 }

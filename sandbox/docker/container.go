@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"strings"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -52,7 +51,7 @@ func (c *container) connect(ctx context.Context, lease time.Duration) error {
 	return c.Dial(ctx, "docker", sock, connectTimeout, lease, c.Logger(), func(ctx context.Context) error {
 		st, err := c.b.cli.ContainerInspect(ctx, c.id)
 		if err == nil && st.State != nil && !st.State.Running {
-			return fmt.Errorf("container exited (code %d) before its agent listened; last logs: %s", st.State.ExitCode, c.lastLogs(ctx))
+			return fmt.Errorf("container exited (code %d); last logs: %s", st.State.ExitCode, c.lastLogs(ctx))
 		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("last logs: %s", c.lastLogs(ctx))
@@ -66,7 +65,7 @@ func (c *container) connect(ctx context.Context, lease time.Duration) error {
 func (c *container) lastLogs(ctx context.Context) string {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	rc, err := c.b.cli.ContainerLogs(ctx, c.id, dcontainer.LogsOptions{ShowStdout: true, ShowStderr: true, Tail: "10"})
+	rc, err := c.b.cli.ContainerLogs(ctx, c.id, dcontainer.LogsOptions{ShowStdout: true, ShowStderr: true, Tail: "400"})
 	if err != nil {
 		return "(logs unavailable: " + err.Error() + ")"
 	}
@@ -75,11 +74,7 @@ func (c *container) lastLogs(ctx context.Context) string {
 	if _, err := stdcopy.StdCopy(&buf, &buf, io.LimitReader(rc, 64<<10)); err != nil && buf.Len() == 0 {
 		return "(logs unreadable: " + err.Error() + ")"
 	}
-	s := strings.TrimSpace(buf.String())
-	if s == "" {
-		return "(none)"
-	}
-	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " | ")), " ")
+	return hostside.LogSummary(buf.String())
 }
 
 // watchDisk starts the disk watchdog over the container's writable layer.

@@ -374,7 +374,8 @@ func TestContainerSecurity(t *testing.T) {
 		t.Fatal(err)
 	}
 	hc := info.HostConfig
-	if hc.Memory != 256<<20 || hc.NanoCPUs != 5e8 || hc.PidsLimit == nil || *hc.PidsLimit != 100 {
+	// The pids limit is the policy's 100 plus the agent's own room.
+	if hc.Memory != 256<<20 || hc.NanoCPUs != 5e8 || hc.PidsLimit == nil || *hc.PidsLimit != 100+hostside.AgentPids {
 		t.Errorf("limits: memory %d nanocpus %d pids %v", hc.Memory, hc.NanoCPUs, hc.PidsLimit)
 	}
 	if string(hc.NetworkMode) != "none" || hc.Privileged {

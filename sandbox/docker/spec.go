@@ -50,7 +50,7 @@ func containerConfig(p createParams) (*dcontainer.Config, *dcontainer.HostConfig
 	if p.ProxySocket != "" {
 		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: p.ProxySocket, Target: runDirPath + "/" + proxySockName})
 	}
-	pids := p.Limits.Pids
+	pids := p.Limits.Pids + hostside.AgentPids
 	cfg := &dcontainer.Config{
 		Image:      p.Image,
 		User:       "0:0", // the agent only; commands run as sandboxUser

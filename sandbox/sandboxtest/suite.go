@@ -83,6 +83,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) sandbox.Backend, opts Optio
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, shared) })
 	}
 	t.Run("ForkBombContained", s.testForkBomb)
+	t.Run("PidsExhaustedAgentAnswers", s.testPidsExhausted)
 	if opts.NoSnapshot {
 		t.Run("SnapshotUnsupported", s.testSnapshotUnsupported)
 	} else {
@@ -589,6 +590,66 @@ func (s *suite) testForkBomb(t *testing.T) {
 		time.Sleep(250 * time.Millisecond)
 	}
 	t.Fatalf("sandbox unresponsive after a fork bomb: %s", last)
+}
+
+// testPidsExhausted keeps the sandbox's pids limit full (a fork bomb held
+// for several seconds) while the host reads and writes files and runs
+// commands. Every pid the agent's runtime would need then is taken: an
+// agent that creates an OS thread for a file operation, or for one more
+// blocked syscall, dies (the Go runtime throws when clone fails), and the
+// episode with it. The calls may fail, commands may not fork, but the agent
+// must answer each one and the sandbox must work once the bomb is gone.
+func (s *suite) testPidsExhausted(t *testing.T) {
+	sb := s.create(t, sandbox.Spec{EpisodeID: "conformance-pids-full", Limits: sandbox.Limits{Pids: 64}})
+	sh(t, sb, "echo before > /workspace/before.txt")
+	bomb := make(chan error, 1)
+	go func() {
+		_, err := sb.Exec(t.Context(), sandbox.ExecRequest{Session: "bomb", Command: `:(){ :|:& };:; sleep 600`, Timeout: 8 * time.Second, MaxOutput: 4096})
+		bomb <- err
+	}()
+	time.Sleep(1500 * time.Millisecond) // the bomb fills 64 pids in far less
+	var wg sync.WaitGroup
+	errs := make(chan error, 32)
+	for i := range 8 {
+		wg.Add(3)
+		go func() {
+			defer wg.Done()
+			_, _, err := sb.ReadFile(t.Context(), "/workspace/before.txt", 0)
+			errs <- err
+		}()
+		go func() {
+			defer wg.Done()
+			errs <- sb.WriteFile(t.Context(), fmt.Sprintf("/workspace/during-%d.txt", i), []byte("x"), 0o644)
+		}()
+		go func() {
+			defer wg.Done()
+			_, err := sb.Exec(t.Context(), sandbox.ExecRequest{Session: fmt.Sprintf("s%d", i), Command: "true", Timeout: 2 * time.Second})
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		// A file operation may fail as the user's would; a command whose
+		// shell cannot fork is a result (exit 126), not an error.
+		var pe *sandbox.PathError
+		if err != nil && !errors.As(err, &pe) {
+			t.Errorf("a call while the pids limit was full: %v (the agent must answer, not fail or die)", err)
+		}
+	}
+	if err := <-bomb; err != nil {
+		t.Fatalf("the bomb's Exec: %v", err)
+	}
+	var last string
+	for range 40 {
+		got, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: "cat /workspace/before.txt", Timeout: 10 * time.Second})
+		if err == nil && got.ExitCode == 0 && strings.TrimSpace(got.Output) == "before" {
+			return
+		}
+		last = fmt.Sprintf("%q, %v", got.Output, err)
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Fatalf("sandbox unresponsive after the pids limit was full: %s", last)
 }
 
 func (s *suite) testSnapshot(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -28,6 +29,11 @@ type Conn struct {
 	agent  *agent.Client // set by Dial, then never changed
 	disk   *DiskWatch    // set by WatchDisk at start, then never changed
 	closed atomic.Bool
+	// dead is Dial's container check; lost what it said once the agent
+	// went away under a call.
+	dead     func(ctx context.Context) error
+	lostOnce sync.Once
+	lost     string
 
 	mu       sync.Mutex
 	sessions map[string]bool // guarded by mu; session names the host used
@@ -48,6 +54,7 @@ func (c *Conn) Dial(ctx context.Context, prefix, sock string, timeout, lease tim
 	for {
 		conn, err := d.DialContext(cctx, "unix", sock)
 		if err == nil {
+			c.dead = dead
 			c.agent = agent.NewClient(conn, agent.ClientOptions{Heartbeat: lease / 3, Logger: log})
 			return nil
 		}
@@ -107,7 +114,37 @@ func (c *Conn) Wrap(op string, err error) error {
 	if err == nil {
 		return nil
 	}
+	if errors.Is(err, sandbox.ErrClosed) && !c.IsClosed() {
+		if why := c.whyLost(); why != "" {
+			return fmt.Errorf("sandbox %s: %s: %w (%s)", c.name(), op, err, why)
+		}
+	}
 	return fmt.Errorf("sandbox %s: %s: %w", c.name(), op, err)
+}
+
+// whyLost is what the container says after the agent's connection was
+// lost without a Close: its exit and last logs, waited for up to 2 s
+// (the container ends just after its agent). Empty when it still runs.
+func (c *Conn) whyLost() string {
+	c.lostOnce.Do(func() {
+		if c.dead == nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		for {
+			if err := c.dead(ctx); err != nil {
+				c.lost = err.Error()
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	})
+	return c.lost
 }
 
 // ErrClosed is the error of op on a closed sandbox.
@@ -214,4 +251,34 @@ func (c *Conn) Restore(ctx context.Context, spec sandbox.Spec, scripts map[strin
 		return c.Wrap("configure", err)
 	}
 	return c.Wrap("fork", RestoreSessions(ctx, c.agent.Exec, scripts, c.RecordSession))
+}
+
+// LogSummary puts an agent's log on one line for an error message: the
+// lines that say why a Go program died (a fatal error, a panic and the
+// runtime's lines before them) first, since a crash's goroutine dump
+// would push them out of any tail, then the last lines. "(none)" when
+// the log is empty.
+func LogSummary(log string) string {
+	lines := strings.Split(strings.TrimSpace(log), "\n")
+	var why []string
+	for i, l := range lines {
+		if strings.HasPrefix(l, "fatal error:") || strings.HasPrefix(l, "panic:") {
+			for j := max(i-3, 0); j <= i; j++ {
+				if j == i || strings.HasPrefix(lines[j], "runtime:") {
+					why = append(why, lines[j])
+				}
+			}
+			break
+		}
+	}
+	tail := lines[max(len(lines)-6, 0):]
+	out := strings.Join(tail, " | ")
+	if len(why) > 0 {
+		out = strings.Join(why, " | ") + " | … | " + out
+	}
+	out = strings.Join(strings.Fields(out), " ")
+	if out == "" {
+		return "(none)"
+	}
+	return out
 }
