@@ -120,3 +120,20 @@ func TestExitCodes(t *testing.T) {
 		t.Errorf("after exits: %q", got)
 	}
 }
+
+// TestConfigureRootRefused: the refusals of a root change, which must not
+// reach chroot (that would change this test process's root). The change
+// itself runs in containerd's TestForkWarm, inside a sandbox.
+func TestConfigureRootRefused(t *testing.T) {
+	_, c := newTestServer(t, ServerConfig{})
+	ctx := t.Context()
+	if err := c.Configure(ctx, Config{Root: "relative/dir"}); err == nil || !strings.Contains(err.Error(), "not absolute") {
+		t.Errorf("Configure(Root relative): %v, want an error saying it is not absolute", err)
+	}
+	if _, err := c.Exec(ctx, sandbox.ExecRequest{Command: "true"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Configure(ctx, Config{Root: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "after a session started") {
+		t.Errorf("Configure(Root) after a session: %v, want a refusal", err)
+	}
+}

@@ -54,6 +54,11 @@ type Config struct {
 	// Watch starts the effect watch (nil: none). Effects come back in each
 	// ExecResult; an agent that predates them leaves them empty.
 	Watch *sandbox.Watch `json:"watch,omitempty"`
+	// Root, when set, is a directory the agent changes its root to before
+	// anything else (chroot, then cd /): a fork's file system that the host
+	// mounted into a warm sandbox. Only before the first session; an agent
+	// without CAP_SYS_CHROOT refuses it.
+	Root string `json:"root,omitempty"`
 }
 
 // Info is what Ping reports.

@@ -599,6 +599,11 @@ func (s *Server) handle(ctx context.Context, req request) response {
 }
 
 func (s *Server) configure(cfg Config) error {
+	if cfg.Root != "" {
+		if err := s.changeRoot(cfg.Root); err != nil {
+			return err
+		}
+	}
 	s.mu.Lock()
 	if cfg.Workdir != "" {
 		if !strings.HasPrefix(cfg.Workdir, "/") {
@@ -639,6 +644,28 @@ func (s *Server) configure(cfg Config) error {
 	if cfg.Watch != nil {
 		return w.watchEffects(*cfg.Watch, s.home)
 	}
+	return nil
+}
+
+// changeRoot makes dir the agent's root, and so every later session's.
+// It refuses once a session started: that session's shell would keep the
+// old root.
+func (s *Server) changeRoot(dir string) error {
+	if !strings.HasPrefix(dir, "/") {
+		return badRequest("root %q is not absolute", dir)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.sessions) > 0 {
+		return badRequest("root change after a session started: configure a root only on a fresh agent")
+	}
+	if err := syscall.Chroot(dir); err != nil {
+		return fmt.Errorf("change root to %s: %w", dir, err)
+	}
+	if err := os.Chdir("/"); err != nil {
+		return fmt.Errorf("change root to %s: cd /: %w", dir, err)
+	}
+	s.log.Info("root changed", "root", dir)
 	return nil
 }
 

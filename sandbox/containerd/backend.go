@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/containerd/containerd/v2/client"
@@ -41,6 +42,8 @@ type Backend struct {
 	log    *slog.Logger
 	core   *hostside.Core[*container] // admission, pool, live set, run dirs
 	images imageCache
+
+	forkedWarm atomic.Int64 // fork children made from warm containers
 }
 
 var _ sandbox.Backend = (*Backend)(nil)
@@ -50,6 +53,9 @@ type Stats struct {
 	Creating int // containers being created and started now
 	Alive    int // containers alive, warm ones included
 	Warm     int // warm containers ready to hand out
+	// ForkedWarm counts the fork children made from warm containers
+	// (adopted: no container started for them).
+	ForkedWarm int64
 }
 
 // New connects to containerd, removes what dead rollcage processes left
@@ -123,7 +129,7 @@ func (b *Backend) Address() string { return b.addr }
 // Stats reports the backend's counters.
 func (b *Backend) Stats() Stats {
 	creating, alive, warm := b.core.Counts()
-	return Stats{Creating: creating, Alive: alive, Warm: warm}
+	return Stats{Creating: creating, Alive: alive, Warm: warm, ForkedWarm: b.forkedWarm.Load()}
 }
 
 // Create starts a sandbox for spec: a warm container when the pool has one

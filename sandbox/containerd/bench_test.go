@@ -131,8 +131,11 @@ func BenchmarkWarmStart(b *testing.B) {
 	report(b, "ms", lat)
 }
 
-func waitWarm(b *testing.B, e engine) {
-	deadline := time.Now().Add(time.Minute)
+func waitWarm(b *testing.B, e engine) { waitWarmBench(b, e, 2) }
+
+// waitWarmBench waits until e's pool holds n warm sandboxes.
+func waitWarmBench(b *testing.B, e engine, n int) {
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		warm := 0
 		switch bk := e.b.(type) {
@@ -141,7 +144,7 @@ func waitWarm(b *testing.B, e engine) {
 		case *docker.Backend:
 			warm = bk.Stats().Warm
 		}
-		if warm >= 2 {
+		if warm >= n {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -289,15 +292,28 @@ func shimPSS(pid int) int64 {
 // starting n fresh sandboxes and n fresh ones that replay a 20-call
 // prefix writing the same bytes; every sandbox is timed until it ran its
 // first command. The backends and the three ways alternate per
-// iteration. ROLLCAGE_BENCH_FORK_MB (comma-separated, default 1,10,100)
-// and ROLLCAGE_BENCH_FORK_N (default 1,4,8) choose the rows.
+// iteration. "containerd-warm" is containerd with a warm pool as large as
+// the largest n, full before each timed operation and refilled after it
+// (not timed, so that the refill weighs on no other row): its forks adopt
+// warm containers, its fresh sandboxes are handed out from the pool.
+// ROLLCAGE_BENCH_FORK_MB (comma-separated, default 1,10,100) and
+// ROLLCAGE_BENCH_FORK_N (default 1,4,8) choose the rows.
 func BenchmarkFork(b *testing.B) {
 	sizes, ns := benchInts(b, "ROLLCAGE_BENCH_FORK_MB", "1,10,100"), benchInts(b, "ROLLCAGE_BENCH_FORK_N", "1,4,8")
 	engines := benchEngines(b, 0)
+	maxN := slices.Max(ns)
+	warm := engine{name: "containerd-warm", b: newTestBackend(b, Config{Pool: map[string]int{testImage(): maxN}})}
+	engines = append(engines, warm)
+	settle := func(e engine) {
+		if e.name == warm.name {
+			waitWarmBench(b, e, maxN)
+		}
+	}
 	ctx := b.Context()
 	for _, mb := range sizes {
 		parents := make([]sandbox.Sandbox, len(engines))
 		for i, e := range engines {
+			settle(e)
 			parents[i], _ = startOnce(b, e, fmt.Sprintf("bench-fork-%dmb", mb))
 			cmd := fmt.Sprintf(`mkdir -p /workspace/d && for i in $(seq 1 %d); do head -c 1048576 /dev/urandom > /workspace/d/f$i; done && cd /workspace/d && export BENCH=1`, mb)
 			if res, err := parents[i].Exec(ctx, sandbox.ExecRequest{Command: cmd, Timeout: 5 * time.Minute}); err != nil || res.ExitCode != 0 {
@@ -309,6 +325,7 @@ func BenchmarkFork(b *testing.B) {
 				lat, pause := map[string]latencies{}, map[string]latencies{}
 				for b.Loop() {
 					for i, e := range engines {
+						settle(e)
 						res, d := forkReady(b, parents[i], n)
 						lat[e.name+"-fork"] = append(lat[e.name+"-fork"], d)
 						pause[e.name] = append(pause[e.name], res.Paused)
@@ -317,8 +334,10 @@ func BenchmarkFork(b *testing.B) {
 							if steps > 0 {
 								kind = "-replay20"
 							}
+							settle(e)
 							lat[e.name+kind] = append(lat[e.name+kind], freshReady(b, e, mb, n, steps))
 						}
+						settle(e)
 					}
 				}
 				for name, l := range lat {

@@ -30,7 +30,8 @@ type container struct {
 	b     *Backend
 	id    string // containerd's container id, also its snapshot key and name
 	ctr   client.Container
-	upper string // the snapshot's writable directory on the host
+	snap  string // the key of the snapshot of its root: id, or a fork's adopted one
+	upper string // that snapshot's writable directory on the host
 
 	task     client.Task              // set by startTask, then never changed
 	exited   <-chan client.ExitStatus // the task's exit, set with task
@@ -196,6 +197,9 @@ func (c *container) remove(ctx context.Context) error {
 	if c.ctr != nil {
 		if err := c.ctr.Delete(ctx, client.WithSnapshotCleanup); err != nil && !cerrdefs.IsNotFound(err) {
 			errs = append(errs, c.b.engineErr("delete container "+c.id, err))
+		}
+		if err := c.removeForkSnapshot(ctx); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)

@@ -2,9 +2,12 @@ package containerd
 
 import (
 	"context"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/sandbox/internal/hostside"
 	"github.com/rollcage/rollcage/sandbox/sandboxtest"
 )
 
@@ -23,4 +26,73 @@ func TestConformance(t *testing.T) {
 			return sb.(*container).ctr.Labels(b.ctx(ctx))
 		},
 	})
+}
+
+// TestForkWarm runs the conformance fork cases on a backend with a warm
+// pool, where children are warm containers that take the fork's layer
+// (adopt) instead of new ones, and checks that they did and that a child
+// keeps the sandbox's confinement: no way back to the old root, the
+// mounts it needs, none of the agent's capabilities.
+func TestForkWarm(t *testing.T) {
+	img := testImage()
+	b := newTestBackend(t, Config{Pool: map[string]int{img: 3}})
+	waitWarmN(t, b, 3)
+	sandboxtest.RunFork(t, b, sandboxtest.Options{
+		Image: img,
+		Labels: func(ctx context.Context, sb sandbox.Sandbox) (map[string]string, error) {
+			return sb.(*container).ctr.Labels(b.ctx(ctx))
+		},
+	})
+	if got := b.Stats().ForkedWarm; got < 3 {
+		t.Fatalf("Stats().ForkedWarm = %d after forking 3 children from a pool of 3: the warm path was not taken (see the log)", got)
+	}
+
+	ctx := t.Context()
+	waitWarmN(t, b, 1)
+	parent, err := b.Create(ctx, sandbox.Spec{Image: img, EpisodeID: "warm-fork-confined"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer parent.Close(context.Background())
+	waitWarmN(t, b, 1)
+	before := b.Stats().ForkedWarm
+	res, err := parent.Fork(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := res.Children[0]
+	defer child.Close(context.Background())
+	if b.Stats().ForkedWarm != before+1 {
+		t.Fatalf("the child was not made from a warm container")
+	}
+	for _, ck := range []struct{ cmd, want string }{
+		{"test -e " + forkRoot + " && echo visible || echo hidden", "hidden"},
+		{"ls /proc/1/root/ >/dev/null 2>&1 && echo reachable || echo denied", "denied"},
+		{"grep CapEff /proc/self/status | tr -d '\\t'", "CapEff:0000000000000000"},
+		{"grep -c localhost /etc/hosts", "2"},
+		{"echo x > /dev/null && head -c 4 /dev/zero | wc -c", "4"},
+		{"touch /sys/fs/cgroup/x 2>/dev/null && echo writable || echo read-only", "read-only"},
+		{"test -d " + hostside.RunDirPath + " && echo present", "present"},
+		{"python3 -c 'import os; print(os.getpid() > 1)'", "True"},
+		{"chroot / true 2>/dev/null && echo chrooted || echo refused", "refused"},
+	} {
+		r, err := child.Exec(ctx, sandbox.ExecRequest{Command: ck.cmd})
+		if err != nil {
+			t.Fatalf("%s: %v", ck.cmd, err)
+		}
+		if got := strings.TrimSpace(r.Output); got != ck.want {
+			t.Errorf("child: %s = %q, want %q", ck.cmd, got, ck.want)
+		}
+	}
+}
+
+func waitWarmN(t *testing.T, b *Backend, n int) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for b.Stats().Warm < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("the pool did not warm %d containers in 2 minutes (%+v)", n, b.Stats())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -54,8 +54,15 @@ func (c *container) Fork(ctx context.Context, n int) (sandbox.ForkResult, error)
 		return sandbox.ForkResult{}, c.Wrap("fork", b.engineErr("lease", err))
 	}
 	defer done(context.WithoutCancel(lctx))
+	// Warm containers become children without starting anything; the
+	// pool refills once the fork is done.
+	warm := b.takeWarmForFork(spec, n)
+	defer b.core.Pool.Wake()
 	base, paused, changed, err := c.commitLayer(lctx)
 	if err != nil {
+		for _, k := range warm {
+			k.Close(ctx)
+		}
 		return sandbox.ForkResult{}, c.Wrap("fork", err)
 	}
 	tCommit := time.Since(start)
@@ -65,21 +72,16 @@ func (c *container) Fork(ctx context.Context, n int) (sandbox.ForkResult, error)
 	for i := range n {
 		cs := spec
 		cs.EpisodeID = spec.EpisodeID + ".fork" + strconv.Itoa(i+1)
+		var k *container
+		if i < len(warm) {
+			k = warm[i]
+		}
 		g.Go(func() error {
-			if err := b.core.Slots.AcquireAlive(gctx, cs.EpisodeID); err != nil {
-				return err
-			}
-			k, err := b.core.Start(gctx, cs, false, base.name)
+			k, err := b.forkChild(gctx, ctx, k, base, cs, scripts)
 			if err != nil {
-				b.core.Slots.ReleaseAlive()
-				return err
-			}
-			if err := k.Restore(gctx, cs, scripts); err != nil {
-				k.Close(ctx) // live now: Close frees the slot
 				return err
 			}
 			children[i] = k
-			k.Logger().Info("sandbox created by fork", append(k.Phases.Attrs(), "restored_at", time.Since(k.Phases.Start))...)
 			return nil
 		})
 	}
@@ -99,9 +101,43 @@ func (c *container) Fork(ctx context.Context, n int) (sandbox.ForkResult, error)
 		Sessions:     sessions,
 		NotCarried:   notCarried,
 	}
-	c.Logger().Info("sandbox forked", "children", n, "paused", paused, "changed_bytes", changed, "duration", res.Duration,
+	c.Logger().Info("sandbox forked", "children", n, "warm", len(warm), "paused", paused, "changed_bytes", changed, "duration", res.Duration,
 		"dumped_at", tDump, "committed_at", tCommit)
 	return res, nil
+}
+
+// forkChild makes the fork child cs of base: from the warm container k
+// when there is one (adopt) and that works, else from a new container.
+// gctx bounds the work, ctx the clean-up of a child that failed.
+func (b *Backend) forkChild(gctx, ctx context.Context, k *container, base *forkBase, cs sandbox.Spec, scripts map[string]string) (*container, error) {
+	t0 := time.Now()
+	if k != nil {
+		err := b.adopt(gctx, k, base, cs, scripts)
+		if err == nil {
+			b.forkedWarm.Add(1)
+			k.Logger().Info("sandbox created by fork from a warm container", "ready_after", time.Since(t0))
+			return k, nil
+		}
+		k.Close(ctx) // frees its slot
+		if gctx.Err() != nil {
+			return nil, err
+		}
+		b.log.Warn("fork: a warm container could not become a child; starting a new one", "episode_id", cs.EpisodeID, "err", err)
+	}
+	if err := b.core.Slots.AcquireAlive(gctx, cs.EpisodeID); err != nil {
+		return nil, err
+	}
+	k, err := b.core.Start(gctx, cs, false, base.name)
+	if err != nil {
+		b.core.Slots.ReleaseAlive()
+		return nil, err
+	}
+	if err := k.Restore(gctx, cs, scripts); err != nil {
+		k.Close(ctx) // live now: Close frees the slot
+		return nil, err
+	}
+	k.Logger().Info("sandbox created by fork", append(k.Phases.Attrs(), "restored_at", time.Since(k.Phases.Start))...)
+	return k, nil
 }
 
 // commitLayer copies the container's writable layer, frozen, into a new
@@ -110,7 +146,7 @@ func (c *container) Fork(ctx context.Context, n int) (sandbox.ForkResult, error)
 func (c *container) commitLayer(ctx context.Context) (base *forkBase, paused time.Duration, changed int64, err error) {
 	b := c.b
 	sn := b.snapshotter()
-	info, err := sn.Stat(ctx, c.id)
+	info, err := sn.Stat(ctx, c.snap)
 	if err != nil {
 		return nil, 0, 0, b.engineErr("stat the snapshot", err)
 	}

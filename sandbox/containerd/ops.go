@@ -15,7 +15,7 @@ type ops struct{ b *Backend }
 // Create creates (but does not start) a container for req, with its
 // snapshot: of the image, or of the fork's committed layer req.From.
 func (e ops) Create(ctx context.Context, req hostside.CreateRequest) (*container, error) {
-	c := &container{Box: req.Box, b: e.b, id: req.Box.Name()}
+	c := &container{Box: req.Box, b: e.b, id: req.Box.Name(), snap: req.Box.Name()}
 	if err := c.create(e.b.ctx(ctx), req); err != nil {
 		return nil, err
 	}

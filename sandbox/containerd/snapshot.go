@@ -91,7 +91,7 @@ func (c *container) diffPaused(ctx context.Context) (ocispec.Descriptor, error) 
 	if _, err := hostside.Freeze(ctx, c.Logger(), c.task.Pause); err != nil {
 		return ocispec.Descriptor{}, b.engineErr("pause", err)
 	}
-	layer, derr := rootfs.CreateDiff(ctx, c.id, b.snapshotter(), b.cli.DiffService())
+	layer, derr := rootfs.CreateDiff(ctx, c.snap, b.snapshotter(), b.cli.DiffService())
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
 	defer cancel()
 	if err := c.task.Resume(rctx); err != nil {

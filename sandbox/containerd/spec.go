@@ -40,7 +40,7 @@ func specOpts(img oci.Image, p specParams) []oci.SpecOpts {
 
 // securityOpts is the pure part of the spec, free of I/O so that its
 // security-relevant output is golden-tested: the agent as PID 1 (root,
-// six capabilities, none ambient, no new privileges, Docker's default
+// seven capabilities, none ambient, no new privileges, Docker's default
 // seccomp profile), the mounts it needs and no others, the limits, and
 // the default spec's namespaces (a network namespace of its own, empty
 // but for loopback).
@@ -56,10 +56,15 @@ func securityOpts(p specParams) []oci.SpecOpts {
 	if p.ProxySocket != "" {
 		mounts = append(mounts, specs.Mount{Type: "bind", Source: p.ProxySocket, Destination: hostside.RunDirPath + "/" + hostside.ProxySockName, Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}})
 	}
-	caps := make([]string, len(hostside.AgentCaps))
-	for i, c := range hostside.AgentCaps {
-		caps[i] = "CAP_" + c
+	caps := make([]string, 0, len(hostside.AgentCaps)+1)
+	for _, c := range hostside.AgentCaps {
+		caps = append(caps, "CAP_"+c)
 	}
+	// And one more than on Docker: a warm sandbox becomes a fork's child by
+	// changing the agent's root to the child's file system, which the host
+	// mounts into the sandbox's mount namespace (warmfork.go). Commands
+	// lose it with the others at the uid change.
+	caps = append(caps, "CAP_SYS_CHROOT")
 	return []oci.SpecOpts{
 		oci.WithProcessArgs(append([]string{hostside.AgentPath}, hostside.AgentArgs(p.Lease, p.SocketOwner, p.ProxySocket != "")...)...),
 		oci.WithUIDGID(0, 0), // the agent only; commands run as hostside.SandboxUser

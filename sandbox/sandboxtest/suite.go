@@ -97,6 +97,17 @@ func Run(t *testing.T, newBackend func(t *testing.T) sandbox.Backend, opts Optio
 	t.Run("Close", s.testClose)
 }
 
+// RunFork runs only the fork cases against b, for a backend whose forks
+// take another path under another configuration (containerd's from a warm
+// pool) than the one Run covers.
+func RunFork(t *testing.T, b sandbox.Backend, opts Options) {
+	if opts.Image == "" {
+		t.Fatal("sandboxtest.RunFork: Options.Image is empty: name an image with bash, procps and python3 (e.g. rollcage/base:latest)")
+	}
+	s := &suite{b: b, opts: opts}
+	t.Run("Fork", s.testFork)
+}
+
 type suite struct {
 	b    sandbox.Backend
 	opts Options

@@ -83,6 +83,19 @@ func (x *Box) Restore(ctx context.Context, spec sandbox.Spec, scripts map[string
 	return nil
 }
 
+// Adopt makes a warm sandbox a fork's child: named as before but logged
+// as log says, its agent's root changed to root (a directory in the
+// sandbox where the host mounted the child's file system), configured
+// with spec and the parent's sessions replayed; spec is its own from here.
+func (x *Box) Adopt(ctx context.Context, root string, spec sandbox.Spec, scripts map[string]string, log *slog.Logger) error {
+	x.rename(x.Name(), log)
+	if err := x.Conn.RestoreIn(ctx, root, spec, scripts); err != nil {
+		return err
+	}
+	x.setSpec(spec)
+	return nil
+}
+
 // Phases are the times into a container's start (from asking for an
 // admission slot) at which each step of it ended, for the logs.
 type Phases struct {

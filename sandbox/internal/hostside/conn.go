@@ -88,6 +88,9 @@ func (c *Conn) Agent() *agent.Client { return c.agent }
 // the host; at the limit the sandbox user's background processes are
 // stopped through the agent.
 func (c *Conn) WatchDisk(upper string, limit int64, log *slog.Logger) {
+	if c.disk != nil {
+		c.disk.Close() // a warm sandbox's, before a fork gave it another layer
+	}
 	c.disk = NewDiskWatch(upper, limit, log, func(ctx context.Context) {
 		// As the sandbox user, kill -1 reaches every process of that user
 		// but the shell sending it; the agent (root) is untouched.
@@ -100,7 +103,13 @@ func (c *Conn) WatchDisk(upper string, limit int64, log *slog.Logger) {
 
 // Configure hands the episode's settings to the agent.
 func (c *Conn) Configure(ctx context.Context, spec sandbox.Spec) error {
-	return c.agent.Configure(ctx, agent.Config{Workdir: spec.Workdir, Env: spec.Env, Canaries: spec.Canaries, Watch: spec.Watch})
+	return c.agent.Configure(ctx, agentConfig(spec, ""))
+}
+
+// agentConfig is the agent's configuration for spec, its root changed to
+// root unless that is "".
+func agentConfig(spec sandbox.Spec, root string) agent.Config {
+	return agent.Config{Root: root, Workdir: spec.Workdir, Env: spec.Env, Canaries: spec.Canaries, Watch: spec.Watch}
 }
 
 // MarkClosed makes every later call fail with ErrClosed.
@@ -247,7 +256,13 @@ func (c *Conn) CopyOut(ctx context.Context, path string) (io.ReadCloser, error) 
 
 // Restore configures a fork's child and replays the parent's sessions.
 func (c *Conn) Restore(ctx context.Context, spec sandbox.Spec, scripts map[string]string) error {
-	if err := c.Configure(ctx, spec); err != nil {
+	return c.RestoreIn(ctx, "", spec, scripts)
+}
+
+// RestoreIn is Restore in a sandbox whose agent first changes its root to
+// root (a directory in the sandbox; "" keeps it).
+func (c *Conn) RestoreIn(ctx context.Context, root string, spec sandbox.Spec, scripts map[string]string) error {
+	if err := c.agent.Configure(ctx, agentConfig(spec, root)); err != nil {
 		return c.Wrap("configure", err)
 	}
 	return c.Wrap("fork", RestoreSessions(ctx, c.agent.Exec, scripts, c.RecordSession))
