@@ -102,7 +102,7 @@ func (b *Backend) adopt(ctx context.Context, k *container, base *forkBase, cs sa
 
 // resources are a sandbox's limits as the cgroup's, as specOpts sets them.
 func resources(l sandbox.Limits) *specs.LinuxResources {
-	mem, quota, period, pids := l.MemoryBytes, int64(l.CPUs*cfsPeriod), uint64(cfsPeriod), l.Pids
+	mem, quota, period, pids := l.MemoryBytes, int64(l.CPUs*cfsPeriod), uint64(cfsPeriod), l.Pids+hostside.AgentPids
 	return &specs.LinuxResources{
 		Memory: &specs.LinuxMemory{Limit: &mem, Swap: &mem},
 		CPU:    &specs.LinuxCPU{Quota: &quota, Period: &period},
