@@ -16,12 +16,12 @@ import (
 // as a string or as a list of parts, tool calls new-style or the legacy
 // function_call.
 type message struct {
-	Role       string          `json:"role"`
-	Content    json.RawMessage `json:"content"`
-	ToolCalls  []toolCall      `json:"tool_calls"`
-	ToolCallID string          `json:"tool_call_id"`
-	Name       string          `json:"name"`
-	FuncCall   *function       `json:"function_call"`
+	Role       string     `json:"role"`
+	Content    flatText   `json:"content"`
+	ToolCalls  []toolCall `json:"tool_calls"`
+	ToolCallID string     `json:"tool_call_id"`
+	Name       string     `json:"name"`
+	FuncCall   *function  `json:"function_call"`
 }
 
 type toolCall struct {
@@ -30,16 +30,8 @@ type toolCall struct {
 }
 
 type function struct {
-	Name      string          `json:"name"`
-	Arguments json.RawMessage `json:"arguments"` // a JSON string, or (some writers) an object
-}
-
-func (f function) args() string {
-	var s string
-	if json.Unmarshal(f.Arguments, &s) == nil {
-		return s
-	}
-	return string(f.Arguments)
+	Name      string  `json:"name"`
+	Arguments argText `json:"arguments"` // a JSON string, or (some writers) an object
 }
 
 // text flattens a message content.
@@ -100,11 +92,14 @@ func metaOf(obj map[string]json.RawMessage) meta {
 	return m
 }
 
-// parseMessageObject reads {"messages": [...], metadata...}.
-func parseMessageObject(base, name string, obj map[string]json.RawMessage) (Episode, error) {
-	msgs, err := decodeMessages(obj["messages"], `"messages" is not a list of messages`)
-	if err != nil {
-		return Episode{}, err
+// parseMessageObject reads {"messages": [...], metadata...}; msgs are the
+// messages when already decoded (nil: decode obj's).
+func parseMessageObject(base, name string, obj map[string]json.RawMessage, msgs []message) (Episode, error) {
+	if msgs == nil {
+		var err error
+		if msgs, err = decodeMessages(obj["messages"], `"messages" is not a list of messages`); err != nil {
+			return Episode{}, err
+		}
 	}
 	// A litellm request/response log (OpenHands llm_completions): the
 	// messages are the conversation so far, the response the turn that
@@ -205,7 +200,7 @@ func parseMessages(base, name string, msgs []message, m *meta) (Episode, error) 
 	var users []string
 	for _, msg := range msgs {
 		if msg.Role == "user" {
-			users = append(users, text(msg.Content))
+			users = append(users, string(msg.Content))
 			if len(users) == 3 {
 				break
 			}
@@ -227,23 +222,23 @@ func parseMessages(base, name string, msgs []message, m *meta) (Episode, error) 
 			case "assistant":
 				for _, tc := range msg.ToolCalls {
 					byID[tc.ID] = len(ep.Steps)
-					st := foreignStep(tc.Function.Name, tc.Function.args())
+					st := foreignStep(tc.Function.Name, string(tc.Function.Arguments))
 					st.Index = mi
 					ep.Steps = append(ep.Steps, st)
 				}
 				if msg.FuncCall != nil {
 					lastLegacy = len(ep.Steps)
-					st := foreignStep(msg.FuncCall.Name, msg.FuncCall.args())
+					st := foreignStep(msg.FuncCall.Name, string(msg.FuncCall.Arguments))
 					st.Index = mi
 					ep.Steps = append(ep.Steps, st)
 				}
 			case "tool":
 				if i, ok := byID[msg.ToolCallID]; ok {
-					ep.Steps[i].Output = text(msg.Content)
+					ep.Steps[i].Output = string(msg.Content)
 				}
 			case "function":
 				if lastLegacy >= 0 {
-					ep.Steps[lastLegacy].Output = text(msg.Content)
+					ep.Steps[lastLegacy].Output = string(msg.Content)
 				}
 			}
 		}
@@ -255,7 +250,7 @@ func parseMessages(base, name string, msgs []message, m *meta) (Episode, error) 
 		switch msg.Role {
 		case "assistant":
 			pending = -1
-			blocks := bashBlock.FindAllStringSubmatch(text(msg.Content), -1)
+			blocks := bashBlock.FindAllStringSubmatch(string(msg.Content), -1)
 			// mini-swe-agent runs exactly one block per turn; a turn with
 			// more is rejected ("Please always provide EXACTLY ONE
 			// action") and runs nothing.
@@ -271,7 +266,7 @@ func parseMessages(base, name string, msgs []message, m *meta) (Episode, error) 
 			ep.Steps = append(ep.Steps, st)
 		case "user", "tool":
 			if pending >= 0 {
-				ep.Steps[pending].Output = stripObservation(text(msg.Content))
+				ep.Steps[pending].Output = stripObservation(string(msg.Content))
 				pending = -1
 			}
 		}

@@ -151,7 +151,8 @@ func ReadFile(path string) ([]Episode, []FileError) {
 // semantics (names matched case-insensitively, invalid UTF-8 replaced,
 // the last of duplicate names kept) on the v2 decoder, which reads these
 // long trajectories in about half the CPU time (BenchmarkAuditReal/read).
-// Message lists are decoded in one pass, not message by message.
+// A file holding one object is decoded in one typed pass (parseFast) and
+// split into raw members only when that pass does not read it.
 func Parse(name string, data []byte) ([]Episode, []FileError) {
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 {
@@ -170,9 +171,18 @@ func Parse(name string, data []byte) ([]Episode, []FileError) {
 		}
 		return []Episode{ep}, nil
 	case '{':
-	default:
-		return nil, []FileError{{Path: name, Err: ErrUnknownFormat.Error() + ": it is not JSON or JSONL"}}
+		if ep, ok := parseFast(base, name, trimmed); ok {
+			return []Episode{ep}, nil
+		}
+		return parseRaw(base, name, trimmed)
 	}
+	return nil, []FileError{{Path: name, Err: ErrUnknownFormat.Error() + ": it is not JSON or JSONL"}}
+}
+
+// parseRaw reads data starting with '{' split into raw members: one
+// object for the whole file, or JSONL. It is the way every file went
+// before parseFast, and what decides whatever parseFast does not read.
+func parseRaw(base, name string, trimmed []byte) ([]Episode, []FileError) {
 	// One JSON object for the whole file?
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(trimmed, &obj); err == nil {
@@ -194,11 +204,11 @@ var errOneEvent = errors.New("one event")
 func parseObject(base, name string, obj map[string]json.RawMessage) (Episode, error) {
 	switch {
 	case has(obj, "trajectory"):
-		return parseSWEAgent(base, name, obj)
+		return parseSWEAgent(base, name, obj, nil)
 	case has(obj, "history") && has(obj, "instance_id"):
 		return parseOpenHands(base, name, obj)
 	case has(obj, "messages"):
-		return parseMessageObject(base, name, obj)
+		return parseMessageObject(base, name, obj, nil)
 	case has(obj, "type") && has(obj, "episode_id"):
 		return Episode{}, errOneEvent
 	}

@@ -43,11 +43,13 @@ type sweInfo struct {
 
 // parseSWEAgent reads a .traj: {"trajectory": [{action, observation}],
 // "info": {exit_status, submission}}. The episode id is the file's name,
-// which SWE-agent makes the instance id.
-func parseSWEAgent(base, name string, obj map[string]json.RawMessage) (Episode, error) {
-	var steps []sweStep
-	if err := json.Unmarshal(obj["trajectory"], &steps); err != nil {
-		return Episode{}, fmt.Errorf("\"trajectory\" is not a list of {action, observation} steps: %v", err)
+// which SWE-agent makes the instance id. steps are the trajectory when
+// already decoded (nil: decode obj's).
+func parseSWEAgent(base, name string, obj map[string]json.RawMessage, steps []sweStep) (Episode, error) {
+	if steps == nil {
+		if err := json.Unmarshal(obj["trajectory"], &steps); err != nil {
+			return Episode{}, fmt.Errorf("\"trajectory\" is not a list of {action, observation} steps: %v", err)
+		}
 	}
 	var info sweInfo
 	if has(obj, "info") {

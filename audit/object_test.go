@@ -1,0 +1,154 @@
+package audit
+
+import (
+	"bytes"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	json "github.com/go-json-experiment/json/v1"
+	"github.com/google/go-cmp/cmp"
+)
+
+// sameAsRaw checks that the one-pass reading of data is the raw split's:
+// when parseFast reads it at all, parseRaw reads the same one episode.
+// It returns whether parseFast read it.
+func sameAsRaw(t *testing.T, name string, data []byte) bool {
+	t.Helper()
+	data = bytes.TrimSpace(data)
+	base := strings.TrimSuffix(filepath.Base(name), filepath.Ext(name))
+	fast, ok := parseFast(base, name, data)
+	if !ok {
+		return false
+	}
+	raw, errs := parseRaw(base, name, data)
+	if len(errs) > 0 || len(raw) != 1 {
+		t.Errorf("%s: parseFast read an episode, the raw way %d with errors %v", name, len(raw), errs)
+		return true
+	}
+	if reflect.DeepEqual(raw[0], fast) {
+		return true
+	}
+	if d := cmp.Diff(raw[0], fast); d != "" {
+		t.Errorf("%s: parseFast differs from the raw way (-raw +fast):\n%s", name, d)
+	}
+	return true
+}
+
+// TestParseFastMatchesRaw: on the shapes where a typed pass and a raw
+// split could part (names in another case, duplicates, null or empty
+// members, content as parts or a number, arguments as an object, a
+// message without a role), parseFast reads what the raw way reads or
+// leaves the file to it.
+func TestParseFastMatchesRaw(t *testing.T) {
+	bashCall := `{"role":"assistant","content":null,"tool_calls":[{"id":"a","function":{"name":"bash","arguments":"{\"command\":\"ls\"}"}}]}`
+	tool := `{"role":"tool","tool_call_id":"a","content":"x.py"}`
+	tests := []struct {
+		name string
+		data string
+		fast bool // whether parseFast reads it
+	}{
+		{"messages", `{"id":"e1","messages":[{"role":"user","content":"fix it"},` + bashCall + `,` + tool + `]}`, true},
+		{"parts", `{"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},` + bashCall + `,{"role":"tool","tool_call_id":"a","content":[{"type":"text","text":"out"}]}]}`, true},
+		{"number content", `{"messages":[{"role":"user","content":12.50},` + bashCall + `,{"role":"tool","tool_call_id":"a","content":{"k":1}}]}`, true},
+		{"object arguments", `{"messages":[{"role":"assistant","tool_calls":[{"id":"a","function":{"name":"bash","arguments":{"command": "ls -l"}}}]}]}`, true},
+		{"null arguments", `{"messages":[{"role":"assistant","tool_calls":[{"id":"a","function":{"name":"submit","arguments":null}}]}]}`, true},
+		{"legacy function_call", `{"messages":[{"role":"assistant","function_call":{"name":"bash","arguments":"{\"command\":\"pwd\"}"}},{"role":"function","content":"/w"}]}`, true},
+		{"mini bash block", `{"info":{"submission":"p"},"messages":[{"role":"user","content":"go"},{"role":"assistant","content":"ok\n` + "```bash\\nls\\n```" + `"},{"role":"user","content":"<returncode>0</returncode><output>a</output>"}]}`, true},
+		{"invalid utf8", "{\"messages\":[{\"role\":\"assistant\",\"content\":\"```bash\\nls \xff\\n```\"}]}", true},
+		{"swe-agent", `{"trajectory":[{"action":"ls","observation":"a","state":"{\"working_dir\": \"/repo\"}"}],"history":[{"role":"user","content":"issue"}],"info":{"submission":"d"}}`, true},
+		{"openhands", `{"instance_id":"x__y-1","history":[{"id":1,"source":"agent","action":"run","args":{"command":"ls"}},{"id":2,"source":"agent","observation":"run","cause":1,"content":"a"}],"instance":{"base_commit":"abc"}}`, true},
+		{"name in another case", `{"Messages":[` + bashCall + `],"messages":[` + bashCall + `]}`, true},
+		{"only another case", `{"Messages":[` + bashCall + `]}`, false},
+		{"duplicate names", `{"messages":[` + bashCall + `],"messages":[{"role":"assistant","content":"` + "```bash\\npwd\\n```" + `"}]}`, false},
+		{"null trajectory", `{"trajectory":null,"messages":[` + bashCall + `]}`, true},
+		{"empty trajectory", `{"trajectory":[],"messages":[` + bashCall + `]}`, false},
+		{"role missing", `{"messages":[{"content":"hi"},` + bashCall + `]}`, false},
+		{"no calls", `{"messages":[{"role":"user","content":"hi"}]}`, false},
+		{"one event", `{"type":"call","episode_id":"e","offset":0}`, false},
+		{"jsonl", `{"messages":[` + bashCall + `]}` + "\n" + `{"messages":[` + bashCall + `]}`, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := sameAsRaw(t, tc.name+".json", []byte(tc.data)); got != tc.fast {
+				t.Errorf("parseFast read it: %v, want %v", got, tc.fast)
+			}
+		})
+	}
+}
+
+// raceEnabled: the test binary runs under the race detector
+// (race_test.go), where reading the real corpus twice takes minutes.
+var raceEnabled bool
+
+// TestParseFastMatchesRawOnFiles: the same on every testdata file and,
+// where it is present, the real corpus (every seventh file under -race);
+// nearly all of the latter goes the fast way.
+func TestParseFastMatchesRawOnFiles(t *testing.T) {
+	roots := []string{"testdata"}
+	real := filepath.Join("..", "..", "shared", "corpus", "real")
+	if _, err := os.Stat(filepath.Join(real, "MANIFEST.jsonl")); err == nil || os.Getenv("CI") == "true" {
+		roots = append(roots, realCorpusDir(t))
+	}
+	for _, root := range roots {
+		files, fast := 0, 0
+		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || skipName(d.Name()) {
+				return err
+			}
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			files++
+			if raceEnabled && root != "testdata" && files%7 != 1 {
+				return nil
+			}
+			if sameAsRaw(t, path, data) {
+				fast++
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %d of %d files read in one pass", root, fast, files)
+		if root != "testdata" && !raceEnabled && fast < files*9/10 {
+			t.Errorf("%s: only %d of %d files read in one pass", root, fast, files)
+		}
+	}
+}
+
+// TestFlatText: a message's content and a call's arguments decoded in
+// one pass are what decoding them raw and flattening gave.
+func TestFlatText(t *testing.T) {
+	oldArgs := func(raw json.RawMessage) string {
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			return s
+		}
+		return string(raw)
+	}
+	for _, v := range []string{
+		`"plain"`, `"esc\n\"q\" \u00e9 \ud83d\ude00"`, "\"bad \xff utf8\"", `null`, `""`,
+		`[{"type":"text","text":"a"},{"type":"image_url"},{"type":"text","text":"b"}]`,
+		`[]`, `[1, 2]`, `["x"]`, `12.50`, `true`, `{"command": "ls"}`, `{}`,
+	} {
+		var got struct {
+			C flatText `json:"c"`
+			A argText  `json:"a"`
+		}
+		if err := json.Unmarshal([]byte(`{"c":`+v+`,"a":`+v+`}`), &got); err != nil {
+			t.Fatalf("%s: %v", v, err)
+		}
+		if want := text(json.RawMessage(v)); string(got.C) != want {
+			t.Errorf("content %s: got %q, want %q", v, got.C, want)
+		}
+		if want := oldArgs(json.RawMessage(v)); string(got.A) != want {
+			t.Errorf("arguments %s: got %q, want %q", v, got.A, want)
+		}
+	}
+}
