@@ -74,17 +74,19 @@ gateway-image: build images
 
 # kube-up: a real single-node Kubernetes cluster on this machine
 # (scripts/kube-up.sh: kube-apiserver and kubelet built from the Go module
-# proxy once and cached, Debian's etcd and containerd, the rollcage images
-# imported). kube-test runs the kubernetes backend's conformance suite on
-# it; it is not part of `make test` (see README, Kubernetes).
+# proxy once and cached, Debian's etcd and containerd, the base image and
+# the demo's sealed images imported). kube-test runs the kubernetes
+# backend's conformance suite on it, then the demo suite (72 rows, exit 1 on
+# a wrong one); it is not part of `make test` (see README, Kubernetes).
 kube-up: build images
-	scripts/kube-up.sh
+	KUBE_IMAGES="rollcage/base:latest $$($(BIN)/rollcage seal --refs)" scripts/kube-up.sh
 
 kube-down:
 	scripts/kube-up.sh down
 
 kube-test: kube-up
 	eval "$$(scripts/kube-up.sh env)" && $(GO) test $(TESTFLAGS) -tags kube ./sandbox/kube
+	eval "$$(scripts/kube-up.sh env)" && $(BIN)/rollcage demo --backend kubernetes --out $(BIN)/demo-kube
 
 gc: build
 	$(BIN)/rollcage gc

@@ -6,23 +6,62 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 
 	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/sandbox/containerd"
 	"github.com/rollcage/rollcage/sandbox/docker"
+	"github.com/rollcage/rollcage/sandbox/kube"
 )
 
 // Backends of --backend.
 const (
 	backendDocker     = "docker"
 	backendContainerd = "containerd"
+	backendKube       = "kubernetes"
 )
 
+// backendFlags are --backend and the flags of the Kubernetes backend.
+type backendFlags struct {
+	kind       string
+	kubeconfig string
+	namespace  string
+	node       string
+	pull       string
+	agentImage string
+}
+
 // addBackendFlag is --backend, the sandbox backend of a command that
-// starts sandboxes.
-func addBackendFlag(fs *flag.FlagSet) *string {
-	return fs.String("backend", envOr("ROLLCAGE_BACKEND", backendDocker), "sandbox backend: docker, or containerd (its own namespace on the machine's containerd; images imported from Docker's store) (env ROLLCAGE_BACKEND)")
+// starts sandboxes, with --kubeconfig and the other flags of --backend
+// kubernetes.
+func addBackendFlag(fs *flag.FlagSet) *backendFlags {
+	f := &backendFlags{}
+	fs.StringVar(&f.kind, "backend", envOr("ROLLCAGE_BACKEND", backendDocker), "sandbox backend: docker; containerd (its own namespace on the machine's containerd; images imported from Docker's store); or kubernetes (pods in --kube-namespace of the cluster of --kubeconfig) (env ROLLCAGE_BACKEND)")
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster, with --backend kubernetes (default: $KUBECONFIG, else the in-cluster config)")
+	fs.StringVar(&f.namespace, "kube-namespace", envOr("ROLLCAGE_KUBE_NAMESPACE", kube.DefaultNamespace), "namespace of the sandbox pods, with --backend kubernetes (env ROLLCAGE_KUBE_NAMESPACE)")
+	fs.StringVar(&f.node, "kube-node", os.Getenv("ROLLCAGE_KUBE_NODE"), "node every sandbox pod runs on, for a cluster with no scheduler such as scripts/kube-up.sh's (env ROLLCAGE_KUBE_NODE); default: the scheduler places them")
+	fs.StringVar(&f.pull, "kube-pull-policy", envOr("ROLLCAGE_KUBE_PULL_POLICY", "Never"), "image pull policy of the sandbox pods: Never (images imported on the nodes), IfNotPresent or Always (env ROLLCAGE_KUBE_PULL_POLICY)")
+	fs.StringVar(&f.agentImage, "kube-agent-image", envOr("ROLLCAGE_KUBE_AGENT_IMAGE", kube.DefaultAgentImage), "image holding /rollcage-agent, copied into each pod by its init container (env ROLLCAGE_KUBE_AGENT_IMAGE)")
+	return f
+}
+
+// check refuses --kubeconfig with another backend, and an unknown backend.
+func (f *backendFlags) check() error {
+	switch f.kind {
+	case backendDocker, backendContainerd, backendKube, "":
+	default:
+		return fmt.Errorf("--backend %q: use %s, %s or %s", f.kind, backendDocker, backendContainerd, backendKube)
+	}
+	if f.kubeconfig != "" && f.kind != backendKube {
+		return fmt.Errorf("--kubeconfig is for --backend %s (the backend is %s): add --backend %s or drop --kubeconfig", backendKube, f.kind, backendKube)
+	}
+	return nil
+}
+
+func (f *backendFlags) kubeConfig(o backendOptions) kube.Config {
+	return kube.Config{Kubeconfig: f.kubeconfig, Namespace: f.namespace, Node: f.node, PullPolicy: f.pull, AgentImage: f.agentImage,
+		Pool: o.pool, DefaultLimits: o.limits, Logger: o.log}
 }
 
 // backend is what the commands need of a sandbox backend beyond
@@ -37,7 +76,7 @@ type backend interface {
 }
 
 type backendOptions struct {
-	kind     string
+	flags    *backendFlags
 	stateDir string
 	pool     map[string]int
 	limits   sandbox.Limits
@@ -46,7 +85,10 @@ type backendOptions struct {
 
 // openBackend starts the backend --backend names.
 func openBackend(ctx context.Context, o backendOptions) (backend, error) {
-	switch o.kind {
+	if err := o.flags.check(); err != nil {
+		return nil, err
+	}
+	switch o.flags.kind {
 	case backendDocker, "":
 		b, err := docker.New(ctx, docker.Config{StateDir: o.stateDir, Pool: o.pool, Logger: o.log, DefaultLimits: o.limits})
 		if err != nil {
@@ -58,9 +100,13 @@ func openBackend(ctx context.Context, o backendOptions) (backend, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &containerdBackend{Backend: b, log: o.log}, nil
-	default:
-		return nil, fmt.Errorf("--backend %q: use %s or %s", o.kind, backendDocker, backendContainerd)
+		return &containerdBackend{Backend: b, dockerSealer: dockerSealer{log: o.log}}, nil
+	default: // kubernetes; check refused the rest
+		b, err := kube.New(ctx, o.flags.kubeConfig(o))
+		if err != nil {
+			return nil, err
+		}
+		return &kubeBackend{Backend: b, dockerSealer: dockerSealer{log: o.log}}, nil
 	}
 }
 
@@ -68,42 +114,65 @@ type dockerBackend struct{ *docker.Backend }
 
 func (b dockerBackend) poolStats() (int, int) { st := b.Stats(); return st.Alive, st.Warm }
 
-// containerdBackend seals task images with Docker's backend (the sealed
-// image is then imported like any other): containerd's backend has no
-// sealing of its own.
-type containerdBackend struct {
-	*containerd.Backend
+// dockerSealer seals task images with Docker's backend, for a backend with
+// no sealing of its own: the sealed image is made in Docker's store, and
+// the backend then runs it like any other image (containerd imports it
+// from Docker; Kubernetes nodes need it imported or pushed).
+type dockerSealer struct {
 	log *slog.Logger
 
 	mu     sync.Mutex
 	sealer *docker.Backend // guarded by mu; started at the first Seal
 }
 
-func (b *containerdBackend) poolStats() (int, int) { st := b.Stats(); return st.Alive, st.Warm }
-
-// Seal seals spec's image in Docker's store; containerd imports the
-// result when a sandbox of it is created.
-func (b *containerdBackend) Seal(ctx context.Context, spec sandbox.SealSpec) (sandbox.Sealed, error) {
-	b.mu.Lock()
-	if b.sealer == nil {
-		d, err := docker.New(ctx, docker.Config{Logger: b.log})
+// Seal seals spec's image in Docker's store.
+func (s *dockerSealer) Seal(ctx context.Context, spec sandbox.SealSpec) (sandbox.Sealed, error) {
+	s.mu.Lock()
+	if s.sealer == nil {
+		d, err := docker.New(ctx, docker.Config{Logger: s.log})
 		if err != nil {
-			b.mu.Unlock()
-			return sandbox.Sealed{}, fmt.Errorf("seal for containerd: %w", err)
+			s.mu.Unlock()
+			return sandbox.Sealed{}, fmt.Errorf("seal with Docker: %w", err)
 		}
-		b.sealer = d
+		s.sealer = d
 	}
-	sealer := b.sealer
-	b.mu.Unlock()
+	sealer := s.sealer
+	s.mu.Unlock()
 	return sealer.Seal(ctx, spec)
 }
 
-func (b *containerdBackend) Close(ctx context.Context) error {
-	err := b.Backend.Close(ctx)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.sealer != nil {
-		err = errors.Join(err, b.sealer.Close(ctx))
+func (s *dockerSealer) close(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sealer != nil {
+		return s.sealer.Close(ctx)
 	}
-	return err
+	return nil
+}
+
+// containerdBackend seals task images with Docker (the sealed image is
+// then imported like any other).
+type containerdBackend struct {
+	*containerd.Backend
+	dockerSealer
+}
+
+func (b *containerdBackend) poolStats() (int, int) { st := b.Stats(); return st.Alive, st.Warm }
+
+func (b *containerdBackend) Close(ctx context.Context) error {
+	return errors.Join(b.Backend.Close(ctx), b.dockerSealer.close(ctx))
+}
+
+// kubeBackend seals task images with Docker on this machine; the pods
+// find the sealed image on their node (scripts/kube-up.sh imports the
+// ones KUBE_IMAGES names) or pull it.
+type kubeBackend struct {
+	*kube.Backend
+	dockerSealer
+}
+
+func (b *kubeBackend) poolStats() (int, int) { st := b.Stats(); return st.Alive, st.Warm }
+
+func (b *kubeBackend) Close(ctx context.Context) error {
+	return errors.Join(b.Backend.Close(ctx), b.dockerSealer.close(ctx))
 }

@@ -51,7 +51,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 
-	env, err := newEnv(ctx, envOptions{storeDir: *out, rules: rf, judge: jf, verbose: *verbose, stderr: stderr, noSeal: *noSeal, backend: *backendKind})
+	env, err := newEnv(ctx, envOptions{storeDir: *out, rules: rf, judge: jf, verbose: *verbose, stderr: stderr, noSeal: *noSeal, backend: backendKind})
 	if err != nil {
 		return err
 	}
@@ -166,8 +166,8 @@ type envOptions struct {
 	rules    *rulesFlags
 	judge    *judgeFlags
 	limits   harness.Limits
-	disk     int64  // per-sandbox disk limit in bytes; 0: the backend's default
-	backend  string // --backend
+	disk     int64         // per-sandbox disk limit in bytes; 0: the backend's default
+	backend  *backendFlags // --backend and its flags
 	network  string
 	verbose  bool
 	noSeal   bool
@@ -196,7 +196,7 @@ func newEnv(ctx context.Context, o envOptions) (*env, error) {
 	if err != nil {
 		return nil, err
 	}
-	be, err := openBackend(ctx, backendOptions{kind: o.backend, log: log, limits: sandbox.Limits{DiskBytes: o.disk}})
+	be, err := openBackend(ctx, backendOptions{flags: o.backend, log: log, limits: sandbox.Limits{DiskBytes: o.disk}})
 	if err != nil {
 		return nil, err
 	}

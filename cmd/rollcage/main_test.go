@@ -20,6 +20,18 @@ func TestCLI(t *testing.T) {
 	if err := os.WriteFile(calls, []byte(`{"tool":"bash","args":{"command":"cat /opt/grader/tests/test_hidden.py"}}`+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// A kubeconfig of a cluster nobody serves, and one that is not YAML.
+	kdir := t.TempDir()
+	deadKC, badKC := filepath.Join(kdir, "dead"), filepath.Join(kdir, "bad")
+	dead := "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: \"https://127.0.0.1:1\"}}]\n" +
+		"users: [{name: u, user: {token: x}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\n"
+	if err := os.WriteFile(deadKC, []byte(dead), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(badKC, []byte("clusters: [\n  {name: \n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	missingKC := filepath.Join(kdir, "missing")
 	tests := []struct {
 		args     []string
 		code     int
@@ -42,6 +54,13 @@ func TestCLI(t *testing.T) {
 		{[]string{"run", "--tasks", "t.jsonl", "--policy", "replay:x", "--branch-at", "3"}, 3, "", "give 2 to 65"},
 		{[]string{"run", "--tasks", "t.jsonl", "--policy", "replay:x", "--branches", "4", "--network", "proxy"}, 3, "", "use --network none"},
 		{[]string{"export", "--prefix", "twice", "x"}, 3, "", "--prefix \"twice\": use mask or once"},
+		{[]string{"sandbox", "exec", "--backend", "podman", "true"}, 3, "", `--backend "podman": use docker, containerd or kubernetes`},
+		{[]string{"gc", "--kubeconfig", deadKC}, 3, "", "--kubeconfig is for --backend kubernetes (the backend is docker)"},
+		{[]string{"sandbox", "exec", "--backend", "kubernetes", "--kubeconfig", missingKC, "true"}, 3, "", "kube: kubeconfig " + missingKC + ": stat " + missingKC + ": no such file or directory: pass --kubeconfig FILE"},
+		{[]string{"gc", "--backend", "kubernetes", "--kubeconfig", missingKC}, 3, "", "no such file or directory: pass --kubeconfig FILE"},
+		{[]string{"sandbox", "exec", "--backend", "kubernetes", "--kubeconfig", badKC, "true"}, 3, "", "kube: kubeconfig " + badKC + ": "},
+		{[]string{"sandbox", "exec", "--backend", "kubernetes", "--kubeconfig", deadKC, "true"}, 3, "", "no API server answers at https://127.0.0.1:1: start one (scripts/kube-up.sh) or fix --kubeconfig"},
+		{[]string{"gc", "--backend", "kubernetes", "--kubeconfig", deadKC}, 3, "", "no API server answers at https://127.0.0.1:1"},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

@@ -47,7 +47,7 @@ func runRedteam(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	env, err := newEnv(ctx, envOptions{storeDir: *out, rules: rf, judge: jf, verbose: *verbose, stderr: stderr, noSeal: *noSeal, backend: *backendKind})
+	env, err := newEnv(ctx, envOptions{storeDir: *out, rules: rf, judge: jf, verbose: *verbose, stderr: stderr, noSeal: *noSeal, backend: backendKind})
 	if err != nil {
 		return err
 	}

@@ -81,7 +81,7 @@ func runBatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	env, err := newEnv(ctx, envOptions{
 		rules:    rf,
-		storeDir: filepath.Join(*out, "trajectories"), judge: jf, network: *network, verbose: *verbose, stderr: stderr, noSeal: *noSeal, backend: *backendKind,
+		storeDir: filepath.Join(*out, "trajectories"), judge: jf, network: *network, verbose: *verbose, stderr: stderr, noSeal: *noSeal, backend: backendKind,
 		limits: harness.Limits{MaxSteps: *maxSteps, WallTime: *wall, MaxTokens: *maxTokens}, disk: int64(*disk),
 	})
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/sandbox/containerd"
 	"github.com/rollcage/rollcage/sandbox/docker"
+	"github.com/rollcage/rollcage/sandbox/kube"
 )
 
 func init() {
@@ -28,18 +29,29 @@ func init() {
 }
 
 func runGC(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("gc", "[--state-dir DIR]", stderr)
+	fs := newFlags("gc", "[--state-dir DIR] [--backend docker|containerd|kubernetes [--kubeconfig FILE]]", stderr)
 	state := fs.String("state-dir", "", "per-sandbox host directories (default: as the backend chooses)")
 	kind := addBackendFlag(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if *kind == backendContainerd {
+	if err := kind.check(); err != nil {
+		return err
+	}
+	switch kind.kind {
+	case backendContainerd:
 		n, err := containerd.GC(ctx, containerd.Config{StateDir: *state})
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "gc: removed %d leftover sandbox(es) in containerd\n", n)
+		return nil
+	case backendKube:
+		n, err := kube.GC(ctx, kind.kubeConfig(backendOptions{}))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "gc: deleted %d leftover sandbox pod(s) in namespace %s\n", n, kind.namespace)
 		return nil
 	}
 	b, err := docker.New(ctx, docker.Config{StateDir: *state})
@@ -115,7 +127,7 @@ func runSandbox(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := parse(fs, args[1:]); err != nil {
 		return err
 	}
-	b, err := openBackend(ctx, backendOptions{kind: *kind})
+	b, err := openBackend(ctx, backendOptions{flags: kind})
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -31,29 +32,23 @@ func sealNote(noSeal bool) string {
 	return "sealed images (nothing beyond the base commit in the repository)"
 }
 
-// episodeImages are the images episodes of tasks run: each task's sealed
-// image (sealed now when missing) unless seal is off or the task says
-// "seal": false.
-func episodeImages(ctx context.Context, tasks []task.Task, seal bool, log *slog.Logger) ([]string, error) {
-	var be *docker.Backend
+// episodeImages are the images episodes of tasks run, each once: each
+// task's sealed image (sealed now by sealer when missing) unless seal is
+// off or the task says "seal": false.
+func episodeImages(ctx context.Context, tasks []task.Task, seal bool, sealer harness.Sealer) ([]string, error) {
 	var out []string
 	for _, t := range tasks {
-		if !seal || !t.Sealed() {
-			out = append(out, t.Image)
-			continue
-		}
-		if be == nil {
-			var err error
-			if be, err = docker.New(ctx, docker.Config{Logger: log}); err != nil {
-				return nil, err
+		img := t.Image
+		if seal && t.Sealed() {
+			s, err := sealer.Seal(ctx, harness.SealSpec(t))
+			if err != nil {
+				return nil, fmt.Errorf("seal task %s: %w", t.ID, err)
 			}
-			defer be.Close(context.WithoutCancel(ctx))
+			img = s.Image
 		}
-		s, err := be.Seal(ctx, harness.SealSpec(t))
-		if err != nil {
-			return nil, fmt.Errorf("seal task %s: %w", t.ID, err)
+		if !slices.Contains(out, img) {
+			out = append(out, img)
 		}
-		out = append(out, s.Image)
 	}
 	return out, nil
 }
@@ -62,6 +57,7 @@ func runSeal(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := newFlags("seal", "[--tasks FILE]", stderr)
 	tasksFile := fs.String("tasks", "", "task file (JSONL); default: the embedded demo suite")
 	verbose := fs.Bool("v", false, "log what sealing did to stderr")
+	refs := fs.Bool("refs", false, "print only the images episodes run, one per line (the sealed ones, and the task image of a task not sealed): what a Kubernetes node needs (KUBE_IMAGES of scripts/kube-up.sh)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -84,6 +80,16 @@ func runSeal(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer be.Close(context.WithoutCancel(ctx))
+	if *refs {
+		images, err := episodeImages(ctx, tasks, true, be)
+		if err != nil {
+			return err
+		}
+		for _, img := range images {
+			fmt.Fprintln(stdout, img)
+		}
+		return nil
+	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "task\timage\tsealed image\tstate\ttook\t")
 	for _, t := range tasks {

@@ -112,7 +112,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *pool > 0 {
 		// Warm containers are of the image episodes run: the sealed one,
 		// sealed now (once; cached) by a backend without a pool.
-		images, err := episodeImages(ctx, tasks, !*noSeal, log)
+		sealer := &dockerSealer{log: log}
+		images, err := episodeImages(ctx, tasks, !*noSeal, sealer)
+		sealer.close(context.WithoutCancel(ctx))
 		if err != nil {
 			return err
 		}
@@ -120,7 +122,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			poolCfg[img] = *pool
 		}
 	}
-	backend, err := openBackend(ctx, backendOptions{kind: *backendKind, stateDir: *stateDir, pool: poolCfg, log: log, limits: sandbox.Limits{DiskBytes: int64(*disk)}})
+	backend, err := openBackend(ctx, backendOptions{flags: backendKind, stateDir: *stateDir, pool: poolCfg, log: log, limits: sandbox.Limits{DiskBytes: int64(*disk)}})
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -78,11 +79,53 @@ func RESTConfig(kubeconfig string) (*rest.Config, error) {
 		}
 		return cfg, nil
 	}
+	if _, err := os.Stat(kubeconfig); err != nil {
+		return nil, fmt.Errorf("kube: kubeconfig %s: %w: pass --kubeconfig FILE of a cluster (scripts/kube-up.sh env prints the local one's)", kubeconfig, err)
+	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
-		return nil, fmt.Errorf("kube: kubeconfig %s: %w", kubeconfig, err)
+		return nil, fmt.Errorf("kube: kubeconfig %s: %s: fix the file or pass another with --kubeconfig", kubeconfig, oneLine(err.Error()))
 	}
 	return cfg, nil
+}
+
+// oneLine folds a multi-line message (client-go's parse errors) into one.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// GC connects to the cluster of cfg and deletes the pods of rollcage
+// processes whose owner Lease is gone or expired (and those Leases),
+// without taking a Lease of its own. It returns how many pods it deleted.
+func GC(ctx context.Context, cfg Config) (int, error) {
+	if err := cfg.Validate(); err != nil {
+		return 0, err
+	}
+	cfg = cfg.withDefaults()
+	_, cs, err := connect(ctx, cfg)
+	if err != nil {
+		return 0, err
+	}
+	return Reap(ctx, cs, cfg.Namespace, cfg.Logger)
+}
+
+// connect makes the client of cfg's cluster and checks that it answers
+// with a list of one pod in the namespace, which the Role allows (a Get of
+// the namespace is cluster-scoped and does not).
+func connect(ctx context.Context, cfg Config) (*rest.Config, kubernetes.Interface, error) {
+	rc, err := RESTConfig(cfg.Kubeconfig)
+	if err != nil {
+		return nil, nil, err
+	}
+	rc.QPS, rc.Burst = 100, 200 // one client serves every sandbox of the process
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kube: client: %w", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
+	defer cancel()
+	if _, err := cs.CoreV1().Pods(cfg.Namespace).List(pctx, metav1.ListOptions{Limit: 1}); err != nil {
+		return nil, nil, apiErr("list pods in namespace "+cfg.Namespace, rc.Host, err)
+	}
+	return rc, cs, nil
 }
 
 // New connects to the cluster, makes sure the namespace's deny-all
@@ -93,22 +136,12 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	rc, err := RESTConfig(cfg.Kubeconfig)
+	rc, cs, err := connect(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	rc.QPS, rc.Burst = 100, 200 // one client serves every sandbox of the process
-	cs, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return nil, fmt.Errorf("kube: client: %w", err)
-	}
 	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
 	defer cancel()
-	// A list of one pod, which the namespace's Role allows (a Get of the
-	// namespace is cluster-scoped and does not).
-	if _, err := cs.CoreV1().Pods(cfg.Namespace).List(pctx, metav1.ListOptions{Limit: 1}); err != nil {
-		return nil, apiErr("list pods in namespace "+cfg.Namespace, rc.Host, err)
-	}
 	b := &Backend{
 		cfg:      cfg,
 		rest:     rc,

@@ -99,6 +99,20 @@ func leaseExpired(l *coordinationv1.Lease, now time.Time) bool {
 	return now.After(l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second))
 }
 
+// liveOwners sorts leases into the owners alive and the expired leases.
+func liveOwners(leases []coordinationv1.Lease, now time.Time) (map[string]bool, []coordinationv1.Lease) {
+	alive := map[string]bool{}
+	var dead []coordinationv1.Lease
+	for _, l := range leases {
+		if leaseExpired(&l, now) {
+			dead = append(dead, l)
+		} else {
+			alive[l.Labels[LabelOwner]] = true
+		}
+	}
+	return alive, dead
+}
+
 // Reap deletes, in namespace, the rollcage pods whose owner's Lease is
 // gone or expired, and those expired Leases. It returns how many pods it
 // deleted.
@@ -114,17 +128,7 @@ func Reap(ctx context.Context, cs kubernetes.Interface, namespace string, log *s
 	if err != nil {
 		return 0, fmt.Errorf("kube: reap: list leases: %w", err)
 	}
-	now := time.Now()
-	alive := map[string]bool{}
-	var dead []coordinationv1.Lease
-	for _, l := range leases.Items {
-		owner := l.Labels[LabelOwner]
-		if leaseExpired(&l, now) {
-			dead = append(dead, l)
-		} else {
-			alive[owner] = true
-		}
-	}
+	alive, dead := liveOwners(leases.Items, time.Now())
 	n := 0
 	var errs []error
 	grace := int64(0)
@@ -151,4 +155,46 @@ func Reap(ctx context.Context, cs kubernetes.Interface, namespace string, log *s
 		return n, fmt.Errorf("kube: reap: %w", errors.Join(errs...))
 	}
 	return n, nil
+}
+
+// RemoveEpisode deletes the pods of one episode (found by its label and
+// annotation) whose owner's Lease is gone or expired: what a gateway that
+// restarted calls for each episode it ended as abandoned. Pods of a live
+// owner (this backend, or another rollcage still running the episode) are
+// left alone. It returns how many it deleted.
+func (b *Backend) RemoveEpisode(ctx context.Context, episodeID string) (int, error) {
+	if episodeID == "" {
+		return 0, errors.New("kube: remove episode: empty episode id")
+	}
+	ns := b.cfg.Namespace
+	pods, err := b.cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{
+		LabelSelector: LabelManaged + "=true," + LabelEpisode + "=" + labelValue(episodeID),
+	})
+	if err != nil {
+		return 0, apiErr("remove episode "+episodeID+": list pods", b.rest.Host, err)
+	}
+	leases, err := b.cs.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{LabelSelector: LabelManaged + "=true"})
+	if err != nil {
+		return 0, apiErr("remove episode "+episodeID+": list leases", b.rest.Host, err)
+	}
+	alive, _ := liveOwners(leases.Items, time.Now())
+	n := 0
+	var errs []error
+	grace := int64(0)
+	for _, p := range pods.Items {
+		// The label is the id reduced; the annotation is the id as given.
+		if p.Annotations[AnnotationEpisode] != episodeID || alive[p.Labels[LabelOwner]] {
+			continue
+		}
+		err := b.cs.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
+		switch {
+		case err == nil:
+			n++
+			b.log.Info("deleted pod of an abandoned episode", "episode_id", episodeID, "pod", p.Name)
+		case apierrors.IsNotFound(err):
+		default:
+			errs = append(errs, apiErr("remove episode "+episodeID+": delete pod "+p.Name, b.rest.Host, err))
+		}
+	}
+	return n, errors.Join(errs...)
 }
