@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -26,15 +27,28 @@ type attachConn struct {
 func (c *attachConn) Read(p []byte) (int, error)  { return c.r.Read(p) }
 func (c *attachConn) Write(p []byte) (int, error) { return c.w.Write(p) }
 
+// Close ends the agent's stdin and gives the stream closeGrace to end on
+// its own (an agent that was shut down exits, and the API server closes
+// the stream cleanly) before tearing it down: a stream cut under a
+// reading client makes client-go log an unhandled error.
 func (c *attachConn) Close() error {
 	c.once.Do(func() {
 		c.w.Close()
+		t := time.NewTimer(closeGrace)
+		select {
+		case <-c.done:
+		case <-t.C:
+		}
+		t.Stop()
 		c.cancel()
 		c.r.Close()
 	})
 	<-c.done
 	return nil
 }
+
+// closeGrace is how long Close waits for the attach stream to end.
+const closeGrace = 2 * time.Second
 
 // attach opens the attach stream of pod's sandbox container: WebSocket
 // first, SPDY where the server does not upgrade to it (as kubectl does).
