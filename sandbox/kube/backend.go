@@ -1,19 +1,16 @@
 package kube
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-	"golang.org/x/sync/semaphore"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,8 +18,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/rollcage/rollcage/agent"
 	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/sandbox/internal/hostside"
 )
 
 // Timeouts of operations the caller's ctx does not bound.
@@ -42,19 +39,11 @@ type Backend struct {
 	log   *slog.Logger
 	owner string // this Backend's id: LabelOwner of its pods, suffix of its Lease
 
-	creating *semaphore.Weighted
-	alive    *semaphore.Weighted
-	pool     *pool
+	slots *hostside.Slots[*pod] // admission, MaxAlive, the live set
+	pool  *hostside.Pool[*pod]
 
 	stop     context.CancelFunc // ends the refill and the Lease renewal
 	loopDone sync.WaitGroup
-
-	mu     sync.Mutex
-	closed bool              // guarded by mu
-	live   map[*pod]struct{} // guarded by mu
-
-	nCreating atomic.Int64
-	nAlive    atomic.Int64
 }
 
 var _ sandbox.Backend = (*Backend)(nil)
@@ -142,17 +131,9 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 	}
 	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
 	defer cancel()
-	b := &Backend{
-		cfg:      cfg,
-		rest:     rc,
-		cs:       cs,
-		log:      cfg.Logger,
-		owner:    newOwnerID(),
-		creating: semaphore.NewWeighted(int64(cfg.MaxCreating)),
-		alive:    semaphore.NewWeighted(int64(cfg.MaxAlive)),
-		live:     make(map[*pod]struct{}),
-		pool:     newPool(cfg.Pool),
-	}
+	b := &Backend{cfg: cfg, rest: rc, cs: cs, log: cfg.Logger, owner: newOwnerID()}
+	b.pool = hostside.NewPool(cfg.Pool, func(p *pod) string { return p.image })
+	b.slots = hostside.NewSlots("kube", cfg.MaxCreating, cfg.MaxAlive, b.pool)
 	if err := b.ensurePolicy(pctx); err != nil {
 		return nil, err
 	}
@@ -168,7 +149,7 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 	b.stop = stop
 	b.loopDone.Add(2)
 	go func() { defer b.loopDone.Done(); b.renewLease(lctx) }()
-	go func() { defer b.loopDone.Done(); b.refill(lctx) }()
+	go func() { defer b.loopDone.Done(); b.pool.Refill(lctx, b.log, b.warmOne) }()
 	return b, nil
 }
 
@@ -199,7 +180,8 @@ func (b *Backend) ensurePolicy(ctx context.Context) error {
 
 // Stats reports the backend's counters.
 func (b *Backend) Stats() Stats {
-	return Stats{Creating: int(b.nCreating.Load()), Alive: int(b.nAlive.Load()), Warm: b.pool.size()}
+	creating, alive := b.slots.Counts()
+	return Stats{Creating: creating, Alive: alive, Warm: b.pool.Size()}
 }
 
 // Owner is the backend's owner id (LabelOwner of its pods).
@@ -214,7 +196,7 @@ func (b *Backend) Clientset() kubernetes.Interface { return b.cs }
 // Create starts a sandbox for spec: a warm pod when the pool has one that
 // fits, else a new one once admission allows.
 func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
-	if err := b.checkOpen("create"); err != nil {
+	if err := b.slots.CheckOpen("create"); err != nil {
 		return nil, err
 	}
 	spec, err := b.resolveSpec(spec)
@@ -227,12 +209,12 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 			return p, nil
 		}
 	}
-	if err := b.acquireAlive(ctx); err != nil {
-		return nil, fmt.Errorf("kube: create %s: waiting for a free slot (MaxAlive %d): %w", spec.EpisodeID, b.cfg.MaxAlive, err)
+	if err := b.slots.AcquireAlive(ctx, spec.EpisodeID); err != nil {
+		return nil, err
 	}
 	p, err := b.start(ctx, spec, false)
 	if err != nil {
-		b.releaseAlive()
+		b.slots.ReleaseAlive()
 		return nil, err
 	}
 	if err := p.configure(ctx, spec); err != nil {
@@ -255,25 +237,18 @@ func (b *Backend) resolveSpec(spec sandbox.Spec) (sandbox.Spec, error) {
 	default:
 		return spec, fmt.Errorf("kube: create: unknown network %q: use %q", spec.Network, sandbox.NetworkNone)
 	}
-	if err := validateLimits(spec.Limits); err != nil {
+	if err := hostside.ValidateLimits(spec.Limits); err != nil {
 		return spec, fmt.Errorf("kube: create: limits: %w", err)
 	}
 	if spec.Lease < 0 || (spec.Lease > 0 && spec.Lease < 3*time.Second) {
 		return spec, fmt.Errorf("kube: create: lease %v: use 0 for the default or at least 3s", spec.Lease)
 	}
-	spec.Limits = resolveLimits(spec.Limits, b.cfg.DefaultLimits)
-	spec.Lease = cmpOr(spec.Lease, b.cfg.Lease)
+	spec.Limits = hostside.ResolveLimits(spec.Limits, b.cfg.DefaultLimits)
+	spec.Lease = cmp.Or(spec.Lease, b.cfg.Lease)
 	if spec.Workdir == "" {
 		spec.Workdir = "/workspace"
 	}
 	return spec, nil
-}
-
-func cmpOr(v, def time.Duration) time.Duration {
-	if v == 0 {
-		return def
-	}
-	return v
 }
 
 // poolable: a warm pod was made with the backend's limits and lease; its
@@ -282,52 +257,14 @@ func (b *Backend) poolable(spec sandbox.Spec) bool {
 	return spec.Lease == b.cfg.Lease && spec.Limits == b.cfg.DefaultLimits
 }
 
-// acquireAlive takes a slot under MaxAlive; a warm pod gives its slot up
-// when none is free.
-func (b *Backend) acquireAlive(ctx context.Context) error {
-	for {
-		if b.alive.TryAcquire(1) {
-			b.nAlive.Add(1)
-			return nil
-		}
-		p := b.pool.evict()
-		if p == nil {
-			break
-		}
-		p.Close(ctx)
-	}
-	if err := b.alive.Acquire(ctx, 1); err != nil {
-		return err
-	}
-	b.nAlive.Add(1)
-	return nil
-}
-
-func (b *Backend) releaseAlive() {
-	b.nAlive.Add(-1)
-	b.alive.Release(1)
-}
-
-func (b *Backend) checkOpen(op string) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return fmt.Errorf("kube: %s: backend closed: %w", op, sandbox.ErrClosed)
-	}
-	return nil
-}
-
 // start creates a pod for spec inside the admission bound, waits for it to
 // run and connects to its agent. The caller holds an alive slot.
 func (b *Backend) start(ctx context.Context, spec sandbox.Spec, warm bool) (*pod, error) {
-	if err := b.creating.Acquire(ctx, 1); err != nil {
-		return nil, fmt.Errorf("kube: create %s: waiting for admission (MaxCreating %d): %w", spec.EpisodeID, b.cfg.MaxCreating, err)
+	release, err := b.slots.Admit(ctx, spec.EpisodeID)
+	if err != nil {
+		return nil, err
 	}
-	b.nCreating.Add(1)
-	defer func() {
-		b.nCreating.Add(-1)
-		b.creating.Release(1)
-	}()
+	defer release()
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.StartTimeout)
 	defer cancel()
 	token := randomToken()
@@ -352,7 +289,7 @@ func (b *Backend) start(ctx context.Context, spec sandbox.Spec, warm bool) (*pod
 		Labels: labels, Episode: episode, Limits: spec.Limits, Requests: b.cfg.Requests,
 		Lease: spec.Lease, Workdir: spec.Workdir,
 	})
-	p := &pod{b: b, name: name, image: spec.Image, log: b.log.With("episode_id", spec.EpisodeID, "pod", name)}
+	p := newPod(b, name, spec.Image, b.log.With("episode_id", spec.EpisodeID, "pod", name))
 	created, err := b.cs.CoreV1().Pods(b.cfg.Namespace).Create(ctx, manifest, metav1.CreateOptions{})
 	if err != nil {
 		return nil, apiErr("create pod "+name, b.rest.Host, err)
@@ -366,63 +303,42 @@ func (b *Backend) start(ctx context.Context, spec sandbox.Spec, warm bool) (*pod
 		p.teardown(ctx)
 		return nil, err
 	}
-	p.agent = agent.NewClient(conn, agent.ClientOptions{Heartbeat: spec.Lease / 3, Logger: p.log})
-	if _, err := p.agent.Ping(ctx); err != nil {
+	p.Use(conn, spec.Lease, p.log)
+	if _, err := p.Agent().Ping(ctx); err != nil {
 		p.teardown(ctx)
 		return nil, fmt.Errorf("kube: start %s: agent did not answer over attach: %w: %v; last logs: %s", name, sandbox.ErrAgent, err, b.lastLogs(name))
 	}
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
+	if err := b.slots.Add(p, spec.EpisodeID); err != nil {
 		p.teardown(ctx)
-		return nil, fmt.Errorf("kube: create %s: backend closed: %w", spec.EpisodeID, sandbox.ErrClosed)
+		return nil, err
 	}
-	b.live[p] = struct{}{}
-	b.mu.Unlock()
 	return p, nil
 }
 
-// forget drops p from the live set and frees its slot; p.Close calls it once.
-func (b *Backend) forget(p *pod) {
-	b.mu.Lock()
-	_, ok := b.live[p]
-	delete(b.live, p)
-	b.mu.Unlock()
-	if ok {
-		b.releaseAlive()
-		b.pool.wake()
+// warmOne starts a warm pod of image for the pool, when a slot under
+// MaxAlive is free.
+func (b *Backend) warmOne(ctx context.Context, image string) (*pod, error) {
+	if !b.slots.TryAlive() {
+		return nil, hostside.ErrNoSlot
 	}
+	p, err := b.start(ctx, sandbox.Spec{
+		Image: image, Workdir: hostside.DefaultWorkdir, Network: sandbox.NetworkNone,
+		Limits: b.cfg.DefaultLimits, Lease: b.cfg.Lease,
+	}, true)
+	if err != nil {
+		b.slots.ReleaseAlive()
+		return nil, err
+	}
+	return p, nil
 }
 
 // Close stops the pool and the Lease renewal, closes every sandbox of the
 // backend and deletes its Lease. Idempotent.
 func (b *Backend) Close(ctx context.Context) error {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
+	if !b.slots.MarkClosed() {
 		return nil
 	}
-	b.closed = true
-	b.mu.Unlock()
 	b.stop()
 	b.loopDone.Wait()
-	b.pool.drain()
-	b.mu.Lock()
-	all := slicesOf(b.live)
-	b.mu.Unlock()
-	var g errgroup.Group
-	g.SetLimit(16)
-	for _, p := range all {
-		g.Go(func() error { return p.Close(ctx) })
-	}
-	err := g.Wait()
-	return errors.Join(err, b.dropLease(ctx))
-}
-
-func slicesOf(m map[*pod]struct{}) []*pod {
-	out := make([]*pod, 0, len(m))
-	for p := range maps.Keys(m) {
-		out = append(out, p)
-	}
-	return out
+	return errors.Join(b.slots.CloseAll(ctx), b.dropLease(ctx))
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/sandbox/internal/hostside"
 )
 
 // Defaults of Config and sandbox.Limits.
@@ -72,12 +73,10 @@ type Requests struct {
 
 // Validate reports a configuration that cannot work, in one line each.
 func (c Config) Validate() error {
-	var errs []error
-	if c.Lease < 0 || (c.Lease > 0 && c.Lease < 3*time.Second) {
-		errs = append(errs, fmt.Errorf("kube config: Lease %v: use 0 for the default (%v) or at least 3s", c.Lease, DefaultLease))
-	}
-	if c.MaxCreating < 0 || c.MaxAlive < 0 {
-		errs = append(errs, errors.New("kube config: MaxCreating and MaxAlive must not be negative: use 0 for the defaults"))
+	// MaxCreating's default is not the container backends': said here.
+	errs := []error{hostside.ValidateConfig("kube config", c.Lease, max(c.MaxCreating, 0), c.MaxAlive, c.Pool, c.DefaultLimits)}
+	if c.MaxCreating < 0 {
+		errs = append(errs, fmt.Errorf("kube config: MaxCreating %d is negative: use 0 for the default (%d)", c.MaxCreating, DefaultMaxCreating))
 	}
 	if c.StartTimeout < 0 {
 		errs = append(errs, errors.New("kube config: StartTimeout is negative: use 0 for the default (2m)"))
@@ -87,32 +86,7 @@ func (c Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("kube config: PullPolicy %q: use Never, IfNotPresent or Always", c.PullPolicy))
 	}
-	total := 0
-	for img, n := range c.Pool {
-		if img == "" || n < 0 {
-			errs = append(errs, fmt.Errorf("kube config: Pool[%q] = %d: key by image reference, with a count of 0 or more", img, n))
-		}
-		total += max(n, 0)
-	}
-	if alive := cmp.Or(c.MaxAlive, DefaultMaxAlive); total >= alive && total > 0 {
-		errs = append(errs, fmt.Errorf("kube config: warm pool of %d pods leaves no room under MaxAlive %d: lower Pool or raise MaxAlive", total, alive))
-	}
-	if err := validateLimits(c.DefaultLimits); err != nil {
-		errs = append(errs, fmt.Errorf("kube config: DefaultLimits: %w", err))
-	}
 	return errors.Join(errs...)
-}
-
-func validateLimits(l sandbox.Limits) error {
-	switch {
-	case l.MemoryBytes < 0, l.CPUs < 0, l.Pids < 0, l.DiskBytes < 0:
-		return fmt.Errorf("limits %+v: no field may be negative; use 0 for the defaults", l)
-	case l.MemoryBytes > 0 && l.MemoryBytes < 16<<20:
-		return fmt.Errorf("memory limit (MemoryBytes) %d is below 16 MiB, too little for the agent and a shell: raise it", l.MemoryBytes)
-	case l.Pids > 0 && l.Pids < 8:
-		return fmt.Errorf("pids limit (Pids) %d leaves no room for the agent and a shell: use at least 8", l.Pids)
-	}
-	return nil
 }
 
 func (c Config) withDefaults() Config {
@@ -123,19 +97,11 @@ func (c Config) withDefaults() Config {
 	c.StartTimeout = cmp.Or(c.StartTimeout, DefaultStart)
 	c.MaxCreating = cmp.Or(c.MaxCreating, DefaultMaxCreating)
 	c.MaxAlive = cmp.Or(c.MaxAlive, DefaultMaxAlive)
-	c.DefaultLimits = resolveLimits(c.DefaultLimits, sandbox.Limits{MemoryBytes: DefaultMemoryBytes, CPUs: DefaultCPUs, Pids: DefaultPids, DiskBytes: DefaultDiskBytes})
+	c.DefaultLimits = hostside.ResolveLimits(c.DefaultLimits, sandbox.Limits{MemoryBytes: DefaultMemoryBytes, CPUs: DefaultCPUs, Pids: DefaultPids, DiskBytes: DefaultDiskBytes})
 	c.Requests.MilliCPU = cmp.Or(c.Requests.MilliCPU, 50)
 	c.Requests.MemoryBytes = cmp.Or(c.Requests.MemoryBytes, 64<<20)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return c
-}
-
-func resolveLimits(l, def sandbox.Limits) sandbox.Limits {
-	l.MemoryBytes = cmp.Or(l.MemoryBytes, def.MemoryBytes)
-	l.CPUs = cmp.Or(l.CPUs, def.CPUs)
-	l.Pids = cmp.Or(l.Pids, def.Pids)
-	l.DiskBytes = cmp.Or(l.DiskBytes, def.DiskBytes)
-	return l
 }

@@ -112,11 +112,12 @@ func TestConfigValidate(t *testing.T) {
 		want string
 	}{
 		{Config{}, ""},
-		{Config{Lease: time.Second}, "at least 3s"},
+		{Config{Lease: time.Second}, "use at least 3s"},
 		{Config{PullPolicy: "Sometimes"}, "PullPolicy"},
 		{Config{Pool: map[string]int{"img": 300}}, "no room under MaxAlive"},
 		{Config{DefaultLimits: sandbox.Limits{Pids: 3}}, "at least 8"},
-		{Config{MaxAlive: -1}, "must not be negative"},
+		{Config{MaxAlive: -1}, "MaxAlive -1 is negative"},
+		{Config{MaxCreating: -2}, "MaxCreating -2 is negative: use 0 for the default (8)"},
 	} {
 		err := tc.cfg.Validate()
 		if (err == nil) != (tc.want == "") || (err != nil && !strings.Contains(err.Error(), tc.want)) {

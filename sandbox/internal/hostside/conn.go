@@ -81,7 +81,13 @@ func (c *Conn) Dial(ctx context.Context, prefix, sock string, timeout, lease tim
 	}
 }
 
-// Agent is the agent's client (nil before Dial succeeded).
+// Use connects the Conn over rwc, a stream already open to the agent
+// (a Kubernetes pod's attach stream), instead of dialing its socket.
+func (c *Conn) Use(rwc io.ReadWriteCloser, lease time.Duration, log *slog.Logger) {
+	c.agent = agent.NewClient(rwc, agent.ClientOptions{Heartbeat: lease / 3, Logger: log})
+}
+
+// Agent is the agent's client (nil before Dial or Use).
 func (c *Conn) Agent() *agent.Client { return c.agent }
 
 // WatchDisk starts the disk watchdog over upper, the writable layer on
