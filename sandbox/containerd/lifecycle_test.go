@@ -1,10 +1,8 @@
 package containerd
 
 import (
-	"bufio"
 	"context"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -23,36 +21,12 @@ import (
 func TestReaper(t *testing.T) {
 	probe := newTestBackend(t, Config{}) // skips or fails like the others
 	stateDir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envReaperChild+"="+stateDir)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	var ids []string
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		line := sc.Text()
-		if id, ok := strings.CutPrefix(line, "ID "); ok {
-			ids = append(ids, id)
-		} else if line == "READY" {
-			break
-		} else {
-			t.Fatalf("child: %s", line)
-		}
-	}
+	v := sandboxtest.StartVictim(t, stateDir)
+	ids := v.IDs
 	if len(ids) != 2 {
 		t.Fatalf("child reported %d sandboxes, want 2 (one created, one forked)", len(ids))
 	}
-	if err := cmd.Process.Signal(os.Kill); err != nil {
-		t.Fatal(err)
-	}
-	cmd.Wait()
+	v.Kill(t)
 	ctx := probe.ctx(t.Context())
 	for _, id := range ids {
 		if _, err := probe.cli.LoadContainer(ctx, id); err != nil {

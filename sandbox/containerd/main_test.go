@@ -13,32 +13,9 @@ import (
 	"github.com/rollcage/rollcage/sandbox/sandboxtest"
 )
 
-// Environment of the tests.
-const (
-	envTestImage   = "ROLLCAGE_TEST_IMAGE"        // the image the tests start (imported from Docker)
-	envReaperChild = "ROLLCAGE_TEST_REAPER_CHILD" // set: run as the reaper test's victim
-)
+func TestMain(m *testing.M) { sandboxtest.MainWithVictim(m, reaperChild) }
 
-func TestMain(m *testing.M) {
-	if dir := os.Getenv(envReaperChild); dir != "" {
-		os.Exit(reaperChild(dir))
-	}
-	cleanup, err := sandboxtest.EnsureAgent()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	code := m.Run()
-	cleanup()
-	os.Exit(code)
-}
-
-func testImage() string {
-	if img := os.Getenv(envTestImage); img != "" {
-		return img
-	}
-	return "rollcage/base:latest"
-}
+var testImage = sandboxtest.TestImage
 
 // newTestBackend is New with a private state dir, importing from Docker,
 // closed at cleanup. A containerd that does not answer fails the test
@@ -98,6 +75,6 @@ func reaperChild(stateDir string) int {
 		fmt.Println("ERROR", err)
 		return 1
 	}
-	fmt.Printf("ID %s\nID %s\nREADY\n", sb.ID(), res.Children[0].ID())
-	select {} // until kill -9
+	sandboxtest.Hold(sb.ID(), res.Children[0].ID())
+	return 0
 }

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/sandbox/internal/hostside"
 )
 
 // latencies records per-op wall times and reports their median, which says
@@ -90,7 +91,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 
 // dockerExec runs argv as the sandbox user the way `docker exec` does.
 func dockerExec(ctx context.Context, cli client.APIClient, id string, argv ...string) (int, error) {
-	ex, err := cli.ContainerExecCreate(ctx, id, dcontainer.ExecOptions{Cmd: argv, User: sandboxUser, AttachStdout: true, AttachStderr: true})
+	ex, err := cli.ContainerExecCreate(ctx, id, dcontainer.ExecOptions{Cmd: argv, User: hostside.SandboxUser, AttachStdout: true, AttachStderr: true})
 	if err != nil {
 		return 0, err
 	}

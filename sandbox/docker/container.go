@@ -47,7 +47,7 @@ func (c *container) shortID() string {
 // connect dials the agent's socket, retrying while the agent starts, and
 // fails with the container's last log lines when it never listens.
 func (c *container) connect(ctx context.Context, lease time.Duration) error {
-	sock := filepath.Join(c.RunDir, agentSockName)
+	sock := filepath.Join(c.RunDir, hostside.AgentSockName)
 	return c.Dial(ctx, "docker", sock, connectTimeout, lease, c.Logger(), func(ctx context.Context) error {
 		st, err := c.b.cli.ContainerInspect(ctx, c.id)
 		if err == nil && st.State != nil && !st.State.Running {

@@ -1,12 +1,10 @@
 package docker
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"log/slog"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -224,39 +222,15 @@ func TestMaxAlive(t *testing.T) {
 func TestReaper(t *testing.T) {
 	cli := testClient(t)
 	stateDir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envReaperChild+"="+stateDir)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	var ids []string
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		line := sc.Text()
-		if id, ok := strings.CutPrefix(line, "ID "); ok {
-			ids = append(ids, id)
-		} else if line == "READY" {
-			break
-		} else {
-			t.Fatalf("child: %s", line)
-		}
-	}
+	v := sandboxtest.StartVictim(t, stateDir)
+	ids := v.IDs
 	if len(ids) != 3 {
 		t.Fatalf("child reported %d sandboxes, want 3 (two created, one forked)", len(ids))
 	}
 	if entries, _ := os.ReadDir(stateDir); len(entries) != 3 {
 		t.Fatalf("%d run dirs before the kill, want 3", len(entries))
 	}
-	if err := cmd.Process.Signal(os.Kill); err != nil {
-		t.Fatal(err)
-	}
-	cmd.Wait()
+	v.Kill(t)
 	for _, id := range ids {
 		if _, err := cli.ContainerInspect(t.Context(), id); err != nil {
 			t.Fatalf("container %s gone before the reaper ran: %v", id, err)

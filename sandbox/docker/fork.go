@@ -184,7 +184,7 @@ func (c *container) backgroundProcesses(ctx context.Context) []string {
 	}
 	var out []string
 	for _, p := range top.Processes {
-		if len(p) <= max(iu, ia) || p[iu] != strings.Split(sandboxUser, ":")[0] {
+		if len(p) <= max(iu, ia) || p[iu] != strings.Split(hostside.SandboxUser, ":")[0] {
 			continue
 		}
 		if strings.HasSuffix(p[ia], "/dev/fd/3") {

@@ -1,7 +1,6 @@
 package docker
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -15,32 +14,9 @@ import (
 	"github.com/rollcage/rollcage/sandbox/sandboxtest"
 )
 
-// Environment of the tests.
-const (
-	envTestImage   = "ROLLCAGE_TEST_IMAGE"
-	envReaperChild = "ROLLCAGE_TEST_REAPER_CHILD" // set: run as the reaper test's victim
-)
+func TestMain(m *testing.M) { sandboxtest.MainWithVictim(m, reaperChild) }
 
-func TestMain(m *testing.M) {
-	if dir := os.Getenv(envReaperChild); dir != "" {
-		os.Exit(reaperChild(dir))
-	}
-	cleanup, err := sandboxtest.EnsureAgent()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	code := m.Run()
-	cleanup()
-	os.Exit(code)
-}
-
-func testImage() string {
-	if img := os.Getenv(envTestImage); img != "" {
-		return img
-	}
-	return "rollcage/base:latest"
-}
+var testImage = sandboxtest.TestImage
 
 // requireImage fails under CI and skips otherwise when the test image is
 // not built.
@@ -119,24 +95,23 @@ func reaperChild(stateDir string) int {
 		fmt.Println("ERROR", err)
 		return 1
 	}
-	w := bufio.NewWriter(os.Stdout)
+	var ids []string
 	for i := range 2 {
 		sb, err := b.Create(ctx, sandbox.Spec{Image: testImage(), EpisodeID: fmt.Sprintf("reaper-%d", i)})
 		if err != nil {
 			fmt.Println("ERROR", err)
 			return 1
 		}
-		fmt.Fprintln(w, "ID", sb.ID())
+		ids = append(ids, sb.ID())
 		if i == 1 {
 			res, err := sb.Fork(ctx, 1)
 			if err != nil {
 				fmt.Println("ERROR", err)
 				return 1
 			}
-			fmt.Fprintln(w, "ID", res.Children[0].ID())
+			ids = append(ids, res.Children[0].ID())
 		}
 	}
-	fmt.Fprintln(w, "READY")
-	w.Flush()
-	select {} // until kill -9
+	sandboxtest.Hold(ids...)
+	return 0
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/sandbox/internal/hostside"
 )
 
 // sealScript seals the repository of a throw-away container (see its
@@ -57,7 +58,7 @@ func (b *Backend) Seal(ctx context.Context, spec sandbox.SealSpec) (sandbox.Seal
 		return sandbox.Sealed{}, errors.New("docker: seal: spec has no image: set SealSpec.Image")
 	}
 	if spec.Workdir == "" {
-		spec.Workdir = defaultWorkdir
+		spec.Workdir = hostside.DefaultWorkdir
 	}
 	src, err := b.cli.ImageInspect(ctx, spec.Image)
 	if err != nil {

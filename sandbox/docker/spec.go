@@ -12,26 +12,13 @@ import (
 	"github.com/rollcage/rollcage/sandbox/internal/hostside"
 )
 
-// Paths inside the container (the same on every container backend).
-const (
-	agentPath      = hostside.AgentPath
-	runDirPath     = hostside.RunDirPath
-	agentSockName  = hostside.AgentSockName
-	proxySockName  = hostside.ProxySockName
-	sandboxUser    = hostside.SandboxUser
-	defaultWorkdir = hostside.DefaultWorkdir
-)
-
-// capAdd are the capabilities the agent keeps (hostside.AgentCaps).
-var capAdd = hostside.AgentCaps
-
 // createParams is everything that decides a container's configuration.
 type createParams struct {
 	Name        string
 	Image       string
 	Labels      map[string]string
-	RunDir      string // host path, mounted at runDirPath
-	AgentBinary string // host path, mounted read-only at agentPath
+	RunDir      string // host path, mounted at hostside.RunDirPath
+	AgentBinary string // host path, mounted read-only at hostside.AgentPath
 	ProxySocket string // host path; non-empty only in proxy mode
 	Limits      sandbox.Limits
 	StorageSize int64 // bytes for --storage-opt size=; 0: not used (watchdog)
@@ -44,17 +31,17 @@ type createParams struct {
 func containerConfig(p createParams) (*dcontainer.Config, *dcontainer.HostConfig) {
 	args := hostside.AgentArgs(p.Lease, p.SocketOwner, p.ProxySocket != "")
 	mounts := []mount.Mount{
-		{Type: mount.TypeBind, Source: p.AgentBinary, Target: agentPath, ReadOnly: true},
-		{Type: mount.TypeBind, Source: p.RunDir, Target: runDirPath},
+		{Type: mount.TypeBind, Source: p.AgentBinary, Target: hostside.AgentPath, ReadOnly: true},
+		{Type: mount.TypeBind, Source: p.RunDir, Target: hostside.RunDirPath},
 	}
 	if p.ProxySocket != "" {
-		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: p.ProxySocket, Target: runDirPath + "/" + proxySockName})
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: p.ProxySocket, Target: hostside.RunDirPath + "/" + hostside.ProxySockName})
 	}
 	pids := p.Limits.Pids + hostside.AgentPids
 	cfg := &dcontainer.Config{
 		Image:      p.Image,
-		User:       "0:0", // the agent only; commands run as sandboxUser
-		Entrypoint: []string{agentPath},
+		User:       "0:0", // the agent only; commands run as hostside.SandboxUser
+		Entrypoint: []string{hostside.AgentPath},
 		// A non-empty Cmd replaces the image's CMD, which would otherwise
 		// be appended to the agent's arguments.
 		Cmd:        args,
@@ -68,7 +55,7 @@ func containerConfig(p createParams) (*dcontainer.Config, *dcontainer.HostConfig
 		NetworkMode:    "none",
 		Mounts:         mounts,
 		CapDrop:        []string{"ALL"},
-		CapAdd:         capAdd,
+		CapAdd:         hostside.AgentCaps,
 		SecurityOpt:    []string{"no-new-privileges"},
 		IpcMode:        "private",
 		ReadonlyRootfs: false,
