@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/sandbox/sandboxtest"
@@ -29,8 +27,8 @@ func newTestBackend(t testing.TB, cfg Config) *Backend {
 		cfg.StateDir = t.TempDir()
 	}
 	cfg.ImportFromDocker = true
-	if testing.Verbose() && cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if cfg.Logger == nil {
+		cfg.Logger = sandboxtest.VerboseLogger(t)
 	}
 	b, err := New(t.Context(), cfg)
 	if errors.Is(err, sandbox.ErrUnavailable) {
@@ -39,21 +37,8 @@ func newTestBackend(t testing.TB, cfg Config) *Backend {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := b.Close(ctx); err != nil {
-			t.Errorf("Backend.Close: %v", err)
-		}
-	})
+	sandboxtest.CloseAtCleanup(t, b)
 	return b
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(string(p))
-	return len(p), nil
 }
 
 // reaperChild creates a sandbox, forks it once, prints the two ids and

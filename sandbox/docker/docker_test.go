@@ -21,16 +21,7 @@ import (
 	"github.com/rollcage/rollcage/sandbox/sandboxtest"
 )
 
-func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type tWriter struct{ t testing.TB }
-
-func (w tWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
-}
+func testLogger(t testing.TB) *slog.Logger { return sandboxtest.VerboseLogger(t) }
 
 func TestConformance(t *testing.T) {
 	cli := testClient(t)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
@@ -51,20 +50,14 @@ func newTestBackend(t testing.TB, cfg Config) *Backend {
 	if cfg.StateDir == "" {
 		cfg.StateDir = t.TempDir()
 	}
-	if testing.Verbose() && cfg.Logger == nil {
-		cfg.Logger = testLogger(t)
+	if cfg.Logger == nil {
+		cfg.Logger = sandboxtest.VerboseLogger(t)
 	}
 	b, err := New(t.Context(), cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := b.Close(ctx); err != nil {
-			t.Errorf("Backend.Close: %v", err)
-		}
-	})
+	sandboxtest.CloseAtCleanup(t, b)
 	return b
 }
 

@@ -2,11 +2,14 @@ package sandboxtest
 
 import (
 	"bufio"
+	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 )
 
 // ImageEnv names the image a backend's tests start.
@@ -99,4 +102,32 @@ func (v *Victim) Kill(t *testing.T) {
 		t.Fatal(err)
 	}
 	v.cmd.Wait()
+}
+
+// VerboseLogger is a debug logger writing to t's log under go test -v,
+// else nil (a backend's Logger default: discard).
+func VerboseLogger(t testing.TB) *slog.Logger {
+	if !testing.Verbose() {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type tWriter struct{ t testing.TB }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// CloseAtCleanup closes a backend when t ends, within a minute, failing t
+// on an error.
+func CloseAtCleanup(t testing.TB, b interface{ Close(context.Context) error }) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := b.Close(ctx); err != nil {
+			t.Errorf("Backend.Close: %v", err)
+		}
+	})
 }
