@@ -21,6 +21,9 @@ import (
 // from it.
 type forkBase struct{ name string }
 
+// forkBasePrefix starts the names of the committed fork layers.
+const forkBasePrefix = "rollcage-forkbase-"
+
 // Fork freezes the container, copies its writable layer (the overlay
 // snapshot's upper directory, whiteouts and opaque directories as they
 // are, reflinked where the file system can) into a new snapshot on the
@@ -182,7 +185,7 @@ func (c *container) commitLayer(ctx context.Context) (base *forkBase, paused tim
 		return nil, paused, 0, errors.Join(cerr, rerr)
 	}
 	changed, _ = hostside.Usage(dst)
-	name := "rollcage-forkbase-" + token
+	name := forkBasePrefix + token
 	if err := sn.Commit(ctx, name, active); err != nil {
 		return nil, paused, 0, b.engineErr("commit the fork's layer", err)
 	}

@@ -91,7 +91,7 @@ func (c *container) diffPaused(ctx context.Context) (ocispec.Descriptor, error) 
 	if _, err := hostside.Freeze(ctx, c.Logger(), c.task.Pause); err != nil {
 		return ocispec.Descriptor{}, b.engineErr("pause", err)
 	}
-	layer, derr := rootfs.CreateDiff(ctx, c.snap, b.snapshotter(), b.cli.DiffService())
+	layer, derr := b.diff(ctx, c.snap)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
 	defer cancel()
 	if err := c.task.Resume(rctx); err != nil {
@@ -101,6 +101,41 @@ func (c *container) diffPaused(ctx context.Context) (ocispec.Descriptor, error) 
 		return layer, b.engineErr("diff", derr)
 	}
 	return layer, nil
+}
+
+// diff is the layer of the active snapshot key over its image: of a fork's
+// child, over the image under the fork layers it stands on, so that the
+// parents' changes are in it too (the diff against its direct parent, a
+// fork layer, would leave them out). That diff compares the two trees
+// whole; any other is the snapshotter's upper directory as it is.
+func (b *Backend) diff(ctx context.Context, key string) (ocispec.Descriptor, error) {
+	sn := b.snapshotter()
+	info, err := sn.Stat(ctx, key)
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	base := info.Parent
+	for strings.HasPrefix(base, forkBasePrefix) {
+		pi, err := sn.Stat(ctx, base)
+		if err != nil {
+			return ocispec.Descriptor{}, err
+		}
+		base = pi.Parent
+	}
+	if base == info.Parent {
+		return rootfs.CreateDiff(ctx, key, sn, b.cli.DiffService())
+	}
+	view := "rollcage-diff-view-" + hostside.RandomToken()
+	lower, err := sn.View(ctx, view, base)
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	defer sn.Remove(context.WithoutCancel(ctx), view)
+	upper, err := sn.Mounts(ctx, key)
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	return b.cli.DiffService().Compare(ctx, lower, upper)
 }
 
 // commitImage writes an image named name: base's manifest and config with

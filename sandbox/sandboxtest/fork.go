@@ -151,6 +151,9 @@ func (s *suite) testFork(t *testing.T) {
 	if got := sh(t, grand.Children[0], "cat /workspace/written.txt; pwd"); got != "before the fork\n/workspace/sub" {
 		t.Errorf("grandchild: %q", got)
 	}
+	if !s.opts.NoSnapshot {
+		s.checkForkSnapshot(t, grand.Children[0])
+	}
 
 	if _, err := parent.Fork(ctx, 0); err == nil {
 		t.Error("Fork(0) succeeded, want an error")
@@ -159,5 +162,29 @@ func (s *suite) testFork(t *testing.T) {
 	closed.Close(ctx)
 	if _, err := closed.Fork(ctx, 1); !errors.Is(err, sandbox.ErrClosed) {
 		t.Errorf("Fork after Close: %v, want ErrClosed", err)
+	}
+}
+
+// checkForkSnapshot: the image a fork's grandchild is committed to holds
+// what its ancestors changed before the forks (a file, a deletion) and
+// what it changed itself.
+func (s *suite) checkForkSnapshot(t *testing.T, grand sandbox.Sandbox) {
+	ctx := t.Context()
+	sh(t, grand, "echo mine > /workspace/grand.txt")
+	ref := "rollcage-test/fork-snapshot:" + randHex()
+	if _, err := grand.Snapshot(ctx, ref); err != nil {
+		t.Fatalf("Snapshot of a grandchild: %v", err)
+	}
+	if s.opts.RemoveImage != nil {
+		t.Cleanup(func() {
+			if err := s.opts.RemoveImage(context.Background(), ref); err != nil {
+				t.Errorf("RemoveImage(%s): %v", ref, err)
+			}
+		})
+	}
+	sb := s.create(t, sandbox.Spec{Image: ref, EpisodeID: "conformance-fork-snapshot"})
+	want := "before the fork\n2000\nmine\ndeleted"
+	if got := sh(t, sb, "cat /workspace/written.txt; wc -l < /workspace/sub/deep/numbers; cat /workspace/grand.txt; test -e ~/.bash_logout && echo present || echo deleted"); got != want {
+		t.Errorf("a sandbox of the grandchild's snapshot: %q, want %q", got, want)
 	}
 }
