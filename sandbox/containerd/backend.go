@@ -9,7 +9,6 @@ import (
 	"os"
 	"strconv"
 	"sync/atomic"
-	"time"
 
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
@@ -18,12 +17,9 @@ import (
 	"github.com/rollcage/rollcage/sandbox/internal/hostside"
 )
 
-// Timeouts of operations the caller's ctx does not bound.
-const (
-	pingTimeout     = 5 * time.Second
-	connectTimeout  = 5 * time.Second
-	teardownTimeout = hostside.TeardownTimeout
-)
+// teardownTimeout bounds what must finish when the caller's ctx has
+// ended (a frozen parent's thaw, a removal).
+const teardownTimeout = hostside.TeardownTimeout
 
 // Sockets tried, in order, when neither Config.Address nor
 // $CONTAINERD_ADDRESS names one.
@@ -100,12 +96,12 @@ func dial(ctx context.Context, addr, ns string) (*client.Client, string, error) 
 			errs = append(errs, err)
 			continue
 		}
-		cli, err := client.New(a, client.WithDefaultNamespace(ns), client.WithTimeout(pingTimeout))
+		cli, err := client.New(a, client.WithDefaultNamespace(ns), client.WithTimeout(hostside.PingTimeout))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", a, err))
 			continue
 		}
-		pctx, cancel := context.WithTimeout(ctx, pingTimeout)
+		pctx, cancel := context.WithTimeout(ctx, hostside.PingTimeout)
 		_, err = cli.Version(pctx)
 		cancel()
 		if err != nil {

@@ -117,10 +117,15 @@ func (c *container) create(ctx context.Context, req hostside.CreateRequest) erro
 
 // engineErr maps a containerd error to the sandbox sentinels.
 func (b *Backend) engineErr(op string, err error) error {
+	return fmt.Errorf("containerd: %s: %w", op, b.mapErr(err))
+}
+
+// mapErr is err, or the sentence saying containerd is gone when it is.
+func (b *Backend) mapErr(err error) error {
 	if cerrdefs.IsUnavailable(err) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, os.ErrNotExist) && strings.Contains(err.Error(), ".sock") {
-		return fmt.Errorf("containerd: %s: containerd at %s does not answer: run 'make containerd' or start containerd: %w: %v", op, b.addr, sandbox.ErrUnavailable, err)
+		return fmt.Errorf("containerd at %s does not answer: run 'make containerd' or start containerd: %w: %v", b.addr, sandbox.ErrUnavailable, err)
 	}
-	return fmt.Errorf("containerd: %s: %w", op, err)
+	return err
 }
 
 // startTask creates the container's task (the agent as PID 1), brings up
@@ -150,7 +155,7 @@ func (c *container) startTask(ctx context.Context) error {
 // fails with the agent's last output when it never listens.
 func (c *container) connect(ctx context.Context, lease time.Duration) error {
 	sock := filepath.Join(c.RunDir, hostside.AgentSockName)
-	return c.Dial(ctx, "containerd", sock, connectTimeout, lease, c.Logger(), func(context.Context) error {
+	return c.Dial(ctx, "containerd", sock, hostside.ConnectTimeout, lease, c.Logger(), func(context.Context) error {
 		select {
 		case st := <-c.exited:
 			return fmt.Errorf("container exited (code %d); last logs: %s", st.ExitCode(), c.lastLogs())

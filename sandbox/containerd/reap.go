@@ -52,7 +52,7 @@ func (b *Backend) list(ctx context.Context, filter string) (hostside.Leftovers, 
 			return hostside.StateStopped
 		}})
 	}
-	l.Remove = func(ctx context.Context, f hostside.Found) error { return remove(ctx, byID[f.ID]) }
+	l.Remove = func(ctx context.Context, f hostside.Found) error { return b.mapErr(remove(ctx, byID[f.ID])) }
 	return l, nil
 }
 

@@ -19,12 +19,9 @@ import (
 	"github.com/rollcage/rollcage/sandbox/internal/hostside"
 )
 
-// Timeouts of operations the caller's ctx does not bound.
-const (
-	pingTimeout     = 5 * time.Second
-	connectTimeout  = 5 * time.Second
-	teardownTimeout = hostside.TeardownTimeout
-)
+// teardownTimeout bounds what must finish when the caller's ctx has
+// ended (a frozen parent's thaw, a removal).
+const teardownTimeout = hostside.TeardownTimeout
 
 // Backend creates sandboxes as Docker containers. It is safe for concurrent
 // use; Close drains the warm pool and closes every sandbox it created.
@@ -84,7 +81,7 @@ func newClient(ctx context.Context) (*client.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("docker: no Docker engine reachable (DOCKER_HOST=%s): fix DOCKER_HOST, run 'make docker' or start dockerd: %w: %v", os.Getenv("DOCKER_HOST"), sandbox.ErrUnavailable, err)
 	}
-	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
+	pctx, cancel := context.WithTimeout(ctx, hostside.PingTimeout)
 	defer cancel()
 	if _, err := cli.Ping(pctx); err != nil {
 		cli.Close()

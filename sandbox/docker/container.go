@@ -48,7 +48,7 @@ func (c *container) shortID() string {
 // fails with the container's last log lines when it never listens.
 func (c *container) connect(ctx context.Context, lease time.Duration) error {
 	sock := filepath.Join(c.RunDir, hostside.AgentSockName)
-	return c.Dial(ctx, "docker", sock, connectTimeout, lease, c.Logger(), func(ctx context.Context) error {
+	return c.Dial(ctx, "docker", sock, hostside.ConnectTimeout, lease, c.Logger(), func(ctx context.Context) error {
 		st, err := c.b.cli.ContainerInspect(ctx, c.id)
 		if err == nil && st.State != nil && !st.State.Running {
 			return fmt.Errorf("container exited (code %d); last logs: %s", st.State.ExitCode, c.lastLogs(ctx))

@@ -13,10 +13,12 @@ import (
 	"github.com/rollcage/rollcage/sandbox"
 )
 
-// Timeouts of a sandbox's teardown, which the caller's ctx does not bound.
+// Timeouts of a backend's operations that the caller's ctx does not bound.
 const (
+	PingTimeout     = 5 * time.Second // the engine's first answer
+	ConnectTimeout  = 5 * time.Second // a started agent's socket
 	TeardownTimeout = 30 * time.Second
-	ShutdownTimeout = 2 * time.Second // the agent's own shutdown, inside it
+	ShutdownTimeout = 2 * time.Second // the agent's own shutdown, inside teardown
 )
 
 // Sandbox is what a backend's Slots and Pool hold: its container type.
