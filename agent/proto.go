@@ -27,6 +27,11 @@ const (
 	opStart  = "start"
 	opInput  = "input"
 	opSignal = "signal"
+	// opTunnel listens on an abstract unix socket in the sandbox (Path)
+	// and carries each connection made there to the host (tunnel.go);
+	// opTunnelData is the host's side of one connection, unanswered.
+	opTunnel     = "tunnel"
+	opTunnelData = "tunnel_data"
 )
 
 // Error codes of the protocol.
@@ -85,6 +90,11 @@ type request struct {
 	// stdin of an opInput's process after writing Data.
 	Signal     int  `json:"signal,omitempty"`
 	CloseInput bool `json:"close_input,omitempty"`
+	// Conn, Ack and Close are an opTunnelData's: the connection, the
+	// bytes of it the host delivered, and its end.
+	Conn  uint64 `json:"conn,omitempty"`
+	Ack   int    `json:"ack,omitempty"`
+	Close bool   `json:"close,omitempty"`
 	// Timeout is what is left of the caller's deadline for a file op; the
 	// agent gives up at it even if the cancel never arrives. Zero: none.
 	Timeout time.Duration `json:"timeout_ns,omitempty"`
@@ -103,6 +113,10 @@ type response struct {
 	More   bool   `json:"more,omitempty"`
 	PID    int    `json:"pid,omitempty"`
 	Stream string `json:"stream,omitempty"`
+	// Conn and Ack are a tunnel frame's (Stream is then its kind): the
+	// connection, and the bytes of it the agent delivered.
+	Conn uint64 `json:"conn,omitempty"`
+	Ack  int    `json:"ack,omitempty"`
 }
 
 // wireError is an error as it crosses the connection.

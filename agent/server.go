@@ -341,9 +341,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // ctx is cancelled, and closes it. Calls still running when the connection
 // breaks go on; a client that reconnects can collect them by RequestID.
 func (s *Server) ServeConn(ctx context.Context, conn io.ReadWriteCloser) error {
-	c := &serverConn{s: s, conn: conn, enc: json.NewEncoder(conn), inflight: make(map[uint64]context.CancelFunc), procs: make(map[uint64]*sproc)}
+	c := &serverConn{s: s, conn: conn, enc: json.NewEncoder(conn), inflight: make(map[uint64]context.CancelFunc), procs: make(map[uint64]*sproc),
+		tunnels: make(map[uint64]*tunnelSet), gone: make(chan struct{})}
 	stop := make(chan struct{})
 	defer close(stop)
+	defer close(c.gone)
 	go func() {
 		select {
 		case <-ctx.Done():
@@ -381,6 +383,8 @@ type serverConn struct {
 	mu       sync.Mutex
 	inflight map[uint64]context.CancelFunc // guarded by mu; exec and file requests by id
 	procs    map[uint64]*sproc             // guarded by mu; streamed commands running, by id
+	tunnels  map[uint64]*tunnelSet         // guarded by mu; tunnels listening, by id
+	gone     chan struct{}                 // closed when ServeConn returns: tunnels end with it
 }
 
 func (c *serverConn) reply(resp response) {
@@ -414,6 +418,10 @@ func (c *serverConn) dispatch(req request) {
 			cancel()
 		}
 		return // a cancel has no answer; the cancelled call answers
+	case opTunnelData:
+		// Inline, in order, never blocking: see tunnel.go.
+		c.tunnelData(req)
+		return
 	}
 	select {
 	case <-s.done:
@@ -422,7 +430,7 @@ func (c *serverConn) dispatch(req request) {
 	default:
 	}
 	ctx, cancel := context.WithCancel(s.base)
-	cancellable := req.Op == opExec || req.Op == opReadFile || req.Op == opWriteFile || req.Op == opStart
+	cancellable := req.Op == opExec || req.Op == opReadFile || req.Op == opWriteFile || req.Op == opStart || req.Op == opTunnel
 	if cancellable {
 		c.mu.Lock()
 		c.inflight[req.ID] = cancel
@@ -436,6 +444,8 @@ func (c *serverConn) dispatch(req request) {
 		switch req.Op {
 		case opStart:
 			resp = c.stream(ctx, req)
+		case opTunnel:
+			resp = c.tunnel(ctx, req)
 		case opInput, opSignal:
 			resp = c.control(req)
 		default:

@@ -1,11 +1,11 @@
 package kube
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -226,35 +226,17 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 }
 
 func (b *Backend) resolveSpec(spec sandbox.Spec) (sandbox.Spec, error) {
-	if spec.Image == "" {
-		return spec, errors.New("kube: create: spec has no image: set Spec.Image (e.g. rollcage/base:latest)")
-	}
-	switch spec.Network {
-	case "", sandbox.NetworkNone:
-		spec.Network = sandbox.NetworkNone
-	case sandbox.NetworkProxy:
-		return spec, fmt.Errorf("kube: create: network %q is not built for Kubernetes yet (the egress relay needs a path from the pod to the proxy): use %q: %w", spec.Network, sandbox.NetworkNone, sandbox.ErrUnsupported)
-	default:
-		return spec, fmt.Errorf("kube: create: unknown network %q: use %q", spec.Network, sandbox.NetworkNone)
-	}
-	if err := hostside.ValidateLimits(spec.Limits); err != nil {
-		return spec, fmt.Errorf("kube: create: limits: %w", err)
-	}
-	if spec.Lease < 0 || (spec.Lease > 0 && spec.Lease < 3*time.Second) {
-		return spec, fmt.Errorf("kube: create: lease %v: use 0 for the default or at least 3s", spec.Lease)
-	}
-	spec.Limits = hostside.ResolveLimits(spec.Limits, b.cfg.DefaultLimits)
-	spec.Lease = cmp.Or(spec.Lease, b.cfg.Lease)
-	if spec.Workdir == "" {
-		spec.Workdir = "/workspace"
+	spec, err := hostside.ResolveSpec(spec, b.cfg.DefaultLimits, b.cfg.Lease)
+	if err != nil {
+		return spec, fmt.Errorf("kube: create: %w", err)
 	}
 	return spec, nil
 }
 
-// poolable: a warm pod was made with the backend's limits and lease; its
-// labels can be changed at hand-out.
+// poolable: a warm pod was made with the backend's limits and lease and
+// no egress; its labels can be changed at hand-out.
 func (b *Backend) poolable(spec sandbox.Spec) bool {
-	return spec.Lease == b.cfg.Lease && spec.Limits == b.cfg.DefaultLimits
+	return spec.Network == sandbox.NetworkNone && spec.Lease == b.cfg.Lease && spec.Limits == b.cfg.DefaultLimits
 }
 
 // start creates a pod for spec inside the admission bound, waits for it to
@@ -287,7 +269,7 @@ func (b *Backend) start(ctx context.Context, spec sandbox.Spec, warm bool) (*pod
 		Name: name, Namespace: b.cfg.Namespace, Node: b.cfg.Node,
 		Image: spec.Image, AgentImage: b.cfg.AgentImage, PullPolicy: corev1.PullPolicy(b.cfg.PullPolicy),
 		Labels: labels, Episode: episode, Limits: spec.Limits, Requests: b.cfg.Requests,
-		Lease: spec.Lease, Workdir: spec.Workdir,
+		Lease: spec.Lease, Workdir: spec.Workdir, Proxy: spec.Network == sandbox.NetworkProxy,
 	})
 	p := newPod(b, name, spec.Image, b.log.With("episode_id", spec.EpisodeID, "pod", name))
 	created, err := b.cs.CoreV1().Pods(b.cfg.Namespace).Create(ctx, manifest, metav1.CreateOptions{})
@@ -307,6 +289,20 @@ func (b *Backend) start(ctx context.Context, spec sandbox.Spec, warm bool) (*pod
 	if _, err := p.Agent().Ping(ctx); err != nil {
 		p.teardown(ctx)
 		return nil, fmt.Errorf("kube: start %s: agent did not answer over attach: %w: %v; last logs: %s", name, sandbox.ErrAgent, err, b.lastLogs(name))
+	}
+	if spec.Network == sandbox.NetworkProxy {
+		// Before the episode is configured, so no sandboxed process runs
+		// yet that could bind the relay's socket first.
+		sock := spec.ProxySocket
+		tun, err := p.Agent().Tunnel(ctx, proxyTunnel, func(ctx context.Context) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		})
+		if err != nil {
+			p.teardown(ctx)
+			return nil, fmt.Errorf("kube: start %s: egress tunnel: %w", name, err)
+		}
+		p.tunnel = tun
 	}
 	if err := b.slots.Add(p, spec.EpisodeID); err != nil {
 		p.teardown(ctx)

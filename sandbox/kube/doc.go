@@ -11,6 +11,9 @@
 // service links are injected, and a NetworkPolicy denies the namespace's
 // sandbox pods all traffic in and out (enforced by the cluster's network
 // plugin; the cluster of scripts/kube-up.sh gives pods loopback only).
+// In proxy mode the agent's egress relay (127.0.0.1:3128 in the pod) dials
+// an abstract socket the agent listens on and tunnels, over the attach
+// stream, to the episode's proxy socket on the host (agent.Client.Tunnel).
 //
 // Pods carry owner labels. Each Backend renews a coordination.k8s.io Lease
 // of its own; Reap (run by New, and by `rollcage gc --backend kubernetes`)

@@ -15,3 +15,9 @@ func TestConformance(t *testing.T) {
 		return newTestBackend(t, cfg)
 	}, sandboxtest.Options{Image: testImage(), NoSnapshot: true})
 }
+
+// TestProxyMode: HTTP from the pod through the agent's relay, tunnelled
+// over the attach stream to the host's proxy socket; still no direct route.
+func TestProxyMode(t *testing.T) {
+	sandboxtest.ProxyMode(t, newTestBackend(t, testConfig(t)), testImage())
+}

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/sandbox/internal/hostside"
 )
 
 // Labels and annotations rollcage puts on its pods.
@@ -33,6 +34,10 @@ const (
 	agentPath     = agentDir + "/rollcage-agent"
 	sandboxUID    = 1000
 	policyName    = "rollcage-sandboxes-deny-all"
+	// proxyTunnel is the abstract socket, in the pod's network namespace,
+	// that the agent's egress relay dials and the agent tunnels to the
+	// host; the agent binds it before the episode's first command.
+	proxyTunnel = "@rollcage-egress"
 )
 
 // capAdd are the capabilities the agent keeps (as with Docker): enough to
@@ -54,13 +59,14 @@ type podParams struct {
 	Requests   Requests
 	Lease      time.Duration
 	Workdir    string
+	Proxy      bool // the egress relay on 127.0.0.1:3128, tunnelled to the host
 }
 
 // podFor is the pure translation of podParams into a pod, kept free of I/O
 // so its security-relevant output is golden-tested.
 func podFor(p podParams) *corev1.Pod {
 	no := false
-	root, user := int64(0), int64(sandboxUID)
+	root := int64(0)
 	grace := int64(0)
 	limits := corev1.ResourceList{
 		corev1.ResourceMemory:           *resource.NewQuantity(p.Limits.MemoryBytes, resource.BinarySI),
@@ -119,14 +125,8 @@ func podFor(p podParams) *corev1.Pod {
 				Image:           p.Image,
 				ImagePullPolicy: p.PullPolicy,
 				Command:         []string{agentPath},
-				Args: []string{
-					"--stdio",
-					"--user", fmt.Sprintf("%d:%d", user, user),
-					"--workdir", p.Workdir,
-					"--lease", p.Lease.String(),
-					"--shell", "auto",
-				},
-				WorkingDir: "/",
+				Args:            agentArgs(p),
+				WorkingDir:      "/",
 				// The agent protocol runs over stdin and stdout, attached
 				// by the host; nothing listens inside the pod.
 				Stdin:        true,
@@ -150,6 +150,23 @@ func podFor(p podParams) *corev1.Pod {
 			ShareProcessNamespace: &no,
 		},
 	}
+}
+
+// agentArgs are the agent's flags: stdio, the sandbox user, and in proxy
+// mode the relay, whose host side is an abstract socket in the pod the
+// agent tunnels to the host over the attach stream.
+func agentArgs(p podParams) []string {
+	args := []string{
+		"--stdio",
+		"--user", fmt.Sprintf("%d:%d", sandboxUID, sandboxUID),
+		"--workdir", p.Workdir,
+		"--lease", p.Lease.String(),
+		"--shell", "auto",
+	}
+	if p.Proxy {
+		args = append(args, "--proxy-listen", hostside.ProxyListen, "--proxy-socket", proxyTunnel)
+	}
+	return args
 }
 
 // denyAllPolicy selects every rollcage pod of the namespace and allows no

@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/rollcage/rollcage/agent"
 	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/sandbox/internal/hostside"
 )
@@ -21,6 +22,9 @@ type pod struct {
 	b     *Backend
 	name  string
 	image string
+	// tunnel carries the egress relay's connections to the host's proxy
+	// (proxy mode only); set by start, then never changed.
+	tunnel *agent.Tunnel
 
 	mu  sync.Mutex
 	log *slog.Logger // guarded by mu; rescoped to the episode at hand-out
@@ -88,6 +92,9 @@ func (p *pod) Close(ctx context.Context) error {
 func (p *pod) teardown(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
 	defer cancel()
+	if p.tunnel != nil {
+		p.tunnel.Close()
+	}
 	p.Shutdown(ctx, shutdownTimeout)
 	grace := int64(0)
 	err := p.b.cs.CoreV1().Pods(p.b.cfg.Namespace).Delete(ctx, p.name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
