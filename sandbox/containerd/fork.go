@@ -168,20 +168,14 @@ func (c *container) commitLayer(ctx context.Context) (base *forkBase, paused tim
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	t0, err := hostside.Freeze(ctx, c.Logger(), c.task.Pause)
+	t0, thaw, err := c.freeze(ctx)
 	if err != nil {
-		return nil, 0, 0, b.engineErr("pause", err)
+		return nil, 0, 0, err
 	}
 	cerr := hostside.CopyLayer(ctx, c.upper, dst)
-	// Thaw even when ctx is done: a parent left frozen would hang its episode.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
-	defer cancel()
-	rerr := c.task.Resume(rctx)
+	rerr := thaw()
 	paused = time.Since(t0)
 	if cerr != nil || rerr != nil {
-		if rerr != nil {
-			rerr = b.engineErr("resume", rerr)
-		}
 		return nil, paused, 0, errors.Join(cerr, rerr)
 	}
 	changed, _ = hostside.Usage(dst)
@@ -191,6 +185,32 @@ func (c *container) commitLayer(ctx context.Context) (base *forkBase, paused tim
 	}
 	committed = true
 	return &forkBase{name: name}, paused, changed, nil
+}
+
+// freeze freezes the task for a copy of its layer, through its cgroup
+// (hostside.FreezeCgroup: no runc process on either side of the copy),
+// or through containerd when the cgroup's freezer cannot be found. It
+// returns when the freeze began and the thaw, which runs even when ctx
+// is done: a parent left frozen would hang its episode.
+func (c *container) freeze(ctx context.Context) (time.Time, func() error, error) {
+	t0 := time.Now()
+	thaw, err := hostside.FreezeCgroup(ctx, int(c.task.Pid()))
+	if err == nil {
+		return t0, thaw, nil
+	}
+	c.Logger().Warn("fork: freezing through the cgroup failed; pausing through containerd", "err", err)
+	t0, err = hostside.Freeze(ctx, c.Logger(), c.task.Pause)
+	if err != nil {
+		return t0, nil, c.b.engineErr("pause", err)
+	}
+	return t0, func() error {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
+		defer cancel()
+		if err := c.task.Resume(rctx); err != nil {
+			return c.b.engineErr("resume", err)
+		}
+		return nil
+	}, nil
 }
 
 // backgroundProcesses lists the sandbox user's processes other than the

@@ -198,6 +198,19 @@ func (c *container) backgroundProcesses(ctx context.Context) []string {
 // copyPaused freezes the parent, copies its layer to dst and thaws it,
 // returning how long it was frozen.
 func (c *container) copyPaused(ctx context.Context, src, dst string) (time.Duration, error) {
+	// Frozen through the cgroup (no runc process on either side of the
+	// copy, as Docker's pause and unpause each run one), or through
+	// Docker when the container's cgroup freezer cannot be found.
+	if st, err := c.b.cli.ContainerInspect(ctx, c.id); err == nil && st.State != nil && st.State.Pid > 0 {
+		t0 := time.Now()
+		thaw, err := hostside.FreezeCgroup(ctx, st.State.Pid)
+		if err == nil {
+			cerr := hostside.CopyLayer(ctx, src, dst)
+			terr := thaw()
+			return time.Since(t0), errors.Join(cerr, terr)
+		}
+		c.Logger().Warn("fork: freezing through the cgroup failed; pausing through Docker", "err", err)
+	}
 	t0, err := hostside.Freeze(ctx, c.Logger(), func(ctx context.Context) error { return c.b.cli.ContainerPause(ctx, c.id) })
 	if err != nil {
 		return 0, c.b.engineErr("pause", err)
