@@ -183,10 +183,6 @@ func (c *container) lastLogs() string {
 // calls return its result.
 func (c *container) Close(ctx context.Context) error { return c.b.core.Close(ctx, c) }
 
-// teardown is Close without the bookkeeping, for containers that never
-// became sandboxes.
-func (c *container) teardown(ctx context.Context) error { return c.b.core.Teardown(ctx, c) }
-
 // remove deletes the task (killing it), then the container with its
 // snapshot; ctx carries the namespace.
 func (c *container) remove(ctx context.Context) error {
