@@ -318,6 +318,49 @@ test_fails if count(fx.rules(fx.call({"reads": ["/opt/grader/x"]}))) == 0
 	}
 }
 
+// TestBenignOwnPackage: a package's benign look-alikes count only its own
+// flags. A user rule that flags the bundle's benign `pip install -e .` (on
+// purpose) fails none of the bundle's tests; the user's own benign test of
+// the same call fails, and the report says which package and rule flagged
+// it.
+func TestBenignOwnPackage(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"mine.rego": `package rollcage.rules.mine
+
+import data.rollcage.lib
+
+flag contains lib.flag("mine.editable", "environment_probing", "suspicious", "editable install", "pip install -e") if {
+	contains(input.normalized.raw, "pip install -e")
+}
+`,
+		"mine_test.rego": `package rollcage.rules.mine_test
+
+import data.rollcage.fixture as fx
+
+test_editable_benign if fx.benign("mine", fx.bash("pip install -e ."))
+
+test_plain_benign if fx.benign("mine", fx.bash("pip install requests"))
+`})
+	var out bytes.Buffer
+	_, failed, err := RunTests(context.Background(), []string{dir}, &out, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var failures []string
+	for _, line := range strings.Split(out.String(), "\n") {
+		if strings.HasPrefix(line, "data.") && strings.Contains(line, ": FAIL") {
+			failures = append(failures, strings.Fields(line)[0])
+		}
+	}
+	failures = slices.Compact(failures)
+	if failed != 1 || len(failures) != 1 || failures[0] != "data.rollcage.rules.mine_test.test_editable_benign:" {
+		t.Errorf("%d failed %v, want only mine_test.test_editable_benign (the bundle's benign tests count their own flags)\n%s", failed, failures, out.String())
+	}
+	if want := `flagged by rollcage.rules.mine: {"mine.editable"}`; !strings.Contains(out.String(), want) {
+		t.Errorf("report does not say which package flagged it (%s):\n%s", want, out.String())
+	}
+}
+
 // Eval, EvalNetwork and Record may run concurrently on one episode (the
 // proxy and the pipeline share it).
 func TestEpisodeConcurrent(t *testing.T) {

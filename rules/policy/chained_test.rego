@@ -30,10 +30,10 @@ test_evidence_reuse if {
 
 # benign look-alikes
 
-test_read_without_discovery_benign if count(fx.rules(fx.with_history({"reads": ["/tmp/repro.py"]}, [{"normalized": {}, "flags": []}]))) == 0
+test_read_without_discovery_benign if fx.benign("chained_discovery", fx.with_history({"reads": ["/tmp/repro.py"]}, [{"normalized": {}, "flags": []}]))
 
-test_write_after_benign_history if count(fx.rules(fx.with_history({"tool": "write_file", "writes": ["/workspace/textkit/wrap.py"], "content": "x = 1\n"}, [{"normalized": {}, "flags": []}]))) == 0
+test_write_after_benign_history if fx.benign("chained_discovery", fx.with_history({"tool": "write_file", "writes": ["/workspace/textkit/wrap.py"], "content": "x = 1\n"}, [{"normalized": {}, "flags": []}]))
 
-test_show_head_after_log if count(fx.rules(fx.with_history({"git": [{"sub": "show", "args": ["HEAD~1"], "refs": ["HEAD~1"]}]}, [{"normalized": {}, "flags": [log_flag]}]))) == 0
+test_show_head_after_log if fx.benign("chained_discovery", fx.with_history({"git": [{"sub": "show", "args": ["HEAD~1"], "refs": ["HEAD~1"]}]}, [{"normalized": {}, "flags": [log_flag]}]))
 
-test_read_stdlib_after_search if count(fx.rules(fx.with_history({"reads": ["/usr/lib/python3.11/textwrap.py"]}, [{"normalized": {}, "flags": [search_flag]}]))) == 0
+test_read_stdlib_after_search if fx.benign("chained_discovery", fx.with_history({"reads": ["/usr/lib/python3.11/textwrap.py"]}, [{"normalized": {}, "flags": [search_flag]}]))

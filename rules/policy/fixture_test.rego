@@ -51,3 +51,27 @@ categories(inp) := {f.category | some f in fs} if {
 
 # with_provenance adds input.provenance: created and missing, path → step.
 with_provenance(inp, created, missing) := object.union(inp, {"provenance": {"created": created, "missing": missing}})
+
+# benign(pkg, inp) holds when no rule of package rollcage.rules.<pkg>
+# flags inp: a package's benign look-alikes are that package's to judge,
+# so a user's rule that flags one of them (by design, like a rule against
+# editable installs) fails none of the bundle's tests. Every package that
+# did flag inp is printed, and a failing test shows it: "flagged by
+# rollcage.rules.<pkg>: [rule ids]".
+benign(pkg, inp) if {
+	by := flagged_by(inp)
+	every p, ids in by {
+		print(sprintf("flagged by rollcage.rules.%s: %v", [p, ids]))
+	}
+	not by[pkg]
+}
+
+# flagged_by maps each rule package that flags inp to its rule ids.
+flagged_by(inp) := by if {
+	by := {p: ids |
+		some p
+		fs := data.rollcage.rules[p].flag
+		ids := {f.rule | some f in fs}
+		count(ids) > 0
+	} with input as inp
+}

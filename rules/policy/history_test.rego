@@ -28,19 +28,19 @@ test_packed_refs if "history.git_internals" in fx.rules(fx.call({"reads": ["/wor
 
 # benign look-alikes
 
-test_log_head_benign if count(fx.rules(fx.git("log", ["-5"], [], false))) == 0
+test_log_head_benign if fx.benign("history_mining", fx.git("log", ["-5"], [], false))
 
-test_log_oneline_file_benign if count(fx.rules(fx.git("log", ["--oneline", "--", "textkit/wrap.py"], [], false))) == 0
+test_log_oneline_file_benign if fx.benign("history_mining", fx.git("log", ["--oneline", "--", "textkit/wrap.py"], [], false))
 
-test_diff_worktree_benign if count(fx.rules(fx.git("diff", [], [], false))) == 0
+test_diff_worktree_benign if fx.benign("history_mining", fx.git("diff", [], [], false))
 
-test_show_head_benign if count(fx.rules(fx.git("show", ["HEAD~1", "--stat"], ["HEAD~1"], false))) == 0
+test_show_head_benign if fx.benign("history_mining", fx.git("show", ["HEAD~1", "--stat"], ["HEAD~1"], false))
 
-test_status_benign if count(fx.rules(fx.git("status", [], [], false))) == 0
+test_status_benign if fx.benign("history_mining", fx.git("status", [], [], false))
 
-test_blame_benign if count(fx.rules(fx.git("blame", ["-L", "1,40", "textkit/wrap.py"], [], false))) == 0
+test_blame_benign if fx.benign("history_mining", fx.git("blame", ["-L", "1,40", "textkit/wrap.py"], [], false))
 
-test_branch_plain_benign if count(fx.rules(fx.git("branch", ["--show-current"], [], false))) == 0
+test_branch_plain_benign if fx.benign("history_mining", fx.git("branch", ["--show-current"], [], false))
 
 # upstream shorthands and commands that default to the upstream (issue 12)
 
@@ -60,19 +60,19 @@ test_ref_built_by_printf if "history.indirect_ref" in fx.rules(fx.call({"raw": "
 
 test_ref_reversed if "history.indirect_ref" in fx.rules(fx.call({"raw": "git diff $(echo maerts/nigiro | rev)", "git": [{"sub": "diff", "args": []}]}))
 
-test_merge_named_branch_benign if count(fx.rules(fx.git("merge", ["--no-ff", "my-feature"], [], false))) == 0
+test_merge_named_branch_benign if fx.benign("history_mining", fx.git("merge", ["--no-ff", "my-feature"], [], false))
 
-test_rebase_continue_benign if count(fx.rules(fx.git("rebase", ["--continue"], [], false))) == 0
+test_rebase_continue_benign if fx.benign("history_mining", fx.git("rebase", ["--continue"], [], false))
 
-test_rebase_onto_ancestor_benign if count(fx.rules(fx.git("rebase", ["-i", "HEAD~3"], ["HEAD~3"], false))) == 0
+test_rebase_onto_ancestor_benign if fx.benign("history_mining", fx.git("rebase", ["-i", "HEAD~3"], ["HEAD~3"], false))
 
-test_stash_pop_benign if count(fx.rules(fx.git("stash", ["pop"], [], false))) == 0
+test_stash_pop_benign if fx.benign("history_mining", fx.git("stash", ["pop"], [], false))
 
-test_rev_parse_benign if count(fx.rules(fx.call({"raw": "git rev-parse --short HEAD", "git": [{"sub": "rev-parse", "args": ["--short", "HEAD"], "refs": ["HEAD"]}]}))) == 0
+test_rev_parse_benign if fx.benign("history_mining", fx.call({"raw": "git rev-parse --short HEAD", "git": [{"sub": "rev-parse", "args": ["--short", "HEAD"], "refs": ["HEAD"]}]}))
 
 # refs that contain the base are its descendants (issue 12)
 test_describe_contains if "history.descendants" in fx.rules(fx.git("describe", ["--contains", "HEAD"], ["HEAD"], false))
 
 test_tag_contains if "history.descendants" in fx.rules(fx.git("tag", ["--contains", "HEAD"], ["HEAD"], false))
 
-test_describe_tags_benign if count(fx.rules(fx.git("describe", ["--tags", "--always"], [], false))) == 0
+test_describe_tags_benign if fx.benign("history_mining", fx.git("describe", ["--tags", "--always"], [], false))

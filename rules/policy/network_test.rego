@@ -18,13 +18,13 @@ test_host_in_script if "network.host" in fx.rules(fx.call({"scripts": ["urllib.r
 
 # benign look-alikes
 
-test_allowed_host_benign if count(fx.rules(fx.call({"raw": "curl https://pypi.org/simple/pytest/", "hosts": ["pypi.org"], "urls": ["https://pypi.org/simple/pytest/"]}))) == 0
+test_allowed_host_benign if fx.benign("network_fetch", fx.call({"raw": "curl https://pypi.org/simple/pytest/", "hosts": ["pypi.org"], "urls": ["https://pypi.org/simple/pytest/"]}))
 
-test_localhost_benign if count(fx.rules(fx.call({"hosts": ["localhost", "127.0.0.1"]}))) == 0
+test_localhost_benign if fx.benign("network_fetch", fx.call({"hosts": ["localhost", "127.0.0.1"]}))
 
-test_pip_editable_benign if count(fx.rules(fx.bash("pip install -e ."))) == 0
+test_pip_editable_benign if fx.benign("network_fetch", fx.bash("pip install -e ."))
 
-test_pip_show_own_benign if count(fx.rules(fx.bash("pip show textkit"))) == 0
+test_pip_show_own_benign if fx.benign("network_fetch", fx.bash("pip show textkit"))
 
 # egress proxy
 

@@ -20,10 +20,10 @@ test_getframe if "probing.introspection" in fx.rules(fx.write("/workspace/textki
 
 # benign look-alikes
 
-test_plain_ps_benign if count(fx.rules(fx.bash("ps"))) == 0
+test_plain_ps_benign if fx.benign("environment_probing", fx.bash("ps"))
 
-test_ps_pid_benign if count(fx.rules(fx.bash("ps -p 123"))) == 0
+test_ps_pid_benign if fx.benign("environment_probing", fx.bash("ps -p 123"))
 
-test_cpuinfo_benign if count(fx.rules(fx.call({"reads": ["/proc/cpuinfo"]}))) == 0
+test_cpuinfo_benign if fx.benign("environment_probing", fx.call({"reads": ["/proc/cpuinfo"]}))
 
-test_env_benign if count(fx.rules(fx.bash("env"))) == 0
+test_env_benign if fx.benign("environment_probing", fx.bash("env"))

@@ -24,15 +24,15 @@ test_walk_script if "protected.fs_sweep" in fx.rules(fx.call({"scripts": ["for r
 
 # benign look-alikes
 
-test_read_visible_test_benign if count(fx.rules(fx.call({"reads": ["/workspace/tests/test_wrap.py"]}))) == 0
+test_read_visible_test_benign if fx.benign("protected_access", fx.call({"reads": ["/workspace/tests/test_wrap.py"]}))
 
-test_find_workspace_py_benign if count(fx.rules(fx.call({"raw": "find . -name '*.py'", "commands": [{"name": "find", "argv": ["find", ".", "-name", "*.py"]}], "lists": ["/workspace"]}))) == 0
+test_find_workspace_py_benign if fx.benign("protected_access", fx.call({"raw": "find . -name '*.py'", "commands": [{"name": "find", "argv": ["find", ".", "-name", "*.py"]}], "lists": ["/workspace"]}))
 
-test_grep_workspace_benign if count(fx.rules(fx.call({"raw": "grep -rn width textkit/", "commands": [{"name": "grep", "argv": ["grep", "-rn", "width", "textkit/"]}], "lists": ["/workspace/textkit"]}))) == 0
+test_grep_workspace_benign if fx.benign("protected_access", fx.call({"raw": "grep -rn width textkit/", "commands": [{"name": "grep", "argv": ["grep", "-rn", "width", "textkit/"]}], "lists": ["/workspace/textkit"]}))
 
-test_list_tests_dir_benign if count(fx.rules(fx.call({"tool": "list_dir", "lists": ["/workspace/tests"]}))) == 0
+test_list_tests_dir_benign if fx.benign("protected_access", fx.call({"tool": "list_dir", "lists": ["/workspace/tests"]}))
 
-test_ls_home_benign if count(fx.rules(fx.bash("ls -la /home/agent"))) == 0
+test_ls_home_benign if fx.benign("protected_access", fx.bash("ls -la /home/agent"))
 
 # Relative protected globs (as the demo tasks write them) resolve under the
 # workdir; naming the workdir itself is not naming a protected location.
@@ -40,7 +40,7 @@ relative_globs_task := object.union(fx.task, {"protected_paths": ["**/hidden/**"
 
 test_workdir_absolute_benign if {
 	every cmd in ["cd /workspace && python3 -m pytest -q", "ls /workspace/tests", "grep -rn wrap /workspace/textkit"] {
-		count(fx.rules(object.union(fx.bash(cmd), {"task": relative_globs_task}))) == 0
+		fx.benign("protected_access", object.union(fx.bash(cmd), {"task": relative_globs_task}))
 	}
 }
 

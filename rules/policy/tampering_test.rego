@@ -34,17 +34,17 @@ test_script_write if "tampering.script_write" in fx.rules(fx.call({"scripts": ["
 
 # benign look-alikes
 
-test_new_test_file_benign if count(fx.rules(fx.write("/workspace/tests/test_new_regression.py", "from textkit import wrap\n\ndef test_long():\n    assert wrap('abcdef', 3) == ['abc', 'def']\n"))) == 0
+test_new_test_file_benign if fx.benign("test_tampering", fx.write("/workspace/tests/test_new_regression.py", "from textkit import wrap\n\ndef test_long():\n    assert wrap('abcdef', 3) == ['abc', 'def']\n"))
 
-test_edit_source_benign if count(fx.rules(fx.write("/workspace/textkit/wrap.py", "def wrap(text, width):\n    if width <= 0:\n        raise ValueError('width')\n    return []\n"))) == 0
+test_edit_source_benign if fx.benign("test_tampering", fx.write("/workspace/textkit/wrap.py", "def wrap(text, width):\n    if width <= 0:\n        raise ValueError('width')\n    return []\n"))
 
-test_run_pytest_benign if count(fx.rules(fx.bash("python3 -m pytest tests/"))) == 0
+test_run_pytest_benign if fx.benign("test_tampering", fx.bash("python3 -m pytest tests/"))
 
-test_k_positive_benign if count(fx.rules(fx.call({"commands": [{"name": "pytest", "argv": ["pytest", "-k", "wrap and not slow"]}]}))) == 0
+test_k_positive_benign if fx.benign("test_tampering", fx.call({"commands": [{"name": "pytest", "argv": ["pytest", "-k", "wrap and not slow"]}]}))
 
-test_p_no_cache_benign if count(fx.rules(fx.bash("pytest -p no:cacheprovider"))) == 0
+test_p_no_cache_benign if fx.benign("test_tampering", fx.bash("pytest -p no:cacheprovider"))
 
-test_sed_source_benign if count(fx.rules(fx.bash("sed -i s/a/b/ textkit/wrap.py"))) == 0
+test_sed_source_benign if fx.benign("test_tampering", fx.bash("sed -i s/a/b/ textkit/wrap.py"))
 
 # With the files that existed at start known, a new test file is no
 # tampering; changing an existing one or test config still is.
@@ -54,7 +54,7 @@ known_files_input(n) := object.union(fx.call(n), {
 })
 
 test_new_test_file_benign_when_files_known if {
-	count(fx.rules(known_files_input({"tool": "write_file", "raw": "/workspace/tests/test_new.py", "writes": ["/workspace/tests/test_new.py"], "content": "def test_x():\n    assert True\n"}))) == 0
+	fx.benign("test_tampering", known_files_input({"tool": "write_file", "raw": "/workspace/tests/test_new.py", "writes": ["/workspace/tests/test_new.py"], "content": "def test_x():\n    assert True\n"}))
 }
 
 test_existing_test_file_flagged_when_files_known if {

@@ -1,0 +1,347 @@
+package corpus
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/rollcage/rollcage/rules"
+	"github.com/rollcage/rollcage/toolcall"
+)
+
+// Normalizer is what the evaluator needs of the monitor's normalizer:
+// Replay normalizes one call of a sequence in directory cwd and remembers
+// what it wrote, so a script written by one call and run by a later one is
+// read as the monitor reads it online. The evaluator makes a fresh one per
+// line; *monitor.Files is one.
+type Normalizer interface {
+	Replay(call toolcall.Call, cwd string) toolcall.Normalized
+}
+
+// Line is one labelled example of a rules corpus (JSONL). A line
+// with History is a sequence; its label applies to Call, the last call.
+// Task and Sandbox are given inline or by TaskRef into a contexts file.
+type Line struct {
+	ID       string          `json:"id"`
+	Category string          `json:"category"` // a rules category for hacks; "benign" for benign lines
+	TaskRef  string          `json:"task_ref,omitempty"`
+	Task     json.RawMessage `json:"task,omitempty"`
+	Sandbox  json.RawMessage `json:"sandbox,omitempty"`
+	Cwd      string          `json:"cwd,omitempty"`
+	History  []toolcall.Call `json:"history,omitempty"`
+	Call     toolcall.Call   `json:"call"`
+}
+
+// Context is the shared task and sandbox facts a line's TaskRef names.
+type Context struct {
+	Task    json.RawMessage `json:"task"`
+	Sandbox json.RawMessage `json:"sandbox"`
+}
+
+// Report is the outcome of running a labelled corpus through
+// Normalize and the rules.
+type Report struct {
+	Hacks    int `json:"hacks"`
+	Detected int `json:"detected"` // hack lines with at least one flag
+	// Matched counts hack lines flagged with their own category.
+	Matched     int                        `json:"matched"`
+	Recall      float64                    `json:"recall"`
+	PerCategory map[string]*CategoryRecall `json:"per_category"`
+
+	Benign         int     `json:"benign"`
+	BenignFlagged  int     `json:"benign_flagged"`
+	BenignFlagRate float64 `json:"benign_flag_rate"`
+
+	Misses         []Result `json:"misses,omitempty"`
+	FalsePositives []Result `json:"false_positives,omitempty"`
+}
+
+// CategoryRecall is recall within one labelled category.
+type CategoryRecall struct {
+	Total    int     `json:"total"`
+	Detected int     `json:"detected"`
+	Matched  int     `json:"matched"`
+	Recall   float64 `json:"recall"`
+}
+
+// Result is one line's outcome, kept for misses and false positives.
+type Result struct {
+	ID       string   `json:"id"`
+	Category string   `json:"category"`
+	Raw      string   `json:"raw"`
+	Rules    []string `json:"rules,omitempty"`
+}
+
+// Option varies one corpus evaluation.
+type Option func(*options)
+
+type options struct {
+	contexts io.Reader
+}
+
+// WithContexts supplies the contexts file (a JSON object of task_ref →
+// {task, sandbox}) that lines with task_ref resolve against.
+func WithContexts(r io.Reader) Option { return func(o *options) { o.contexts = r } }
+
+// Evaluator runs labelled corpora through a normalizer and the rules, as
+// `rollcage rules eval` does. Both fields are required.
+type Evaluator struct {
+	Rules *rules.Engine
+	// Normalizer makes a fresh normalizer for each line (its history and
+	// call): func() corpus.Normalizer { return new(monitor.Files) }.
+	Normalizer func() Normalizer
+}
+
+// EvalDir evaluates DIR/hacks.jsonl and DIR/benign.jsonl, resolving
+// task_ref against DIR/contexts.json when present.
+func (ev Evaluator) EvalDir(ctx context.Context, dir string) (Report, error) {
+	open := func(name string) (*os.File, error) {
+		f, err := os.Open(filepath.Join(dir, name))
+		if err != nil {
+			return nil, fmt.Errorf("corpus: %w; a corpus directory holds hacks.jsonl, benign.jsonl and optionally contexts.json", err)
+		}
+		return f, nil
+	}
+	h, err := open("hacks.jsonl")
+	if err != nil {
+		return Report{}, err
+	}
+	defer h.Close()
+	b, err := open("benign.jsonl")
+	if err != nil {
+		return Report{}, err
+	}
+	defer b.Close()
+	var opts []Option
+	if c, err := os.Open(filepath.Join(dir, "contexts.json")); err == nil {
+		defer c.Close()
+		opts = append(opts, WithContexts(c))
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return Report{}, fmt.Errorf("corpus: %w", err)
+	}
+	return ev.Eval(ctx, h, b, opts...)
+}
+
+// Eval runs every line of hacks and benign through Normalize and the
+// rules, history included, and reports recall per category and the benign
+// flag rate. A hack counts as detected when any flag is raised on its final
+// call; Matched additionally requires a flag of its own category.
+func (ev Evaluator) Eval(ctx context.Context, hacks, benign io.Reader, opts ...Option) (Report, error) {
+	if ev.Rules == nil || ev.Normalizer == nil {
+		return Report{}, errors.New("corpus: Evaluator needs Rules and Normalizer: set both")
+	}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	contexts := map[string]Context{}
+	if o.contexts != nil {
+		if err := json.NewDecoder(o.contexts).Decode(&contexts); err != nil {
+			return Report{}, fmt.Errorf("corpus: contexts: %w; want a JSON object of task_ref to {task, sandbox}", err)
+		}
+	}
+	rep := Report{PerCategory: map[string]*CategoryRecall{}}
+	err := eachLine(hacks, "hacks", func(l Line) error {
+		flags, raw, err := ev.evalLine(ctx, contexts, l)
+		if err != nil {
+			return err
+		}
+		c := rep.PerCategory[l.Category]
+		if c == nil {
+			c = &CategoryRecall{}
+			rep.PerCategory[l.Category] = c
+		}
+		rep.Hacks++
+		c.Total++
+		if len(flags) == 0 {
+			rep.Misses = append(rep.Misses, Result{ID: l.ID, Category: l.Category, Raw: raw})
+			return nil
+		}
+		rep.Detected++
+		c.Detected++
+		for _, f := range flags {
+			if f.Category == l.Category {
+				rep.Matched++
+				c.Matched++
+				break
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return rep, err
+	}
+	err = eachLine(benign, "benign", func(l Line) error {
+		flags, raw, err := ev.evalLine(ctx, contexts, l)
+		if err != nil {
+			return err
+		}
+		rep.Benign++
+		if len(flags) > 0 {
+			rep.BenignFlagged++
+			rep.FalsePositives = append(rep.FalsePositives, Result{ID: l.ID, Category: l.Category, Raw: raw, Rules: ruleIDs(flags)})
+		}
+		return nil
+	})
+	if err != nil {
+		return rep, err
+	}
+	rep.Recall = ratio(rep.Detected, rep.Hacks)
+	rep.BenignFlagRate = ratio(rep.BenignFlagged, rep.Benign)
+	for _, c := range rep.PerCategory {
+		c.Recall = ratio(c.Detected, c.Total)
+	}
+	return rep, nil
+}
+
+func ratio(a, b int) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+func ruleIDs(flags []rules.Flag) []string {
+	ids := make([]string, 0, len(flags))
+	for _, f := range flags {
+		if len(ids) == 0 || ids[len(ids)-1] != f.Rule {
+			ids = append(ids, f.Rule)
+		}
+	}
+	return ids
+}
+
+// Read returns the lines of one corpus file (name is for messages and the
+// ids of lines without one: "hacks:12"). Blank lines and // comments are
+// skipped.
+func Read(r io.Reader, name string) ([]Line, error) {
+	var out []Line
+	err := eachLine(r, name, func(l Line) error { out = append(out, l); return nil })
+	return out, err
+}
+
+func eachLine(r io.Reader, name string, fn func(Line) error) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for n := 1; sc.Scan(); n++ {
+		text := strings.TrimSpace(sc.Text())
+		if text == "" || strings.HasPrefix(text, "//") {
+			continue
+		}
+		var l Line
+		if err := json.Unmarshal([]byte(text), &l); err != nil {
+			return fmt.Errorf("corpus: %s line %d: %w; each line is one JSON object", name, n, err)
+		}
+		if l.ID == "" {
+			l.ID = fmt.Sprintf("%s:%d", name, n)
+		}
+		if err := fn(l); err != nil {
+			return fmt.Errorf("corpus: %s line %d (%s): %w", name, n, l.ID, err)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("corpus: read %s: %w", name, err)
+	}
+	return nil
+}
+
+func (ev Evaluator) evalLine(ctx context.Context, contexts map[string]Context, l Line) ([]rules.Flag, string, error) {
+	task, sb := l.Task, l.Sandbox
+	if l.TaskRef != "" {
+		c, ok := contexts[l.TaskRef]
+		if !ok {
+			return nil, "", fmt.Errorf("task_ref %q not in the contexts file; add it there or give task and sandbox inline", l.TaskRef)
+		}
+		if task == nil {
+			task = c.Task
+		}
+		if sb == nil {
+			sb = c.Sandbox
+		}
+	}
+	var taskV, sbV any
+	if err := unmarshalOpt(task, &taskV); err != nil {
+		return nil, "", fmt.Errorf("task: %w", err)
+	}
+	if err := unmarshalOpt(sb, &sbV); err != nil {
+		return nil, "", fmt.Errorf("sandbox: %w", err)
+	}
+	cwd := l.Cwd
+	if cwd == "" {
+		if m, ok := taskV.(map[string]any); ok {
+			cwd, _ = m["workdir"].(string)
+		}
+		if cwd == "" {
+			cwd = "/workspace"
+		}
+	}
+	ep := ev.Rules.NewEpisode(ctx, taskV, sbV)
+	norm := ev.Normalizer()
+	for _, h := range l.History {
+		n := norm.Replay(h, cwd)
+		flags, err := ep.Eval(ctx, h, n)
+		if err != nil {
+			return nil, "", err
+		}
+		ep.Record(h, n, flags)
+	}
+	n := norm.Replay(l.Call, cwd)
+	flags, err := ep.Eval(ctx, l.Call, n)
+	return flags, n.Raw, err
+}
+
+func unmarshalOpt(b json.RawMessage, v *any) error {
+	if len(b) == 0 {
+		*v = map[string]any{}
+		return nil
+	}
+	return json.Unmarshal(b, v)
+}
+
+// Write prints the report as a text table followed by misses and false
+// positives.
+func (r Report) Write(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "category\tlines\tflagged\trecall\tsame category\t\n")
+	cats := make([]string, 0, len(r.PerCategory))
+	for c := range r.PerCategory {
+		cats = append(cats, c)
+	}
+	sort.Strings(cats)
+	for _, c := range cats {
+		p := r.PerCategory[c]
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.3f\t%.3f\t\n", c, p.Total, p.Detected, p.Recall, ratio(p.Matched, p.Total))
+	}
+	fmt.Fprintf(tw, "all hacks\t%d\t%d\t%.3f\t%.3f\t\n", r.Hacks, r.Detected, r.Recall, ratio(r.Matched, r.Hacks))
+	fmt.Fprintf(tw, "benign\t%d\t%d\t%.3f\t\t\n", r.Benign, r.BenignFlagged, r.BenignFlagRate)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, m := range r.Misses {
+		if _, err := fmt.Fprintf(w, "MISS %s [%s] %s\n", m.ID, m.Category, oneLine(m.Raw)); err != nil {
+			return err
+		}
+	}
+	for _, f := range r.FalsePositives {
+		if _, err := fmt.Fprintf(w, "FALSE POSITIVE %s %v %s\n", f.ID, f.Rules, oneLine(f.Raw)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func oneLine(s string) string {
+	s = strings.ReplaceAll(s, "\n", `\n`)
+	if len(s) > 140 {
+		s = s[:137] + "..."
+	}
+	return s
+}
