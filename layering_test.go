@@ -30,6 +30,7 @@ var allowed = map[string][]string{
 	"demo":                                  {"task", "sandbox"},
 	"toolcall":                              {},
 	"rules":                                 {"toolcall"},
+	"rules/corpus":                          {"rules", "toolcall"},
 	"judge":                                 {},
 	"egress":                                {"rules"},
 	"monitor":                               {"rules", "judge", "sandbox", "egress", "toolcall"},

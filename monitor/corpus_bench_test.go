@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/rollcage/rollcage/rules"
+	"github.com/rollcage/rollcage/rules/corpus"
 )
 
 // BenchmarkNormalizeEval measures the monitor's hot path before the judge:
@@ -23,7 +24,7 @@ func BenchmarkNormalizeEval(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var contexts map[string]CorpusContext
+	var contexts map[string]corpus.Context
 	raw, err := os.ReadFile("testdata/corpus/contexts.json")
 	if err != nil {
 		b.Fatal(err)
@@ -31,17 +32,17 @@ func BenchmarkNormalizeEval(b *testing.B) {
 	if err := json.Unmarshal(raw, &contexts); err != nil {
 		b.Fatal(err)
 	}
-	read := func(name string) []CorpusLine {
+	read := func(name string) []corpus.Line {
 		f, err := os.Open(name)
 		if err != nil {
 			b.Fatal(err)
 		}
 		defer f.Close()
-		var out []CorpusLine
+		var out []corpus.Line
 		sc := bufio.NewScanner(f)
 		sc.Buffer(nil, 1<<20)
 		for sc.Scan() {
-			var l CorpusLine
+			var l corpus.Line
 			if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
 				b.Fatal(err)
 			}
@@ -100,7 +101,7 @@ func TestPrefilterEquivalence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var contexts map[string]CorpusContext
+	var contexts map[string]corpus.Context
 	raw, err := os.ReadFile("testdata/corpus/contexts.json")
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +109,7 @@ func TestPrefilterEquivalence(t *testing.T) {
 	if err := json.Unmarshal(raw, &contexts); err != nil {
 		t.Fatal(err)
 	}
-	facts := func(l CorpusLine) (task, sb any) {
+	facts := func(l corpus.Line) (task, sb any) {
 		tj, sj := l.Task, l.Sandbox
 		if c, ok := contexts[l.TaskRef]; ok {
 			if tj == nil {
@@ -130,14 +131,15 @@ func TestPrefilterEquivalence(t *testing.T) {
 		}
 		return task, sb
 	}
-	var lines []CorpusLine
+	var lines []corpus.Line
 	for _, name := range []string{"testdata/corpus/hacks.jsonl", "testdata/corpus/benign.jsonl"} {
 		f, err := os.Open(name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = eachLine(f, name, func(l CorpusLine) error { lines = append(lines, l); return nil })
+		ls, err := corpus.Read(f, name)
 		f.Close()
+		lines = append(lines, ls...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -161,7 +163,7 @@ func TestPrefilterEquivalence(t *testing.T) {
 				t.Fatal(err)
 			}
 			if diff := cmp.Diff(want, got); diff != "" {
-				t.Errorf("%s call %d (%s): prefiltered flags differ (-full +prefiltered):\n%s", l.ID, i, oneLine(n.Raw), diff)
+				t.Errorf("%s call %d (%q): prefiltered flags differ (-full +prefiltered):\n%s", l.ID, i, n.Raw, diff)
 			}
 			if len(got) > 0 {
 				flagged++
@@ -175,7 +177,7 @@ func TestPrefilterEquivalence(t *testing.T) {
 	}
 
 	// One long episode over the textkit lines.
-	task, sb := facts(CorpusLine{TaskRef: "textkit"})
+	task, sb := facts(corpus.Line{TaskRef: "textkit"})
 	epOn, epOff := on.NewEpisode(ctx, task, sb), off.NewEpisode(ctx, task, sb)
 	var window []any
 	for _, l := range lines {

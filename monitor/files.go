@@ -73,6 +73,15 @@ func (f *Files) Record(call ToolCall, n Normalized) {
 	}
 }
 
+// Replay is one step of an offline replay (the corpus evaluator's, rules
+// check's): the call normalized with the files written before it
+// (NormalizeWith), then what it wrote recorded (Record).
+func (f *Files) Replay(call ToolCall, cwd string) Normalized {
+	n := NormalizeWith(call, cwd, f)
+	f.Record(call, n)
+	return n
+}
+
 // NormalizeWith is Normalize that follows the scripts a call runs into the
 // content of files the policy wrote (files may be nil).
 func NormalizeWith(call ToolCall, cwd string, files *Files) Normalized {

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/rollcage/rollcage/rules"
 )
 
 // textAlone is what the text of a bash command shows with no parse at
@@ -118,4 +120,13 @@ func FuzzNormalizeFailsClosed(f *testing.F) {
 			}
 		}
 	})
+}
+
+// ruleIDs are the flags' rule ids, in order.
+func ruleIDs(flags []rules.Flag) []string {
+	ids := make([]string, len(flags))
+	for i, f := range flags {
+		ids[i] = f.Rule
+	}
+	return ids
 }

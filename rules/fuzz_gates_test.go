@@ -12,6 +12,7 @@ import (
 
 	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/rules"
+	"github.com/rollcage/rollcage/rules/corpus"
 )
 
 // The grammar of FuzzPrefilterEquivalence: commands in the spirit of the
@@ -81,7 +82,7 @@ func FuzzPrefilterEquivalence(f *testing.F) {
 		f.Add(uint64(1000+i), s, uint8(i*37))
 	}
 	engines := gateEngines(f)
-	var ctxs map[string]monitor.CorpusContext
+	var ctxs map[string]corpus.Context
 	raw, err := os.ReadFile("../monitor/testdata/corpus/contexts.json")
 	if err != nil {
 		f.Fatal(err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/rules"
+	"github.com/rollcage/rollcage/rules/corpus"
 )
 
 // gateEngines are the policies the gate tests compare: each prefiltered
@@ -48,13 +49,13 @@ func gateEngines(tb testing.TB) []enginePair {
 // corpusLine is a line of monitor's labelled corpus with its task and
 // sandbox decoded.
 type corpusLine struct {
-	monitor.CorpusLine
+	corpus.Line
 	task, sandbox any
 }
 
 func readCorpus(tb testing.TB) []corpusLine {
 	tb.Helper()
-	var contexts map[string]monitor.CorpusContext
+	var contexts map[string]corpus.Context
 	raw, err := os.ReadFile("../monitor/testdata/corpus/contexts.json")
 	if err != nil {
 		tb.Fatal(err)
@@ -72,7 +73,7 @@ func readCorpus(tb testing.TB) []corpusLine {
 		sc.Buffer(nil, 1<<22)
 		for sc.Scan() {
 			var l corpusLine
-			if err := json.Unmarshal(sc.Bytes(), &l.CorpusLine); err != nil {
+			if err := json.Unmarshal(sc.Bytes(), &l.Line); err != nil {
 				tb.Fatalf("%s: %v", name, err)
 			}
 			tj, sj := l.Task, l.Sandbox

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/rules"
+	"github.com/rollcage/rollcage/rules/corpus"
 )
 
 func init() {
@@ -103,7 +104,7 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return err
 		}
-		rep, err := monitor.EvalCorpusDir(ctx, eng, fs.Arg(0))
+		rep, err := corpus.Evaluator{Rules: eng, Normalizer: func() corpus.Normalizer { return new(monitor.Files) }}.EvalDir(ctx, fs.Arg(0))
 		if err != nil {
 			return err
 		}
@@ -177,13 +178,12 @@ func rulesCheck(ctx context.Context, eng *rules.Engine, path string, w io.Writer
 		if cwd == "" {
 			cwd = cl.Task.Workdir
 		}
-		norm := monitor.NormalizeWith(*cl.Call, cwd, &files)
+		norm := files.Replay(*cl.Call, cwd)
 		flags, err := ep.Eval(ctx, *cl.Call, norm)
 		if err != nil {
 			return err
 		}
 		ep.Record(*cl.Call, norm, flags)
-		files.Record(*cl.Call, norm)
 		fmt.Fprintf(w, "%d: %s %s\n", n, cl.Call.Tool, oneLine(norm.Raw, 100))
 		if len(flags) == 0 {
 			fmt.Fprintln(w, "    no flags")
