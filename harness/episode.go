@@ -158,26 +158,55 @@ func (e *Episode) Limit() string {
 	return e.limitLocked(time.Now())
 }
 
+// CallOption varies one Call.
+type CallOption func(*callOptions)
+
+type callOptions struct {
+	checked bool
+}
+
+// Checked is for a call from outside the harness's own loop (the
+// gateway's /calls and MCP): a foreign tool name is mapped onto
+// rollcage's tools, and a call whose arguments cannot run returns an error
+// wrapping *monitor.ArgsError, which names the field, before anything is
+// numbered or recorded (monitor.Check, with the episode's per-call timeout
+// as the longest timeout_sec). Without it, such a call is the policy's
+// step and its answer an error output.
+func Checked() CallOption { return func(o *callOptions) { o.checked = true } }
+
 // Call takes one tool call through the monitor (rules, judge, decision,
 // execution unless blocked, output check) and records tool_call, decision
 // and tool_output events. It returns what the policy is to be shown.
 //
-// Errors: ErrFinished once Finish or Close began; an error wrapping
-// ErrLimit (see LimitReason) when a limit was reached before this call;
-// any other error is an infrastructure fault (the sandbox failed, the log
-// could not be written) and the episode should be finished.
-func (e *Episode) Call(ctx context.Context, call monitor.ToolCall) (monitor.Result, error) {
+// Errors: one wrapping *monitor.ArgsError for a Checked call whose
+// arguments cannot run; ErrFinished once Finish or Close began; an error
+// wrapping ErrLimit (see LimitReason) when a limit was reached before this
+// call; any other error is an infrastructure fault (the sandbox failed,
+// the log could not be written) and the episode should be finished. The
+// Result of an error carries the call as the monitor took it, when known.
+func (e *Episode) Call(ctx context.Context, call monitor.ToolCall, opts ...CallOption) (monitor.Result, error) {
+	var o callOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.checked {
+		checked, err := monitor.Check(call, e.r.cfg.Limits.CallTimeout)
+		if err != nil {
+			return monitor.Result{}, fmt.Errorf("harness: episode %s: call %s: %w", e.id, call.Tool, err)
+		}
+		call = checked
+	}
 	e.callMu.Lock()
 	defer e.callMu.Unlock()
 	t0 := time.Now()
 	e.mu.Lock()
 	if e.stopped {
 		e.mu.Unlock()
-		return monitor.Result{}, fmt.Errorf("harness: episode %s: call %s: %w", e.id, call.Tool, ErrFinished)
+		return monitor.Result{Call: call}, fmt.Errorf("harness: episode %s: call %s: %w", e.id, call.Tool, ErrFinished)
 	}
 	if reason := e.limitLocked(t0); reason != "" {
 		e.mu.Unlock()
-		return monitor.Result{}, &limitError{reason: reason}
+		return monitor.Result{Call: call}, &limitError{reason: reason}
 	}
 	seg, step := e.segment, e.steps+1
 	e.steps = step
@@ -186,10 +215,10 @@ func (e *Episode) Call(ctx context.Context, call monitor.ToolCall) (monitor.Resu
 	call.EpisodeID = e.id
 	callJSON, err := json.Marshal(call)
 	if err != nil {
-		return monitor.Result{}, fmt.Errorf("harness: episode %s: call %s: %w", e.id, call.Tool, err)
+		return monitor.Result{Call: call}, fmt.Errorf("harness: episode %s: call %s: %w", e.id, call.Tool, err)
 	}
 	if err := e.emit(seg, step, trajectory.TypeToolCall, trajectory.ToolCall{ToolCallID: call.RequestID, Call: callJSON}); err != nil {
-		return monitor.Result{}, err
+		return monitor.Result{Call: call}, err
 	}
 
 	cctx, cancel := context.WithTimeout(ctx, e.r.cfg.Limits.CallTimeout)

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -356,10 +357,14 @@ func created(se *session, t task.Task, base string) CreateResponse {
 }
 
 // call takes one tool call through the episode; a submit finishes it.
-func (s *Server) call(ctx context.Context, se *session, call monitor.ToolCall) (monitor.Result, *harness.Outcome, error) {
+// A call refused for its arguments (opts holding harness.Checked) is not
+// counted in the metrics: it never became a call.
+func (s *Server) call(ctx context.Context, se *session, call monitor.ToolCall, opts ...harness.CallOption) (monitor.Result, *harness.Outcome, error) {
 	t0 := time.Now()
-	res, err := se.ep.Call(ctx, call)
-	s.metrics.observeCall(call.Tool, res, err, time.Since(t0))
+	res, err := se.ep.Call(ctx, call, opts...)
+	if !errors.As(err, new(*monitor.ArgsError)) {
+		s.metrics.observeCall(cmp.Or(res.Call.Tool, call.Tool), res, err, time.Since(t0))
+	}
 	if err != nil {
 		return res, nil, err
 	}
@@ -435,11 +440,6 @@ func (s *Server) handleCall(w http.ResponseWriter, r *http.Request, c caller) {
 	}
 	if call.EpisodeID != "" && call.EpisodeID != se.id {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("field \"episode_id\": %q is not this episode (%s): leave it empty", call.EpisodeID, se.id))
-		return
-	}
-	call, msg := s.prepareCall(call)
-	if msg != "" {
-		writeError(w, http.StatusBadRequest, msg)
 		return
 	}
 	resp, code, err := s.runCall(r.Context(), se, call)

@@ -5,56 +5,17 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"sync"
 
 	"github.com/rollcage/rollcage/harness"
 	"github.com/rollcage/rollcage/monitor"
 )
 
-// defaultMaxTimeoutSec bounds a bash call's timeout_sec when the runner
-// does not say its own per-call timeout.
-const defaultMaxTimeoutSec = 3600
-
 // maxRequestIDs bounds the request ids an episode remembers.
 const maxRequestIDs = 4096
-
-// prepareCall maps a foreign tool name (OpenHands' execute_bash and
-// str_replace_editor, SWE-agent's, ...: monitor.FromForeign, the mapping
-// the audit reads trajectories with) onto rollcage's tools and checks the
-// typed arguments the monitor would otherwise take as they are. msg is a
-// one-line 400 naming the bad field.
-func (s *Server) prepareCall(call monitor.ToolCall) (monitor.ToolCall, string) {
-	if !monitor.IsTool(call.Tool) && monitor.IsForeign(call.Tool) {
-		mapped := monitor.FromForeign(call.Tool, string(call.Args))
-		call.Tool, call.Args = mapped.Tool, mapped.Args
-	}
-	if call.Tool != monitor.ToolBash {
-		return call, ""
-	}
-	var a monitor.BashArgs
-	if len(call.Args) > 0 {
-		if err := json.Unmarshal(call.Args, &a); err != nil {
-			return call, `field "args": bash takes {"command": "...", "timeout_sec": N}: ` + strings.TrimPrefix(err.Error(), "json: ")
-		}
-	}
-	if strings.TrimSpace(a.Command) == "" {
-		return call, `field "args.command": missing or empty: give the command to run`
-	}
-	if max := s.maxTimeoutSec(); a.TimeoutSec < 0 || a.TimeoutSec > max {
-		return call, fmt.Sprintf(`field "args.timeout_sec": %v is out of range: give 0 (the episode's per-call timeout) to %v seconds`, a.TimeoutSec, max)
-	}
-	return call, ""
-}
-
-func (s *Server) maxTimeoutSec() float64 {
-	if l, ok := s.cfg.Runner.(interface{ Limits() harness.Limits }); ok && l.Limits().CallTimeout > 0 {
-		return l.Limits().CallTimeout.Seconds()
-	}
-	return defaultMaxTimeoutSec
-}
 
 // requests remembers an episode's calls by request id, so a retry of a
 // call gets the first answer (not a second run, not a new step) and a
@@ -134,17 +95,24 @@ func (q *requests) do(call monitor.ToolCall, run func() (CallResponse, error)) (
 }
 
 // runCall is one tool call of the API or MCP, deduplicated by request
-// id, through the episode. code is 409 for a reused request id.
+// id, through the episode, checked (harness.Checked: foreign tool names
+// mapped, arguments that cannot run refused). code is 409 for a reused
+// request id and 400 for such arguments, whose error is then the one line
+// naming the field.
 func (s *Server) runCall(ctx context.Context, se *session, call monitor.ToolCall) (CallResponse, int, error) {
 	resp, err := se.reqs.do(call, func() (CallResponse, error) {
-		res, o, err := s.call(ctx, se, call)
+		res, o, err := s.call(ctx, se, call, harness.Checked())
 		if err != nil {
 			return CallResponse{}, err
 		}
 		return CallResponse{Step: res.Step, Output: res.Output, ExitCode: res.ExitCode, Dummy: res.Dummy,
 			Decision: res.Decision, Timings: res.Timings, Submitted: res.Submit, Outcome: o}, nil
 	})
-	if _, ok := err.(errReusedID); ok {
+	var bad *monitor.ArgsError
+	switch {
+	case errors.As(err, &bad):
+		return resp, http.StatusBadRequest, bad
+	case errors.As(err, new(errReusedID)):
 		return resp, http.StatusConflict, err
 	}
 	return resp, 0, err

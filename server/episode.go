@@ -17,7 +17,7 @@ type episode interface {
 	ID() string
 	Task() task.Task
 	Deadline() time.Time
-	Call(ctx context.Context, call monitor.ToolCall) (monitor.Result, error)
+	Call(ctx context.Context, call monitor.ToolCall, opts ...harness.CallOption) (monitor.Result, error)
 	Start(ctx context.Context, call monitor.ToolCall, opts monitor.StreamOptions) (*harness.Running, error)
 	RecordModelTurn(turn trajectory.ModelTurn) error
 	Finish(ctx context.Context, reason string) (harness.Outcome, error)

@@ -40,10 +40,6 @@ func (s *Server) mcpTool(se *session, name string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		se.touch(time.Now())
 		call := monitor.ToolCall{Tool: name, Args: req.Params.Arguments, RequestID: mcpRequestID(req.Params.Meta)}
-		call, msg := s.prepareCall(call)
-		if msg != "" {
-			return toolText(true, "error: "+msg), nil
-		}
 		res, code, err := s.runCall(ctx, se, call)
 		switch {
 		case code != 0:

@@ -17,6 +17,7 @@ import (
 // so that several Servers (tests) do not collide.
 type metrics struct {
 	reg           *prometheus.Registry
+	tools         map[string]bool // rollcage's tool names, the calls' label values
 	episodes      *prometheus.GaugeVec
 	finished      *prometheus.CounterVec
 	startLatency  prometheus.Histogram
@@ -37,7 +38,8 @@ func newMetrics(s *Server) *metrics {
 	reg := prometheus.NewRegistry()
 	f := func(c prometheus.Collector) { reg.MustRegister(c) }
 	m := &metrics{
-		reg: reg,
+		reg:   reg,
+		tools: map[string]bool{},
 		episodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "rollcage_episodes",
 			Help: "Episodes known to the gateway, by state (running, finishing, finished, closed)."}, []string{"state"}),
 		finished: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rollcage_episodes_finished_total",
@@ -81,6 +83,9 @@ func newMetrics(s *Server) *metrics {
 		f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "rollcage_sandbox_pool_warm", Help: "Warm sandbox containers ready to hand out."},
 			func() float64 { _, w := ps(); return float64(w) }))
 	}
+	for _, t := range monitor.Tools() {
+		m.tools[t.Name] = true
+	}
 	return m
 }
 
@@ -96,7 +101,7 @@ func (m *metrics) transition(from, to string) {
 }
 
 func (m *metrics) observeCall(tool string, res monitor.Result, err error, d time.Duration) {
-	if !monitor.IsTool(tool) {
+	if !m.tools[tool] {
 		tool = "other" // tool names come from clients: bound the label's values
 	}
 	if err != nil {
