@@ -350,7 +350,7 @@ func created(se *session, t task.Task, base string) CreateResponse {
 	epBase := base + "/v1/episodes/" + se.id
 	return CreateResponse{
 		EpisodeID: se.id, Token: se.token, TaskID: t.ID, GroupID: se.groupID, Instruction: t.Instruction, Workdir: t.Workdir,
-		Deadline: se.ep.Deadline(), Tools: Tools(),
+		Deadline: se.deadline, Tools: Tools(),
 		CallsURL: epBase + "/calls", SubmitURL: epBase + "/submit", MCPURL: epBase + "/mcp", ChatURL: epBase + "/v1", AnthropicURL: epBase,
 		StreamURL: strings.Replace(epBase, "http", "ws", 1) + "/stream", TrajectoryURL: epBase + "/trajectory",
 	}

@@ -10,18 +10,44 @@ import (
 	"github.com/rollcage/rollcage/trajectory"
 )
 
-// episode is what the gateway needs of an episode, declared where it is
-// consumed: a session holds one, not a *harness.Episode, so the
-// gateway's use of the harness is this list and no more.
+// What the gateway needs of an episode, declared where it is consumed and
+// split by what each part of the gateway does with it: a session holds an
+// episode (not a *harness.Episode), so the gateway's use of the harness is
+// these lists and no more.
+
+// toolCaller takes the policy's tool calls: /calls, MCP, Server.Call and
+// Server.Start (the E2B API's streamed commands).
+type toolCaller interface {
+	Call(ctx context.Context, call monitor.ToolCall, opts ...harness.CallOption) (monitor.Result, error)
+	Start(ctx context.Context, call monitor.ToolCall, opts monitor.StreamOptions) (*harness.Running, error)
+}
+
+// turnRecorder records the model turns the recording proxy relays.
+type turnRecorder interface {
+	RecordModelTurn(turn trajectory.ModelTurn) error
+}
+
+// ender ends an episode: graded (submit, a limit) or closed (DELETE, the
+// idle reaper, shutdown).
+type ender interface {
+	Finish(ctx context.Context, reason string) (harness.Outcome, error)
+	Close(ctx context.Context) error
+}
+
+// episode is what a session holds for the episode's life.
 type episode interface {
+	toolCaller
+	turnRecorder
+	ender
+}
+
+// started is an episode as the runner (or a fork) hands it over: what it
+// is, read once when its session is made, besides what the session holds.
+type started interface {
+	episode
 	ID() string
 	Task() task.Task
 	Deadline() time.Time
-	Call(ctx context.Context, call monitor.ToolCall, opts ...harness.CallOption) (monitor.Result, error)
-	Start(ctx context.Context, call monitor.ToolCall, opts monitor.StreamOptions) (*harness.Running, error)
-	RecordModelTurn(turn trajectory.ModelTurn) error
-	Finish(ctx context.Context, reason string) (harness.Outcome, error)
-	Close(ctx context.Context) error
 }
 
 // forker is an episode that can fork, checked at run time the way
@@ -31,6 +57,6 @@ type forker interface {
 }
 
 var (
-	_ episode = (*harness.Episode)(nil)
+	_ started = (*harness.Episode)(nil)
 	_ forker  = (*harness.Episode)(nil)
 )

@@ -55,9 +55,9 @@ func (s *Server) open(ctx context.Context, t task.Task, hidden fs.FS, meta harne
 
 // register gives a started episode its session and token. During
 // Shutdown it closes the episode and returns ErrShuttingDown.
-func (s *Server) register(ctx context.Context, ep episode, taskID, groupID string) (*session, error) {
+func (s *Server) register(ctx context.Context, ep started, taskID, groupID string) (*session, error) {
 	tok := "rce_" + randomHex(24)
-	se := &session{id: ep.ID(), taskID: taskID, groupID: groupID, ep: ep, token: tok, tokHash: sha256.Sum256([]byte(tok)),
+	se := &session{id: ep.ID(), taskID: taskID, groupID: groupID, task: ep.Task(), deadline: ep.Deadline(), ep: ep, token: tok, tokHash: sha256.Sum256([]byte(tok)),
 		limiter: s.newLimiter(), created: time.Now(), state: StateRunning, ended: make(chan struct{})}
 	se.touch(se.created)
 	se.mcp = s.newMCPHandler(se)
@@ -105,7 +105,7 @@ func (s *Server) Open(ctx context.Context, t task.Task, meta harness.EpisodeMeta
 	if err != nil {
 		return Opened{}, err
 	}
-	return Opened{ID: se.id, Token: se.token, Deadline: se.ep.Deadline()}, nil
+	return Opened{ID: se.id, Token: se.token, Deadline: se.deadline}, nil
 }
 
 func (s *Server) live(id string) (*session, error) {

@@ -69,7 +69,7 @@ func (s *Server) handleFork(w http.ResponseWriter, r *http.Request, c caller) {
 		writeError(w, http.StatusBadGateway, "forking failed (sandbox or recording): "+err.Error())
 		return
 	}
-	t := se.ep.Task()
+	t := se.task
 	resp := ForkResponse{ParentEpisodeID: se.id, Episodes: make([]CreateResponse, 0, len(kids))}
 	_, resp.BranchStep = kids[0].Parent()
 	base := s.baseURL(r)

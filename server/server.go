@@ -67,13 +67,16 @@ type session struct {
 	id      string
 	taskID  string
 	groupID string
-	ep      episode
-	token   string
-	tokHash [32]byte
-	limiter *rate.Limiter
-	created time.Time
-	mcp     http.Handler
-	lastUse atomic.Int64 // unix nanos
+	task    task.Task // the episode's, as it started
+	// deadline is when the episode's wall-time limit ends the agent's part.
+	deadline time.Time
+	ep       episode
+	token    string
+	tokHash  [32]byte
+	limiter  *rate.Limiter
+	created  time.Time
+	mcp      http.Handler
+	lastUse  atomic.Int64 // unix nanos
 
 	reqs requests // calls by request id
 
