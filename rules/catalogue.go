@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/storage/inmem"
@@ -69,8 +70,11 @@ func RunTests(ctx context.Context, dirs []string, w io.Writer, verbose bool) (pa
 		return 0, 0, fmt.Errorf("rules: test: %w", err)
 	}
 	defer store.Abort(ctx, txn)
+	// A test's own time limit is a minute, not OPA's 5 s: on a loaded
+	// machine under -race a test of a user policy took over 5 s and was
+	// reported an error. A test that loops still ends; ctx bounds them all.
 	ch, err := tester.NewRunner().SetCompiler(ast.NewCompiler().WithEnablePrintStatements(true)).
-		SetStore(store).SetModules(mods).CapturePrintOutput(true).RunTests(ctx, txn)
+		SetStore(store).SetModules(mods).CapturePrintOutput(true).SetTimeout(time.Minute).RunTests(ctx, txn)
 	if err != nil {
 		return 0, 0, fmt.Errorf("rules: test: %w", asCompileError(err))
 	}
