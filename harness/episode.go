@@ -199,25 +199,8 @@ func (e *Episode) Call(ctx context.Context, call monitor.ToolCall, opts ...CallO
 	e.callMu.Lock()
 	defer e.callMu.Unlock()
 	t0 := time.Now()
-	e.mu.Lock()
-	if e.stopped {
-		e.mu.Unlock()
-		return monitor.Result{Call: call}, fmt.Errorf("harness: episode %s: call %s: %w", e.id, call.Tool, ErrFinished)
-	}
-	if reason := e.limitLocked(t0); reason != "" {
-		e.mu.Unlock()
-		return monitor.Result{Call: call}, &limitError{reason: reason}
-	}
-	seg, step := e.segment, e.steps+1
-	e.steps = step
-	e.mu.Unlock()
-
-	call.EpisodeID = e.id
-	callJSON, err := json.Marshal(call)
+	seg, step, callJSON, err := e.beginStep(&call, "call", t0, nil)
 	if err != nil {
-		return monitor.Result{Call: call}, fmt.Errorf("harness: episode %s: call %s: %w", e.id, call.Tool, err)
-	}
-	if err := e.emit(seg, step, trajectory.TypeToolCall, trajectory.ToolCall{ToolCallID: call.RequestID, Call: callJSON}); err != nil {
 		return monitor.Result{Call: call}, err
 	}
 
@@ -237,6 +220,41 @@ func (e *Episode) Call(ctx context.Context, call monitor.ToolCall, opts ...CallO
 		return res, err
 	}
 	return res, nil
+}
+
+// beginStep numbers a call's step and records its tool_call, unless Finish or
+// Close began (ErrFinished) or a limit was reached; refuse, when set, may
+// refuse the call before it is numbered. op names the operation in errors
+// ("call", "start"). The caller holds callMu.
+func (e *Episode) beginStep(call *monitor.ToolCall, op string, t0 time.Time, refuse func() error) (seg, step int, callJSON []byte, err error) {
+	e.mu.Lock()
+	if e.stopped {
+		e.mu.Unlock()
+		return 0, 0, nil, fmt.Errorf("harness: episode %s: %s %s: %w", e.id, op, call.Tool, ErrFinished)
+	}
+	if reason := e.limitLocked(t0); reason != "" {
+		e.mu.Unlock()
+		return 0, 0, nil, &limitError{reason: reason}
+	}
+	if refuse != nil {
+		if err := refuse(); err != nil {
+			e.mu.Unlock()
+			return 0, 0, nil, err
+		}
+	}
+	seg, step = e.segment, e.steps+1
+	e.steps = step
+	e.mu.Unlock()
+
+	call.EpisodeID = e.id
+	callJSON, err = json.Marshal(call)
+	if err != nil {
+		return 0, 0, nil, fmt.Errorf("harness: episode %s: %s %s: %w", e.id, op, call.Tool, err)
+	}
+	if err := e.emit(seg, step, trajectory.TypeToolCall, trajectory.ToolCall{ToolCallID: call.RequestID, Call: callJSON}); err != nil {
+		return 0, 0, nil, err
+	}
+	return seg, step, callJSON, nil
 }
 
 // record writes a call's decision and output and counts it.

@@ -2,7 +2,6 @@ package harness
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"syscall"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/sandbox"
-	"github.com/rollcage/rollcage/trajectory"
 )
 
 // streamStop bounds how long Finish and Close wait for the streamed calls
@@ -50,29 +48,13 @@ func (e *Episode) Start(ctx context.Context, call monitor.ToolCall, opts monitor
 	e.callMu.Lock()
 	defer e.callMu.Unlock()
 	t0 := time.Now()
-	e.mu.Lock()
-	if e.stopped {
-		e.mu.Unlock()
-		return nil, fmt.Errorf("harness: episode %s: start %s: %w", e.id, call.Tool, ErrFinished)
-	}
-	if reason := e.limitLocked(t0); reason != "" {
-		e.mu.Unlock()
-		return nil, &limitError{reason: reason}
-	}
-	if _, ok := e.sb.(sandbox.Streamer); !ok {
-		e.mu.Unlock()
-		return nil, fmt.Errorf("harness: episode %s: start: %w", e.id, sandbox.ErrUnsupported)
-	}
-	seg, step := e.segment, e.steps+1
-	e.steps = step
-	e.mu.Unlock()
-
-	call.EpisodeID = e.id
-	callJSON, err := json.Marshal(call)
+	seg, step, callJSON, err := e.beginStep(&call, "start", t0, func() error {
+		if _, ok := e.sb.(sandbox.Streamer); !ok {
+			return fmt.Errorf("harness: episode %s: start: %w", e.id, sandbox.ErrUnsupported)
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("harness: episode %s: start %s: %w", e.id, call.Tool, err)
-	}
-	if err := e.emit(seg, step, trajectory.TypeToolCall, trajectory.ToolCall{ToolCallID: call.RequestID, Call: callJSON}); err != nil {
 		return nil, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, e.r.cfg.Limits.CallTimeout)
