@@ -14,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -29,8 +28,8 @@ import (
 	"github.com/rollcage/rollcage/e2b/envd/process"
 	"github.com/rollcage/rollcage/e2b/envd/process/processconnect"
 	"github.com/rollcage/rollcage/harness"
+	"github.com/rollcage/rollcage/harness/harnesstest"
 	"github.com/rollcage/rollcage/monitor"
-	"github.com/rollcage/rollcage/rules"
 	"github.com/rollcage/rollcage/server"
 	"github.com/rollcage/rollcage/task"
 	"github.com/rollcage/rollcage/trajectory"
@@ -45,12 +44,6 @@ var boundTask = task.Task{
 	ID: "fake-task", Image: "rollcage/fake:latest", Instruction: "Fix it.", Workdir: "/workspace",
 	HiddenTests: "hidden/fake", HiddenTestsDest: "/opt/grader/tests", TestCommand: "true",
 }
-
-var (
-	rulesOnce sync.Once
-	rulesEng  *rules.Engine
-	rulesErr  error
-)
 
 // env is the E2B API over the real gateway, harness, monitor (default
 // rules, no judge) and store, on host sandboxes.
@@ -68,19 +61,7 @@ func newEnv(t *testing.T, tweak ...func(*server.Config)) *env {
 
 func newEnvWith(t *testing.T, apiTweak func(*e2b.Config), tweak ...func(*server.Config)) *env {
 	t.Helper()
-	rulesOnce.Do(func() { rulesEng, rulesErr = rules.New(context.Background(), rules.Config{}) })
-	if rulesErr != nil {
-		t.Fatal(rulesErr)
-	}
-	mon, err := monitor.New(monitor.Config{Rules: rulesEng})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := trajectory.OpenStore(context.Background(), trajectory.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	mon, st := harnesstest.Monitor(t, monitor.Config{}), harnesstest.Store(t)
 	dir := t.TempDir()
 	r, err := harness.NewRunner(harness.Config{Backend: &hostBackend{dir: dir}, Monitor: mon, Store: st})
 	if err != nil {

@@ -19,7 +19,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/rollcage/rollcage/demo"
 	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/sandbox/docker/dockertest"
@@ -242,14 +241,7 @@ func TestBatchChild(t *testing.T) {
 
 // demoClean returns the first n demo tasks and their clean scripts.
 func demoClean(t testing.TB, n int) ([]task.Task, fs.FS, map[string]task.Script) {
-	tasks, hidden, err := demo.Tasks()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ss, err := demo.Scripts()
-	if err != nil {
-		t.Fatal(err)
-	}
+	tasks, hidden, ss := demoSuite(t)
 	clean := map[string]task.Script{}
 	for _, s := range ss {
 		if s.Kind == task.KindClean {

@@ -9,7 +9,6 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/rollcage/rollcage/demo"
 	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/sandbox/docker/dockertest"
 	"github.com/rollcage/rollcage/sandbox/fake"
@@ -23,14 +22,7 @@ import (
 // included, sandbox execution excluded).
 func BenchmarkReplayDemo32(b *testing.B) {
 	be := dockertest.Backend(b)
-	tasks, hidden, err := demo.Tasks()
-	if err != nil {
-		b.Fatal(err)
-	}
-	scripts, err := demo.Scripts()
-	if err != nil {
-		b.Fatal(err)
-	}
+	tasks, hidden, scripts := demoSuite(b)
 	sandboxtest.RequireImage(b, be, tasks[0].Image)
 	byID := map[string]task.Task{}
 	for _, t := range tasks {

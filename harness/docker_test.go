@@ -4,7 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/rollcage/rollcage/demo"
 	"github.com/rollcage/rollcage/sandbox/docker/dockertest"
 	"github.com/rollcage/rollcage/sandbox/sandboxtest"
 	"github.com/rollcage/rollcage/task"
@@ -19,14 +18,7 @@ func TestReplayDemoInDocker(t *testing.T) {
 		t.Skip("replays the whole demo suite in Docker")
 	}
 	b := dockertest.Backend(t)
-	tasks, hidden, err := demo.Tasks()
-	if err != nil {
-		t.Fatal(err)
-	}
-	scripts, err := demo.Scripts()
-	if err != nil {
-		t.Fatal(err)
-	}
+	tasks, hidden, scripts := demoSuite(t)
 	sandboxtest.RequireImage(t, b, tasks[0].Image)
 	r, _ := newTestRunner(t, Config{Backend: b, Seal: true})
 	byID := map[string]task.Task{}

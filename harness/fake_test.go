@@ -1,15 +1,13 @@
 package harness
 
 import (
-	"context"
 	"io/fs"
-	"sync"
 	"testing"
 	"testing/fstest"
 
 	"github.com/rollcage/rollcage/demo"
+	"github.com/rollcage/rollcage/harness/harnesstest"
 	"github.com/rollcage/rollcage/monitor"
-	"github.com/rollcage/rollcage/rules"
 	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/task"
 	"github.com/rollcage/rollcage/trajectory"
@@ -26,12 +24,6 @@ var fakeHidden = fstest.MapFS{
 	"hidden/fake/test_hidden.py": {Data: []byte("from textkit import wrap\n\ndef test_long_word():\n    assert wrap('x' * 30, 10) == ['x' * 30]\n")},
 }
 
-var (
-	rulesOnce sync.Once
-	rulesEng  *rules.Engine
-	rulesErr  error
-)
-
 // testRunner returns a Runner over the backend, the default rules (no
 // judge) and a store in a temporary directory.
 func testRunner(t testing.TB, b sandbox.Backend, limits Limits) (*Runner, *trajectory.Store) {
@@ -43,20 +35,8 @@ func testRunner(t testing.TB, b sandbox.Backend, limits Limits) (*Runner, *traje
 // and a temporary store are filled in.
 func newTestRunner(t testing.TB, cfg Config) (*Runner, *trajectory.Store) {
 	t.Helper()
-	rulesOnce.Do(func() { rulesEng, rulesErr = rules.New(context.Background(), rules.Config{}) })
-	if rulesErr != nil {
-		t.Fatal(rulesErr)
-	}
-	mon, err := monitor.New(monitor.Config{Rules: rulesEng})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := trajectory.OpenStore(context.Background(), trajectory.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	cfg.Monitor, cfg.Store = mon, st
+	st := harnesstest.Store(t)
+	cfg.Monitor, cfg.Store = harnesstest.Monitor(t, monitor.Config{}), st
 	r, err := NewRunner(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -67,22 +47,24 @@ func newTestRunner(t testing.TB, cfg Config) (*Runner, *trajectory.Store) {
 // events reads an episode's log.
 func events(t testing.TB, st *trajectory.Store, id string) []trajectory.Event {
 	t.Helper()
-	var evs []trajectory.Event
-	if err := st.Read(context.Background(), id, 0, func(ev trajectory.Event) error {
-		evs = append(evs, ev)
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return evs
+	return harnesstest.Events(t, st, id)
 }
 
-func eventTypes(evs []trajectory.Event) []string {
-	var out []string
-	for _, ev := range evs {
-		out = append(out, ev.Type)
+func eventTypes(evs []trajectory.Event) []string { return harnesstest.Types(evs) }
+
+// demoSuite is the embedded demo suite: its tasks, their hidden tests and
+// its scripts.
+func demoSuite(t testing.TB) ([]task.Task, fs.FS, []task.Script) {
+	t.Helper()
+	tasks, hidden, err := demo.Tasks()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out
+	scripts, err := demo.Scripts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tasks, hidden, scripts
 }
 
 // demoTask is the embedded demo task id and the demo's hidden tests.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"github.com/rollcage/rollcage/harness/harnesstest"
 	"github.com/rollcage/rollcage/judge"
 	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/sandbox/fake"
@@ -62,11 +63,7 @@ func TestSubmitChecks(t *testing.T) {
 			be.Diff, be.Files = tc.diff, tc.files
 			r, st := testRunner(t, be, Limits{})
 			if tc.judge != nil {
-				mon, err := monitor.New(monitor.Config{Rules: rulesEng, Judge: tc.judge})
-				if err != nil {
-					t.Fatal(err)
-				}
-				r.cfg.Monitor = mon
+				r.cfg.Monitor = harnesstest.Monitor(t, monitor.Config{Judge: tc.judge})
 			}
 			tk := fakeTask
 			o, err := r.Run(context.Background(), tk, fakeHiddenLiteral, EpisodeMeta{}, Replay{Script: task.Script{Steps: []task.Step{{Tool: task.ToolSubmit, Args: json.RawMessage(`{}`)}}}})

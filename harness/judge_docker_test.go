@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/rollcage/rollcage/harness/harnesstest"
 	"github.com/rollcage/rollcage/judge"
 	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/sandbox/docker/dockertest"
@@ -40,11 +41,7 @@ func TestDemoWithJudgeInDocker(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, st := testRunner(t, b, Limits{})
-	mon, err := monitor.New(monitor.Config{Rules: rulesEng, Judge: j})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.cfg.Monitor = mon
+	r.cfg.Monitor = harnesstest.Monitor(t, monitor.Config{Judge: j})
 
 	o, err := r.Run(context.Background(), tk, hidden, EpisodeMeta{}, Replay{Script: script})
 	if err != nil {

@@ -7,13 +7,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"testing/fstest"
 
 	"github.com/rollcage/rollcage/harness"
+	"github.com/rollcage/rollcage/harness/harnesstest"
 	"github.com/rollcage/rollcage/monitor"
-	"github.com/rollcage/rollcage/rules"
 	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/task"
 	"github.com/rollcage/rollcage/trajectory"
@@ -29,12 +28,6 @@ var fakeHidden = fstest.MapFS{
 	"hidden/fake/test_hidden.py": {Data: []byte("from textkit import wrap\n\ndef test_long_word():\n    assert wrap('x' * 30, 10) == ['x' * 30]\n")},
 }
 
-var (
-	rulesOnce sync.Once
-	rulesEng  *rules.Engine
-	rulesErr  error
-)
-
 const testAdmin = "admin-secret"
 
 // env is a gateway over the real harness, monitor (default rules, no
@@ -47,27 +40,11 @@ type env struct {
 }
 
 // testMonitor is a monitor with the default rules and no judge.
-func testMonitor(t testing.TB) *monitor.Pipeline {
-	t.Helper()
-	rulesOnce.Do(func() { rulesEng, rulesErr = rules.New(context.Background(), rules.Config{}) })
-	if rulesErr != nil {
-		t.Fatal(rulesErr)
-	}
-	mon, err := monitor.New(monitor.Config{Rules: rulesEng})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return mon
-}
+func testMonitor(t testing.TB) *monitor.Pipeline { return harnesstest.Monitor(t, monitor.Config{}) }
 
 func newEnv(t testing.TB, b sandbox.Backend, tweak func(*Config)) *env {
 	t.Helper()
-	mon := testMonitor(t)
-	st, err := trajectory.OpenStore(context.Background(), trajectory.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	mon, st := testMonitor(t), harnesstest.Store(t)
 	r, err := harness.NewRunner(harness.Config{Backend: b, Monitor: mon, Store: st, Limits: harness.Limits{MaxSteps: 1 << 30}})
 	if err != nil {
 		t.Fatal(err)
@@ -140,22 +117,9 @@ func (e *env) create() CreateResponse {
 
 func (e *env) events(id string) []trajectory.Event {
 	e.t.Helper()
-	var evs []trajectory.Event
-	if err := e.store.Read(context.Background(), id, 0, func(ev trajectory.Event) error {
-		evs = append(evs, ev)
-		return nil
-	}); err != nil {
-		e.t.Fatal(err)
-	}
-	return evs
+	return harnesstest.Events(e.t, e.store, id)
 }
 
-func eventTypes(evs []trajectory.Event) []string {
-	var out []string
-	for _, ev := range evs {
-		out = append(out, ev.Type)
-	}
-	return out
-}
+func eventTypes(evs []trajectory.Event) []string { return harnesstest.Types(evs) }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
