@@ -4,8 +4,13 @@
 // the model should see, while rollcage sandboxes, monitors, judges and
 // records.
 //
-// It is a thin layer over an episode (the episode interface in
-// episode.go, which *harness.Episode implements): the HTTP JSON API under /v1,
+// It is a thin layer over an episode (the small interfaces in episode.go,
+// which *harness.Episode implements). A tool call goes server → harness →
+// monitor → (rules, judge) → sandbox: the gateway hands it to the harness
+// as it came (harness.Checked), which has the monitor map foreign tool
+// names and refuse arguments that cannot run (a 400 here) before the call
+// is numbered; the gateway calls no monitor function but the tool list
+// (TestCallsThroughHarness). Over it: the HTTP JSON API under /v1,
 // an MCP endpoint per episode (streamable HTTP) for MCP-capable agents, an
 // OpenAI-compatible recording proxy that forwards chat completions to the
 // policy server and records each turn with its token ids and logprobs,
