@@ -22,7 +22,7 @@ var allowed = map[string][]string{
 	"sandbox/internal/hostside":             {"sandbox", "agent"},
 	"sandbox/sandboxtest":                   {"sandbox"},
 	"sandbox/fake":                          {"sandbox"},
-	"sandbox/kube":                          {"sandbox", "agent"},
+	"sandbox/kube":                          {"sandbox", "agent", "sandbox/internal/hostside"},
 	"scripts/kube":                          {},
 	"scripts/kube/pause":                    {},
 	"sandbox/docker/dockertest":             {"sandbox", "sandbox/docker", "sandbox/sandboxtest"},
