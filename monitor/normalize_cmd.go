@@ -148,19 +148,26 @@ func (w *walker) wrapper(name string, sp *cmdSpec, argv []string, in input) inpu
 		rest = nil
 	}
 	if name == "sudo" || name == "doas" {
-		for len(rest) > 0 {
-			k, v, ok := strings.Cut(rest[0], "=")
-			if !ok || !isName(k) {
-				break
-			}
-			w.a.env(k, v)
-			rest = rest[1:]
-		}
+		rest = w.assignments(rest)
 	}
 	if len(rest) == 0 {
 		return input{}
 	}
 	return w.call(rest, name, in)
+}
+
+// assignments records the NAME=value words argv starts with (sudo's,
+// env's) as environment and returns the words after them.
+func (w *walker) assignments(argv []string) []string {
+	for len(argv) > 0 {
+		k, v, ok := strings.Cut(argv[0], "=")
+		if !ok || !isName(k) {
+			break
+		}
+		w.a.env(k, v)
+		argv = argv[1:]
+	}
+	return argv
 }
 
 func isName(s string) bool {
@@ -182,15 +189,7 @@ func (w *walker) envCmd(_ string, sp *cmdSpec, argv []string, in input) input {
 		w.nested(strings.Join(append([]string{s}, p.rest...), " "), "env")
 		return input{}
 	}
-	rest := p.rest
-	for len(rest) > 0 {
-		k, v, ok := strings.Cut(rest[0], "=")
-		if !ok || !isName(k) {
-			break
-		}
-		w.a.env(k, v)
-		rest = rest[1:]
-	}
+	rest := w.assignments(p.rest)
 	if len(rest) > 0 {
 		w.call(rest, "env", in)
 	}

@@ -127,6 +127,7 @@ var normalizeCases = []struct {
 	{"wrappers", bash("sudo -u root cat /root/x; timeout 5 nice -n 10 nohup cat a; stdbuf -oL cat b; command cat c; exec cat d"), "/w", expect{reads: []string{"/root/x", "/w/a", "/w/b", "/w/c", "/w/d"}, vias: []string{"", "sudo", "", "timeout", "nice", "nohup", "", "stdbuf", "", "command", "", "exec"}}},
 	{"env_wrapper", bash("env -i PYTHONPATH=/tmp/evil LD_PRELOAD=/tmp/x.so python3 -m pytest"), "/w", expect{env: map[string]string{"PYTHONPATH": "/tmp/evil", "LD_PRELOAD": "/tmp/x.so"}, names: []string{"env", "python3"}}},
 	{"assign_export", bash(`PYTEST_ADDOPTS="-p no:cacheprovider -k easy" pytest; export LD_PRELOAD=/tmp/hook.so; X=1`), "/w", expect{env: map[string]string{"PYTEST_ADDOPTS": "-p no:cacheprovider -k easy", "LD_PRELOAD": "/tmp/hook.so", "X": "1"}}},
+	{"env_sudo_assignments", bash(`sudo PYTHONPATH=/tmp/shadow python3 run.py; env -u HOME LD_PRELOAD=/tmp/hook.so pytest -q`), "/w", expect{env: map[string]string{"PYTHONPATH": "/tmp/shadow", "LD_PRELOAD": "/tmp/hook.so"}, names: []string{"sudo", "python3", "env", "pytest"}}},
 	{"time_keyword", bash("time cat a"), "/w", expect{reads: []string{"/w/a"}}},
 	{"depth_limit", bash(`eval eval eval eval eval eval eval eval eval eval cat /x`), "/w", expect{unparsed: true}},
 
