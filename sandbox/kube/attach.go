@@ -84,7 +84,11 @@ func (b *Backend) attach(pod string) (*attachConn, error) {
 			err = errors.Join(io.ErrClosedPipe, err)
 		}
 		outW.CloseWithError(fmt.Errorf("attach stream of %s ended: %w", pod, err))
-		inR.CloseWithError(io.ErrClosedPipe)
+		// Closing the write half ends the agent client's writes (blocked
+		// ones too) and gives client-go's stdin copier, which may still be
+		// reading, a quiet EOF: closing the read half under it logged
+		// "Copying stdin failed".
+		inW.Close()
 	}()
 	return c, nil
 }
