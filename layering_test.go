@@ -38,7 +38,7 @@ var allowed = map[string][]string{
 	"monitor":                               {"rules", "judge", "sandbox", "egress", "toolcall"},
 	"trajectory":                            {},
 	"harness":                               {"monitor", "egress", "sandbox", "task", "trajectory", "rules", "judge"},
-	"harness/harnesstest":                   {"monitor", "rules", "trajectory"},
+	"harness/harnesstest":                   {"demo", "monitor", "rules", "task", "trajectory"},
 	"audit":                                 {"monitor", "rules", "judge", "trajectory", "task"},
 	"redteam":                               {"harness", "monitor", "sandbox", "task", "trajectory"},
 	"server":                                {"harness", "trajectory", "monitor", "task", "sandbox", "rules", "judge"},

@@ -4,8 +4,8 @@ import (
 	"context"
 	"testing"
 
-	"github.com/rollcage/rollcage/demo"
 	"github.com/rollcage/rollcage/harness"
+	"github.com/rollcage/rollcage/harness/harnesstest"
 	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/sandbox/docker/dockertest"
 	"github.com/rollcage/rollcage/sandbox/sandboxtest"
@@ -23,14 +23,7 @@ func TestDemoAuditMatchesOnline(t *testing.T) {
 	}
 	ctx := context.Background()
 	b := dockertest.Backend(t)
-	tasks, hidden, err := demo.Tasks()
-	if err != nil {
-		t.Fatal(err)
-	}
-	scripts, err := demo.Scripts()
-	if err != nil {
-		t.Fatal(err)
-	}
+	tasks, hidden, scripts := harnesstest.DemoSuite(t)
 	byTask := map[string]task.Task{}
 	for _, tk := range tasks {
 		byTask[tk.ID] = tk

@@ -52,20 +52,8 @@ func events(t testing.TB, st *trajectory.Store, id string) []trajectory.Event {
 
 func eventTypes(evs []trajectory.Event) []string { return harnesstest.Types(evs) }
 
-// demoSuite is the embedded demo suite: its tasks, their hidden tests and
-// its scripts.
-func demoSuite(t testing.TB) ([]task.Task, fs.FS, []task.Script) {
-	t.Helper()
-	tasks, hidden, err := demo.Tasks()
-	if err != nil {
-		t.Fatal(err)
-	}
-	scripts, err := demo.Scripts()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tasks, hidden, scripts
-}
+// demoSuite is harnesstest.DemoSuite.
+func demoSuite(t testing.TB) ([]task.Task, fs.FS, []task.Script) { return harnesstest.DemoSuite(t) }
 
 // demoTask is the embedded demo task id and the demo's hidden tests.
 func demoTask(t testing.TB, id string) (task.Task, fs.FS) {

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rollcage/rollcage/demo"
 	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/sandbox/docker/dockertest"
@@ -73,14 +72,7 @@ func TestForkRefusesWhileStreaming(t *testing.T) {
 // of its demo scripts that pick takes; the task's image must be there.
 func firstDemoScript(t *testing.T, b sandbox.Backend, pick func(task.Script) bool) (task.Task, fs.FS, task.Script) {
 	t.Helper()
-	tasks, hidden, err := demo.Tasks()
-	if err != nil {
-		t.Fatal(err)
-	}
-	scripts, err := demo.Scripts()
-	if err != nil {
-		t.Fatal(err)
-	}
+	tasks, hidden, scripts := demoSuite(t)
 	tk := tasks[0]
 	sandboxtest.RequireImage(t, b, tk.Image)
 	for _, s := range scripts {

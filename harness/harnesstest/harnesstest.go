@@ -2,11 +2,14 @@ package harnesstest
 
 import (
 	"context"
+	"io/fs"
 	"sync"
 	"testing"
 
+	"github.com/rollcage/rollcage/demo"
 	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/rules"
+	"github.com/rollcage/rollcage/task"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
@@ -72,4 +75,19 @@ func Types(evs []trajectory.Event) []string {
 		out = append(out, ev.Type)
 	}
 	return out
+}
+
+// DemoSuite is the embedded demo suite: its tasks, their hidden tests and
+// its scripts.
+func DemoSuite(t testing.TB) ([]task.Task, fs.FS, []task.Script) {
+	t.Helper()
+	tasks, hidden, err := demo.Tasks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	scripts, err := demo.Scripts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tasks, hidden, scripts
 }
