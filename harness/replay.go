@@ -34,8 +34,11 @@ func (p Replay) Run(ctx context.Context, ep *Episode) (string, error) {
 // (never appended to in place, so a branch may keep it).
 func (p Replay) play(ctx context.Context, ep *Episode, from int, conv []trajectory.Message) (string, error) {
 	for i := from; i < len(p.Script.Steps); i++ {
+		// The branch gets the conversation as it is now: conv is
+		// reassigned below while the branch may already be playing.
+		prefix := conv
 		ep.Branch(func(child *Episode) func(context.Context) (string, error) {
-			return func(ctx context.Context) (string, error) { return p.play(ctx, child, i, conv) }
+			return func(ctx context.Context) (string, error) { return p.play(ctx, child, i, prefix) }
 		})
 		st := p.Script.Steps[i]
 		id := fmt.Sprintf("replay_%d", i)
