@@ -58,6 +58,7 @@ type alt struct {
 	fields map[string]val
 	other  val
 	keys   val
+	keyed  bool // an object whose keys are in the haystack: a field exists only when its key is there
 	guard  []clause
 }
 
@@ -88,22 +89,37 @@ func guarded(v val, g []clause) val {
 
 // inputVal is what the deriver knows of input: the normalized call's
 // strings are in the haystack, and input.derived (which Episode.Eval
-// passes whenever it gates) holds call strings joined by newlines.
+// passes whenever it gates) holds call strings joined by newlines. An
+// element of a list of the call exists only when the list is not empty,
+// which gates.scan marks in the haystack (marker).
 func inputVal() val {
 	s := callStr("")
-	list := collOf(s)
-	cmd := val{{kind: kObj, fields: map[string]val{"name": s, "argv": list}, other: unknown, keys: unknown}}
+	list := func(name string) val { return collOf(guarded(s, []clause{{marker(name)}})) }
+	obj := func(f map[string]val) val { return val{{kind: kObj, fields: f, other: unknown, keys: unknown}} }
+	cmd := obj(map[string]val{"name": s, "argv": collOf(s)})
+	git := obj(map[string]val{"sub": s, "args": collOf(s), "flags": collOf(s), "refs": collOf(s)})
 	norm := map[string]val{
 		"raw": s, "content": s, "old_content": s, "cwd": s,
-		"commands": collOf(cmd),
+		"commands": collOf(guarded(cmd, []clause{{marker("commands")}})),
+		"git":      collOf(guarded(git, []clause{{marker("git")}})),
+		"env":      {{kind: kObj, fields: map[string]val{}, other: guarded(s, []clause{{marker("env")}}), keys: guarded(s, []clause{{marker("env")}}), keyed: true}},
 	}
-	for _, k := range []string{"scripts", "reads", "lists", "writes", "deletes", "packages", "hosts", "urls"} {
-		norm[k] = list
+	for _, k := range listFields {
+		norm[k] = list(k)
 	}
-	derived := map[string]val{"text": callStr("\n"), "code": callStr("\n"), "touched": list, "arg_paths": list}
-	obj := func(f map[string]val) val { return val{{kind: kObj, fields: f, other: unknown, keys: unknown}} }
+	derived := map[string]val{"text": callStr("\n"), "code": callStr("\n"), "touched": list("touched"), "arg_paths": list("arg_paths")}
 	return obj(map[string]val{"normalized": obj(norm), "derived": obj(derived)})
 }
+
+// listFields are the lists of the normalized call whose elements are call
+// strings.
+var listFields = []string{"scripts", "reads", "lists", "writes", "deletes", "packages", "hosts", "urls"}
+
+// marker is the haystack line gates.scan adds when the call's list name is
+// not empty: the literal a gate requires for an element of it to exist.
+// Marker lines start with \x01, which a call's text only holds by chance
+// (a gate then opens for nothing, which is sound).
+func marker(name string) string { return "\x01" + name }
 
 // deriver reads rule bodies; it memoizes rule values by reference.
 type deriver struct {
@@ -212,14 +228,16 @@ func (d *deriver) expr(e *ast.Expr, env map[ast.Var]val, cs *[]clause) {
 			return
 		}
 		vc, _ := d.term(ops[2], env, cs)
+		var keys val
+		elems := d.elemsWithKey(vc, cs, func(k val) { keys = k })
 		if v, ok := ops[1].Value.(ast.Var); ok {
 			if _, bound := env[v]; !bound {
-				env[v] = d.elems(vc, cs)
+				env[v] = elems
 			}
 		}
 		if v, ok := ops[0].Value.(ast.Var); ok {
 			if _, bound := env[v]; !bound {
-				env[v] = unknown
+				env[v] = orUnknown(keys)
 			}
 		}
 		return
@@ -243,11 +261,28 @@ func (d *deriver) expr(e *ast.Expr, env map[ast.Var]val, cs *[]clause) {
 			}
 		}
 	}()
+	if len(ops) >= 2 && !fresh[0] {
+		if out, ok := foldConst(name, args[:len(ops)-1]); ok && fresh[len(ops)-1] {
+			bind(len(ops)-1, out)
+			return
+		}
+	}
 	switch name {
 	case "contains", "startswith", "endswith":
 		if len(ops) == 2 {
-			if lit, ok := constString(args[1]); ok {
-				if c, ok := testClause(args[0], []string{lit}, false); ok {
+			if lits, ok := constAlts(args[1]); ok {
+				if len(lits) == 0 {
+					*cs = append(*cs, clause{never}) // a needle that never exists
+				} else if c, ok := testClause(args[0], lits, false); ok {
+					*cs = append(*cs, c)
+				}
+			}
+		}
+		return
+	case "glob.match":
+		if len(ops) == 3 {
+			if globs, ok := constAlts(args[0]); ok {
+				if c, ok := globClause(globs, args[2]); ok {
 					*cs = append(*cs, c)
 				}
 			}
@@ -302,16 +337,47 @@ func (d *deriver) expr(e *ast.Expr, env map[ast.Var]val, cs *[]clause) {
 	case "concat":
 		if len(ops) == 3 {
 			if sep, ok := constString(args[0]); ok {
-				bind(2, joined(d.elems(args[1], cs), sep))
+				if parts, ok := d.constArray(ops[1], env, cs); ok {
+					bind(2, constVal(strings.Join(parts, sep)))
+					return
+				}
+				bind(2, joined(members(args[1]), sep))
 			}
 		}
 		return
-	case "array.concat":
+	case "array.concat", "or", "union":
+		// elements of either side; the result exists whether or not
+		// either has elements
 		if len(ops) == 3 {
-			bind(2, collOf(append(slices.Clip(d.elems(args[0], cs)), d.elems(args[1], cs)...)))
+			bind(2, collOf(append(slices.Clip(members(args[0])), members(args[1])...)))
+		}
+		return
+	case "and":
+		if len(ops) == 3 { // an element of both: one of the first's
+			bind(2, collOf(members(args[0])))
+		}
+		return
+	case "object.get":
+		if len(ops) == 4 {
+			if k, ok := constString(args[1]); ok {
+				bind(3, append(slices.Clip(field(args[0], k)), args[2]...))
+			}
+		}
+		return
+	case "regex.replace":
+		// a pattern every match of which ends the text removes a suffix:
+		// the result is a prefix of s followed by copies of the
+		// replacement, a join of call strings with its bytes
+		if len(ops) == 4 {
+			pat, ok1 := constString(args[1])
+			repl, ok2 := constString(args[2])
+			if ok1 && ok2 && suffixOnly(pat) {
+				bind(3, joinedWith(substrings(args[0]), repl))
+			}
 		}
 		return
 	}
+
 	// a function of the policy: what every definition requires of its
 	// arguments, one clause per definition joined
 	ref := e.Operator()
@@ -400,6 +466,9 @@ func best(cs []clause) clause {
 		s := len(c[0])
 		for _, l := range c {
 			s = min(s, len(l))
+			if strings.HasPrefix(l, "\x01") {
+				s = 0 // a list's marker says less than a literal of its text
+			}
 		}
 		if s > score || s == score && len(c) < len(b) {
 			b, score = c, s
@@ -435,13 +504,15 @@ func (d *deriver) term(t *ast.Term, env map[ast.Var]val, cs *[]clause) (val, boo
 		})
 		return collOf(elem), false
 	case ast.Object:
-		o := &alt{kind: kObj, fields: map[string]val{}, keys: unknown}
+		o := &alt{kind: kObj, fields: map[string]val{}}
 		err := v.Iter(func(k, e *ast.Term) error {
 			ks, ok := k.Value.(ast.String)
 			if !ok {
 				o.other = unknown
+				o.keys = append(o.keys, unknown...)
 				return nil
 			}
+			o.keys = append(o.keys, &alt{kind: kConst, lit: string(ks)})
 			x, _ := d.term(e, env, cs)
 			o.fields[string(ks)] = orUnknown(x)
 			return nil
@@ -632,6 +703,9 @@ func field(v val, k string) val {
 			f, ok := a.fields[k]
 			if !ok {
 				f = a.other
+				if a.keyed && k != "" {
+					f = guarded(f, []clause{{foldASCII(k)}})
+				}
 			}
 			out = append(out, guarded(f, a.guard)...)
 		case kColl, kStr, kConst:
@@ -649,9 +723,18 @@ func (d *deriver) elems(v val, cs *[]clause) val {
 	return d.elemsWithKey(v, cs, nil)
 }
 
+// never is a literal no haystack holds but by chance: the clause {never}
+// is what a value that never exists requires.
+const never = "\x01never"
+
 // requireExists adds to cs what a value's existence requires: when each of
-// its alternatives exists only under a guard, one of the guards holds.
+// its alternatives exists only under a guard, one of the guards holds; a
+// value with no alternative never exists.
 func requireExists(v val, cs *[]clause) {
+	if len(v) == 0 {
+		*cs = append(*cs, clause{never})
+		return
+	}
 	var c clause
 	for _, a := range v {
 		if len(a.guard) == 0 {
@@ -713,7 +796,8 @@ func joined(elems val, sep string) val {
 		switch {
 		case a.kind == kStr:
 			seps += a.seps
-		case a.kind == kConst && a.lit == "":
+		case a.kind == kConst && len(a.guard) == 0:
+			seps += a.lit // a constant's bytes cut literals as separators do
 		default:
 			if len(a.guard) == 0 {
 				return unknown
@@ -879,6 +963,18 @@ func reLits(re *syntax.Regexp) ([]reLit, bool) {
 		return []reLit{{string(re.Rune), re.Flags&syntax.FoldCase != 0}}, true
 	case syntax.OpCapture, syntax.OpPlus:
 		return reLits(re.Sub[0])
+	case syntax.OpCharClass:
+		// a small class: one of its characters
+		var out []reLit
+		for i := 0; i+1 < len(re.Rune); i += 2 {
+			for r := re.Rune[i]; r <= re.Rune[i+1]; r++ {
+				if len(out) >= 8 {
+					return nil, false
+				}
+				out = append(out, reLit{s: string(r)})
+			}
+		}
+		return out, len(out) > 0
 	case syntax.OpRepeat:
 		if re.Min >= 1 {
 			return reLits(re.Sub[0])
@@ -998,4 +1094,190 @@ func ruleID(r *ast.Rule) string {
 		}
 	}
 	return ""
+}
+
+// members are the elements of v, its guards kept on them; unlike elems
+// it requires nothing of v (a join or a union of an empty collection
+// exists).
+func members(v val) val {
+	var out val
+	for _, a := range v {
+		switch a.kind {
+		case kColl:
+			out = append(out, guarded(a.elem, a.guard)...)
+		case kObj:
+			for _, f := range a.fields {
+				out = append(out, guarded(f, a.guard)...)
+			}
+			out = append(out, guarded(a.other, a.guard)...)
+		default:
+			out = append(out, guarded(unknown, a.guard)...)
+		}
+	}
+	return out
+}
+
+func constVal(s string) val { return val{{kind: kConst, lit: s}} }
+
+// constArray is the strings of an array term each of whose elements is one
+// constant.
+func (d *deriver) constArray(t *ast.Term, env map[ast.Var]val, cs *[]clause) ([]string, bool) {
+	arr, ok := t.Value.(*ast.Array)
+	if !ok {
+		return nil, false
+	}
+	var out []string
+	for i := range arr.Len() {
+		v, fresh := d.term(arr.Elem(i), env, cs)
+		lit, ok := constString(v)
+		if fresh || !ok {
+			return nil, false
+		}
+		out = append(out, lit)
+	}
+	return out, true
+}
+
+// constAlts are the strings of a value each of whose alternatives is an
+// unguarded constant string (none: a value that never exists).
+func constAlts(v val) ([]string, bool) {
+	out := []string{}
+	for _, a := range v {
+		if a.kind != kConst || len(a.guard) != 0 {
+			return nil, false
+		}
+		out = append(out, a.lit)
+	}
+	return out, true
+}
+
+// foldConst computes a string builtin of constants, as OPA does.
+func foldConst(name string, args []val) (val, bool) {
+	if len(args) == 0 {
+		return nil, false
+	}
+	xs, ok := constAlts(args[0])
+	if !ok || len(xs) == 0 || len(xs) > 256 {
+		return nil, false
+	}
+	var arg string
+	switch name {
+	case "lower", "upper", "trim_space":
+		if len(args) != 1 {
+			return nil, false
+		}
+	case "trim", "trim_left", "trim_right", "trim_prefix", "trim_suffix":
+		if len(args) != 2 {
+			return nil, false
+		}
+		if arg, ok = constString(args[1]); !ok {
+			return nil, false
+		}
+	default:
+		return nil, false
+	}
+	var out val
+	for _, x := range xs {
+		var r string
+		switch name {
+		case "lower":
+			r = strings.ToLower(x)
+		case "upper":
+			r = strings.ToUpper(x)
+		case "trim_space":
+			r = strings.TrimSpace(x)
+		case "trim":
+			r = strings.Trim(x, arg)
+		case "trim_left":
+			r = strings.TrimLeft(x, arg)
+		case "trim_right":
+			r = strings.TrimRight(x, arg)
+		case "trim_prefix":
+			r = strings.TrimPrefix(x, arg)
+		case "trim_suffix":
+			r = strings.TrimSuffix(x, arg)
+		}
+		out = append(out, &alt{kind: kConst, lit: r})
+	}
+	return out, true
+}
+
+// suffixOnly: every match of the pattern ends the text (it ends in \z or
+// a $ outside multi-line mode), so replacing matches rewrites a suffix.
+func suffixOnly(pattern string) bool {
+	re, err := syntax.Parse(pattern, syntax.Perl)
+	if err != nil {
+		return false
+	}
+	for re.Op == syntax.OpCapture {
+		re = re.Sub[0]
+	}
+	return re.Op == syntax.OpConcat && len(re.Sub) > 0 && re.Sub[len(re.Sub)-1].Op == syntax.OpEndText
+}
+
+// joinedWith is v with the bytes of extra added as separators.
+func joinedWith(v val, extra string) val {
+	out := make(val, len(v))
+	for i, a := range v {
+		c := *a
+		if c.kind == kStr {
+			c.seps = uniqueBytes(c.seps + extra)
+		}
+		out[i] = &c
+	}
+	return out
+}
+
+// globClause is what glob.match(g, _, v) requires for one of the globs: a
+// piece of the glob's literal runs before its first class, alternative or
+// escape (every match holds them) — the last piece of three bytes or more
+// of the last run, the most specific part of a path, or else the longest.
+func globClause(globs []string, v val) (clause, bool) {
+	if len(globs) == 0 {
+		return clause{never}, true
+	}
+	var c clause
+	for _, a := range v {
+		switch {
+		case a.kind == kStr:
+			for _, g := range globs {
+				p := globPiece(g, a.seps)
+				if p == "" {
+					if len(a.guard) == 0 {
+						return nil, false
+					}
+					c = append(c, best(a.guard)...)
+					continue
+				}
+				c = append(c, p)
+			}
+		case len(a.guard) > 0:
+			c = append(c, best(a.guard)...)
+		default:
+			return nil, false
+		}
+	}
+	return c, len(c) > 0
+}
+
+func globPiece(g, seps string) string {
+	if i := strings.IndexAny(g, "[{\\"); i >= 0 {
+		g = g[:i]
+	}
+	runs := strings.FieldsFunc(g, func(r rune) bool { return r == '*' || r == '?' })
+	var longest, last string
+	for _, r := range runs {
+		for _, p := range strings.FieldsFunc(foldASCII(r), func(r rune) bool { return strings.ContainsRune(seps, r) }) {
+			if len(p) > len(longest) {
+				longest = p
+			}
+			if len(p) >= 3 {
+				last = p
+			}
+		}
+	}
+	if last != "" {
+		return last
+	}
+	return longest
 }

@@ -10,26 +10,42 @@ import (
 	"github.com/open-policy-agent/opa/v1/ast"
 )
 
+var (
+	mCmds, mTouched, mWrites, mReads = marker("commands"), marker("touched"), marker("writes"), marker("reads")
+	mDeletes, mEnv, mGit             = marker("deletes"), marker("env"), marker("git")
+)
+
 // TestDeriveGate reads the gates of user rules of several shapes.
 func TestDeriveGate(t *testing.T) {
 	tests := []struct {
 		name, body string
 		want       []clause // nil: no gate
 	}{
-		{"command name", `some c in lib.commands; c.name == "strace"`, []clause{{"strace"}}},
-		{"name in a set", `some c in lib.commands; c.name in {"gdb", "ltrace"}`, []clause{{"gdb", "ltrace"}}},
+		{"command name", `some c in lib.commands; c.name == "strace"`, []clause{{mCmds}, {"strace"}}},
+		{"name in a set", `some c in lib.commands; c.name in {"gdb", "ltrace"}`, []clause{{mCmds}, {"gdb", "ltrace"}}},
 		{"regexp literal, case folded", "some m in regex.find_n(`(?i)\\.SSH/id_(rsa|ed25519)`, lib.text, 1)", []clause{{".ssh/id_"}}},
 		{"regexp alternation", "regex.match(`^(/etc/shadow|/etc/gshadow)`, lib.raw)", []clause{{"gshadow", "shadow"}}}, // the parser factors out /etc/
 		{"regexp with nothing required", "regex.match(`^[a-z]+$`, lib.raw)", nil},
-		{"two tests, both required", `some p in lib.touched; startswith(p, "/run/"); endswith(p, ".token")`, []clause{{"/run/"}, {".token"}}},
-		{"joined argv: cut at the space", `some c in lib.commands; contains(concat(" ", c.argv), "install -e")`, []clause{{"install"}}},
-		{"lowered word", `some c in lib.commands; some a in c.argv; lower(a) == "--UPGRADE"`, []clause{{"--upgrade"}}},
-		{"negation requires nothing", `some c in lib.commands; not c.name == "ls"`, nil},
+		{"regexp, a small class", "regex.match(`[*?]`, lib.raw)", []clause{{"*", "?"}}},
+		{"two tests, both required", `some p in lib.touched; startswith(p, "/run/"); endswith(p, ".token")`, []clause{{mTouched}, {"/run/"}, {".token"}}},
+		{"joined argv: cut at the space", `some c in lib.commands; contains(concat(" ", c.argv), "install -e")`, []clause{{mCmds}, {"install"}}},
+		{"joined with a constant: its bytes cut too", `some p in lib.writes; contains(concat("/", [p, "x"]), "/tmp/xyz")`, []clause{{mWrites}, {"tmp"}}},
+		{"lowered word", `some c in lib.commands; some a in c.argv; lower(a) == "--UPGRADE"`, []clause{{mCmds}, {"--upgrade"}}},
+		{"negation requires nothing but the iteration", `some c in lib.commands; not c.name == "ls"`, []clause{{mCmds}}},
 		{"the task is not the call", `lib.task.id == "x"`, nil},
 		{"history is not the call", `some h in input.history; h.normalized.raw == "ls"`, nil},
 		{"a constant is not the call", `x := "strace"; contains(x, "strace")`, nil},
-		{"helper, one clause per definition", `some p in lib.touched; secret(p)`, []clause{{"/etc/shadow", "/run/secrets/"}}},
-		{"helper with an open definition", `some p in lib.touched; loose(p)`, nil},
+		{"an empty set never has an element", `some x in set(); contains(lib.raw, x)`, []clause{{never}}},
+		{"constants fold", `x := trim_prefix(lower("HTTPS://Example.org/a"), "https://"); contains(lib.raw, x)`, []clause{{"example.org/a"}}},
+		{"union of two lists", `some p in lib.reads | lib.writes; endswith(p, "/.netrc")`, []clause{{mReads, mWrites}, {"/.netrc"}}},
+		{"object.get of a list", `some p in object.get(input.normalized, "deletes", []); p == "/etc/hosts"`, []clause{{mDeletes}, {"/etc/hosts"}}},
+		{"an env key", `some k, _ in lib.env; k == "LD_AUDIT"`, []clause{{mEnv}, {"ld_audit"}}},
+		{"an env value by key", `v := lib.env.HTTP_PROXY; contains(v, "evil")`, []clause{{"http_proxy"}, {"evil"}}},
+		{"a git op", `some op in lib.gitops; op.sub == "bisect"`, []clause{{mGit}, {"bisect"}}},
+		{"a constant glob: its most specific piece", `some p in lib.reads; glob.match("/opt/*/secret.txt", ["/"], p)`, []clause{{mReads}, {"/secret.txt"}}},
+		{"a suffix replaced: a prefix of the string", "some p in lib.reads; b := regex.replace(p, `[~^].*$`, \"\"); b == \"/etc/passwd\"", []clause{{mReads}, {"/etc/passwd"}}},
+		{"helper, one clause per definition", `some p in lib.touched; secret(p)`, []clause{{mTouched}, {"/etc/shadow", "/run/secrets/"}}},
+		{"helper with an open definition", `some p in lib.touched; loose(p)`, []clause{{mTouched}}},
 		{"with changes input", `some c in lib.commands with input as {}; c.name == "x"`, nil},
 	}
 	// one module holds every case's rule (ids t.0, t.1, ...): one compile

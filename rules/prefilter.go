@@ -568,6 +568,17 @@ func (g *gates) scan(n *toolcall.Normalized, m *multiMatcher) *scan {
 		addAll(l)
 	}
 	sc.nHosts, sc.nURLs = len(n.Hosts), len(n.URLs)
+	// the markers of the lists that are not empty (derive.go's inputVal)
+	for _, l := range []struct {
+		name string
+		n    int
+	}{{"scripts", len(n.Scripts)}, {"reads", len(n.Reads)}, {"lists", len(n.Lists)}, {"writes", len(n.Writes)},
+		{"deletes", len(n.Deletes)}, {"packages", len(n.Packages)}, {"hosts", len(n.Hosts)}, {"urls", len(n.URLs)},
+		{"touched", len(sc.touched)}, {"commands", len(n.Commands)}, {"git", len(n.Git)}, {"env", len(n.Env)}} {
+		if l.n > 0 {
+			add(marker(l.name))
+		}
+	}
 	sc.netty = sc.nHosts+sc.nURLs > 0
 	if len(n.Env) > 0 {
 		sc.env = true
@@ -582,6 +593,10 @@ func (g *gates) scan(n *toolcall.Normalized, m *multiMatcher) *scan {
 		}
 		sc.gitops = true
 		sc.git = append(sc.git, gitop{sub: op.Sub, args: op.Args, flags: op.Flags, refs: op.Refs, allRefs: op.AllRefs})
+		add(op.Sub)
+		addAll(op.Args)
+		addAll(op.Flags)
+		addAll(op.Refs)
 	}
 	for _, c := range n.Commands {
 		if c.Argv == nil {
@@ -602,10 +617,12 @@ func (g *gates) scan(n *toolcall.Normalized, m *multiMatcher) *scan {
 			if i > 0 && !strings.HasPrefix(a, "-") && strings.Contains(a, "/") && !strings.Contains(a, "://") {
 				p := sc.abs(a)
 				sc.argPaths = append(sc.argPaths, p)
-				hay.WriteString(p)
-				hay.WriteByte('\n')
+				add(p)
 			}
 		}
+	}
+	if len(sc.argPaths) > 0 {
+		add(marker("arg_paths"))
 	}
 	sc.lower = foldASCII(hay.String())
 	sc.found = m.find(sc.lower)
