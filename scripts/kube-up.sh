@@ -16,8 +16,12 @@
 # 127.0.0.1; the API server reaches the kubelet at the node's Hostname
 # address, localhost.
 #
-# Usage: scripts/kube-up.sh [up|down|status|env]   (as root; default up)
+# Usage: scripts/kube-up.sh [up|build|down|status|env]   (as root; default up)
 #   up      start what is not running, import missing images, write kubeconfigs
+#   build   build kube-apiserver and kubelet if they are not cached; with
+#           --background, return at once and build in a session of its own
+#           whose autogroup runs at nice 19 (log: $KUBE_CACHE/build.log);
+#           `up` waits for a build under way (a lock on $KUBE_CACHE/build.lock)
 #   down    stop the cluster's processes (state is kept; `up` starts it again)
 #   env     print the exports the tests read (KUBECONFIG, ROLLCAGE_KUBE_*)
 # Environment: KUBE_IMAGES (images to import; default rollcage/base:latest),
@@ -91,8 +95,9 @@ print_env() {
 	echo "export ROLLCAGE_KUBE_ADMIN_KUBECONFIG=$STATE/admin.kubeconfig"
 }
 
-case ${1:-up} in
-up) ;;
+cmd=${1:-up}
+case $cmd in
+up | build) ;;
 down) stop_all; say "stopped (state kept in $STATE)"; exit 0 ;;
 env) print_env; exit 0 ;;
 status)
@@ -101,8 +106,65 @@ status)
 	done
 	exit 0
 	;;
-*) die "unknown command '$1': use up, down, status or env" ;;
+*) die "unknown command '$1': use up, build, down, status or env" ;;
 esac
+
+# build: kube-apiserver and kubelet, built once per version from the module
+# proxy into $BIN, under the lock of $CACHE/build.lock: a second caller waits
+# for a build under way, then finds the binaries.
+build() {
+	mkdir -p "$CACHE"
+	# --background hands its child the lock already taken, as fd 9.
+	[[ ${KUBE_BUILD_LOCKED:-} == 1 ]] || exec 9>"$CACHE/build.lock"
+	unset KUBE_BUILD_LOCKED
+	if ! flock -n 9; then
+		say "waiting for the build under way (log: $CACHE/build.log)"
+		tw=$(now)
+		flock 9
+		say "waited $(since "$tw")s for it; it took $(tail -n 1 "$CACHE/build.time" 2>/dev/null)"
+	fi
+	if [[ -x $BIN/kube-apiserver && -x $BIN/kubelet ]]; then
+		exec 9>&-
+		return
+	fi
+	say "building kube-apiserver and kubelet $KUBE_VERSION (cold: about 1,200 CPU-seconds)"
+	rm -rf "$BIN.tmp"
+	mkdir -p "$BIN.tmp"
+	minor=${KUBE_VERSION#v1.}
+	minor=${minor%%.*}
+	ld="-s -w -X k8s.io/component-base/version.gitVersion=$KUBE_VERSION"
+	ld+=" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
+	ld+=" -X k8s.io/component-base/version.gitTreeState=clean"
+	local TIMEFORMAT="%R s wall, %U s user + %S s sys"
+	{ time (cd "$ROOT/scripts/kube" && CGO_ENABLED=0 nice -n 19 go build -trimpath -ldflags "$ld" -o "$BIN.tmp/" \
+		k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubelet); } 2>"$CACHE/build.time" ||
+		{ cat "$CACHE/build.time" >&2; die "building kube-apiserver and kubelet failed (output above)"; }
+	mkdir -p "$(dirname "$BIN")"
+	rm -rf "$BIN" && mv "$BIN.tmp" "$BIN"
+	say "built: $(tail -n 1 "$CACHE/build.time")"
+	exec 9>&-
+}
+
+if [[ $cmd == build ]]; then
+	if [[ ${2:-} == --background ]]; then
+		if [[ -x $BIN/kube-apiserver && -x $BIN/kubelet ]]; then
+			exit 0
+		fi
+		mkdir -p "$CACHE"
+		exec 9>"$CACHE/build.lock"
+		flock -n 9 || exit 0 # a build is under way
+		# A session of its own gets an autogroup of its own: nice 19 on
+		# that group keeps the build off the CPU that make, dockerd and the
+		# containers want (the nice of a process counts only inside its
+		# autogroup). Nothing of it holds make's stdout or stdin.
+		KUBE_BUILD_LOCKED=1 setsid bash -c 'echo 19 >/proc/self/autogroup 2>/dev/null; exec "$0" build' "$0" \
+			>>"$CACHE/build.log" 2>&1 </dev/null &
+		say "building kube-apiserver and kubelet in the background (log: $CACHE/build.log)"
+		exit 0
+	fi
+	build
+	exit 0
+fi
 
 T0=$(now)
 
@@ -122,22 +184,7 @@ if ((${#need[@]})); then
 	# this cluster runs its own on another port either way.
 fi
 
-# Binaries: built once per version from the module proxy.
-if [[ ! -x $BIN/kube-apiserver || ! -x $BIN/kubelet ]]; then
-	say "building kube-apiserver and kubelet $KUBE_VERSION (cold: tens of minutes on 2 cores)"
-	tb=$(now)
-	mkdir -p "$BIN.tmp"
-	minor=${KUBE_VERSION#v1.}
-	minor=${minor%%.*}
-	ld="-s -w -X k8s.io/component-base/version.gitVersion=$KUBE_VERSION"
-	ld+=" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
-	ld+=" -X k8s.io/component-base/version.gitTreeState=clean"
-	(cd "$ROOT/scripts/kube" && CGO_ENABLED=0 nice -n 19 go build -trimpath -ldflags "$ld" -o "$BIN.tmp/" \
-		k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubelet)
-	mkdir -p "$(dirname "$BIN")"
-	rm -rf "$BIN" && mv "$BIN.tmp" "$BIN"
-	say "built in $(since "$tb")s"
-fi
+build
 
 mkdir -p "$STATE" "$RUN" "$LOG" "$STATE/pki" "$STATE/cni/bin" "$STATE/cni/net.d" "$STATE/images"
 chmod 0700 "$STATE" "$RUN"
