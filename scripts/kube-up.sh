@@ -121,7 +121,8 @@ build() {
 		say "waiting for the build under way (log: $CACHE/build.log)"
 		tw=$(now)
 		flock 9
-		say "waited $(since "$tw")s for it; it took $(tail -n 1 "$CACHE/build.time" 2>/dev/null)"
+		took=$(tail -n 1 "$CACHE/build.time" 2>/dev/null || true)
+		say "waited $(since "$tw")s for it${took:+; it took $took}"
 	fi
 	if [[ -x $BIN/kube-apiserver && -x $BIN/kubelet ]]; then
 		exec 9>&-
@@ -156,9 +157,15 @@ if [[ $cmd == build ]]; then
 		# A session of its own gets an autogroup of its own: nice 19 on
 		# that group keeps the build off the CPU that make, dockerd and the
 		# containers want (the nice of a process counts only inside its
-		# autogroup). Nothing of it holds make's stdout or stdin.
-		KUBE_BUILD_LOCKED=1 setsid bash -c 'echo 19 >/proc/self/autogroup 2>/dev/null; exec "$0" build' "$0" \
-			>>"$CACHE/build.log" 2>&1 </dev/null &
+		# autogroup). It keeps no descriptor of its caller's but the lock
+		# (fd 9): nothing of it holds make's output or a CI runner's pipe.
+		KUBE_BUILD_LOCKED=1 setsid bash -c '
+			for fd in /proc/self/fd/*; do
+				fd=${fd##*/}
+				[[ $fd == [0129] ]] || eval "exec $fd>&-" 2>/dev/null
+			done
+			echo 19 >/proc/self/autogroup 2>/dev/null
+			exec "$0" build' "$0" >>"$CACHE/build.log" 2>&1 </dev/null &
 		say "building kube-apiserver and kubelet in the background (log: $CACHE/build.log)"
 		exit 0
 	fi
