@@ -92,7 +92,7 @@ func guarded(v val, g []clause) val {
 // passes whenever it gates) holds call strings joined by newlines. An
 // element of a list of the call exists only when the list is not empty,
 // which gates.scan marks in the haystack (marker).
-func inputVal() val {
+func inputVal(facts, task *ast.Term) val {
 	s := callStr("")
 	list := func(name string) val { return collOf(guarded(s, []clause{{marker(name)}})) }
 	obj := func(f map[string]val) val { return val{{kind: kObj, fields: f, other: unknown, keys: unknown}} }
@@ -108,7 +108,48 @@ func inputVal() val {
 		norm[k] = list(k)
 	}
 	derived := map[string]val{"text": callStr("\n"), "code": callStr("\n"), "touched": list("touched"), "arg_paths": list("arg_paths")}
-	return obj(map[string]val{"normalized": obj(norm), "derived": obj(derived)})
+	in := map[string]val{"normalized": obj(norm), "derived": obj(derived)}
+	if facts != nil {
+		in["facts"] = astVal(facts.Value)
+	}
+	if task != nil {
+		in["task"] = astVal(task.Value)
+	}
+	return obj(in)
+}
+
+// astVal is a document of the episode (its facts, its task) as the
+// deriver knows it: its strings are constants, so a test of the call
+// against them yields the episode's own literals.
+func astVal(v ast.Value) val {
+	switch x := v.(type) {
+	case ast.String:
+		return constVal(string(x))
+	case *ast.Array:
+		var elem val
+		for i := range x.Len() {
+			elem = append(elem, astVal(x.Elem(i).Value)...)
+		}
+		return collOf(elem)
+	case ast.Set:
+		var elem val
+		x.Foreach(func(t *ast.Term) { elem = append(elem, astVal(t.Value)...) })
+		return collOf(elem)
+	case ast.Object:
+		o := &alt{kind: kObj, fields: map[string]val{}}
+		x.Foreach(func(k, t *ast.Term) {
+			ks, ok := k.Value.(ast.String)
+			if !ok {
+				o.other = append(o.other, unknown...)
+				o.keys = append(o.keys, unknown...)
+				return
+			}
+			o.keys = append(o.keys, constVal(string(ks))...)
+			o.fields[string(ks)] = astVal(t.Value)
+		})
+		return val{o}
+	}
+	return unknown
 }
 
 // listFields are the lists of the normalized call whose elements are call
@@ -125,13 +166,21 @@ func marker(name string) string { return "\x01" + name }
 type deriver struct {
 	c     *ast.Compiler
 	input val
+	// present are the input documents every gated evaluation passes
+	// (derived; facts and task when the deriver knows them): a rule
+	// reading one of them never falls back to its default or else
+	present map[string]bool
 	vals  map[string]val
 	busy  map[string]bool
 	depth int
 }
 
-func newDeriver(c *ast.Compiler) *deriver {
-	return &deriver{c: c, input: inputVal(), vals: map[string]val{}, busy: map[string]bool{}}
+func newDeriver(c *ast.Compiler, facts, task *ast.Term) *deriver {
+	d := &deriver{c: c, input: inputVal(facts, task), vals: map[string]val{}, busy: map[string]bool{},
+		present: map[string]bool{"derived": true}}
+	d.present["facts"] = facts != nil
+	d.present["task"] = task != nil
+	return d
 }
 
 // maxDepth bounds how deep rule and function references are followed.
@@ -199,6 +248,30 @@ func (d *deriver) expr(e *ast.Expr, env map[ast.Var]val, cs *[]clause) {
 			if c, ok := equalClause(va, vb); ok {
 				*cs = append(*cs, c)
 			}
+		}
+		return
+	case "neq":
+		// x != c: x is none of its alternatives that are the constant c
+		if len(ops) != 2 {
+			return
+		}
+		va, _ := d.term(ops[0], env, cs)
+		vb, _ := d.term(ops[1], env, cs)
+		for _, side := range []struct {
+			t *ast.Term
+			v val
+			c val
+		}{{ops[0], va, vb}, {ops[1], vb, va}} {
+			lit, ok := constString(side.c)
+			if !ok {
+				continue
+			}
+			rest := slices.DeleteFunc(slices.Clone(side.v), func(a *alt) bool { return a.kind == kConst && a.lit == lit && len(a.guard) == 0 })
+			if v, isVar := side.t.Value.(ast.Var); isVar {
+				env[v] = rest
+			}
+			requireExists(rest, cs)
+			return
 		}
 		return
 	case "internal.member_2":
@@ -331,7 +404,15 @@ func (d *deriver) expr(e *ast.Expr, env map[ast.Var]val, cs *[]clause) {
 		return
 	case "split":
 		if len(ops) == 3 {
-			bind(2, collOf(substrings(args[0])))
+			var out val
+			for _, a := range args[0] {
+				if c, ok := foldConst(name, []val{{a}, args[1]}); ok {
+					out = append(out, c...)
+				} else {
+					out = append(out, collOf(substrings(val{a}))...)
+				}
+			}
+			bind(2, out)
 		}
 		return
 	case "concat":
@@ -360,7 +441,20 @@ func (d *deriver) expr(e *ast.Expr, env map[ast.Var]val, cs *[]clause) {
 	case "object.get":
 		if len(ops) == 4 {
 			if k, ok := constString(args[1]); ok {
-				bind(3, append(slices.Clip(field(args[0], k)), args[2]...))
+				var out val
+				for _, a := range args[0] {
+					if _, has := a.fields[k]; a.kind == kObj && a.other == nil && !a.keyed {
+						if has { // a closed object (a document of the episode): its field or the default
+							out = append(out, field(val{a}, k)...)
+						} else {
+							out = append(out, guarded(args[2], a.guard)...)
+						}
+						continue
+					}
+					out = append(out, field(val{a}, k)...)
+					out = append(out, guarded(args[2], a.guard)...)
+				}
+				bind(3, out)
 			}
 		}
 		return
@@ -625,7 +719,12 @@ func (d *deriver) rule(r ast.Ref) val {
 	d.depth++
 	defer func() { delete(d.busy, key); d.depth-- }()
 	var out val
-	for _, def := range d.c.GetRulesExact(r) {
+	defs := d.c.GetRulesExact(r)
+	skipDefault := slices.ContainsFunc(defs, func(r *ast.Rule) bool { return !r.Default && d.presentOnly(r) })
+	for _, def := range defs {
+		if def.Default && skipDefault {
+			continue
+		}
 		out = append(out, d.ruleValue(def)...)
 	}
 	d.vals[key] = out
@@ -663,32 +762,43 @@ func (d *deriver) ruleValue(r *ast.Rule) val {
 			}
 			out = append(out, guarded(v, cs)...)
 		}
-		if derivedOnly(r) {
-			break // input.derived is there whenever gates apply: no else is reached
+		if d.presentOnly(r) {
+			break // the document is there whenever gates apply: no else is reached
 		}
 	}
 	return out
 }
 
-// derivedOnly: the body is `x = input.derived.<field>`, which holds
-// whenever Episode.Eval gates (it passes input.derived then).
-func derivedOnly(r *ast.Rule) bool {
+// presentOnly: the body is `x = input.derived.<field>`, `x = input.facts`
+// or `x = input.task`, which hold whenever Episode.Eval gates (it passes
+// them then) and the deriver knows the episode.
+func (d *deriver) presentOnly(r *ast.Rule) bool {
 	if len(r.Body) != 1 || r.Default {
 		return false
 	}
 	e := r.Body[0]
-	if e.Negated || len(e.With) > 0 || !e.IsCall() || len(e.Operands()) != 2 {
-		return false
+	var terms []*ast.Term
+	switch {
+	case e.IsCall() && !e.Negated && len(e.With) == 0 && len(e.Operands()) == 2 &&
+		(e.Operator().String() == "eq" || e.Operator().String() == "assign"):
+		terms = e.Operands()
+	case r.Head.Value != nil && e.Equal(ast.NewExpr(ast.BooleanTerm(true))): // x := input.task
+		terms = []*ast.Term{r.Head.Value}
 	}
-	if op := e.Operator().String(); op != "eq" && op != "assign" {
-		return false
-	}
-	for _, o := range e.Operands() {
-		if ref, ok := o.Value.(ast.Ref); ok && len(ref) == 3 && ref[0].Equal(ast.InputRootDocument) &&
-			ref[1].Equal(ast.StringTerm("derived")) {
-			if f, ok := ref[2].Value.(ast.String); ok && slices.Contains([]string{"text", "code", "touched", "arg_paths"}, string(f)) {
-				return true
-			}
+	for _, o := range terms {
+		ref, ok := o.Value.(ast.Ref)
+		if !ok || len(ref) < 2 || !ref[0].Equal(ast.InputRootDocument) {
+			continue
+		}
+		doc, ok := ref[1].Value.(ast.String)
+		if !ok || !d.present[string(doc)] {
+			continue
+		}
+		if doc != "derived" {
+			return len(ref) == 2
+		}
+		if f, ok := ref[len(ref)-1].Value.(ast.String); ok && len(ref) == 3 && slices.Contains([]string{"text", "code", "touched", "arg_paths"}, string(f)) {
+			return true
 		}
 	}
 	return false
@@ -1033,8 +1143,13 @@ type derivedGates struct {
 }
 
 // deriveGates reads the gate of every flag rule under rollcage.rules.
-func deriveGates(c *ast.Compiler) derivedGates {
-	d := newDeriver(c)
+func deriveGates(c *ast.Compiler) derivedGates { return deriveEpisodeGates(c, nil, nil) }
+
+// deriveEpisodeGates reads the gates for one episode: its facts and task
+// (nil: not known) are constants, so a rule comparing the call with them
+// gets the episode's strings as its literals.
+func deriveEpisodeGates(c *ast.Compiler, facts, task *ast.Term) derivedGates {
+	d := newDeriver(c, facts, task)
 	out := derivedGates{byPkg: map[string][][]clause{}, byID: map[string][][]clause{}}
 	ungated := map[string]bool{}
 	rulesRef := ast.MustParseRef("data.rollcage.rules")
@@ -1166,7 +1281,7 @@ func foldConst(name string, args []val) (val, bool) {
 		if len(args) != 1 {
 			return nil, false
 		}
-	case "trim", "trim_left", "trim_right", "trim_prefix", "trim_suffix":
+	case "trim", "trim_left", "trim_right", "trim_prefix", "trim_suffix", "split":
 		if len(args) != 2 {
 			return nil, false
 		}
@@ -1196,6 +1311,13 @@ func foldConst(name string, args []val) (val, bool) {
 			r = strings.TrimPrefix(x, arg)
 		case "trim_suffix":
 			r = strings.TrimSuffix(x, arg)
+		case "split":
+			var elem val
+			for _, p := range strings.Split(x, arg) {
+				elem = append(elem, constVal(p)...)
+			}
+			out = append(out, collOf(elem)...)
+			continue
 		}
 		out = append(out, &alt{kind: kConst, lit: r})
 	}

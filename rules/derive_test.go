@@ -3,6 +3,8 @@ package rules
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -105,7 +107,7 @@ func TestUserRuleGated(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sc := ep.gates.scan(typed(v, v), e.pre.match)
+		sc := ep.gates.scan(typed(v, v), e.pre.static.match)
 		set := e.pre.packages(ep.gates.mask(sc, false), featBits(sc, allFeatBits), sc.found)
 		flags, err := ep.Eval(ctx, map[string]any{"tool": "bash"}, n)
 		if err != nil {
@@ -131,4 +133,53 @@ func ruleIDs(fs []Flag) string {
 		ids = append(ids, f.Rule)
 	}
 	return strings.Join(ids, ",")
+}
+
+// TestDeriveEpisodeGate: with an episode's facts and task the rules that
+// compare the call with them get the episode's strings as literals (a
+// fact is a constant per episode), and a rule whose episode makes it
+// impossible requires what no call holds.
+func TestDeriveEpisodeGate(t *testing.T) {
+	e := newEngine(t, Config{})
+	ep := e.NewEpisode(t.Context(), demoTask, demoSandbox)
+	dg := deriveEpisodeGates(e.compiler, ep.facts, ep.task)
+	static := deriveGates(e.compiler)
+	has := func(g []clause, lit string) bool {
+		for _, c := range g {
+			if slices.Contains(c, lit) {
+				return true
+			}
+		}
+		return false
+	}
+	tests := []struct {
+		id, lit string // some rule with the id requires lit
+	}{
+		{"protected.text", "tests/hidden"},                           // facts.protected_rel_stems
+		{"protected.path", "/workspace/tests/hidden/"},               // a protected glob's literal run
+		{"history.future_text", "9f2c4e1"},                           // facts.commit7
+		{"history.future_text", "origin/main"},                       // facts.refs
+		{"network.reference_url", "github.com/acme/textkit/pull/42"}, // trim_prefix of a task URL, folded
+		{"network.upstream", "github.com/acme/textkit"},              // object.get of the task, lowered
+		{"tampering.visible_test", "/workspace/tests/test_wrap.py"},
+	}
+	for _, tc := range tests {
+		if !slices.ContainsFunc(dg.byID[tc.id], func(g []clause) bool { return has(g, tc.lit) }) {
+			t.Errorf("%s: no rule requires %q; gates %q", tc.id, tc.lit, dg.byID[tc.id])
+		}
+		if slices.ContainsFunc(static.byID[tc.id], func(g []clause) bool { return has(g, tc.lit) }) {
+			t.Errorf("%s: the policy alone requires the episode's %q", tc.id, tc.lit)
+		}
+	}
+	if dg.gated <= static.gated {
+		t.Errorf("episode gates %d rules, the policy alone %d; want more", dg.gated, static.gated)
+	}
+	// no reference URLs: the rules naming them cannot fire
+	task := maps.Clone(demoTask)
+	delete(task, "reference_urls")
+	ep2 := e.NewEpisode(t.Context(), task, demoSandbox)
+	dg2 := deriveEpisodeGates(e.compiler, ep2.facts, ep2.task)
+	if g := dg2.byID["network.reference_url"]; len(g) != 2 || !has(g[0], never) || !has(g[1], never) {
+		t.Errorf("no reference URLs: network.reference_url gates %q; want each to require %q", g, never)
+	}
 }

@@ -29,6 +29,7 @@ type Episode struct {
 	sandbox *ast.Term
 	facts   *ast.Term // nil when the policy defines no episode facts
 	gates   gates
+	derived *gateSet // the gates derived with the episode's facts and task; nil: the policy's alone
 
 	mu      sync.Mutex
 	history []*ast.Term   // guarded by mu; oldest first, at most MaxHistory
@@ -65,7 +66,7 @@ func (e *Engine) NewEpisode(ctx context.Context, task, sandbox any) *Episode {
 		t = ast.NewObject(ast.Item(ast.StringTerm("__invalid__"), ast.StringTerm(err.Error())))
 	}
 	fe := e.episodeFacts(ctx, t, s)
-	ep.task, ep.sandbox, ep.facts, ep.gates = fe.task, fe.sandbox, fe.facts, fe.gates
+	ep.task, ep.sandbox, ep.facts, ep.gates, ep.derived = fe.task, fe.sandbox, fe.facts, fe.gates, fe.derived
 	ep.memo = ep.buildMemo()
 	return ep
 }
@@ -76,6 +77,7 @@ type factsEntry struct {
 	task, sandbox *ast.Term
 	facts         *ast.Term
 	gates         gates
+	derived       *gateSet
 }
 
 // factsCache remembers episode facts by task and sandbox: a batch run or
@@ -106,6 +108,9 @@ func (e *Engine) episodeFacts(ctx context.Context, t, s ast.Value) *factsEntry {
 	fe := &factsEntry{task: ast.NewTerm(t), sandbox: ast.NewTerm(s)}
 	fe.facts = e.facts(ctx, fe.task, fe.sandbox)
 	fe.gates = newGates(fe.task, fe.facts)
+	if e.pre != nil && fe.facts != nil {
+		fe.derived = e.pre.gateSet(deriveEpisodeGates(e.compiler, fe.facts, fe.task))
+	}
 	if ctx.Err() != nil {
 		return fe // facts cut short: good for this episode, not for the cache
 	}
@@ -204,7 +209,8 @@ func (ep *Episode) Eval(ctx context.Context, call, normalized any) ([]Flag, erro
 	}
 	q, ft := ep.eng.flagsQ, allFeatures
 	if pre := ep.eng.pre; pre != nil {
-		sc := ep.gates.scan(typed(normalized, n), pre.match)
+		gs := ep.gateSet()
+		sc := ep.gates.scan(typed(normalized, n), gs.match)
 		var kw found
 		if sc != nil {
 			sc.evidence = evid
@@ -212,7 +218,7 @@ func (ep *Episode) Eval(ctx context.Context, call, normalized any) ([]Flag, erro
 		}
 		gm := ep.gates.mask(sc, chained)
 		fb := featBits(sc, pre.needed(gm))
-		set := pre.packages(gm, fb, kw)
+		set := pre.packagesWith(gs, gm, fb, kw)
 		if pre.empty(set) { // no rule can fire: every package is gated shut
 			if err := ctx.Err(); err != nil {
 				return nil, fmt.Errorf("rules: eval: %w", err)
@@ -434,7 +440,7 @@ func (ep *Episode) invalid() error {
 func (ep *Episode) Clone() *Episode {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
-	c := &Episode{eng: ep.eng, task: ep.task, sandbox: ep.sandbox, facts: ep.facts, gates: ep.gates,
+	c := &Episode{eng: ep.eng, task: ep.task, sandbox: ep.sandbox, facts: ep.facts, gates: ep.gates, derived: ep.derived,
 		// AST terms are never changed once built (record and buildMemo
 		// make new ones), so the copies share them.
 		history: slices.Clone(ep.history),
@@ -468,4 +474,12 @@ func typed(x any, v ast.Value) *toolcall.Normalized {
 		return nil
 	}
 	return &n
+}
+
+// gateSet is the derived gates the episode's calls are checked against.
+func (ep *Episode) gateSet() *gateSet {
+	if ep.derived != nil {
+		return ep.derived
+	}
+	return ep.eng.pre.static
 }

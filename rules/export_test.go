@@ -16,7 +16,8 @@ func (ep *Episode) DerivedGateMisses(normalized any, flags []Flag) []string {
 	if err != nil {
 		return nil
 	}
-	sc := ep.gates.scan(typed(normalized, n), pre.match)
+	gs := ep.gateSet()
+	sc := ep.gates.scan(typed(normalized, n), gs.match)
 	if sc == nil {
 		return nil
 	}
@@ -24,13 +25,13 @@ func (ep *Episode) DerivedGateMisses(normalized any, flags []Flag) []string {
 	for _, f := range flags {
 		ok := false
 		for _, id := range []string{f.Rule, ""} {
-			for _, g := range pre.byID[id] {
+			for _, g := range gs.byID[id] {
 				if g == nil || allClauses(g, sc.found) {
 					ok = true
 				}
 			}
 		}
-		if !ok && len(pre.byID[f.Rule]) > 0 {
+		if !ok && len(gs.byID[f.Rule]) > 0 {
 			miss = append(miss, fmt.Sprintf("%s (evidence %q): no rule with this id passes its derived gate", f.Rule, f.Evidence))
 		}
 	}
@@ -43,7 +44,7 @@ func (e *Engine) DerivedGateCount() (rules, gated int) {
 	if e.pre == nil {
 		return 0, 0
 	}
-	return e.pre.derivedRules, e.pre.gatedRules
+	return e.pre.static.rules, e.pre.static.gated
 }
 
 // RaceEnabled: the tests run under the race detector.

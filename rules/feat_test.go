@@ -101,7 +101,7 @@ func TestFeatures(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sc := ep.gates.scan(typedNorm(v), e.pre.match)
+		sc := ep.gates.scan(typedNorm(v), e.pre.static.match)
 		if (sc == nil) != tc.all {
 			t.Errorf("%s: gate nothing = %v, want %v", tc.name, sc == nil, tc.all)
 			continue
@@ -148,7 +148,7 @@ func TestPackageGates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc := ep.gates.scan(typedNorm(v), e.pre.match)
+	sc := ep.gates.scan(typedNorm(v), e.pre.static.match)
 	if set := e.pre.packages(ep.gates.mask(sc, false), featBits(sc, allFeatBits), sc.found); !e.pre.empty(set) {
 		t.Errorf("ls -la runs packages %b; want none", set)
 	}
@@ -166,7 +166,7 @@ func TestPackageGates(t *testing.T) {
 	// ls -la runs nothing, make runs the user package
 	user := newEngine(t, Config{PolicyDirs: []string{"testdata/extra"}})
 	uep := user.NewEpisode(t.Context(), demoTask, demoSandbox)
-	sc = uep.gates.scan(typedNorm(v), user.pre.match)
+	sc = uep.gates.scan(typedNorm(v), user.pre.static.match)
 	if set := user.pre.packages(uep.gates.mask(sc, false), featBits(sc, allFeatBits), sc.found); !user.pre.empty(set) {
 		t.Errorf("with a gated user package, ls -la runs packages %b; want none", set)
 	}
@@ -175,7 +175,7 @@ func TestPackageGates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc = uep.gates.scan(typedNorm(mk), user.pre.match)
+	sc = uep.gates.scan(typedNorm(mk), user.pre.static.match)
 	set := user.pre.packages(uep.gates.mask(sc, false), featBits(sc, allFeatBits), sc.found)
 	if i := slices.IndexFunc(user.pre.pkgs, func(p pkgGate) bool { return p.name == "team_policy" }); i < 0 || set&(1<<i) == 0 {
 		t.Errorf("make -j2 runs packages %b of %v; want team_policy among them", set, user.pre.pkgs)
@@ -183,7 +183,7 @@ func TestPackageGates(t *testing.T) {
 	// a user rule without a derivable requirement runs on every call
 	ung := newEngine(t, Config{PolicyDirs: []string{"testdata/ungated"}})
 	gep := ung.NewEpisode(t.Context(), demoTask, demoSandbox)
-	sc = gep.gates.scan(typedNorm(v), ung.pre.match)
+	sc = gep.gates.scan(typedNorm(v), ung.pre.static.match)
 	if set := ung.pre.packages(gep.gates.mask(sc, false), featBits(sc, allFeatBits), sc.found); ung.pre.empty(set) {
 		t.Error("with an ungated user package, ls -la runs nothing; that package must run on every call")
 	}

@@ -62,24 +62,6 @@ type pkgGate struct {
 	gate  int
 	feats uint64
 	uses  uint64 // every feature the package's rules read
-	// derived: the gates derive.go reads off the package's flag rules, one
-	// conjunction of clauses per rule, as bits of the engine's matcher;
-	// nil when some rule has none (the package runs whatever the text).
-	derived [][][]int
-}
-
-// open reports whether some rule's derived gate passes for the keywords
-// found.
-func (p *pkgGate) open(f found) bool {
-	if p.derived == nil || f == nil {
-		return true
-	}
-	for _, rule := range p.derived {
-		if allClauses(rule, f) {
-			return true
-		}
-	}
-	return false
 }
 
 func allClauses(cs [][]int, f found) bool {
@@ -100,13 +82,7 @@ type prefilter struct {
 	// hasUser: the policy has packages of its own; then episodes pass the
 	// full input (call and history), which user rules may read
 	hasUser bool
-	// match finds the feature keywords and the derived gates' literals
-	// in one pass; its first literals are keywords'
-	match *multiMatcher
-	// byID: per rule id, each flag rule's derived gate (nil: none), for
-	// tests that check the gates against what fires
-	byID                     map[string][][][]int // id → rules → clauses → literal bits
-	derivedRules, gatedRules int
+	static *gateSet // the gates derived from the policy alone
 
 	mu sync.Mutex
 	qs map[uint64]*prepared // guarded by mu; by package set (bit i: pkgs[i])
@@ -157,43 +133,15 @@ func newPrefilter(c *ast.Compiler, docs map[string]any, defaults map[string]bool
 	pf := &prefilter{prep: prep, qs: map[uint64]*prepared{}, hasUser: len(userPkg) > 0}
 	dg := deriveGates(c)
 	gates := dg.byPkg
-	pf.match = newMultiMatcher(slices.Concat(keywords.lits, dg.lits))
-	bits := func(rules [][]clause) [][][]int {
-		if rules == nil {
-			return nil
-		}
-		out := make([][][]int, len(rules))
-		for i, r := range rules {
-			for _, cl := range r {
-				var b []int
-				for _, l := range cl {
-					b = append(b, pf.match.bit(l))
-				}
-				out[i] = append(out[i], b)
-			}
-		}
-		return out
-	}
-	pf.byID = make(map[string][][][]int, len(dg.byID))
-	for id, gs := range dg.byID {
-		for _, g := range gs {
-			var b [][]int // nil: no gate
-			if g != nil {
-				b = bits([][]clause{g})[0]
-			}
-			pf.byID[id] = append(pf.byID[id], b)
-		}
-	}
-	pf.derivedRules, pf.gatedRules = dg.rules, dg.gated
 	for p := range defPkg {
 		if userPkg[p] {
 			continue // a user module extends it: it runs on every call, ungated
 		}
-		pf.pkgs = append(pf.pkgs, pkgGate{name: p, gate: gatedPackages[p], feats: featureGates(c, p), derived: bits(gates[p])})
+		pf.pkgs = append(pf.pkgs, pkgGate{name: p, gate: gatedPackages[p], feats: featureGates(c, p)})
 	}
 	for p := range userPkg {
 		if g, ok := gates[p]; ok && g != nil && !defPkg[p] && !docPkg(docs, p) {
-			pf.pkgs = append(pf.pkgs, pkgGate{name: p, feats: featureGates(c, p), derived: bits(g)})
+			pf.pkgs = append(pf.pkgs, pkgGate{name: p, feats: featureGates(c, p)})
 			continue
 		}
 		pf.user = append(pf.user, p)
@@ -234,7 +182,75 @@ func newPrefilter(c *ast.Compiler, docs map[string]any, defaults map[string]bool
 	}
 	slices.SortFunc(pf.pkgs, func(a, b pkgGate) int { return strings.Compare(a.name, b.name) })
 	sort.Strings(pf.user)
+	pf.static = pf.gateSet(dg)
 	return pf
+}
+
+// gateSet is a set of derived gates as bits of its own matcher: the
+// policy's alone (prefilter.static), or an episode's, derived with its
+// facts and task.
+type gateSet struct {
+	// match finds the feature keywords and the derived gates' literals
+	// in one pass; its first literals are keywords'
+	match *multiMatcher
+	// derived: per package of prefilter.pkgs, one conjunction of clauses
+	// per flag rule, as bits of match; nil when some rule has none (the
+	// package runs whatever the text)
+	derived [][][][]int
+	// byID: per rule id, each flag rule's derived gate (nil: none), for
+	// tests that check the gates against what fires
+	byID         map[string][][][]int // id → rules → clauses → literal bits
+	rules, gated int
+}
+
+func (pf *prefilter) gateSet(dg derivedGates) *gateSet {
+	gs := &gateSet{match: newMultiMatcher(slices.Concat(keywords.lits, dg.lits)), rules: dg.rules, gated: dg.gated}
+	conj := func(g []clause) [][]int {
+		out := make([][]int, 0, len(g))
+		for _, cl := range g {
+			var b []int
+			for _, l := range cl {
+				b = append(b, gs.match.bit(l))
+			}
+			out = append(out, b)
+		}
+		return out
+	}
+	for _, p := range pf.pkgs {
+		var d [][][]int
+		if rs := dg.byPkg[p.name]; rs != nil {
+			for _, r := range rs {
+				d = append(d, conj(r))
+			}
+		}
+		gs.derived = append(gs.derived, d)
+	}
+	gs.byID = make(map[string][][][]int, len(dg.byID))
+	for id, rs := range dg.byID {
+		for _, g := range rs {
+			var b [][]int // nil: no gate
+			if g != nil {
+				b = conj(g)
+			}
+			gs.byID[id] = append(gs.byID[id], b)
+		}
+	}
+	return gs
+}
+
+// open reports whether some rule of package i passes its derived gate for
+// the keywords found.
+func (gs *gateSet) open(i int, f found) bool {
+	d := gs.derived[i]
+	if d == nil || f == nil {
+		return true
+	}
+	for _, rule := range d {
+		if allClauses(rule, f) {
+			return true
+		}
+	}
+	return false
 }
 
 // featureGates is the set of features one of which every flag rule of
@@ -301,8 +317,13 @@ func (pf *prefilter) needed(gmask int) uint64 {
 
 // packages is the set of gated packages to run for a call with open
 // gates gmask, features fbits and, unless it is nil (gate nothing), the
-// keywords found.
+// keywords found by the policy's own matcher.
 func (pf *prefilter) packages(gmask int, fbits uint64, f found) uint64 {
+	return pf.packagesWith(pf.static, gmask, fbits, f)
+}
+
+// packagesWith is packages with the derived gates gs (an episode's).
+func (pf *prefilter) packagesWith(gs *gateSet, gmask int, fbits uint64, f found) uint64 {
 	var set uint64
 	for i, p := range pf.pkgs {
 		if p.gate != 0 && gmask&p.gate == 0 {
@@ -311,7 +332,7 @@ func (pf *prefilter) packages(gmask int, fbits uint64, f found) uint64 {
 		if p.feats != 0 && fbits&p.feats == 0 {
 			continue
 		}
-		if !p.open(f) {
+		if !gs.open(i, f) {
 			continue
 		}
 		set |= 1 << i
