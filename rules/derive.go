@@ -170,9 +170,9 @@ type deriver struct {
 	// (derived; facts and task when the deriver knows them): a rule
 	// reading one of them never falls back to its default or else
 	present map[string]bool
-	vals  map[string]val
-	busy  map[string]bool
-	depth int
+	vals    map[string]val
+	busy    map[string]bool
+	depth   int
 }
 
 func newDeriver(c *ast.Compiler, facts, task *ast.Term) *deriver {

@@ -82,7 +82,7 @@ type prefilter struct {
 	// hasUser: the policy has packages of its own; then episodes pass the
 	// full input (call and history), which user rules may read
 	hasUser bool
-	static *gateSet // the gates derived from the policy alone
+	static  *gateSet // the gates derived from the policy alone
 
 	mu sync.Mutex
 	qs map[uint64]*prepared // guarded by mu; by package set (bit i: pkgs[i])
