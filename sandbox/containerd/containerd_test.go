@@ -66,7 +66,7 @@ func TestForkWarm(t *testing.T) {
 		t.Fatalf("the child was not made from a warm container")
 	}
 	for _, ck := range []struct{ cmd, want string }{
-		{"test -e " + forkRoot + " && echo visible || echo hidden", "hidden"},
+		{"test -e " + hostside.ForkRoot + " && echo visible || echo hidden", "hidden"},
 		{"ls /proc/1/root/ >/dev/null 2>&1 && echo reachable || echo denied", "denied"},
 		{"grep CapEff /proc/self/status | tr -d '\\t'", "CapEff:0000000000000000"},
 		{"grep -c localhost /etc/hosts", "2"},

@@ -4,13 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"time"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/sandbox/internal/hostside"
@@ -33,14 +30,8 @@ const forkBasePrefix = "rollcage-forkbase-"
 // replayed into each child.
 func (c *container) Fork(ctx context.Context, n int) (sandbox.ForkResult, error) {
 	start := time.Now()
-	if c.IsClosed() {
-		return sandbox.ForkResult{}, c.ErrClosed("fork")
-	}
-	if n < 1 || n > sandbox.MaxFork {
-		return sandbox.ForkResult{}, fmt.Errorf("sandbox %s: fork: n = %d: ask for 1 to %d children", c.id, n, sandbox.MaxFork)
-	}
 	b := c.b
-	if err := b.core.Slots.CheckOpen("fork"); err != nil {
+	if err := b.core.CheckFork(c.Box, n); err != nil {
 		return sandbox.ForkResult{}, err
 	}
 	spec := c.Spec()
@@ -59,7 +50,7 @@ func (c *container) Fork(ctx context.Context, n int) (sandbox.ForkResult, error)
 	defer done(context.WithoutCancel(lctx))
 	// Warm containers become children without starting anything; the
 	// pool refills once the fork is done.
-	warm := b.takeWarmForFork(spec, n)
+	warm := b.core.TakeWarmForFork(spec, n)
 	defer b.core.Pool.Wake()
 	base, paused, changed, err := c.commitLayer(lctx)
 	if err != nil {
@@ -70,30 +61,14 @@ func (c *container) Fork(ctx context.Context, n int) (sandbox.ForkResult, error)
 	}
 	tCommit := time.Since(start)
 
-	children := make([]sandbox.Sandbox, n)
-	g, gctx := errgroup.WithContext(lctx)
-	for i := range n {
-		cs := spec
-		cs.EpisodeID = spec.EpisodeID + ".fork" + strconv.Itoa(i+1)
+	children, err := hostside.MakeChildren(lctx, n, func(gctx context.Context, i int) (*container, error) {
 		var k *container
 		if i < len(warm) {
 			k = warm[i]
 		}
-		g.Go(func() error {
-			k, err := b.forkChild(gctx, ctx, k, base, cs, scripts)
-			if err != nil {
-				return err
-			}
-			children[i] = k
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
-		for _, ch := range children {
-			if ch != nil {
-				ch.Close(ctx)
-			}
-		}
+		return b.forkChild(gctx, ctx, k, base, hostside.ChildSpec(spec, i), scripts)
+	})
+	if err != nil {
 		return sandbox.ForkResult{}, c.Wrap("fork", err)
 	}
 	res := sandbox.ForkResult{
