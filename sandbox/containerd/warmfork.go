@@ -57,7 +57,7 @@ func (b *Backend) adopt(ctx context.Context, k *container, base *forkBase, cs sa
 	if cs.Limits.DiskBytes > 0 {
 		k.WatchDisk(k.upper, cs.Limits.DiskBytes, k.Logger())
 	}
-	return k.Adopt(ctx, hostside.ForkRoot, cs, scripts, b.log.With("episode_id", cs.EpisodeID, "container", k.id))
+	return k.Adopt(ctx, hostside.ForkRoot, k.Name(), cs, scripts, b.log.With("episode_id", cs.EpisodeID, "container", k.id))
 }
 
 // resources are a sandbox's limits as the cgroup's, as specOpts sets them.

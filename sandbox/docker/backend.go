@@ -38,6 +38,8 @@ type Backend struct {
 	// from docker info, dropped at the first create that refuses it); when
 	// false, each container's disk limit is a host-side watchdog.
 	storageOpt atomic.Bool
+
+	forkedWarm atomic.Int64 // fork children made from warm containers
 }
 
 var _ sandbox.Backend = (*Backend)(nil)
@@ -47,6 +49,9 @@ type Stats struct {
 	Creating int // containers being created and started now
 	Alive    int // containers alive, warm ones included
 	Warm     int // warm containers ready to hand out
+	// ForkedWarm counts the fork children made from warm containers
+	// (adopted) since New.
+	ForkedWarm int64
 }
 
 // New connects to the Docker engine of the environment (DOCKER_HOST and
@@ -110,7 +115,7 @@ func mapErr(cli *client.Client, err error) error {
 // Stats reports the backend's counters.
 func (b *Backend) Stats() Stats {
 	creating, alive, warm := b.core.Counts()
-	return Stats{Creating: creating, Alive: alive, Warm: warm}
+	return Stats{Creating: creating, Alive: alive, Warm: warm, ForkedWarm: b.forkedWarm.Load()}
 }
 
 // Reap removes the containers and host directories of rollcage processes

@@ -26,6 +26,11 @@ type container struct {
 	b           *Backend
 	id          string
 	storageSize int64 // --storage-opt size= it was created with; 0: the watchdog
+	// forkUpper is the upper directory of the root a warm container's
+	// agent changed to when it became a fork's child (its files are there,
+	// not in the container's layer); "" otherwise. Set before it is
+	// handed out, then never changed.
+	forkUpper string
 }
 
 var (
@@ -105,20 +110,62 @@ func (c *container) Snapshot(ctx context.Context, ref string) (string, error) {
 	if c.IsClosed() {
 		return "", c.ErrClosed("snapshot")
 	}
-	resp, err := c.b.cli.ContainerCommit(ctx, c.id, dcontainer.CommitOptions{
+	if c.forkUpper != "" {
+		return c.snapshotAdopted(ctx, ref)
+	}
+	id, err := c.b.commit(ctx, c.id, ref, "rollcage snapshot of "+c.Name(), true)
+	if cerrdefs.IsNotFound(err) {
+		return "", c.ErrClosed("snapshot")
+	}
+	if err != nil {
+		return "", c.Wrap("snapshot", err)
+	}
+	return id, nil
+}
+
+// snapshotAdopted is Snapshot of a warm fork child, whose files are in
+// the root its agent changed to, not in its container's layer: they are
+// copied, the child frozen, into the layer of a stopped container of the
+// same image, which is committed and removed.
+func (c *container) snapshotAdopted(ctx context.Context, ref string) (string, error) {
+	spec := c.Spec()
+	spec.EpisodeID += ".snapshot"
+	tmp, err := c.b.core.CreateStopped(ctx, spec, false, "")
+	if err != nil {
+		return "", c.Wrap("snapshot", err)
+	}
+	defer tmp.teardown(ctx)
+	st, err := c.b.cli.ContainerInspect(ctx, tmp.id)
+	if err != nil {
+		return "", c.Wrap("snapshot", c.b.engineErr("inspect "+tmp.Name(), err))
+	}
+	dst, err := layerDir(st)
+	if err != nil {
+		return "", c.Wrap("snapshot", err)
+	}
+	if _, err := c.copyPaused(ctx, c.forkUpper, dst); err != nil {
+		return "", c.Wrap("snapshot", err)
+	}
+	id, err := c.b.commit(ctx, tmp.id, ref, "rollcage snapshot of "+c.Name(), false)
+	if err != nil {
+		return "", c.Wrap("snapshot", err)
+	}
+	return id, nil
+}
+
+// commit commits container id to the image ref, paused or not.
+func (b *Backend) commit(ctx context.Context, id, ref, comment string, pause bool) (string, error) {
+	resp, err := b.cli.ContainerCommit(ctx, id, dcontainer.CommitOptions{
 		Reference: ref,
-		Comment:   "rollcage snapshot of " + c.Name(),
-		Pause:     true,
+		Comment:   comment,
+		Pause:     pause,
 		// The image inherits the container's labels; without this, a
 		// container someone runs from it by hand would look like a
 		// leftover of ours to the reaper.
 		Changes: []string{"LABEL " + LabelManaged + "=snapshot"},
 	})
 	if err != nil {
-		if cerrdefs.IsNotFound(err) {
-			return "", c.ErrClosed("snapshot")
-		}
-		return "", c.Wrap("snapshot", c.b.engineErr("commit", err))
+		return "", b.engineErr("commit", err)
 	}
 	return resp.ID, nil
 }

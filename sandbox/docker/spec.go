@@ -2,6 +2,7 @@ package docker
 
 import (
 	"maps"
+	"slices"
 	"strconv"
 	"time"
 
@@ -55,7 +56,7 @@ func containerConfig(p createParams) (*dcontainer.Config, *dcontainer.HostConfig
 		NetworkMode:    "none",
 		Mounts:         mounts,
 		CapDrop:        []string{"ALL"},
-		CapAdd:         hostside.AgentCaps,
+		CapAdd:         append(slices.Clip(hostside.AgentCaps), "SYS_CHROOT"), // chroot: a warm fork child's agent changes its root
 		SecurityOpt:    []string{"no-new-privileges"},
 		IpcMode:        "private",
 		ReadonlyRootfs: false,

@@ -37,6 +37,9 @@ func (s *suite) testFork(t *testing.T) {
 		Limits:    sandbox.Limits{MemoryBytes: 768 << 20, Pids: 300},
 		Labels:    map[string]string{forkLabel: "yes"},
 	}
+	if s.opts.ForkUnlabelled {
+		spec.Labels = nil
+	}
 	parent := s.create(t, spec)
 	if err := parent.WriteFile(ctx, "/workspace/written.txt", []byte("before the fork\n"), 0o644); err != nil {
 		t.Fatalf("WriteFile: %v", err)
@@ -110,7 +113,7 @@ func (s *suite) testFork(t *testing.T) {
 		if got := strings.TrimSpace(other.Output); got != "/tmp 7" {
 			t.Errorf("child %d: session other = %q, want %q", i+1, got, "/tmp 7")
 		}
-		if s.opts.Labels != nil {
+		if s.opts.Labels != nil && !s.opts.ForkUnlabelled {
 			labels, err := s.opts.Labels(ctx, c)
 			if err != nil {
 				t.Fatalf("Labels(child %d): %v", i+1, err)

@@ -37,6 +37,11 @@ type Options struct {
 	// Labels, when set, returns the backend's labels of a sandbox, so the
 	// fork cases can check that children carry the parent's.
 	Labels func(ctx context.Context, sb sandbox.Sandbox) (map[string]string, error)
+	// ForkUnlabelled gives the fork cases' parent no labels of its own, for
+	// a backend that makes children of warm containers only then (Docker
+	// cannot relabel a running container); the children's labels are not
+	// checked.
+	ForkUnlabelled bool
 }
 
 // canaryPath is planted in the shared sandbox of a Run.

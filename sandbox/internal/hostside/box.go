@@ -83,12 +83,12 @@ func (x *Box) Restore(ctx context.Context, spec sandbox.Spec, scripts map[string
 	return nil
 }
 
-// Adopt makes a warm sandbox a fork's child: named as before but logged
-// as log says, its agent's root changed to root (a directory in the
+// Adopt makes a warm sandbox a fork's child: named name and logged as
+// log says, its agent's root changed to root (a directory in the
 // sandbox where the host mounted the child's file system), configured
 // with spec and the parent's sessions replayed; spec is its own from here.
-func (x *Box) Adopt(ctx context.Context, root string, spec sandbox.Spec, scripts map[string]string, log *slog.Logger) error {
-	x.rename(x.Name(), log)
+func (x *Box) Adopt(ctx context.Context, root, name string, spec sandbox.Spec, scripts map[string]string, log *slog.Logger) error {
+	x.rename(name, log)
 	if err := x.Conn.RestoreIn(ctx, root, spec, scripts); err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -41,6 +42,9 @@ func mountRoot(pid int, stateDir string, mount func(dir string) error) error {
 	}
 	tmp, err := os.MkdirTemp(stateDir, "forkroot-")
 	if err != nil {
+		return err
+	}
+	if tmp, err = filepath.Abs(tmp); err != nil {
 		return err
 	}
 	defer os.Remove(tmp)
