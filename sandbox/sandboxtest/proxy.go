@@ -1,6 +1,7 @@
 package sandboxtest
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -13,7 +14,9 @@ import (
 
 // ProxyMode checks the only way out of a proxy-mode sandbox of b: HTTP
 // through 127.0.0.1:3128, relayed by the agent to a host unix socket, and
-// still no direct route.
+// still no direct route; and that it does not fork (its children would
+// share its proxy socket, their egress counted as its episode's): Fork
+// fails with sandbox.ErrUnsupported and the sandbox goes on.
 func ProxyMode(t *testing.T, b sandbox.Backend, image string) {
 	sock := filepath.Join(t.TempDir(), "proxy.sock")
 	ln, err := net.Listen("unix", sock)
@@ -53,5 +56,14 @@ func ProxyMode(t *testing.T, b sandbox.Backend, image string) {
 	}
 	if res.ExitCode == 0 {
 		t.Error("direct connection succeeded in proxy mode")
+	}
+	if fr, err := sb.Fork(t.Context(), 1); !errors.Is(err, sandbox.ErrUnsupported) {
+		for _, c := range fr.Children {
+			c.Close(t.Context())
+		}
+		t.Fatalf("Fork of a proxy-mode sandbox: %v, want an error wrapping ErrUnsupported", err)
+	}
+	if res, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: "echo on"}); err != nil || strings.TrimSpace(res.Output) != "on" {
+		t.Errorf("the sandbox after a refused fork: %v %+v", err, res)
 	}
 }
