@@ -292,20 +292,28 @@ func shimPSS(pid int) int64 {
 // starting n fresh sandboxes and n fresh ones that replay a 20-call
 // prefix writing the same bytes; every sandbox is timed until it ran its
 // first command. The backends and the three ways alternate per
-// iteration. "containerd-warm" is containerd with a warm pool as large as
-// the largest n, full before each timed operation and refilled after it
-// (not timed, so that the refill weighs on no other row): its forks adopt
-// warm containers, its fresh sandboxes are handed out from the pool.
+// iteration. "docker-warm" and "containerd-warm" are the backends with a
+// warm pool as large as the largest n, full before each timed operation
+// and refilled after it (not timed, so that the refill weighs on no other
+// row): their forks adopt warm containers, their fresh sandboxes are
+// handed out from the pool.
 // ROLLCAGE_BENCH_FORK_MB (comma-separated, default 1,10,100) and
 // ROLLCAGE_BENCH_FORK_N (default 1,4,8) choose the rows.
 func BenchmarkFork(b *testing.B) {
 	sizes, ns := benchInts(b, "ROLLCAGE_BENCH_FORK_MB", "1,10,100"), benchInts(b, "ROLLCAGE_BENCH_FORK_N", "1,4,8")
 	engines := benchEngines(b, 0)
 	maxN := slices.Max(ns)
-	warm := engine{name: "containerd-warm", b: newTestBackend(b, Config{Pool: map[string]int{testImage(): maxN}})}
-	engines = append(engines, warm)
+	pool := map[string]int{testImage(): maxN}
+	dwarm, err := docker.New(b.Context(), docker.Config{StateDir: b.TempDir(), Pool: pool})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { dwarm.Close(context.Background()) })
+	engines = append(engines,
+		engine{name: "docker-warm", b: dwarm},
+		engine{name: "containerd-warm", b: newTestBackend(b, Config{Pool: pool})})
 	settle := func(e engine) {
-		if e.name == warm.name {
+		if strings.HasSuffix(e.name, "-warm") {
 			waitWarmBench(b, e, maxN)
 		}
 	}
