@@ -3,7 +3,6 @@ package containerd
 import (
 	"bytes"
 	"context"
-	"errors"
 	"os"
 	"strconv"
 	"strings"
@@ -118,8 +117,8 @@ func (b *Backend) forkChild(gctx, ctx context.Context, k *container, base *forkB
 	return k, nil
 }
 
-// commitLayer copies the container's writable layer, frozen, into a new
-// snapshot on its parent and commits it. ctx carries a lease that keeps
+// commitLayer copies the container's writable layer, frozen for as short
+// as it can be (hostside.CopyFrozen), into a new snapshot on its parent and commits it. ctx carries a lease that keeps
 // the committed snapshot until the children hold it.
 func (c *container) commitLayer(ctx context.Context) (base *forkBase, paused time.Duration, changed int64, err error) {
 	b := c.b
@@ -143,15 +142,9 @@ func (c *container) commitLayer(ctx context.Context) (base *forkBase, paused tim
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	t0, thaw, err := c.freeze(ctx)
+	paused, err = hostside.CopyFrozen(ctx, c.upper, dst, c.freeze)
 	if err != nil {
-		return nil, 0, 0, err
-	}
-	cerr := hostside.CopyLayer(ctx, c.upper, dst)
-	rerr := thaw()
-	paused = time.Since(t0)
-	if cerr != nil || rerr != nil {
-		return nil, paused, 0, errors.Join(cerr, rerr)
+		return nil, paused, 0, err
 	}
 	changed, _ = hostside.Usage(dst)
 	name := forkBasePrefix + token

@@ -2,7 +2,6 @@ package docker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -187,36 +186,39 @@ func (c *container) backgroundProcesses(ctx context.Context) []string {
 	return out
 }
 
-// copyPaused freezes the parent, copies its layer to dst and thaws it,
-// returning how long it was frozen.
+// copyPaused copies the container's layer src to dst with the container
+// frozen for as short as it can be (hostside.CopyFrozen), returning how
+// long it was frozen.
 func (c *container) copyPaused(ctx context.Context, src, dst string) (time.Duration, error) {
-	// Frozen through the cgroup (no runc process on either side of the
-	// copy, as Docker's pause and unpause each run one), or through
-	// Docker when the container's cgroup freezer cannot be found.
+	return hostside.CopyFrozen(ctx, src, dst, c.freeze)
+}
+
+// freeze freezes the container through its cgroup (no runc process on
+// either side of the copy, as Docker's pause and unpause each run one),
+// or through Docker when the container's cgroup freezer cannot be found.
+// It returns when the freeze began and the thaw, which runs even when ctx
+// is done: a parent left frozen would hang its episode.
+func (c *container) freeze(ctx context.Context) (time.Time, func() error, error) {
 	if st, err := c.b.cli.ContainerInspect(ctx, c.id); err == nil && st.State != nil && st.State.Pid > 0 {
 		t0 := time.Now()
 		thaw, err := hostside.FreezeCgroup(ctx, st.State.Pid)
 		if err == nil {
-			cerr := hostside.CopyLayer(ctx, src, dst)
-			terr := thaw()
-			return time.Since(t0), errors.Join(cerr, terr)
+			return t0, thaw, nil
 		}
 		c.Logger().Warn("fork: freezing through the cgroup failed; pausing through Docker", "err", err)
 	}
 	t0, err := hostside.Freeze(ctx, c.Logger(), func(ctx context.Context) error { return c.b.cli.ContainerPause(ctx, c.id) })
 	if err != nil {
-		return 0, c.b.engineErr("pause", err)
+		return t0, nil, c.b.engineErr("pause", err)
 	}
-	cerr := hostside.CopyLayer(ctx, src, dst)
-	// Thaw even when ctx is done: a parent left frozen would hang its episode.
-	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
-	defer cancel()
-	uerr := c.b.cli.ContainerUnpause(uctx, c.id)
-	paused := time.Since(t0)
-	if uerr != nil {
-		return paused, errors.Join(cerr, c.b.engineErr("unpause", uerr))
-	}
-	return paused, cerr
+	return t0, func() error {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
+		defer cancel()
+		if err := c.b.cli.ContainerUnpause(uctx, c.id); err != nil {
+			return c.b.engineErr("unpause", err)
+		}
+		return nil
+	}, nil
 }
 
 // child is a fork's child in the making: a new container, created and
