@@ -35,12 +35,20 @@ func (c *container) Fork(ctx context.Context, n int) (sandbox.ForkResult, error)
 	}
 	spec := c.Spec()
 	sessions := c.Sessions()
-	scripts, err := hostside.DumpSessions(ctx, c.Agent().Exec, sessions)
-	if err != nil {
-		return sandbox.ForkResult{}, c.Wrap("fork", err)
-	}
-	notCarried := c.backgroundProcesses(ctx)
-	tDump := time.Since(start)
+	// The sessions are dumped (the parent running) while the fork's layer
+	// is prepared and pre-copied; the freeze waits for the dump.
+	var (
+		scripts    map[string]string
+		notCarried []string
+		tDump      time.Duration
+	)
+	dumped := make(chan error, 1)
+	go func() {
+		var err error
+		scripts, notCarried, err = hostside.DumpFork(ctx, c.Agent().Exec, sessions, c.backgroundProcesses)
+		tDump = time.Since(start)
+		dumped <- err
+	}()
 
 	lctx, done, err := b.cli.WithLease(b.ctx(ctx))
 	if err != nil {
@@ -51,7 +59,7 @@ func (c *container) Fork(ctx context.Context, n int) (sandbox.ForkResult, error)
 	// pool refills once the fork is done.
 	warm := b.core.TakeWarmForFork(spec, n)
 	defer b.core.Pool.Wake()
-	base, paused, changed, err := c.commitLayer(lctx)
+	base, paused, changed, err := c.commitLayer(lctx, dumped)
 	if err != nil {
 		for _, k := range warm {
 			k.Close(ctx)
@@ -117,10 +125,13 @@ func (b *Backend) forkChild(gctx, ctx context.Context, k *container, base *forkB
 	return k, nil
 }
 
-// commitLayer copies the container's writable layer, frozen for as short
-// as it can be (hostside.CopyFrozen), into a new snapshot on its parent and commits it. ctx carries a lease that keeps
-// the committed snapshot until the children hold it.
-func (c *container) commitLayer(ctx context.Context) (base *forkBase, paused time.Duration, changed int64, err error) {
+// commitLayer copies the container's writable layer into a new snapshot
+// on its parent and commits it: pre-copied with the container running,
+// then, once ready has said the sessions' dump ended (its error is
+// returned), finished frozen for as short as it can be
+// (hostside.LayerCopy). ctx carries a lease that keeps the committed
+// snapshot until the children hold it.
+func (c *container) commitLayer(ctx context.Context, ready <-chan error) (base *forkBase, paused time.Duration, changed int64, err error) {
 	b := c.b
 	sn := b.snapshotter()
 	info, err := sn.Stat(ctx, c.snap)
@@ -142,7 +153,14 @@ func (c *container) commitLayer(ctx context.Context) (base *forkBase, paused tim
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	paused, err = hostside.CopyFrozen(ctx, c.upper, dst, c.freeze)
+	lc, err := hostside.Precopy(ctx, c.upper, dst)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	if err := <-ready; err != nil {
+		return nil, 0, 0, err
+	}
+	paused, err = lc.Frozen(ctx, c.freeze)
 	if err != nil {
 		return nil, paused, 0, err
 	}

@@ -143,7 +143,7 @@ func (c *container) snapshotAdopted(ctx context.Context, ref string) (string, er
 	if err != nil {
 		return "", c.Wrap("snapshot", err)
 	}
-	if _, err := c.copyPaused(ctx, c.forkUpper, dst); err != nil {
+	if _, err := hostside.CopyFrozen(ctx, c.forkUpper, dst, c.freeze); err != nil {
 		return "", c.Wrap("snapshot", err)
 	}
 	id, err := c.b.commit(ctx, tmp.id, ref, "rollcage snapshot of "+c.Name(), false)

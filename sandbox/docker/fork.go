@@ -30,9 +30,9 @@ const (
 // container of the pool when one fits (adopt: its agent changes its root
 // into an overlay of the image's layers and a copy of the parent's layer)
 // or else a new container whose UpperDir gets the copy before it starts.
-// The parent is paused only for the first copy; the others are made from
-// the first child's, each child starting as soon as its copy is done (the
-// first last).
+// The parent is paused only for the first copy, or for the last part of it
+// (hostside.LayerCopy); the others are made from the first child's, each
+// child starting as soon as its copy is done (the first last).
 func (c *container) Fork(ctx context.Context, n int) (sandbox.ForkResult, error) {
 	start := time.Now()
 	b := c.b
@@ -56,10 +56,7 @@ func (c *container) Fork(ctx context.Context, n int) (sandbox.ForkResult, error)
 	dumped := make(chan error, 1)
 	go func() {
 		var err error
-		scripts, err = hostside.DumpSessions(ctx, c.Agent().Exec, sessions)
-		if err == nil {
-			notCarried = c.backgroundProcesses(ctx)
-		}
+		scripts, notCarried, err = hostside.DumpFork(ctx, c.Agent().Exec, sessions, c.backgroundProcesses)
 		tDump = time.Since(start)
 		dumped <- err
 	}()
@@ -68,8 +65,16 @@ func (c *container) Fork(ctx context.Context, n int) (sandbox.ForkResult, error)
 	warm := b.takeWarmForFork(spec, n)
 	defer b.core.Pool.Wake()
 	kids, err := b.prepareChildren(ctx, spec, warm, n)
+	var lc *hostside.LayerCopy
+	if err == nil {
+		// Pre-copied into the first child while the dump may still run.
+		lc, err = hostside.Precopy(ctx, upper, kids[0].upper)
+	}
 	derr := <-dumped // the dump has ended before the parent is paused
 	if err != nil {
+		for _, k := range kids {
+			k.discard(ctx)
+		}
 		return sandbox.ForkResult{}, c.Wrap("fork", err)
 	}
 	ok := false
@@ -84,7 +89,7 @@ func (c *container) Fork(ctx context.Context, n int) (sandbox.ForkResult, error)
 		return sandbox.ForkResult{}, c.Wrap("fork", derr)
 	}
 	tCreate := time.Since(start)
-	paused, err := c.copyPaused(ctx, upper, kids[0].upper)
+	paused, err := lc.Frozen(ctx, c.freeze)
 	if err != nil {
 		return sandbox.ForkResult{}, c.Wrap("fork", err)
 	}
@@ -184,13 +189,6 @@ func (c *container) backgroundProcesses(ctx context.Context) []string {
 		out = append(out, p[ia])
 	}
 	return out
-}
-
-// copyPaused copies the container's layer src to dst with the container
-// frozen for as short as it can be (hostside.CopyFrozen), returning how
-// long it was frozen.
-func (c *container) copyPaused(ctx context.Context, src, dst string) (time.Duration, error) {
-	return hostside.CopyFrozen(ctx, src, dst, c.freeze)
 }
 
 // freeze freezes the container through its cgroup (no runc process on

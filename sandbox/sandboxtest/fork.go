@@ -44,7 +44,9 @@ func (s *suite) testFork(t *testing.T) {
 	if err := parent.WriteFile(ctx, "/workspace/written.txt", []byte("before the fork\n"), 0o644); err != nil {
 		t.Fatalf("WriteFile: %v", err)
 	}
-	sh(t, parent, `mkdir -p /workspace/sub/deep && seq 1 2000 > /workspace/sub/deep/numbers && ln -s deep/numbers /workspace/sub/link && rm ~/.bash_logout`)
+	// A sparse file makes the layer large enough for a backend to pre-copy
+	// it before the freeze (hostside.PrecopyMin) without writing much.
+	sh(t, parent, `mkdir -p /workspace/sub/deep && seq 1 2000 > /workspace/sub/deep/numbers && ln -s deep/numbers /workspace/sub/link && rm ~/.bash_logout && truncate -s 9M /workspace/sparse`)
 	set := run(t, parent, sandbox.ExecRequest{Command: `cd /workspace/sub && export FORK_VAR="a 'b' c" && fork_fn() { echo "fn-$1"; } && shopt -s extglob && set -o pipefail && { sleep 300 >/dev/null 2>&1 & }`})
 	if set.ExitCode != 0 {
 		t.Fatalf("set-up: exit %d: %s", set.ExitCode, set.Output)
@@ -95,6 +97,7 @@ func (s *suite) testFork(t *testing.T) {
 			{"readlink /workspace/sub/link", "deep/numbers"},
 			{"test -e ~/.bash_logout && echo present || echo deleted", "deleted"},
 			{"test -e ~/.bashrc && echo present", "present"},
+			{"stat -c %s /workspace/sparse", "9437184"},
 			{"pwd", "/workspace/sub"},
 			{`echo "$FORK_VAR"`, "a 'b' c"},
 			{`bash -c 'echo "$FORK_VAR"'`, "a 'b' c"},

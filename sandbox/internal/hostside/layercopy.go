@@ -32,25 +32,48 @@ type FreezeFunc func(ctx context.Context) (time.Time, func() error, error)
 
 // CopyFrozen copies the overlay upper directory src into dst (empty) as it
 // is at one instant of the sandbox that writes it, frozen by freeze for as
-// short as it can be, and returns how long it was frozen. A layer of
-// PrecopyMin or more is copied first with the sandbox running; frozen,
-// dst is then brought to src's state by copying again every path whose
-// inode or change time says it changed since (a sandbox cannot set a
-// change time), removing the ones gone and setting the attributes of the
-// directories that changed. Anything unsure (the pre-copy racing a
-// deletion, the wall clock stepping) falls back to the whole copy frozen.
+// short as it can be, and returns how long it was frozen: Precopy, then
+// Frozen.
 func CopyFrozen(ctx context.Context, src, dst string, freeze FreezeFunc) (time.Duration, error) {
-	pre, err := precopy(ctx, src, dst)
+	lc, err := Precopy(ctx, src, dst)
 	if err != nil {
 		return 0, err
 	}
+	return lc.Frozen(ctx, freeze)
+}
+
+// LayerCopy is a copy of a sandbox's overlay upper directory in the
+// making. A layer of PrecopyMin or more is copied by Precopy with the
+// sandbox running; Frozen then brings dst to src's state by copying again
+// every path whose inode or change time says it changed since (a sandbox
+// cannot set a change time), removing the ones gone and setting the
+// attributes of the directories that changed. A smaller layer, or
+// anything unsure (the pre-copy racing a deletion, the wall clock
+// stepping), is copied whole by Frozen.
+type LayerCopy struct {
+	src, dst string
+	pre      *layerCopy // nil: Frozen copies the whole layer
+}
+
+// Precopy begins a copy of src into dst (empty), the sandbox running.
+func Precopy(ctx context.Context, src, dst string) (*LayerCopy, error) {
+	pre, err := precopy(ctx, src, dst)
+	if err != nil {
+		return nil, err
+	}
+	return &LayerCopy{src: src, dst: dst, pre: pre}, nil
+}
+
+// Frozen finishes the copy with the sandbox frozen by freeze, and returns
+// how long it was frozen.
+func (lc *LayerCopy) Frozen(ctx context.Context, freeze FreezeFunc) (time.Duration, error) {
 	t0, thaw, err := freeze(ctx)
 	if err != nil {
 		return 0, err
 	}
 	var cerr error
-	if pre == nil || !pre.finish(ctx) {
-		cerr = CopyLayer(ctx, src, dst)
+	if lc.pre == nil || !lc.pre.finish(ctx) {
+		cerr = CopyLayer(ctx, lc.src, lc.dst)
 	}
 	terr := thaw()
 	return time.Since(t0), errors.Join(cerr, terr)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -17,11 +18,37 @@ const (
 	dumpMax     = 4 << 20 // a session's dumped state, bytes
 )
 
-// dumpBash prints a script that brings a fresh bash session to this one's
-// state: exported variables (readonly ones and those bash maintains
-// itself left out), functions, shopt and set options. The working
-// directory comes from the call's result.
-const dumpBash = `{ builtin declare -px | grep -Ev '^declare -[^ ]*r|^declare -[^ ]* (PWD|OLDPWD|SHLVL|_)(=|$)'; builtin declare -f; builtin shopt -p; builtin set +o; } 2>/dev/null`
+// dumpBash prints what brings a fresh bash session to this one's state:
+// exported variables, functions, shopt and set options, all builtins run
+// by the session's own shell (no process starts in the sandbox). The
+// variables end at dumpVarsEnd; DumpSessions leaves out of them the
+// readonly ones and those bash maintains itself. The working directory
+// comes from the call's result.
+const dumpBash = `{ builtin declare -px; builtin echo '` + dumpVarsEnd + `'; builtin declare -f; builtin shopt -p; builtin set +o; } 2>/dev/null`
+
+// dumpVarsEnd is the line after dumpBash's variables.
+const dumpVarsEnd = "#rollcage-dump: end of variables"
+
+// dumpSkip are the variable lines of dumpBash's output a restore leaves out.
+var dumpSkip = regexp.MustCompile(`^declare -[^ ]*r|^declare -[^ ]* (PWD|OLDPWD|SHLVL|_)(=|$)`)
+
+// restoreScript is dumpBash's output less its marker and the variable
+// lines dumpSkip matches (only before the marker: a function's body is
+// kept as it is).
+func restoreScript(out string) string {
+	vars, rest, found := strings.Cut(out, dumpVarsEnd+"\n")
+	if !found {
+		vars, rest = out, ""
+	}
+	var b strings.Builder
+	for line := range strings.SplitAfterSeq(vars, "\n") {
+		if !dumpSkip.MatchString(strings.TrimSuffix(line, "\n")) {
+			b.WriteString(line)
+		}
+	}
+	b.WriteString(rest)
+	return b.String()
+}
 
 // dumpSh is dumpBash for sh sessions: variables only.
 const dumpSh = `export -p 2>/dev/null`
@@ -54,12 +81,29 @@ func DumpSessions(ctx context.Context, exec ExecFunc, sessions []string) (map[st
 			cd = "builtin cd"
 		}
 		script := res.Output
+		if res.Shell != "sh" {
+			script = restoreScript(script)
+		}
 		if res.Cwd != "" {
 			script = cd + " -- " + ShellQuote(res.Cwd) + " 2>/dev/null\n" + script
 		}
 		scripts[name] = script
 	}
 	return scripts, nil
+}
+
+// DumpFork is what a fork takes from the parent's agent: the sessions'
+// restore scripts (DumpSessions) and, listed by background at the same
+// time, the processes it does not carry.
+func DumpFork(ctx context.Context, exec ExecFunc, sessions []string, background func(context.Context) []string) (map[string]string, []string, error) {
+	bg := make(chan []string, 1)
+	go func() { bg <- background(ctx) }()
+	scripts, err := DumpSessions(ctx, exec, sessions)
+	notCarried := <-bg
+	if err != nil {
+		return nil, nil, err
+	}
+	return scripts, notCarried, nil
 }
 
 // RestoreSessions replays DumpSessions' scripts into a fresh sandbox,
