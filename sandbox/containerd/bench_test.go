@@ -40,7 +40,7 @@ func benchEngines(b *testing.B, pool int) []engine {
 		poolCfg = map[string]int{img: pool}
 	}
 	cb := newTestBackend(b, Config{Pool: poolCfg})
-	db, err := docker.New(b.Context(), docker.Config{StateDir: b.TempDir(), Pool: poolCfg})
+	db, err := docker.New(b.Context(), docker.Config{StateDir: b.TempDir(), Pool: poolCfg, Logger: sandboxtest.VerboseLogger(b)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -304,7 +304,7 @@ func BenchmarkFork(b *testing.B) {
 	engines := benchEngines(b, 0)
 	maxN := slices.Max(ns)
 	pool := map[string]int{testImage(): maxN}
-	dwarm, err := docker.New(b.Context(), docker.Config{StateDir: b.TempDir(), Pool: pool})
+	dwarm, err := docker.New(b.Context(), docker.Config{StateDir: b.TempDir(), Pool: pool, Logger: sandboxtest.VerboseLogger(b)})
 	if err != nil {
 		b.Fatal(err)
 	}
