@@ -2,7 +2,6 @@ package containerd
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -55,35 +54,8 @@ func TestForkWarm(t *testing.T) {
 	}
 	defer parent.Close(context.Background())
 	waitWarmN(t, b, 1)
-	before := b.Stats().ForkedWarm
-	res, err := parent.Fork(ctx, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	child := res.Children[0]
-	defer child.Close(context.Background())
-	if b.Stats().ForkedWarm != before+1 {
-		t.Fatalf("the child was not made from a warm container")
-	}
-	for _, ck := range []struct{ cmd, want string }{
-		{"test -e " + hostside.ForkRoot + " && echo visible || echo hidden", "hidden"},
-		{"ls /proc/1/root/ >/dev/null 2>&1 && echo reachable || echo denied", "denied"},
-		{"grep CapEff /proc/self/status | tr -d '\\t'", "CapEff:0000000000000000"},
-		{"grep -c localhost /etc/hosts", "2"},
-		{"echo x > /dev/null && head -c 4 /dev/zero | wc -c", "4"},
-		{"touch /sys/fs/cgroup/x 2>/dev/null && echo writable || echo read-only", "read-only"},
-		{"test -d " + hostside.RunDirPath + " && echo present", "present"},
-		{"python3 -c 'import os; print(os.getpid() > 1)'", "True"},
-		{"chroot / true 2>/dev/null && echo chrooted || echo refused", "refused"},
-	} {
-		r, err := child.Exec(ctx, sandbox.ExecRequest{Command: ck.cmd})
-		if err != nil {
-			t.Fatalf("%s: %v", ck.cmd, err)
-		}
-		if got := strings.TrimSpace(r.Output); got != ck.want {
-			t.Errorf("child: %s = %q, want %q", ck.cmd, got, ck.want)
-		}
-	}
+	child := sandboxtest.ForkOneWarm(t, parent, func() int64 { return b.Stats().ForkedWarm })
+	sandboxtest.WarmForkConfined(t, child, hostside.ForkRoot, hostside.RunDirPath, hostside.AgentPath)
 }
 
 func waitWarmN(t *testing.T, b *Backend, n int) {

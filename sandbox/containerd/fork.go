@@ -37,18 +37,8 @@ func (c *container) Fork(ctx context.Context, n int) (sandbox.ForkResult, error)
 	sessions := c.Sessions()
 	// The sessions are dumped (the parent running) while the fork's layer
 	// is prepared and pre-copied; the freeze waits for the dump.
-	var (
-		scripts    map[string]string
-		notCarried []string
-		tDump      time.Duration
-	)
-	dumped := make(chan error, 1)
-	go func() {
-		var err error
-		scripts, notCarried, err = hostside.DumpFork(ctx, c.Agent().Exec, sessions, c.backgroundProcesses)
-		tDump = time.Since(start)
-		dumped <- err
-	}()
+	dump := hostside.StartDump(ctx, start, c.Agent().Exec, sessions, c.backgroundProcesses)
+	defer dump.Wait() // no dump outlives the fork
 
 	lctx, done, err := b.cli.WithLease(b.ctx(ctx))
 	if err != nil {
@@ -59,7 +49,7 @@ func (c *container) Fork(ctx context.Context, n int) (sandbox.ForkResult, error)
 	// pool refills once the fork is done.
 	warm := b.core.TakeWarmForFork(spec, n)
 	defer b.core.Pool.Wake()
-	base, paused, changed, err := c.commitLayer(lctx, dumped)
+	base, paused, changed, err := c.commitLayer(lctx, dump)
 	if err != nil {
 		for _, k := range warm {
 			k.Close(ctx)
@@ -67,6 +57,7 @@ func (c *container) Fork(ctx context.Context, n int) (sandbox.ForkResult, error)
 		return sandbox.ForkResult{}, c.Wrap("fork", err)
 	}
 	tCommit := time.Since(start)
+	scripts, notCarried, tDump := dump.Result()
 
 	children, err := hostside.MakeChildren(lctx, n, func(gctx context.Context, i int) (*container, error) {
 		var k *container
@@ -127,11 +118,11 @@ func (b *Backend) forkChild(gctx, ctx context.Context, k *container, base *forkB
 
 // commitLayer copies the container's writable layer into a new snapshot
 // on its parent and commits it: pre-copied with the container running,
-// then, once ready has said the sessions' dump ended (its error is
-// returned), finished frozen for as short as it can be
+// then, once the sessions' dump ended (its error is returned), finished
+// frozen for as short as it can be
 // (hostside.LayerCopy). ctx carries a lease that keeps the committed
 // snapshot until the children hold it.
-func (c *container) commitLayer(ctx context.Context, ready <-chan error) (base *forkBase, paused time.Duration, changed int64, err error) {
+func (c *container) commitLayer(ctx context.Context, dump *hostside.ForkDump) (base *forkBase, paused time.Duration, changed int64, err error) {
 	b := c.b
 	sn := b.snapshotter()
 	info, err := sn.Stat(ctx, c.snap)
@@ -157,7 +148,7 @@ func (c *container) commitLayer(ctx context.Context, ready <-chan error) (base *
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	if err := <-ready; err != nil {
+	if err := dump.Wait(); err != nil {
 		return nil, 0, 0, err
 	}
 	paused, err = lc.Frozen(ctx, c.freeze)

@@ -48,18 +48,7 @@ func (c *container) Fork(ctx context.Context, n int) (sandbox.ForkResult, error)
 	}
 	// The sessions are dumped (the parent running) while the children are
 	// made ready: the two wait on different things (the agent, the engine).
-	var (
-		scripts    map[string]string
-		notCarried []string
-		tDump      time.Duration
-	)
-	dumped := make(chan error, 1)
-	go func() {
-		var err error
-		scripts, notCarried, err = hostside.DumpFork(ctx, c.Agent().Exec, sessions, c.backgroundProcesses)
-		tDump = time.Since(start)
-		dumped <- err
-	}()
+	dump := hostside.StartDump(ctx, start, c.Agent().Exec, sessions, c.backgroundProcesses)
 	// Warm containers become children without a container start; the
 	// pool refills once the fork is done.
 	warm := b.takeWarmForFork(spec, n)
@@ -70,7 +59,7 @@ func (c *container) Fork(ctx context.Context, n int) (sandbox.ForkResult, error)
 		// Pre-copied into the first child while the dump may still run.
 		lc, err = hostside.Precopy(ctx, upper, kids[0].upper)
 	}
-	derr := <-dumped // the dump has ended before the parent is paused
+	derr := dump.Wait() // the dump has ended before the parent is paused
 	if err != nil {
 		for _, k := range kids {
 			k.discard(ctx)
@@ -89,6 +78,7 @@ func (c *container) Fork(ctx context.Context, n int) (sandbox.ForkResult, error)
 		return sandbox.ForkResult{}, c.Wrap("fork", derr)
 	}
 	tCreate := time.Since(start)
+	scripts, notCarried, tDump := dump.Result()
 	paused, err := lc.Frozen(ctx, c.freeze)
 	if err != nil {
 		return sandbox.ForkResult{}, c.Wrap("fork", err)

@@ -39,39 +39,11 @@ func TestForkWarm(t *testing.T) {
 		t.Fatalf("parent: %v %+v", err, r)
 	}
 	waitWarm(t, b, img, 1)
-	before := b.Stats().ForkedWarm
-	res, err := parent.Fork(ctx, 1)
-	if err != nil {
-		t.Fatal(err)
+	child := sandboxtest.ForkOneWarm(t, parent, func() int64 { return b.Stats().ForkedWarm })
+	if r, err := child.Exec(ctx, sandbox.ExecRequest{Command: "cat /workspace/p.txt; test -e ~/.bashrc && echo present || echo deleted"}); err != nil || strings.TrimSpace(r.Output) != "parent\ndeleted" {
+		t.Errorf("child: the parent's file and deletion: %v %+v", err, r)
 	}
-	child := res.Children[0]
-	defer child.Close(context.Background())
-	if b.Stats().ForkedWarm != before+1 {
-		t.Fatalf("the child was not made from a warm container")
-	}
-	for _, ck := range []struct{ cmd, want string }{
-		{"cat /workspace/p.txt; test -e ~/.bashrc && echo present || echo deleted", "parent\ndeleted"},
-		{"test -e " + hostside.ForkRoot + " && echo visible || echo hidden", "hidden"},
-		{"ls /proc/1/root/ >/dev/null 2>&1 && echo reachable || echo denied", "denied"},
-		{"grep CapEff /proc/self/status | tr -d '\\t'", "CapEff:0000000000000000"},
-		{"grep NoNewPrivs /proc/self/status | tr -d '\\t'", "NoNewPrivs:1"},
-		{"grep -c localhost /etc/hosts", "2"},
-		{"echo x > /dev/null && head -c 4 /dev/zero | wc -c", "4"},
-		{"touch /sys/fs/cgroup/x 2>/dev/null && echo writable || echo read-only", "read-only"},
-		{"test -d " + hostside.RunDirPath + " && echo present", "present"},
-		{"test -x " + hostside.AgentPath + " && echo present", "present"},
-		{"python3 -c 'import os; print(os.getpid() > 1)'", "True"},
-		{"chroot / true 2>/dev/null && echo chrooted || echo refused", "refused"},
-		{"ls /sys/class/net", "lo"},
-	} {
-		r, err := child.Exec(ctx, sandbox.ExecRequest{Command: ck.cmd})
-		if err != nil {
-			t.Fatalf("%s: %v", ck.cmd, err)
-		}
-		if got := strings.TrimSpace(r.Output); got != ck.want {
-			t.Errorf("child: %s = %q, want %q", ck.cmd, got, ck.want)
-		}
-	}
+	sandboxtest.WarmForkConfined(t, child, hostside.ForkRoot, hostside.RunDirPath, hostside.AgentPath)
 
 	// The child's Snapshot is its files: a sandbox of it has the parent's
 	// file, the deletion and the child's own write.

@@ -194,3 +194,50 @@ func (s *suite) checkForkSnapshot(t *testing.T, grand sandbox.Sandbox) {
 		t.Errorf("a sandbox of the grandchild's snapshot: %q, want %q", got, want)
 	}
 }
+
+// WarmForkConfined checks that child, a fork child a backend made of a
+// warm container whose agent changed its root, keeps the sandbox's
+// confinement: the directory the host mounted its new root at (oldRoot,
+// in the old root) is out of sight, the old root out of reach, no
+// capabilities and no new privileges, the mounts it needs (/etc/hosts,
+// /dev, a read-only cgroup, the run dir runDir, the agent at agent), the
+// agent not its PID, chroot refused and only the loopback interface.
+func WarmForkConfined(t *testing.T, child sandbox.Sandbox, oldRoot, runDir, agent string) {
+	t.Helper()
+	for _, ck := range []struct{ cmd, want string }{
+		{"test -e " + oldRoot + " && echo visible || echo hidden", "hidden"},
+		{"ls /proc/1/root/ >/dev/null 2>&1 && echo reachable || echo denied", "denied"},
+		{"grep CapEff /proc/self/status | tr -d '\\t'", "CapEff:0000000000000000"},
+		{"grep NoNewPrivs /proc/self/status | tr -d '\\t'", "NoNewPrivs:1"},
+		{"grep -c localhost /etc/hosts", "2"},
+		{"echo x > /dev/null && head -c 4 /dev/zero | wc -c", "4"},
+		{"touch /sys/fs/cgroup/x 2>/dev/null && echo writable || echo read-only", "read-only"},
+		{"test -d " + runDir + " && echo present", "present"},
+		{"test -x " + agent + " && echo present", "present"},
+		{"python3 -c 'import os; print(os.getpid() > 1)'", "True"},
+		{"chroot / true 2>/dev/null && echo chrooted || echo refused", "refused"},
+		{"ls /sys/class/net", "lo"},
+	} {
+		if got := sh(t, child, ck.cmd); got != ck.want {
+			t.Errorf("warm fork child: %s = %q, want %q", ck.cmd, got, ck.want)
+		}
+	}
+}
+
+// ForkOneWarm forks parent into one child, closed when t ends, and checks
+// with forkedWarm (a backend's count of children made of warm containers)
+// that it was made of a warm container.
+func ForkOneWarm(t *testing.T, parent sandbox.Sandbox, forkedWarm func() int64) sandbox.Sandbox {
+	t.Helper()
+	before := forkedWarm()
+	res, err := parent.Fork(t.Context(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := res.Children[0]
+	t.Cleanup(func() { child.Close(context.Background()) })
+	if forkedWarm() != before+1 {
+		t.Fatalf("the child was not made from a warm container (see the log)")
+	}
+	return child
+}

@@ -92,18 +92,43 @@ func DumpSessions(ctx context.Context, exec ExecFunc, sessions []string) (map[st
 	return scripts, nil
 }
 
-// DumpFork is what a fork takes from the parent's agent: the sessions'
+// ForkDump is what a fork takes from the parent's agent, taken in the
+// background while the fork makes its children ready: the sessions'
 // restore scripts (DumpSessions) and, listed by background at the same
 // time, the processes it does not carry.
-func DumpFork(ctx context.Context, exec ExecFunc, sessions []string, background func(context.Context) []string) (map[string]string, []string, error) {
-	bg := make(chan []string, 1)
-	go func() { bg <- background(ctx) }()
-	scripts, err := DumpSessions(ctx, exec, sessions)
-	notCarried := <-bg
-	if err != nil {
-		return nil, nil, err
-	}
-	return scripts, notCarried, nil
+type ForkDump struct {
+	done       chan struct{}
+	scripts    map[string]string
+	notCarried []string
+	err        error
+	endedAt    time.Duration // since the fork's start
+}
+
+// StartDump starts the dump of a fork that began at start.
+func StartDump(ctx context.Context, start time.Time, exec ExecFunc, sessions []string, background func(context.Context) []string) *ForkDump {
+	d := &ForkDump{done: make(chan struct{})}
+	go func() {
+		defer close(d.done)
+		bg := make(chan []string, 1)
+		go func() { bg <- background(ctx) }()
+		d.scripts, d.err = DumpSessions(ctx, exec, sessions)
+		d.notCarried = <-bg
+		d.endedAt = time.Since(start)
+	}()
+	return d
+}
+
+// Wait waits for the dump and returns its error.
+func (d *ForkDump) Wait() error {
+	<-d.done
+	return d.err
+}
+
+// Result is the dump after Wait returned nil: the scripts, the processes
+// not carried and when, into the fork, it ended.
+func (d *ForkDump) Result() (scripts map[string]string, notCarried []string, endedAt time.Duration) {
+	<-d.done
+	return d.scripts, d.notCarried, d.endedAt
 }
 
 // RestoreSessions replays DumpSessions' scripts into a fresh sandbox,
