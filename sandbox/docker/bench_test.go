@@ -408,3 +408,36 @@ func freshN(b *testing.B, bk *Backend, mb, n, steps int, ready func(sandbox.Sand
 		b.ReportMetric(float64(lat.p(0.99).Milliseconds()), "p99-ms")
 	})
 }
+
+// BenchmarkForkDump: a fork's session dump as it is (builtins only, the
+// variables filtered on the host) against the one it replaced (a
+// pipeline through grep in the sandbox), alternating in one sandbox whose
+// session has a few variables, a function and options set.
+func BenchmarkForkDump(b *testing.B) {
+	const before = `{ builtin declare -px | grep -Ev '^declare -[^ ]*r|^declare -[^ ]* (PWD|OLDPWD|SHLVL|_)(=|$)'; builtin declare -f; builtin shopt -p; builtin set +o; } 2>/dev/null`
+	bk := newTestBackend(b, Config{})
+	sb, err := bk.Create(b.Context(), sandbox.Spec{Image: testImage(), EpisodeID: "bench-dump"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sb.Close(context.Background())
+	c := sb.(*container)
+	if res, err := sb.Exec(b.Context(), sandbox.ExecRequest{Command: `cd /tmp && export A=1 B="two words" && f() { echo f; } && shopt -s extglob`}); err != nil || res.ExitCode != 0 {
+		b.Fatalf("set-up: %v %+v", err, res)
+	}
+	var now, old latencies
+	for b.Loop() {
+		now.time(func() {
+			if _, err := hostside.DumpSessions(b.Context(), c.Agent().Exec, []string{"default"}); err != nil {
+				b.Fatal(err)
+			}
+		})
+		old.time(func() {
+			if res, err := sb.Exec(b.Context(), sandbox.ExecRequest{Command: before}); err != nil || res.ExitCode != 0 {
+				b.Fatalf("old dump: %v %+v", err, res)
+			}
+		})
+	}
+	b.ReportMetric(float64(now.p(0.5).Microseconds()), "builtins-p50-µs")
+	b.ReportMetric(float64(old.p(0.5).Microseconds()), "grep-p50-µs")
+}
