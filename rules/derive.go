@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"math/bits"
 	"regexp/syntax"
 	"slices"
 	"strings"
@@ -75,6 +76,7 @@ func collOf(elem val) val { return val{{kind: kColl, elem: elem}} }
 
 // guarded is v with g added to each alternative's guard.
 func guarded(v val, g []clause) val {
+	g = slices.DeleteFunc(slices.Clone(g), func(c clause) bool { return len(c) == 0 || slices.Contains(c, "") })
 	if len(g) == 0 {
 		return v
 	}
@@ -202,11 +204,10 @@ func bestClauses(cs []clause) []clause {
 	var out []clause
 	seen := map[string]bool{}
 	for _, c := range cs {
-		slices.Sort(c)
-		c = slices.Compact(c)
+		c = slices.Compact(slices.Sorted(slices.Values(c))) // a copy: clauses share their arrays
 		k := strings.Join(c, "\x00")
-		if len(c) == 0 || seen[k] {
-			continue
+		if len(c) == 0 || c[0] == "" || seen[k] {
+			continue // an empty literal is in every haystack: the clause requires nothing
 		}
 		seen[k] = true
 		out = append(out, c)
@@ -369,11 +370,9 @@ func (d *deriver) expr(e *ast.Expr, env map[ast.Var]val, cs *[]clause) {
 		if !ok {
 			return
 		}
-		c, ok := regexClause(pat, args[1])
+		rc := regexClauses(pat, args[1])
 		if name == "regex.match" {
-			if ok {
-				*cs = append(*cs, c)
-			}
+			*cs = append(*cs, rc...)
 			return
 		}
 		if len(ops) == 4 { // find_n(pat, s, n, out): a match is a part of s
@@ -381,10 +380,7 @@ func (d *deriver) expr(e *ast.Expr, env map[ast.Var]val, cs *[]clause) {
 			if name == "regex.find_all_string_submatch_n" {
 				elem = collOf(elem)
 			}
-			if ok {
-				elem = guarded(elem, []clause{c})
-			}
-			bind(3, collOf(elem))
+			bind(3, collOf(guarded(elem, rc)))
 		}
 		return
 	case "lower", "upper", "trim_space":
@@ -845,6 +841,10 @@ func requireExists(v val, cs *[]clause) {
 		*cs = append(*cs, clause{never})
 		return
 	}
+	if len(v) == 1 { // one alternative: its whole guard
+		*cs = append(*cs, v[0].guard...)
+		return
+	}
 	var c clause
 	for _, a := range v {
 		if len(a.guard) == 0 {
@@ -1022,40 +1022,179 @@ func piece(l, seps string, fold bool) string {
 	return b
 }
 
-// regexClause is what a match of pattern in v requires: one of the
-// literals every match contains.
-func regexClause(pattern string, v val) (clause, bool) {
+// regexClauses is what a match of pattern in v requires: a conjunction of
+// clauses, each a set of literals one of which every match contains.
+func regexClauses(pattern string, v val) []clause {
 	re, err := syntax.Parse(pattern, syntax.Perl)
 	if err != nil {
-		return nil, false
+		return nil
 	}
-	lits, ok := reLits(re)
-	if !ok {
-		return nil, false
-	}
-	var fold, exact []string
-	for _, l := range lits {
-		if l.fold {
-			fold = append(fold, l.s)
-		} else {
-			exact = append(exact, l.s)
+	var out []clause
+	for _, lits := range reCNF(re) {
+		var fold, exact []string
+		for _, l := range lits {
+			if l.fold {
+				fold = append(fold, l.s)
+			} else {
+				exact = append(exact, l.s)
+			}
+		}
+		var c clause
+		ok := true
+		for _, g := range []struct {
+			lits []string
+			fold bool
+		}{{fold, true}, {exact, false}} {
+			if len(g.lits) == 0 {
+				continue
+			}
+			x, okx := testClause(v, g.lits, g.fold)
+			if !okx {
+				ok = false
+				break
+			}
+			c = append(c, x...)
+		}
+		if ok && len(c) > 0 {
+			out = append(out, c) // a clause that cannot be read is dropped: the others still hold
 		}
 	}
-	var c clause
-	for _, g := range []struct {
-		lits []string
-		fold bool
-	}{{fold, true}, {exact, false}} {
-		if len(g.lits) == 0 {
-			continue
+	return out
+}
+
+// maxCNF bounds the literals and clauses the regexp reading multiplies out.
+const maxCNF = 16
+
+// reCNF is a conjunction of literal sets every match of re meets: each
+// set holds a literal the match contains.
+func reCNF(re *syntax.Regexp) [][]reLit {
+	switch re.Op {
+	case syntax.OpCapture, syntax.OpPlus:
+		return reCNF(re.Sub[0])
+	case syntax.OpRepeat:
+		if re.Min >= 1 {
+			return reCNF(re.Sub[0])
 		}
-		x, ok := testClause(v, g.lits, g.fold)
-		if !ok {
+		return nil
+	case syntax.OpLiteral, syntax.OpCharClass:
+		if l, ok := reLits(re); ok {
+			return [][]reLit{l}
+		}
+		return nil
+	case syntax.OpAlternate:
+		if ex, ok := reExact(re); ok && !hasEmptyLit(ex) {
+			return [][]reLit{ex}
+		}
+		// (A1∧A2)∨(B1∧B2) is the conjunction of every Ai∨Bj: multiplied
+		// out while small, else one literal set per branch
+		prod := [][]reLit{nil}
+		for _, b := range re.Sub {
+			cnf := reCNF(b)
+			if len(cnf) == 0 {
+				return nil // a branch that requires nothing
+			}
+			if len(prod)*len(cnf) > maxCNF {
+				if l, ok := reLits(re); ok {
+					return [][]reLit{l}
+				}
+				return nil
+			}
+			var next [][]reLit
+			for _, p := range prod {
+				for _, c := range cnf {
+					next = append(next, append(slices.Clip(p), c...))
+				}
+			}
+			prod = next
+		}
+		return prod
+	case syntax.OpConcat:
+		var out [][]reLit
+		var run []reLit // the exact strings of the run of subexpressions so far
+		inRun := false
+		flush := func() {
+			if inRun && len(run) > 0 && !hasEmptyLit(run) {
+				out = append(out, run)
+			}
+			run, inRun = nil, false
+		}
+		for _, sub := range re.Sub {
+			ex, ok := reExact(sub)
+			if ok && inRun && len(run)*len(ex) <= maxCNF {
+				run = crossLits(run, ex)
+				continue
+			}
+			flush()
+			if ok {
+				run, inRun = ex, true
+				continue
+			}
+			out = append(out, reCNF(sub)...)
+		}
+		flush()
+		return out
+	}
+	return nil
+}
+
+// reExact is every string re matches, when they are few: a literal, a
+// small class, alternatives and sequences of those, an optional one, or
+// a zero-width assertion (the empty string).
+func reExact(re *syntax.Regexp) ([]reLit, bool) {
+	switch re.Op {
+	case syntax.OpLiteral:
+		return []reLit{{string(re.Rune), re.Flags&syntax.FoldCase != 0}}, true
+	case syntax.OpCharClass:
+		return reLits(re)
+	case syntax.OpEmptyMatch, syntax.OpBeginLine, syntax.OpEndLine, syntax.OpBeginText, syntax.OpEndText,
+		syntax.OpWordBoundary, syntax.OpNoWordBoundary:
+		return []reLit{{}}, true
+	case syntax.OpCapture:
+		return reExact(re.Sub[0])
+	case syntax.OpQuest:
+		ex, ok := reExact(re.Sub[0])
+		if !ok || len(ex) >= maxCNF {
 			return nil, false
 		}
-		c = append(c, x...)
+		return append(ex, reLit{}), true
+	case syntax.OpAlternate:
+		var out []reLit
+		for _, b := range re.Sub {
+			ex, ok := reExact(b)
+			if !ok || len(out)+len(ex) > maxCNF {
+				return nil, false
+			}
+			out = append(out, ex...)
+		}
+		return out, true
+	case syntax.OpConcat:
+		out := []reLit{{}}
+		for _, sub := range re.Sub {
+			ex, ok := reExact(sub)
+			if !ok || len(out)*len(ex) > maxCNF {
+				return nil, false
+			}
+			out = crossLits(out, ex)
+		}
+		return out, true
 	}
-	return c, len(c) > 0
+	return nil, false
+}
+
+// crossLits is every a followed by every b; a literal with a
+// case-folded part folds.
+func crossLits(a, b []reLit) []reLit {
+	out := make([]reLit, 0, len(a)*len(b))
+	for _, x := range a {
+		for _, y := range b {
+			out = append(out, reLit{x.s + y.s, x.fold || y.fold})
+		}
+	}
+	return out
+}
+
+func hasEmptyLit(ls []reLit) bool {
+	return slices.ContainsFunc(ls, func(l reLit) bool { return l.s == "" })
 }
 
 type reLit struct {
@@ -1140,6 +1279,10 @@ type derivedGates struct {
 	byID         map[string][][]clause // per rule id (lib.flag's first argument, "" when not constant), one entry per rule, nil: no gate
 	lits         []string              // every literal of the gates
 	rules, gated int                   // flag rules, and those with a gate
+	// byFeat: per feature index, the gates of the flag rules that start
+	// with `input.feat.<name> == true`; a feature is absent when one of
+	// them has none or the policy reads it anywhere else
+	byFeat map[int][][]clause
 }
 
 // deriveGates reads the gate of every flag rule under rollcage.rules.
@@ -1150,7 +1293,9 @@ func deriveGates(c *ast.Compiler) derivedGates { return deriveEpisodeGates(c, ni
 // gets the episode's strings as its literals.
 func deriveEpisodeGates(c *ast.Compiler, facts, task *ast.Term) derivedGates {
 	d := newDeriver(c, facts, task)
-	out := derivedGates{byPkg: map[string][][]clause{}, byID: map[string][][]clause{}}
+	out := derivedGates{byPkg: map[string][][]clause{}, byID: map[string][][]clause{}, byFeat: map[int][][]clause{}}
+	featRefs := featureRefs(c) // per feature, how often the policy reads it
+	featSeen := map[int]int{}
 	ungated := map[string]bool{}
 	rulesRef := ast.MustParseRef("data.rollcage.rules")
 	for _, m := range c.Modules {
@@ -1177,6 +1322,15 @@ func deriveEpisodeGates(c *ast.Compiler, facts, task *ast.Term) derivedGates {
 			if len(ref) != 1 {
 				g = nil
 			}
+			if b := featureTest(r); b != 0 {
+				i := bits.TrailingZeros64(b)
+				featSeen[i]++
+				if g == nil {
+					featRefs[i] = -1 // never derived
+				} else {
+					out.byFeat[i] = append(out.byFeat[i], g)
+				}
+			}
 			id := ruleID(r)
 			out.byID[id] = append(out.byID[id], g)
 			if g == nil {
@@ -1193,7 +1347,38 @@ func deriveEpisodeGates(c *ast.Compiler, facts, task *ast.Term) derivedGates {
 	for p := range ungated {
 		out.byPkg[p] = nil
 	}
+	for i := range out.byFeat {
+		if featRefs[i] != featSeen[i] {
+			delete(out.byFeat, i) // read elsewhere, or by a rule without a gate
+		}
+	}
 	return out
+}
+
+// featureRefs counts, per feature index, the references to
+// input.feat.<name> in the policy.
+func featureRefs(c *ast.Compiler) map[int]int {
+	n := map[int]int{}
+	for _, m := range c.Modules {
+		ast.WalkRefs(m, func(r ast.Ref) bool {
+			if len(r) < 2 || !r[0].Equal(ast.InputRootDocument) || !r[1].Equal(ast.InternedTerm("feat")) {
+				return false
+			}
+			if len(r) >= 3 {
+				if name, ok := r[2].Value.(ast.String); ok {
+					if b := featureBit(string(name)); b != 0 {
+						n[bits.TrailingZeros64(b)]++
+						return false
+					}
+				}
+			}
+			for i := range features { // input.feat as a whole, or a computed key: every feature
+				n[i] = -1
+			}
+			return false
+		})
+	}
+	return n
 }
 
 // ruleID is the rule id a flag rule passes to lib.flag, "" when it is not

@@ -25,10 +25,12 @@ func TestDeriveGate(t *testing.T) {
 	}{
 		{"command name", `some c in lib.commands; c.name == "strace"`, []clause{{mCmds}, {"strace"}}},
 		{"name in a set", `some c in lib.commands; c.name in {"gdb", "ltrace"}`, []clause{{mCmds}, {"gdb", "ltrace"}}},
-		{"regexp literal, case folded", "some m in regex.find_n(`(?i)\\.SSH/id_(rsa|ed25519)`, lib.text, 1)", []clause{{".ssh/id_"}}},
-		{"regexp alternation", "regex.match(`^(/etc/shadow|/etc/gshadow)`, lib.raw)", []clause{{"gshadow", "shadow"}}}, // the parser factors out /etc/
+		{"regexp literal, case folded", "some m in regex.find_n(`(?i)\\.SSH/id_(rsa|ed25519)`, lib.text, 1)", []clause{{".ssh/id_ed25519", ".ssh/id_rsa"}}},
+		{"regexp alternation", "regex.match(`^(/etc/shadow|/etc/gshadow)`, lib.raw)", []clause{{"/etc/gshadow", "/etc/shadow"}}}, // multiplied out after the parser factors out /etc/
 		{"regexp with nothing required", "regex.match(`^[a-z]+$`, lib.raw)", nil},
 		{"regexp, a small class", "regex.match(`[*?]`, lib.raw)", []clause{{"*", "?"}}},
+		{"regexp, every literal of a sequence", "regex.match(`git\\b.*--(all|tags)\\b`, lib.raw)", []clause{{"git"}, {"--all", "--tags"}}},
+		{"regexp, alternatives multiplied out", "regex.match(`(ab.*cd|ef)`, lib.raw)", []clause{{"ab", "ef"}, {"cd", "ef"}}},
 		{"two tests, both required", `some p in lib.touched; startswith(p, "/run/"); endswith(p, ".token")`, []clause{{mTouched}, {"/run/"}, {".token"}}},
 		{"joined argv: cut at the space", `some c in lib.commands; contains(concat(" ", c.argv), "install -e")`, []clause{{mCmds}, {"install"}}},
 		{"joined with a constant: its bytes cut too", `some p in lib.writes; contains(concat("/", [p, "x"]), "/tmp/xyz")`, []clause{{mWrites}, {"tmp"}}},
@@ -42,7 +44,7 @@ func TestDeriveGate(t *testing.T) {
 		{"union of two lists", `some p in lib.reads | lib.writes; endswith(p, "/.netrc")`, []clause{{mReads, mWrites}, {"/.netrc"}}},
 		{"object.get of a list", `some p in object.get(input.normalized, "deletes", []); p == "/etc/hosts"`, []clause{{mDeletes}, {"/etc/hosts"}}},
 		{"an env key", `some k, _ in lib.env; k == "LD_AUDIT"`, []clause{{mEnv}, {"ld_audit"}}},
-		{"an env value by key", `v := lib.env.HTTP_PROXY; contains(v, "evil")`, []clause{{"http_proxy"}, {"evil"}}},
+		{"an env value by key", `v := lib.env.HTTP_PROXY; contains(v, "evil")`, []clause{{mEnv}, {"http_proxy"}, {"evil"}}},
 		{"a git op", `some op in lib.gitops; op.sub == "bisect"`, []clause{{mGit}, {"bisect"}}},
 		{"a constant glob: its most specific piece", `some p in lib.reads; glob.match("/opt/*/secret.txt", ["/"], p)`, []clause{{mReads}, {"/secret.txt"}}},
 		{"a suffix replaced: a prefix of the string", "some p in lib.reads; b := regex.replace(p, `[~^].*$`, \"\"); b == \"/etc/passwd\"", []clause{{mReads}, {"/etc/passwd"}}},
@@ -108,7 +110,7 @@ func TestUserRuleGated(t *testing.T) {
 			t.Fatal(err)
 		}
 		sc := ep.gates.scan(typed(v, v), e.pre.static.match)
-		set := e.pre.packages(ep.gates.mask(sc, false), featBits(sc, allFeatBits), sc.found)
+		set := e.pre.packages(ep.gates.mask(sc, false), e.pre.static.featBits(sc, allFeatBits), sc.found)
 		flags, err := ep.Eval(ctx, map[string]any{"tool": "bash"}, n)
 		if err != nil {
 			t.Fatal(err)

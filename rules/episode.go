@@ -217,7 +217,7 @@ func (ep *Episode) Eval(ctx context.Context, call, normalized any) ([]Flag, erro
 			kw = sc.found
 		}
 		gm := ep.gates.mask(sc, chained)
-		fb := featBits(sc, pre.needed(gm))
+		fb := gs.featBits(sc, pre.needed(gm))
 		set := pre.packagesWith(gs, gm, fb, kw)
 		if pre.empty(set) { // no rule can fire: every package is gated shut
 			if err := ctx.Err(); err != nil {

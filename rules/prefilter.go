@@ -201,6 +201,9 @@ type gateSet struct {
 	// tests that check the gates against what fires
 	byID         map[string][][][]int // id → rules → clauses → literal bits
 	rules, gated int
+	// feat: per feature, the gates of the rules it gates (nil: the
+	// feature is not derived, see featBits)
+	feat [][][][]int
 }
 
 func (pf *prefilter) gateSet(dg derivedGates) *gateSet {
@@ -224,6 +227,12 @@ func (pf *prefilter) gateSet(dg derivedGates) *gateSet {
 			}
 		}
 		gs.derived = append(gs.derived, d)
+	}
+	gs.feat = make([][][][]int, len(features))
+	for i, rs := range dg.byFeat {
+		for _, r := range rs {
+			gs.feat[i] = append(gs.feat[i], conj(r))
+		}
 	}
 	gs.byID = make(map[string][][][]int, len(dg.byID))
 	for id, rs := range dg.byID {
