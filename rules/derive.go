@@ -841,8 +841,20 @@ func requireExists(v val, cs *[]clause) {
 		*cs = append(*cs, clause{never})
 		return
 	}
-	if len(v) == 1 { // one alternative: its whole guard
-		*cs = append(*cs, v[0].guard...)
+	// the clauses every alternative's guard holds are all required (one
+	// alternative: its whole guard)
+	key := func(c clause) string { return strings.Join(c, "\x00") }
+	var common []clause
+	for _, g := range v[0].guard {
+		k := key(g)
+		if !slices.ContainsFunc(v[1:], func(a *alt) bool {
+			return !slices.ContainsFunc(a.guard, func(h clause) bool { return key(h) == k })
+		}) {
+			common = append(common, g)
+		}
+	}
+	if len(common) > 0 {
+		*cs = append(*cs, common...)
 		return
 	}
 	var c clause
