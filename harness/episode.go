@@ -189,23 +189,25 @@ func (e *Episode) Call(ctx context.Context, call monitor.ToolCall, opts ...CallO
 	for _, opt := range opts {
 		opt(&o)
 	}
+	var p monitor.Prepared
 	if o.checked {
-		checked, err := monitor.Check(call, e.r.cfg.Limits.CallTimeout)
-		if err != nil {
+		var err error
+		if p, err = monitor.Check(call, e.r.cfg.Limits.CallTimeout); err != nil {
 			return monitor.Result{}, fmt.Errorf("harness: episode %s: call %s: %w", e.id, call.Tool, err)
 		}
-		call = checked
+	} else {
+		p = monitor.Prepare(call)
 	}
 	e.callMu.Lock()
 	defer e.callMu.Unlock()
 	t0 := time.Now()
-	seg, step, callJSON, err := e.beginStep(&call, "call", t0, nil)
+	seg, step, callJSON, err := e.beginStep(&p.Call, "call", t0, nil)
 	if err != nil {
-		return monitor.Result{Call: call}, err
+		return monitor.Result{Call: p.Call}, err
 	}
 
 	cctx, cancel := context.WithTimeout(ctx, e.r.cfg.Limits.CallTimeout)
-	res, err := e.mon.Handle(cctx, call)
+	res, err := e.mon.HandlePrepared(cctx, p)
 	cancel()
 	if err != nil {
 		// The monitor's error names the episode, the step and the tool

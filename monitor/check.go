@@ -1,7 +1,6 @@
 package monitor
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -24,26 +23,28 @@ func (e *ArgsError) Error() string { return fmt.Sprintf("field %q: %s", e.Field,
 // a bash call whose arguments cannot run (not an object, no command, a
 // timeout_sec outside 0 to maxTimeout) is an *ArgsError. Other calls pass
 // as they are: what is wrong with them is the policy's to see, as an
-// error output.
-func Check(call ToolCall, maxTimeout time.Duration) (ToolCall, error) {
+// error output. The arguments are decoded here, once, by the tool
+// registry; Episode.HandlePrepared takes the typed value on.
+func Check(call ToolCall, maxTimeout time.Duration) (Prepared, error) {
+	var p Prepared
 	if !IsTool(call.Tool) && IsForeign(call.Tool) {
-		mapped := FromForeign(call.Tool, string(call.Args))
-		call.Tool, call.Args = mapped.Tool, mapped.Args
+		p = fromForeign(call.Tool, string(call.Args))
+		p.Call.EpisodeID, p.Call.Session, p.Call.RequestID = call.EpisodeID, call.Session, call.RequestID
+	} else {
+		p = Prepare(call)
 	}
-	if call.Tool != ToolBash {
-		return call, nil
+	if p.Call.Tool != ToolBash {
+		return p, nil
 	}
-	var a BashArgs
-	if len(call.Args) > 0 {
-		if err := json.Unmarshal(call.Args, &a); err != nil {
-			return call, &ArgsError{"args", `bash takes {"command": "...", "timeout_sec": N}: ` + strings.TrimPrefix(err.Error(), "json: ")}
-		}
+	a, ok := p.args.args.(*BashArgs)
+	if !ok {
+		return p, &ArgsError{"args", `bash takes {"command": "...", "timeout_sec": N}: ` + strings.TrimPrefix(p.args.err.Error(), "json: ")}
 	}
 	if strings.TrimSpace(a.Command) == "" {
-		return call, &ArgsError{"args.command", "missing or empty: give the command to run"}
+		return p, &ArgsError{"args.command", "missing or empty: give the command to run"}
 	}
 	if max := maxTimeout.Seconds(); a.TimeoutSec < 0 || a.TimeoutSec > max {
-		return call, &ArgsError{"args.timeout_sec", fmt.Sprintf("%v is out of range: give 0 (the episode's per-call timeout) to %v seconds", a.TimeoutSec, max)}
+		return p, &ArgsError{"args.timeout_sec", fmt.Sprintf("%v is out of range: give 0 (the episode's per-call timeout) to %v seconds", a.TimeoutSec, max)}
 	}
-	return call, nil
+	return p, nil
 }

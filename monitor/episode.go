@@ -110,10 +110,16 @@ func sessionName(s string) string {
 // the sandbox failed (the call's fate is then unknown to the policy);
 // everything the policy did wrong is an output it can recover from.
 func (e *Episode) Handle(ctx context.Context, call ToolCall) (Result, error) {
+	return e.HandlePrepared(ctx, Prepare(call))
+}
+
+// HandlePrepared is Handle on a call whose arguments Prepare or Check
+// decoded: they are not decoded again.
+func (e *Episode) HandlePrepared(ctx context.Context, p Prepared) (Result, error) {
 	e.callMu.Lock()
 	defer e.callMu.Unlock()
 	start := time.Now()
-	res, args, err := e.decideCall(ctx, call)
+	res, args, err := e.decideCall(ctx, p)
 	if err != nil {
 		return res, err
 	}
@@ -125,9 +131,10 @@ func (e *Episode) Handle(ctx context.Context, call ToolCall) (Result, error) {
 }
 
 // decideCall numbers the call and takes it through normalize → rules →
-// judge → decide, and returns its arguments as decoded once for all of
-// these and the run. The caller holds callMu.
-func (e *Episode) decideCall(ctx context.Context, call ToolCall) (Result, decoded, error) {
+// judge → decide, and returns its arguments as decoded once (by Prepare
+// or Check) for all of these and the run. The caller holds callMu.
+func (e *Episode) decideCall(ctx context.Context, p Prepared) (Result, decoded, error) {
+	call, args := p.Call, p.args
 	call.EpisodeID = e.id
 
 	e.mu.Lock()
@@ -139,7 +146,6 @@ func (e *Episode) decideCall(ctx context.Context, call ToolCall) (Result, decode
 	res := Result{Step: step, Call: call}
 	t0 := time.Now()
 	var internal []string
-	args := decodeCall(call)
 	res.Normalized, internal = normalizeDecoded(call, args, cwd, &e.files)
 	res.Timings.Normalize = time.Since(t0)
 

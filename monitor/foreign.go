@@ -46,43 +46,54 @@ func (f foreignArgs) path() string { return f.str("path", "file_path", "filename
 // Unknown tools stay generic: the normalizer still picks paths and URLs
 // out of them. The audit reads foreign trajectories with it and the
 // gateway takes foreign tool names with it.
-func FromForeign(name, rawArgs string) ToolCall {
+func FromForeign(name, rawArgs string) ToolCall { return fromForeign(name, rawArgs).Call }
+
+// fromForeign is FromForeign with the typed arguments it built for one of
+// rollcage's tools, so they need no decoding again.
+func fromForeign(name, rawArgs string) Prepared {
 	lname := strings.ToLower(strings.TrimSpace(name))
 	f := foreignArgs{raw: rawArgs}
+	if testDecodeHook != nil {
+		testDecodeHook(name)
+	}
 	f.ok = json.Unmarshal([]byte(rawArgs), &f.args) == nil
 	if s := byAlias[lname]; s != nil {
-		return call(s.Name, s.foreign(f))
+		return typedCall(s.Name, s.foreign(f))
 	}
 	if slices.Contains(editorAliases, lname) {
-		return EditorCall(strings.ToLower(f.str("command")), f.str("path"), f.str("file_text"), f.str("old_str"), f.str("new_str"))
+		return editorCall(strings.ToLower(f.str("command")), f.str("path"), f.str("file_text"), f.str("old_str"), f.str("new_str"))
 	}
 	if !f.ok && rawArgs != "" {
 		b, _ := json.Marshal(map[string]string{"input": rawArgs})
-		return ToolCall{Tool: lname, Args: b}
+		return Prepared{Call: ToolCall{Tool: lname, Args: b}}
 	}
-	return ToolCall{Tool: lname, Args: json.RawMessage(rawArgs)}
+	return Prepared{Call: ToolCall{Tool: lname, Args: json.RawMessage(rawArgs)}}
 }
 
 // EditorCall maps the str_replace_editor family (Anthropic's and
 // SWE-agent's) by its sub-command.
 func EditorCall(cmd, path, fileText, oldStr, newStr string) ToolCall {
+	return editorCall(cmd, path, fileText, oldStr, newStr).Call
+}
+
+func editorCall(cmd, path, fileText, oldStr, newStr string) Prepared {
 	switch cmd {
 	case "view":
 		if looksLikeDir(path) {
-			return call(ToolListDir, ListDirArgs{Path: path})
+			return typedCall(ToolListDir, &ListDirArgs{Path: path})
 		}
-		return call(ToolReadFile, ReadFileArgs{Path: path})
+		return typedCall(ToolReadFile, &ReadFileArgs{Path: path})
 	case "create":
-		return call(ToolWriteFile, WriteFileArgs{Path: path, Content: fileText})
+		return typedCall(ToolWriteFile, &WriteFileArgs{Path: path, Content: fileText})
 	case "str_replace":
-		return call(ToolEdit, EditArgs{Path: path, Old: oldStr, New: newStr})
+		return typedCall(ToolEdit, &EditArgs{Path: path, Old: oldStr, New: newStr})
 	case "insert":
 		// An insertion writes new text and replaces nothing: edit-like.
-		return call(ToolEdit, EditArgs{Path: path, New: newStr})
+		return typedCall(ToolEdit, &EditArgs{Path: path, New: newStr})
 	case "undo_edit":
-		return call(ToolWriteFile, WriteFileArgs{Path: path})
+		return typedCall(ToolWriteFile, &WriteFileArgs{Path: path})
 	}
-	return call(ToolReadFile, ReadFileArgs{Path: path})
+	return typedCall(ToolReadFile, &ReadFileArgs{Path: path})
 }
 
 // looksLikeDir: a path whose last element has no extension (or ends in
@@ -95,9 +106,11 @@ func looksLikeDir(p string) bool {
 	return !strings.Contains(last, ".") && !strings.HasPrefix(strings.ToLower(last), "makefile") && !strings.EqualFold(last, "dockerfile")
 }
 
-func call(tool string, args any) ToolCall {
+// typedCall is a call of one of rollcage's tools with the arguments built
+// for it (a pointer to its argument type), encoded for the record.
+func typedCall(tool string, args any) Prepared {
 	b, _ := json.Marshal(args)
-	return ToolCall{Tool: tool, Args: b}
+	return Prepared{Call: ToolCall{Tool: tool, Args: b}, args: decoded{spec: byName[tool], args: args}}
 }
 
 // argvText renders an argv list as a command: ["bash","-lc","X"] is X.

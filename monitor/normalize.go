@@ -44,13 +44,13 @@ func normalize(call ToolCall, cwd string) (n Normalized, internal []string) {
 // normalizeFiles is normalize that follows script files the policy wrote
 // (files, may be nil) when the call runs them.
 func normalizeFiles(call ToolCall, cwd string, files *Files) (n Normalized, internal []string) {
-	return normalizeDecoded(call, decoded{spec: byName[call.Tool]}, cwd, files)
+	return normalizeDecoded(call, decodeCall(call), cwd, files)
 }
 
-// normalizeDecoded is normalizeFiles on arguments the monitor decoded
-// (d.args), or decodes them itself with json.Unmarshal when there are
-// none: a call whose arguments do not decode strictly will not run, but
-// it is judged on what it asked for.
+// normalizeDecoded is normalizeFiles on the arguments the registry
+// decoded (d): a call whose arguments do not decode strictly will not
+// run, but it is judged on what it asked for (d.args, read past an
+// unknown field), or on its raw text when they could not be read.
 func normalizeDecoded(call ToolCall, d decoded, cwd string, files *Files) (n Normalized, internal []string) {
 	n.Tool = call.Tool
 	n.Cwd = cwd
@@ -82,21 +82,19 @@ func normalizeDecoded(call ToolCall, d decoded, cwd string, files *Files) (n Nor
 		if len(call.Args) > 0 && !json.Valid(call.Args) {
 			a.fail(call.Tool + " args: invalid JSON")
 		}
-	default:
-		args := d.args
-		if args == nil || len(call.Args) == 0 {
-			var err error
-			if args, err = d.spec.decode(call.Args, false); err != nil {
-				n.Raw = string(call.Args)
-				msg := fmt.Sprintf("%s args: %v", call.Tool, err)
-				if call.Tool == ToolBash {
-					msg += `; send {"command": "..."}`
-				}
-				a.fail(msg)
-				return n, a.internal
-			}
+	case d.args == nil || len(call.Args) == 0:
+		n.Raw = string(call.Args)
+		err := d.err
+		if err == nil {
+			err = errNoArgs // runs as {}, but the rules see that nothing was given
 		}
-		d.spec.normalize(a, args, cwd)
+		msg := fmt.Sprintf("%s args: %v", call.Tool, err)
+		if call.Tool == ToolBash {
+			msg += `; send {"command": "..."}`
+		}
+		a.fail(msg)
+	default:
+		d.spec.normalize(a, d.args, cwd)
 	}
 	return n, a.internal
 }

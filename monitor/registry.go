@@ -1,6 +1,7 @@
 package monitor
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -31,10 +32,10 @@ type Tool struct {
 // normalize, run and fake it. Every step of a call looks it up here.
 type toolSpec struct {
 	Tool
-	// decode reads the arguments: strict rejects unknown fields and
-	// trailing data (what runs), lenient is json.Unmarshal (what the rules
-	// see of a call whose arguments are wrong).
-	decode func(raw json.RawMessage, strict bool) (any, error)
+	// decode reads the arguments strictly (strictArgs: unknown fields
+	// and trailing data are refused); read says the typed value holds them
+	// even so.
+	decode func(raw json.RawMessage) (args any, read bool, err error)
 	// normalize fills a from the decoded arguments; nil: the rules see the
 	// raw JSON only.
 	normalize func(a *acc, args any, cwd string)
@@ -67,12 +68,13 @@ func (d def[A]) spec() *toolSpec {
 	}
 	ts := &toolSpec{
 		Tool: Tool{Name: d.name, Description: d.desc, Schema: schema, Aliases: d.aliases},
-		decode: func(raw json.RawMessage, strict bool) (any, error) {
-			a := new(A)
-			if strict {
-				return a, strictArgs(raw, a)
+		decode: func(raw json.RawMessage) (any, bool, error) {
+			if testDecodeHook != nil {
+				testDecodeHook(d.name)
 			}
-			return a, json.Unmarshal(raw, a)
+			a := new(A)
+			read, err := strictArgs(raw, a)
+			return a, read, err
 		},
 		run: func(ctx context.Context, e *Episode, res *Result, args any) error {
 			return d.run(ctx, e, res, args.(*A))
@@ -228,38 +230,69 @@ func ToolNames() string {
 
 // strictArgs decodes a tool's JSON arguments, rejecting unknown fields so
 // a misspelt argument is reported instead of silently ignored, and text
-// after the object, which json.Unmarshal would refuse too.
-func strictArgs(raw json.RawMessage, v any) error {
+// after the object, which json.Unmarshal would refuse too. read reports
+// whether v holds the arguments as json.Unmarshal would have decoded them
+// (no error, or only an unknown field: encoding/json reads on past one and
+// fills every known field), so the rules see a refused call's arguments
+// without a second decode.
+func strictArgs(raw json.RawMessage, v any) (read bool, err error) {
 	if len(raw) == 0 {
 		raw = json.RawMessage("{}")
 	}
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return err
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return false, errNoArgs // json.Unmarshal's words for it
+		}
+		return strings.HasPrefix(err.Error(), "json: unknown field "), err
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return errors.New("invalid character after the arguments' JSON object")
+		return false, errors.New("invalid character after the arguments' JSON object")
 	}
-	return nil
+	return true, nil
 }
+
+// errNoArgs is a call's arguments ending before their JSON object does.
+var errNoArgs = errors.New("unexpected end of JSON input")
+
+// testDecodeHook, when set by a test, runs at each decode of a call's
+// arguments (the registry's and a foreign call's).
+var testDecodeHook func(tool string)
 
 // decoded is a call's arguments decoded once, by its tool.
 type decoded struct {
 	spec *toolSpec // nil: a generic tool
-	args any       // strictly decoded; nil when err is set
-	err  error     // what is wrong with the arguments (strict decoding)
+	// args are the typed arguments, set when they were read: with err nil,
+	// or err naming an unknown field (the call does not run, but the rules
+	// see what it asked for).
+	args any
+	err  error // what is wrong with the arguments (strict decoding)
 }
 
-// decodeCall decodes the call's arguments by its tool, strictly.
+// decodeCall decodes the call's arguments by its tool, strictly: the one
+// decode of a call's arguments, whose result normalize, Check and execute
+// all read.
 func decodeCall(call ToolCall) decoded {
 	s := byName[call.Tool]
 	if s == nil {
 		return decoded{}
 	}
-	args, err := s.decode(call.Args, true)
-	if err != nil {
-		return decoded{spec: s, err: err}
+	args, read, err := s.decode(call.Args)
+	if !read {
+		args = nil
 	}
-	return decoded{spec: s, args: args}
+	return decoded{spec: s, args: args, err: err}
 }
+
+// Prepared is a call with its arguments decoded by the tool registry
+// (Prepare, or Check for a call from outside the built-in loop), ready
+// for Episode.HandlePrepared, which reads the typed arguments instead of
+// decoding the JSON again.
+type Prepared struct {
+	Call ToolCall
+	args decoded
+}
+
+// Prepare decodes the call's arguments by its tool.
+func Prepare(call ToolCall) Prepared { return Prepared{Call: call, args: decodeCall(call)} }

@@ -96,7 +96,7 @@ func (e *Episode) Start(ctx context.Context, call ToolCall, opts StreamOptions) 
 	e.callMu.Lock()
 	defer e.callMu.Unlock()
 	start := time.Now()
-	res, args, err := e.decideCall(ctx, call)
+	res, args, err := e.decideCall(ctx, Prepare(call))
 	if err != nil {
 		return nil, err
 	}
