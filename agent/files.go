@@ -245,22 +245,17 @@ func strerror(errno syscall.Errno) string {
 // copyIn extracts a tar into dir as root. Entries keep the tar's owner and
 // mode and land inside dir: names are rooted there, and every file
 // operation goes through an os.Root, so a symlink the sandbox user left in
-// dir cannot send an entry elsewhere. dir itself may not pass through a
-// symlink the sandbox user owns (a planted tests -> /etc); root's own
-// links (/bin, /lib) are fine.
+// dir cannot send an entry elsewhere. dir itself is walked from / one name
+// at a time (openDestDir), never following a symlink the sandbox user owns (a
+// planted tests -> /etc), even one swapped in while the walk runs; root's
+// own links (/bin, /lib) are followed.
 func (s *Server) copyIn(dir string, data []byte) error {
 	defer holdStart()()
 	if err := checkPath(dir); err != nil {
 		return err
 	}
 	dir = filepath.Clean(dir)
-	if err := noForeignLinks(dir); err != nil {
-		return fmt.Errorf("copy in %s: %w", dir, err)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("copy in %s: %w", dir, err)
-	}
-	root, err := os.OpenRoot(dir)
+	root, err := openDestDir(dir)
 	if err != nil {
 		return fmt.Errorf("copy in %s: %w", dir, err)
 	}
@@ -285,27 +280,119 @@ func (s *Server) copyIn(dir string, data []byte) error {
 	}
 }
 
-// noForeignLinks refuses a path that passes through a symlink owned by
-// anyone but root.
-func noForeignLinks(p string) error {
-	cur := "/"
-	for _, part := range strings.Split(strings.TrimPrefix(p, "/"), "/") {
-		cur = filepath.Join(cur, part)
-		fi, err := os.Lstat(cur)
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil // the rest is created
-		}
-		if err != nil {
-			return err
-		}
-		if fi.Mode()&fs.ModeSymlink == 0 {
+// maxLinks is how many of root's symlinks openDestDir follows in one walk
+// (the kernel's own limit).
+const maxLinks = 40
+
+// openDestDir opens the directory at the absolute path p as an os.Root,
+// creating what is missing (mode 0755). It walks from / a name at a time
+// with openat(O_NOFOLLOW|O_DIRECTORY), so a name is checked and entered
+// in one step and a symlink swapped in between cannot be followed; a
+// symlink it meets is followed only when root owns it (read through an
+// O_PATH descriptor of the link itself, so its owner and target are those
+// of one link). The os.Root is then opened by path and must be the
+// directory walked to (same device and inode), or the walk was raced and
+// nothing is copied.
+func openDestDir(p string) (*os.Root, error) {
+	fd, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { unix.Close(fd) }()
+	parts := strings.Split(strings.TrimPrefix(p, "/"), "/")
+	cur := "/" // the path walked, for messages
+	for links := 0; len(parts) > 0; {
+		part := parts[0]
+		parts = parts[1:]
+		if part == "" || part == "." {
 			continue
 		}
-		if st, ok := fi.Sys().(*syscall.Stat_t); !ok || st.Uid != 0 {
-			return fmt.Errorf("%s is a symlink not owned by root (left by the sandbox user?); refusing to follow it", cur)
+		if part == ".." { // in a link's target: the walk's parent, by its path
+			parts = append(strings.Split(strings.TrimPrefix(filepath.Dir(cur), "/"), "/"), parts...)
+			cur = "/"
+			unix.Close(fd)
+			if fd, err = unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+				return nil, err
+			}
+			continue
 		}
+		at := filepath.Join(cur, part)
+		next, err := unix.Openat(fd, part, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if errors.Is(err, unix.ENOENT) {
+			if err := unix.Mkdirat(fd, part, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
+				return nil, &os.PathError{Op: "mkdir", Path: at, Err: err}
+			}
+			next, err = unix.Openat(fd, part, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		}
+		if errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
+			target, lerr := rootLink(fd, part, at)
+			if lerr != nil {
+				return nil, lerr
+			}
+			if links++; links > maxLinks {
+				return nil, &os.PathError{Op: "open", Path: p, Err: unix.ELOOP}
+			}
+			parts = append(strings.Split(target, "/"), parts...)
+			if strings.HasPrefix(target, "/") {
+				cur = "/"
+				unix.Close(fd)
+				if fd, err = unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+					return nil, err
+				}
+			}
+			continue
+		}
+		if err != nil {
+			return nil, &os.PathError{Op: "open", Path: at, Err: err}
+		}
+		unix.Close(fd)
+		fd, cur = next, at
 	}
-	return nil
+	var want unix.Stat_t
+	if err := unix.Fstat(fd, &want); err != nil {
+		return nil, err
+	}
+	root, err := os.OpenRoot(p)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := root.Stat(".")
+	if err != nil {
+		root.Close()
+		return nil, err
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || st.Dev != want.Dev || st.Ino != want.Ino {
+		root.Close()
+		return nil, fmt.Errorf("%s changed while it was opened (a symlink swapped in?); refusing to copy into it", p)
+	}
+	return root, nil
+}
+
+// rootLink is the target of the symlink name in the directory dirfd (at
+// is its path, for messages), which root must own: one the sandbox user
+// left is refused.
+func rootLink(dirfd int, name, at string) (string, error) {
+	lfd, err := unix.Openat(dirfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", &os.PathError{Op: "open", Path: at, Err: err}
+	}
+	defer unix.Close(lfd)
+	var st unix.Stat_t
+	if err := unix.Fstat(lfd, &st); err != nil {
+		return "", err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFLNK {
+		return "", &os.PathError{Op: "open", Path: at, Err: unix.ENOTDIR}
+	}
+	if st.Uid != 0 {
+		return "", fmt.Errorf("%s is a symlink not owned by root (left by the sandbox user?); refusing to follow it", at)
+	}
+	buf := make([]byte, unix.PathMax)
+	n, err := unix.Readlinkat(lfd, "", buf)
+	if err != nil {
+		return "", &os.PathError{Op: "readlink", Path: at, Err: err}
+	}
+	return string(buf[:n]), nil
 }
 
 func extract(root *os.Root, tr *tar.Reader, h *tar.Header, name string) error {

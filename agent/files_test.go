@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
 
 	"github.com/rollcage/rollcage/sandbox"
 )
@@ -330,4 +331,80 @@ func TestCopyInSymlinks(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dst, "ok", "test_ok.py")); err != nil {
 		t.Errorf("through a root-owned symlink: %v", err)
 	}
+}
+
+// TestCopyInSymlinkSwapRace: while copies run into a destination, the
+// sandbox user keeps swapping one of its directories for a symlink out of
+// the sandbox's tree and back (renameat2 RENAME_EXCHANGE, atomic). A copy
+// may be refused, or land in the real directory, but no file ever lands
+// where the link points.
+func TestCopyInSymlinkSwapRace(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("copy-in runs as root and chowns")
+	}
+	_, c := newTestServer(t, ServerConfig{})
+	d := t.TempDir()
+	loot, work := filepath.Join(d, "loot"), filepath.Join(d, "workspace")
+	for _, p := range []string{loot, work, filepath.Join(work, "tests")} {
+		if err := os.Mkdir(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	swap := filepath.Join(work, "tests.swap")
+	if err := os.Symlink(loot, swap); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Lchown(swap, 1000, 1000); err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	tw.WriteHeader(&tar.Header{Name: "test_hidden.py", Mode: 0o644, Size: 1, Typeflag: tar.TypeReg})
+	tw.Write([]byte("x"))
+	tw.Close()
+
+	stop := make(chan struct{})
+	swapped := make(chan int)
+	go func() {
+		n := 0
+		defer func() { swapped <- n }()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := unix.Renameat2(unix.AT_FDCWD, swap, unix.AT_FDCWD, filepath.Join(work, "tests"), unix.RENAME_EXCHANGE); err != nil {
+				t.Errorf("swap: %v", err)
+				return
+			}
+			n++
+		}
+	}()
+	var copied, refused int
+	for _, dest := range []string{"tests", "tests/hidden", "tests/a/b"} {
+		for range 150 {
+			if err := c.CopyIn(t.Context(), filepath.Join(work, dest), bytes.NewReader(b.Bytes())); err != nil {
+				refused++
+			} else {
+				copied++
+			}
+		}
+	}
+	close(stop)
+	n := <-swapped
+	var landed []string
+	filepath.WalkDir(loot, func(p string, _ os.DirEntry, _ error) error {
+		if p != loot {
+			landed = append(landed, p)
+		}
+		return nil
+	})
+	if len(landed) > 0 {
+		t.Errorf("copy-in followed the swapped-in symlink: %v landed outside the destination", landed)
+	}
+	if n < 10 || refused == 0 {
+		t.Errorf("%d swaps, %d copies refused: the race was not run", n, refused)
+	}
+	t.Logf("%d swaps; %d copies landed in the real directory, %d refused", n, copied, refused)
 }
