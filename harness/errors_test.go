@@ -1,8 +1,10 @@
 package harness
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -39,5 +41,49 @@ func TestCallErrorSaysEachThingOnce(t *testing.T) {
 	}
 	if !strings.HasPrefix(msg, "monitor: episode "+ep.ID()+" step 1: bash: ") {
 		t.Errorf("error %q; want it to start with the monitor's episode, step and tool", msg)
+	}
+}
+
+// brokenStreams is a fake backend whose sandboxes stream, but every
+// Start fails as a dead connection would.
+type brokenStreams struct{ *fake.Backend }
+
+func (b brokenStreams) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	sb, err := b.Backend.Create(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	return brokenStreamer{sb.(*fake.Sandbox)}, nil
+}
+
+type brokenStreamer struct{ *fake.Sandbox }
+
+func (brokenStreamer) Start(context.Context, sandbox.StartRequest, func(sandbox.Output)) (sandbox.Process, error) {
+	return nil, fmt.Errorf("agent start: %w", sandbox.ErrClosed)
+}
+
+// TestStartErrorSaysEachThingOnce is TestCallErrorSaysEachThingOnce for
+// a streamed call: the harness does not wrap the monitor's error, which
+// names the episode and step, a second time.
+func TestStartErrorSaysEachThingOnce(t *testing.T) {
+	ctx := t.Context()
+	r, _ := testRunner(t, brokenStreams{&fake.Backend{}}, Limits{})
+	ep, err := r.Start(ctx, fakeTask, fakeHidden, EpisodeMeta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ep.Close(ctx)
+	_, err = ep.Start(ctx, monitor.ToolCall{Tool: monitor.ToolBash, Args: json.RawMessage(`{"command":"ls"}`)}, monitor.StreamOptions{})
+	if !errors.Is(err, sandbox.ErrClosed) {
+		t.Fatalf("Start on a broken sandbox: %v; want an error wrapping sandbox.ErrClosed", err)
+	}
+	msg := err.Error()
+	for _, once := range []string{ep.ID(), "step 1", "episode"} {
+		if n := strings.Count(msg, once); n != 1 {
+			t.Errorf("%q appears %d times in %q; want once", once, n, msg)
+		}
+	}
+	if want := "monitor: episode " + ep.ID() + " step 1: start: agent start: "; !strings.HasPrefix(msg, want) {
+		t.Errorf("error %q; want it to start with %q", msg, want)
 	}
 }

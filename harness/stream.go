@@ -61,7 +61,8 @@ func (e *Episode) Start(ctx context.Context, call monitor.ToolCall, opts monitor
 	mr, err := e.mon.Start(cctx, call, opts)
 	cancel()
 	if err != nil {
-		err = fmt.Errorf("harness: episode %s step %d: %w", e.id, step, err)
+		// The monitor's error names the episode and the step already (as
+		// in Call): wrapping it again would say them twice.
 		if ctx.Err() == nil {
 			e.noteInfra(err)
 		}
@@ -81,7 +82,7 @@ func (e *Episode) Start(ctx context.Context, call monitor.ToolCall, opts monitor
 		delete(e.running, r)
 		e.mu.Unlock()
 		if err != nil {
-			r.err = fmt.Errorf("harness: episode %s step %d: %w", e.id, step, err)
+			r.err = err // the monitor's, naming the episode and step
 			e.noteInfra(r.err)
 			return
 		}
