@@ -119,6 +119,17 @@ func (s *Server) startStream(ctx context.Context, req sandbox.StartRequest, star
 		if sub != nil {
 			w.drain(sub)
 		}
+		if errors.Is(err, syscall.EAGAIN) {
+			// No shell could start: the pids limit is full. Answer as
+			// Exec does (bash's words on stderr, exit 126), as a stream
+			// that ended at once, with no process to signal (pid 0).
+			s.log.Debug("stream: no room for a shell", "err", err)
+			emit(response{More: true, PID: 0})
+			emit(response{More: true, Stream: sandbox.Stderr, Data: []byte(forkFailedOutput)})
+			res.ExitCode, res.Output = forkFailedExit, forkFailedOutput
+			res.TotalBytes, res.Duration = int64(len(forkFailedOutput)), time.Since(t0)
+			return res, nil
+		}
 		return res, fmt.Errorf("start %s: %w", s.shellBin, err)
 	}
 	pgid := cmd.Process.Pid

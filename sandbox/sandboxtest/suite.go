@@ -625,8 +625,18 @@ func (s *suite) testPidsExhausted(t *testing.T) {
 	}()
 	time.Sleep(1500 * time.Millisecond) // the bomb fills 64 pids in far less
 	var wg sync.WaitGroup
-	errs := make(chan error, 32)
+	errs := make(chan error, 40)
+	st, streams := sb.(sandbox.Streamer)
 	for i := range 8 {
+		if streams {
+			// A streamed command whose shell cannot fork answers as
+			// Exec does: exit 126 with bash's words, not an error.
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs <- streamUnderFullPids(t.Context(), st)
+			}()
+		}
 		wg.Add(3)
 		go func() {
 			defer wg.Done()
@@ -666,6 +676,39 @@ func (s *suite) testPidsExhausted(t *testing.T) {
 		time.Sleep(250 * time.Millisecond)
 	}
 	t.Fatalf("sandbox unresponsive after the pids limit was full: %s", last)
+}
+
+// streamUnderFullPids starts one command while the pids limit is full:
+// it must start and end with exit 0, or with exit 126 and bash's "fork:
+// Resource temporarily unavailable" on stderr and in the result.
+func streamUnderFullPids(ctx context.Context, st sandbox.Streamer) error {
+	var mu sync.Mutex
+	var stderr strings.Builder
+	p, err := st.Start(ctx, sandbox.StartRequest{Command: "true", Timeout: 2 * time.Second}, func(o sandbox.Output) {
+		if o.Stream == sandbox.Stderr {
+			mu.Lock()
+			stderr.Write(o.Data)
+			mu.Unlock()
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("Start: %w", err)
+	}
+	res, err := p.Wait(ctx)
+	if err != nil {
+		return fmt.Errorf("Wait: %w", err)
+	}
+	mu.Lock()
+	streamed := stderr.String()
+	mu.Unlock()
+	const words = "fork: Resource temporarily unavailable"
+	if res.ExitCode == 126 && !(strings.Contains(res.Output, words) && strings.Contains(streamed, words)) {
+		return fmt.Errorf("stream exit 126 with output %q, stderr %q: want bash's %q in both", res.Output, streamed, words)
+	}
+	if res.ExitCode != 0 && res.ExitCode != 126 && res.Stopped == "" {
+		return fmt.Errorf("stream exit %d (%q): want 0, or 126 when no shell could fork", res.ExitCode, res.Output)
+	}
+	return nil
 }
 
 func (s *suite) testSnapshot(t *testing.T) {
