@@ -34,11 +34,7 @@ func TestCallErrorSaysEachThingOnce(t *testing.T) {
 		t.Fatalf("Call on a closed sandbox: %v; want an error wrapping sandbox.ErrClosed", err)
 	}
 	msg := err.Error()
-	for _, once := range []string{ep.ID(), "step 1", "episode"} {
-		if n := strings.Count(msg, once); n != 1 {
-			t.Errorf("%q appears %d times in %q; want once", once, n, msg)
-		}
-	}
+	sayOnce(t, msg, ep.ID(), "step 1", "episode")
 	if !strings.HasPrefix(msg, "monitor: episode "+ep.ID()+" step 1: bash: ") {
 		t.Errorf("error %q; want it to start with the monitor's episode, step and tool", msg)
 	}
@@ -78,12 +74,18 @@ func TestStartErrorSaysEachThingOnce(t *testing.T) {
 		t.Fatalf("Start on a broken sandbox: %v; want an error wrapping sandbox.ErrClosed", err)
 	}
 	msg := err.Error()
-	for _, once := range []string{ep.ID(), "step 1", "episode"} {
-		if n := strings.Count(msg, once); n != 1 {
-			t.Errorf("%q appears %d times in %q; want once", once, n, msg)
-		}
-	}
+	sayOnce(t, msg, ep.ID(), "step 1", "episode")
 	if want := "monitor: episode " + ep.ID() + " step 1: start: agent start: "; !strings.HasPrefix(msg, want) {
 		t.Errorf("error %q; want it to start with %q", msg, want)
+	}
+}
+
+// sayOnce fails unless each of words appears once in msg.
+func sayOnce(t *testing.T, msg string, words ...string) {
+	t.Helper()
+	for _, w := range words {
+		if n := strings.Count(msg, w); n != 1 {
+			t.Errorf("%q appears %d times in %q; want once", w, n, msg)
+		}
 	}
 }

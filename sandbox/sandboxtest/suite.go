@@ -692,11 +692,11 @@ func streamUnderFullPids(ctx context.Context, st sandbox.Streamer) error {
 		}
 	})
 	if err != nil {
-		return fmt.Errorf("Start: %w", err)
+		return fmt.Errorf("start: %w", err)
 	}
 	res, err := p.Wait(ctx)
 	if err != nil {
-		return fmt.Errorf("Wait: %w", err)
+		return fmt.Errorf("wait: %w", err)
 	}
 	mu.Lock()
 	streamed := stderr.String()
