@@ -3,7 +3,6 @@ package harness
 import (
 	"io/fs"
 	"testing"
-	"testing/fstest"
 
 	"github.com/rollcage/rollcage/demo"
 	"github.com/rollcage/rollcage/harness/harnesstest"
@@ -14,15 +13,7 @@ import (
 )
 
 // fakeTask is a task whose hidden tests live in fakeHidden.
-var fakeTask = task.Task{
-	ID: "fake-task", Image: "rollcage/fake:latest", Instruction: "Make wrap() keep long words intact.",
-	Workdir: "/workspace", HiddenTests: "hidden/fake", BaseCommit: "27c933441964fa76e99fdda251c8ba9b0c0ca8e9", HiddenTestsDest: "/workspace/tests/hidden",
-	TestCommand: "python -m pytest -q tests/hidden", ProtectedPaths: []string{"/workspace/tests/hidden/**"},
-}
-
-var fakeHidden = fstest.MapFS{
-	"hidden/fake/test_hidden.py": {Data: []byte("from textkit import wrap\n\ndef test_long_word():\n    assert wrap('x' * 30, 10) == ['x' * 30]\n")},
-}
+var fakeTask, fakeHidden = harnesstest.FakeTask("/workspace/tests/hidden", "/workspace/tests/hidden/**"), harnesstest.FakeHidden
 
 // testRunner returns a Runner over the backend, the default rules (no
 // judge) and a store in a temporary directory.

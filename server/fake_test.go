@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"testing/fstest"
 
 	"github.com/rollcage/rollcage/harness"
 	"github.com/rollcage/rollcage/harness/harnesstest"
@@ -18,15 +17,9 @@ import (
 	"github.com/rollcage/rollcage/trajectory"
 )
 
-var fakeTask = task.Task{
-	ID: "fake-task", Image: "rollcage/fake:latest", Instruction: "Make wrap() keep long words intact.",
-	Workdir: "/workspace", HiddenTests: "hidden/fake", BaseCommit: "27c933441964fa76e99fdda251c8ba9b0c0ca8e9", HiddenTestsDest: "/opt/grader/tests",
-	TestCommand: "python -m pytest -q /opt/grader/tests", ProtectedPaths: []string{"/opt/grader/**"},
-}
-
-var fakeHidden = fstest.MapFS{
-	"hidden/fake/test_hidden.py": {Data: []byte("from textkit import wrap\n\ndef test_long_word():\n    assert wrap('x' * 30, 10) == ['x' * 30]\n")},
-}
+// fakeTask is a task whose hidden tests, fakeHidden, are graded out of
+// the policy's reach.
+var fakeTask, fakeHidden = harnesstest.FakeTask("/opt/grader/tests", "/opt/grader/**"), harnesstest.FakeHidden
 
 const testAdmin = "admin-secret"
 
