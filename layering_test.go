@@ -15,6 +15,11 @@ const module = "github.com/rollcage/rollcage/"
 
 // allowed lists, per package, the packages of ours it may import (non-test
 // files). Dependencies point inward: sandbox imports none of ours.
+// server imports monitor for what a call is answered with (Result,
+// Decision, Timings, ArgsError, StreamOptions) and the tool list it offers
+// (Tools, ForeignTools; see monitorCalls): Decision holds rules.Flag and
+// judge.Verdict and Result a sandbox.ExecResult, so they cannot move to
+// toolcall, which rules imports, without a cycle.
 var allowed = map[string][]string{
 	"sandbox":                               {},
 	"sandbox/docker":                        {"sandbox", "agent", "sandbox/internal/hostside"},
