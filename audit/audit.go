@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"runtime"
 	"slices"
+	"sort"
 
 	"golang.org/x/sync/errgroup"
 
@@ -87,41 +88,110 @@ func New(cfg Config) (*Auditor, error) {
 // cancelled ctx is an error.
 func (a *Auditor) Audit(ctx context.Context, eps []Episode, skipped []FileError) (*Report, error) {
 	reps := make([]EpisodeReport, len(eps))
+	// the longest episodes first, so that the last one to finish is short
+	order := make([]int, len(eps))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(i, j int) bool { return len(eps[order[i]].Steps) > len(eps[order[j]].Steps) })
+	err := a.replay(ctx, func(ctx context.Context, jobs chan<- job) error {
+		for _, i := range order {
+			select {
+			case jobs <- job{ep: eps[i], out: &reps[i]}:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return a.report(reps, slices.Clone(skipped)), nil
+}
+
+// AuditBatch replays the episodes of b's files as they are read and
+// summarizes, in the files' order, with the files b could not read as
+// skipped. Reading and replaying overlap, and only the files being
+// replayed are held in memory. Only a cancelled ctx is an error.
+func (a *Auditor) AuditBatch(ctx context.Context, b *Batch) (*Report, error) {
+	defer b.Stop()
+	reps := make([][]EpisodeReport, len(b.units))
+	errs := make([][]FileError, len(b.units))
+	err := a.replay(ctx, func(ctx context.Context, jobs chan<- job) error {
+		for {
+			var r unitResult
+			var ok bool
+			select {
+			case r, ok = <-b.results:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			if !ok {
+				return nil
+			}
+			errs[r.unit] = r.errs
+			reps[r.unit] = make([]EpisodeReport, len(r.eps))
+			for i, ep := range r.eps {
+				select {
+				case jobs <- job{ep: ep, out: &reps[r.unit][i]}:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return a.report(slices.Concat(reps...), slices.Concat(errs...)), nil
+}
+
+// job is one episode to replay and where its report goes.
+type job struct {
+	ep  Episode
+	out *EpisodeReport
+}
+
+// replay runs feed, which sends the episodes to replay, and replays them
+// on Concurrency workers.
+func (a *Auditor) replay(ctx context.Context, feed func(context.Context, chan<- job) error) error {
 	// a fixed set of workers rather than a goroutine per episode: rule
 	// evaluation recurses deeply, and a fresh goroutine grows (copies) its
 	// stack again for every episode
-	next := make(chan int)
+	jobs := make(chan job)
 	g, gctx := errgroup.WithContext(ctx)
-	for range min(a.cfg.Concurrency, len(eps)) {
+	for range a.cfg.Concurrency {
 		g.Go(func() error {
-			for i := range next {
-				r, err := a.Episode(gctx, eps[i])
+			for j := range jobs {
+				r, err := a.Episode(gctx, j.ep)
 				if err != nil {
 					return err
 				}
-				reps[i] = r
+				*j.out = r
 			}
 			return nil
 		})
 	}
 	g.Go(func() error {
-		defer close(next)
-		for i := range eps {
-			select {
-			case next <- i:
-			case <-gctx.Done():
-				return gctx.Err()
-			}
-		}
-		return nil
+		defer close(jobs)
+		return feed(gctx, jobs)
 	})
 	if err := g.Wait(); err != nil {
-		return nil, fmt.Errorf("audit: %w", err)
+		return fmt.Errorf("audit: %w", err)
 	}
-	rep := &Report{Episodes: reps, Skipped: slices.Clone(skipped), Judge: a.cfg.Judge != nil}
-	if rep.Skipped == nil {
-		rep.Skipped = []FileError{}
+	return nil
+}
+
+// report summarizes the episodes' reports.
+func (a *Auditor) report(reps []EpisodeReport, skipped []FileError) *Report {
+	if reps == nil {
+		reps = []EpisodeReport{}
 	}
+	if skipped == nil {
+		skipped = []FileError{}
+	}
+	rep := &Report{Episodes: reps, Skipped: skipped, Judge: a.cfg.Judge != nil}
 	rep.summarize()
-	return rep, nil
+	return rep
 }

@@ -40,7 +40,7 @@ func text(raw json.RawMessage) string {
 		return ""
 	}
 	var s string
-	if json.Unmarshal(raw, &s) == nil {
+	if raw[0] != '[' && json.Unmarshal(raw, &s) == nil { // a list is no string: one pass less
 		return s
 	}
 	var parts []struct {

@@ -43,23 +43,117 @@ const maxFile = 512 << 20
 // recursively). Files it cannot read are returned as FileErrors, never
 // as a failure of the whole read. The order is paths', then file names'.
 func Read(paths ...string) ([]Episode, []FileError) {
+	b := ReadAsync(paths...)
+	res := make([]unitResult, len(b.units))
+	for r := range b.results {
+		res[r.unit] = r
+	}
 	var eps []Episode
 	var errs []FileError
+	for _, r := range res {
+		eps, errs = append(eps, r.eps...), append(errs, r.errs...)
+	}
+	return eps, errs
+}
+
+// Batch is trajectory files being read in the background (ReadAsync);
+// Auditor.AuditBatch replays each file's episodes as soon as it is read.
+// The larger files are read first, so that the last file read or replayed
+// is a small one and no CPU waits long for it at the end; results keep
+// Read's order.
+type Batch struct {
+	units   []unit
+	results chan unitResult
+	stop    chan struct{}
+	once    sync.Once
+}
+
+// unit is what one path of the walk contributes, in Read's order: a file
+// to read, or an error met before reading it.
+type unit struct {
+	path string
+	size int64
+	err  *FileError
+}
+
+// unitResult is a unit read.
+type unitResult struct {
+	unit int
+	eps  []Episode
+	errs []FileError
+}
+
+// ReadAsync lists the trajectory files under paths, as Read does, and
+// reads them on GOMAXPROCS goroutines in the background, at most a few
+// files ahead of their consumer. Stop it if its results are not all
+// consumed.
+func ReadAsync(paths ...string) *Batch {
+	b := &Batch{units: listUnits(paths), stop: make(chan struct{})}
+	order := make([]int, len(b.units))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(i, j int) bool { return b.units[order[i]].size > b.units[order[j]].size })
+	workers := max(1, min(runtime.GOMAXPROCS(0), len(b.units)))
+	b.results = make(chan unitResult, workers)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := range next {
+				r := unitResult{unit: i}
+				if u := b.units[i]; u.err != nil {
+					r.errs = []FileError{*u.err}
+				} else {
+					r.eps, r.errs = ReadFile(u.path)
+				}
+				select {
+				case b.results <- r:
+				case <-b.stop:
+					return
+				}
+			}
+		})
+	}
+	go func() {
+		defer func() {
+			close(next)
+			wg.Wait()
+			close(b.results)
+		}()
+		for _, i := range order {
+			select {
+			case next <- i:
+			case <-b.stop:
+				return
+			}
+		}
+	}()
+	return b
+}
+
+// Stop ends the background reading; results not yet consumed are dropped.
+func (b *Batch) Stop() { b.once.Do(func() { close(b.stop) }) }
+
+// listUnits walks paths into units in Read's order: paths', then file
+// names' within a directory, a directory's walk errors before its files.
+func listUnits(paths []string) []unit {
+	var us []unit
+	fail := func(fe FileError) { us = append(us, unit{err: &fe}) }
 	for _, p := range paths {
 		fi, err := os.Stat(p)
 		if err != nil {
-			errs = append(errs, FileError{Path: p, Err: oneLine(err) + "; give an existing file or directory"})
+			fail(FileError{Path: p, Err: oneLine(err) + "; give an existing file or directory"})
 			continue
 		}
 		if !fi.IsDir() {
-			e, fe := ReadFile(p)
-			eps, errs = append(eps, e...), append(errs, fe...)
+			us = append(us, unit{path: p, size: fi.Size()})
 			continue
 		}
-		var files []string
+		var files []unit
 		werr := filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
-				errs = append(errs, FileError{Path: path, Err: oneLine(err)})
+				fail(FileError{Path: path, Err: oneLine(err)})
 				return nil
 			}
 			name := d.Name()
@@ -72,47 +166,20 @@ func Read(paths ...string) ([]Episode, []FileError) {
 			if d.IsDir() || skipName(name) {
 				return nil
 			}
-			files = append(files, path)
+			var size int64
+			if fi, err := d.Info(); err == nil {
+				size = fi.Size() // only an order: ReadFile reports errors
+			}
+			files = append(files, unit{path: path, size: size})
 			return nil
 		})
 		if werr != nil {
-			errs = append(errs, FileError{Path: p, Err: oneLine(werr)})
+			fail(FileError{Path: p, Err: oneLine(werr)})
 		}
-		sort.Strings(files)
-		e, fe := readFiles(files)
-		eps, errs = append(eps, e...), append(errs, fe...)
+		sort.Slice(files, func(i, j int) bool { return files[i].path < files[j].path })
+		us = append(us, files...)
 	}
-	return eps, errs
-}
-
-// readFiles reads files on every CPU and returns what they hold in the
-// files' order.
-func readFiles(files []string) ([]Episode, []FileError) {
-	type result struct {
-		eps  []Episode
-		errs []FileError
-	}
-	res := make([]result, len(files))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), len(files)) {
-		wg.Go(func() {
-			for i := range next {
-				res[i].eps, res[i].errs = ReadFile(files[i])
-			}
-		})
-	}
-	for i := range files {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	var eps []Episode
-	var errs []FileError
-	for _, r := range res {
-		eps, errs = append(eps, r.eps...), append(errs, r.errs...)
-	}
-	return eps, errs
+	return us
 }
 
 // skipName: files in a directory that are known not to be trajectories

@@ -243,12 +243,12 @@ func prefixLits(re *syntax.Regexp) (ls []lit, exact, ok bool) {
 				}
 				return acc, false, true
 			}
-			next, fits := cross(acc, sl)
+			next, fits, cut := cross(acc, sl)
 			if !fits {
 				return acc, false, true
 			}
 			acc = next
-			if !se {
+			if !se || cut {
 				return acc, false, true
 			}
 		}
@@ -287,16 +287,18 @@ func minLen(re *syntax.Regexp) int {
 }
 
 // cross extends every literal of a by every literal of b; fits is false
-// when the result would be too large or too long (a is then kept).
-func cross(a, b []lit) ([]lit, bool) {
+// when the result would be too large (a is then kept). A literal longer
+// than maxLitLen is cut to that length (cut): what a match starts with
+// still, but no longer all of it.
+func cross(a, b []lit) (out []lit, fits, cut bool) {
 	if len(a)*len(b) > maxLits {
-		return nil, false
+		return nil, false, false
 	}
-	out := make([]lit, 0, len(a)*len(b))
+	out = make([]lit, 0, len(a)*len(b))
 	for _, x := range a {
 		for _, y := range b {
 			if y.at != litAnywhere && x.s != "" {
-				return nil, false // an anchor after a character: leave it to the regexp
+				return nil, false, false // an anchor after a character: leave it to the regexp
 			}
 			at := x.at
 			if at == litAnywhere {
@@ -304,12 +306,12 @@ func cross(a, b []lit) ([]lit, bool) {
 			}
 			s := x.s + y.s
 			if len(s) > maxLitLen {
-				return nil, false
+				s, cut = s[:maxLitLen], true
 			}
 			out = append(out, lit{s: s, at: at})
 		}
 	}
-	return dedupe(out), true
+	return dedupe(out), true, cut
 }
 
 func dedupe(ls []lit) []lit {
@@ -347,14 +349,27 @@ func usable(s string) bool {
 }
 
 // find returns up to n leftmost non-overlapping matches of f in s (all
-// when n < 0), as regexp.FindAllString does. No match is empty (minLen),
-// so each search goes on where the last match ended.
+// when n < 0), as regexp.FindAllString does.
 func (f *fastRe) find(s string, n int) []string {
+	var out []string
+	f.each(s, n, func(c, e int) bool {
+		out = append(out, s[c:e])
+		return true
+	})
+	return out
+}
+
+// each calls found with the start and end of up to n leftmost
+// non-overlapping matches of f in s (all when n < 0), in order, as
+// regexp's FindAll functions find them, until found returns false. No
+// match is empty (minLen), so each search goes on where the last match
+// ended.
+func (f *fastRe) each(s string, n int, found func(c, e int) bool) {
 	if n == 0 {
-		return nil
+		return
 	}
 	low := lowered(s)
-	var out []string
+	count := 0
 	next := make([]int, len(f.lits)) // each literal's next candidate at or after pos; -1: none
 	for i := range next {
 		next[i] = f.candidate(low, i, 0)
@@ -367,13 +382,12 @@ func (f *fastRe) find(s string, n int) []string {
 			}
 		}
 		if best < 0 {
-			return out
+			return
 		}
 		pos := best + 1
 		if e, ok := f.matchAt(s, best); ok {
-			out = append(out, s[best:e])
-			if n > 0 && len(out) == n {
-				return out
+			if count++; !found(best, e) || count == n {
+				return
 			}
 			pos = e
 		}
@@ -512,4 +526,69 @@ func fastMatch(bctx topdown.BuiltinContext, ops []*ast.Term, iter func(*ast.Term
 		return origMatch(bctx, ops, iter)
 	}
 	return iter(ast.InternedTerm(len(f.find(string(s), 1)) > 0))
+}
+
+// Regexp is a compiled regular expression for Go code that searches long
+// texts, such as the normalizer's patterns over scripts: its searches
+// take the literal-anchored path above where that is exact and regexp's
+// own otherwise, and find the same matches as regexp.
+type Regexp struct {
+	re *regexp.Regexp
+	f  *fastRe // nil: regexp's search only
+}
+
+// MustCompileRegexp compiles pat (Go's RE2 syntax) as regexp.MustCompile
+// does, panicking on a bad pattern.
+func MustCompileRegexp(pat string) *Regexp {
+	r := &Regexp{re: regexp.MustCompile(pat)}
+	if f := planRegexp(pat); f.lits != nil {
+		r.f = f
+	}
+	return r
+}
+
+// String is the pattern.
+func (r *Regexp) String() string { return r.re.String() }
+
+// Accelerated reports whether searches take the literal-anchored path (on
+// texts it may search).
+func (r *Regexp) Accelerated() bool { return r.f != nil }
+
+// FindAllString is regexp.Regexp.FindAllString.
+func (r *Regexp) FindAllString(s string, n int) []string {
+	if r.f == nil || !usable(s) {
+		return r.re.FindAllString(s, n)
+	}
+	return r.f.find(s, n)
+}
+
+// FindAllStringSubmatch is regexp.Regexp.FindAllStringSubmatch.
+func (r *Regexp) FindAllStringSubmatch(s string, n int) [][]string {
+	if r.f == nil || !usable(s) {
+		return r.re.FindAllStringSubmatch(s, n)
+	}
+	var out [][]string
+	r.f.each(s, n, func(c, _ int) bool {
+		// the match at c again, with its groups: after numbers them as the
+		// pattern does, (?s:.) and (?:...) capture nothing
+		from := 0
+		sub := r.f.anchored
+		if c > 0 {
+			_, k := utf8.DecodeLastRuneInString(s[:c])
+			from, sub = c-k, r.f.after
+		}
+		loc := sub.FindStringSubmatchIndex(s[from:])
+		m := make([]string, len(loc)/2)
+		for i := range m {
+			if loc[2*i] >= 0 {
+				m[i] = s[from+loc[2*i] : from+loc[2*i+1]]
+			}
+		}
+		if c > 0 {
+			m[0] = s[c : from+loc[1]] // group 0 without the rune before
+		}
+		out = append(out, m)
+		return true
+	})
+	return out
 }

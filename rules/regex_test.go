@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -351,4 +353,42 @@ func clipTest(s string) string {
 		return s[:300] + "…"
 	}
 	return s
+}
+
+// TestRegexpSubmatch: Regexp's FindAllString and FindAllStringSubmatch
+// give regexp's matches and groups, with a match's context before it
+// (\b, ^), groups that did not take part, optional trailing groups,
+// texts it may not search (U+212A) and patterns it does not accelerate.
+func TestRegexpSubmatch(t *testing.T) {
+	tests := []struct {
+		pat   string
+		fast  bool
+		texts []string
+	}{
+		{`\bopen\(\s*['"]([^'"\n]+)['"]\s*(?:,\s*['"]([a-z+]+)['"])?`, true, []string{
+			"x = open('a.txt'); reopen('b'); open(\"c\", 'w')", "open('a')open('b','r')", "\u212aopen('k')", ""}},
+		{`\b(?:os\.remove|shutil\.rmtree)\(\s*['"]([^'"\n]+)['"]`, true, []string{
+			"import os; os.remove('/tmp/x')\nshutil.rmtree(\"/w/tests\")", "pos.remove('x')", "os.remove(x)"}},
+		{`'([^'\n]*)'|"([^"\n]*)"`, true, []string{`["python", 'x.py', "-q"]`, `'' ""`, "'a\nb'"}},
+		{`(?i)\b(?:https?|ftp)://[^\s'"]+`, true, []string{"see HTTP://a.b/c and xhttps://d", "ftp://x'y"}},
+		{`(?:^|[\s'"=(:,])(/[A-Za-z0-9_.-][^\s'"]*)`, false, []string{"/etc/passwd x=/opt/g (/a) b/c", " /x"}},
+		{`(?m)^\s*import\s+(\w+)`, true, []string{"import os\n  import sys\nx import re"}},
+		{`\b(?:\w+\.(?:run|call)|os\.exec\w*)\(\s*\[([^\]]*)\]`, false, []string{"sp.run(['ls', '-l']); os.execvp(['a'])"}},
+	}
+	for _, tc := range tests {
+		r, re := MustCompileRegexp(tc.pat), regexp.MustCompile(tc.pat)
+		if r.Accelerated() != tc.fast {
+			t.Errorf("%q: accelerated = %v, want %v", tc.pat, r.Accelerated(), tc.fast)
+		}
+		for _, s := range tc.texts {
+			for _, n := range []int{0, 1, 2, -1} {
+				if got, want := r.FindAllStringSubmatch(s, n), re.FindAllStringSubmatch(s, n); !reflect.DeepEqual(got, want) {
+					t.Errorf("%q in %q, n=%d: submatches %q, want %q", tc.pat, s, n, got, want)
+				}
+				if got, want := r.FindAllString(s, n), re.FindAllString(s, n); !slices.Equal(got, want) {
+					t.Errorf("%q in %q, n=%d: matches %q, want %q", tc.pat, s, n, got, want)
+				}
+			}
+		}
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"runtime/pprof"
 
 	"github.com/rollcage/rollcage/audit"
 )
@@ -41,6 +42,13 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stderr, "rollcage audit: --concurrency must be >= 0")
 		return errUsage
 	}
+	if p := os.Getenv("ROLLCAGE_CPUPROFILE"); p != "" {
+		stopProfile, err := cpuProfile(p)
+		if err != nil {
+			return err
+		}
+		defer stopProfile()
+	}
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(audit.BatchGCPercent) // a batch job: trade memory for throughput
 	}
@@ -56,6 +64,9 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 	}
+	// the files are read while the rules compile
+	batch := audit.ReadAsync(fs.Args()...)
+	defer batch.Stop()
 	if cfg.Rules, err = rf.engine(ctx, nil); err != nil {
 		return err
 	}
@@ -76,15 +87,12 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 	}
-	eps, skipped := audit.Read(fs.Args()...)
-	if labels != nil {
-		skipped = labels.Drop(skipped) // the labels file itself, when under PATH
-	}
-	rep, err := a.Audit(ctx, eps, skipped)
+	rep, err := a.AuditBatch(ctx, batch)
 	if err != nil {
 		return err
 	}
 	if labels != nil {
+		rep.Skipped = labels.Drop(rep.Skipped) // the labels file itself, when under PATH
 		rep.Score = rep.ScoreLabels(labels)
 	}
 	if *htmlFile != "" {
@@ -108,11 +116,28 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	if len(eps) == 0 {
+	if len(rep.Episodes) == 0 {
 		return errors.New("no readable trajectories in the paths given; see the skipped files above")
 	}
 	if rep.Summary.HackedResolutions > 0 {
 		return &exitError{Code: auditHacked, Err: fmt.Errorf("%d hacked resolutions", rep.Summary.HackedResolutions)}
 	}
 	return nil
+}
+
+// cpuProfile starts a CPU profile written to path (a development aid:
+// ROLLCAGE_CPUPROFILE=FILE rollcage audit ...); the returned func stops it.
+func cpuProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("ROLLCAGE_CPUPROFILE: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("ROLLCAGE_CPUPROFILE: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
