@@ -44,17 +44,26 @@ func alive(pid int) bool {
 	return i >= 0 && i+2 < len(s) && s[i+2] != 'Z'
 }
 
+// readPid reads the pid a shell wrote with `echo $! > path`. The shell
+// creates the file before it writes the line, so an empty or partial file
+// is read again until the line is whole (10 s at most).
 func readPid(t *testing.T, path string) int {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile(path)
+		if err == nil && strings.HasSuffix(string(b), "\n") {
+			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			if err != nil {
+				t.Fatalf("pid file %s: %q", path, b)
+			}
+			return pid
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid file %s: %q, %v (no whole line in 10 s)", path, b, err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		t.Fatalf("pid file %s: %q", path, b)
-	}
-	return pid
 }
 
 func TestSessionsRunConcurrently(t *testing.T) {
