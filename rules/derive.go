@@ -987,12 +987,22 @@ func testClause(v val, lits []string, fold bool) (clause, bool) {
 	if len(v) == 0 {
 		return nil, false // a value that never exists: nothing to gate on soundly without more care
 	}
+	return piecesClause(v, lits, func(l, seps string) string { return piece(l, seps, fold) }, !hasEmpty(lits))
+}
+
+// piecesClause is what v must show for one of pats to match it: for each
+// string alternative, the part pieceOf says every match of a pattern
+// holds (or, where a pattern has none, the alternative's guard); for any
+// other alternative its guard. emptyNeverMatches: the constant "" matches
+// no pattern, so it requires nothing. No clause when an alternative
+// requires nothing.
+func piecesClause(v val, pats []string, pieceOf func(pat, seps string) string, emptyNeverMatches bool) (clause, bool) {
 	var c clause
 	for _, a := range v {
 		switch {
 		case a.kind == kStr:
-			for _, l := range lits {
-				p := piece(l, a.seps, fold)
+			for _, pat := range pats {
+				p := pieceOf(pat, a.seps)
 				if p == "" {
 					if len(a.guard) == 0 {
 						return nil, false
@@ -1002,7 +1012,7 @@ func testClause(v val, lits []string, fold bool) (clause, bool) {
 				}
 				c = append(c, p)
 			}
-		case a.kind == kConst && a.lit == "" && !hasEmpty(lits):
+		case emptyNeverMatches && a.kind == kConst && a.lit == "":
 			// "" contains no non-empty literal
 		case len(a.guard) > 0:
 			c = append(c, best(a.guard)...)
@@ -1555,28 +1565,7 @@ func globClause(globs []string, v val) (clause, bool) {
 	if len(globs) == 0 {
 		return clause{never}, true
 	}
-	var c clause
-	for _, a := range v {
-		switch {
-		case a.kind == kStr:
-			for _, g := range globs {
-				p := globPiece(g, a.seps)
-				if p == "" {
-					if len(a.guard) == 0 {
-						return nil, false
-					}
-					c = append(c, best(a.guard)...)
-					continue
-				}
-				c = append(c, p)
-			}
-		case len(a.guard) > 0:
-			c = append(c, best(a.guard)...)
-		default:
-			return nil, false
-		}
-	}
-	return c, len(c) > 0
+	return piecesClause(v, globs, globPiece, false)
 }
 
 func globPiece(g, seps string) string {
