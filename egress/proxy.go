@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rollcage/rollcage/rules"
@@ -334,7 +335,10 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, ev *Event) {
 		out.Body = io.NopCloser(&up)
 	}
 	resp, err := p.transport.RoundTrip(out)
-	ev.BytesUp = up.n
+	// The transport may still be writing the body when the response
+	// arrives (an upstream that answers early), so the count is atomic and
+	// read again once the response has been relayed.
+	ev.BytesUp = up.n.Load()
 	if err != nil {
 		ev.Status = http.StatusBadGateway
 		ev.Reason = joinReason(ev.Reason, "upstream: "+err.Error())
@@ -352,6 +356,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, ev *Event) {
 	ev.Status = resp.StatusCode
 	n, _ := io.Copy(w, resp.Body)
 	ev.BytesDown = n
+	ev.BytesUp = up.n.Load()
 }
 
 func joinReason(a, b string) string {
@@ -426,11 +431,11 @@ func closeWrite(c net.Conn) {
 
 type countingReader struct {
 	r io.Reader
-	n int64
+	n atomic.Int64 // read by the handler while the transport's writer adds to it
 }
 
 func (c *countingReader) Read(b []byte) (int, error) {
 	n, err := c.r.Read(b)
-	c.n += int64(n)
+	c.n.Add(int64(n))
 	return n, err
 }
