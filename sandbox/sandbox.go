@@ -76,6 +76,18 @@ type Backend interface {
 	Create(ctx context.Context, spec Spec) (Sandbox, error)
 }
 
+// Stats is a point-in-time view of a backend's sandboxes, for metrics;
+// every backend's Stats method returns one.
+type Stats struct {
+	Creating int // sandboxes being created and started now
+	Alive    int // sandboxes alive, warm ones included
+	Warm     int // warm sandboxes ready to hand out
+	// ForkedWarm counts the fork children made from warm sandboxes
+	// (adopted: nothing started for them) since the backend started;
+	// always 0 on a backend that cannot fork.
+	ForkedWarm int64
+}
+
 // Sandbox is one isolated environment, owned by one episode.
 // All methods are safe for concurrent use; a method called after Close
 // returns an error wrapping ErrClosed and never hangs.

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
-	"sync/atomic"
 
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
@@ -38,21 +37,9 @@ type Backend struct {
 	log    *slog.Logger
 	core   *hostside.Core[*container] // admission, pool, live set, run dirs
 	images imageCache
-
-	forkedWarm atomic.Int64 // fork children made from warm containers
 }
 
 var _ sandbox.Backend = (*Backend)(nil)
-
-// Stats is a point-in-time view of a Backend, for metrics.
-type Stats struct {
-	Creating int // containers being created and started now
-	Alive    int // containers alive, warm ones included
-	Warm     int // warm containers ready to hand out
-	// ForkedWarm counts the fork children made from warm containers
-	// (adopted: no container started for them).
-	ForkedWarm int64
-}
 
 // New connects to containerd, removes what dead rollcage processes left
 // in its namespace and starts warming the pool.
@@ -123,9 +110,8 @@ func (b *Backend) ctx(ctx context.Context) context.Context {
 func (b *Backend) Address() string { return b.addr }
 
 // Stats reports the backend's counters.
-func (b *Backend) Stats() Stats {
-	creating, alive, warm := b.core.Counts()
-	return Stats{Creating: creating, Alive: alive, Warm: warm, ForkedWarm: b.forkedWarm.Load()}
+func (b *Backend) Stats() sandbox.Stats {
+	return b.core.Stats()
 }
 
 // Create starts a sandbox for spec: a warm container when the pool has one

@@ -69,17 +69,8 @@ func (c *container) Fork(ctx context.Context, n int) (sandbox.ForkResult, error)
 	if err != nil {
 		return sandbox.ForkResult{}, c.Wrap("fork", err)
 	}
-	res := sandbox.ForkResult{
-		Children:     children,
-		Paused:       paused,
-		Duration:     time.Since(start),
-		ChangedBytes: changed,
-		Sessions:     sessions,
-		NotCarried:   notCarried,
-	}
-	c.Logger().Info("sandbox forked", "children", n, "warm", len(warm), "paused", paused, "changed_bytes", changed, "duration", res.Duration,
-		"dumped_at", tDump, "committed_at", tCommit)
-	return res, nil
+	res := sandbox.ForkResult{Children: children, Paused: paused, ChangedBytes: changed, Sessions: sessions, NotCarried: notCarried}
+	return c.Forked(res, start, len(warm), "dumped_at", tDump, "committed_at", tCommit), nil
 }
 
 // forkChild makes the fork child cs of base: from the warm container k
@@ -90,7 +81,7 @@ func (b *Backend) forkChild(gctx, ctx context.Context, k *container, base *forkB
 	if k != nil {
 		err := b.adopt(gctx, k, base, cs, scripts)
 		if err == nil {
-			b.forkedWarm.Add(1)
+			b.core.ForkedWarm.Add(1)
 			k.Logger().Info("sandbox created by fork from a warm container", "ready_after", time.Since(t0))
 			return k, nil
 		}

@@ -38,21 +38,9 @@ type Backend struct {
 	// from docker info, dropped at the first create that refuses it); when
 	// false, each container's disk limit is a host-side watchdog.
 	storageOpt atomic.Bool
-
-	forkedWarm atomic.Int64 // fork children made from warm containers
 }
 
 var _ sandbox.Backend = (*Backend)(nil)
-
-// Stats is a point-in-time view of a Backend, for metrics.
-type Stats struct {
-	Creating int // containers being created and started now
-	Alive    int // containers alive, warm ones included
-	Warm     int // warm containers ready to hand out
-	// ForkedWarm counts the fork children made from warm containers
-	// (adopted) since New.
-	ForkedWarm int64
-}
 
 // New connects to the Docker engine of the environment (DOCKER_HOST and
 // friends), removes what dead rollcage processes left behind and starts
@@ -113,9 +101,8 @@ func mapErr(cli *client.Client, err error) error {
 }
 
 // Stats reports the backend's counters.
-func (b *Backend) Stats() Stats {
-	creating, alive, warm := b.core.Counts()
-	return Stats{Creating: creating, Alive: alive, Warm: warm, ForkedWarm: b.forkedWarm.Load()}
+func (b *Backend) Stats() sandbox.Stats {
+	return b.core.Stats()
 }
 
 // Reap removes the containers and host directories of rollcage processes

@@ -115,17 +115,8 @@ func (c *container) Fork(ctx context.Context, n int) (sandbox.ForkResult, error)
 	if err != nil {
 		return sandbox.ForkResult{}, c.Wrap("fork", err)
 	}
-	res := sandbox.ForkResult{
-		Children:     children,
-		Paused:       paused,
-		Duration:     time.Since(start),
-		ChangedBytes: changed,
-		Sessions:     sessions,
-		NotCarried:   notCarried,
-	}
-	c.Logger().Info("sandbox forked", "children", n, "warm", len(warm), "paused", paused, "changed_bytes", changed, "duration", res.Duration,
-		"dumped_at", tDump, "created_at", tCreate, "thawed_at", tPaused, "copied_at", tCopy)
-	return res, nil
+	res := sandbox.ForkResult{Children: children, Paused: paused, ChangedBytes: changed, Sessions: sessions, NotCarried: notCarried}
+	return c.Forked(res, start, len(warm), "dumped_at", tDump, "created_at", tCreate, "thawed_at", tPaused, "copied_at", tCopy), nil
 }
 
 // upperDir is the container's writable layer on the host, or an error
@@ -360,7 +351,7 @@ func (b *Backend) finishChild(gctx, ctx context.Context, k child, scripts map[st
 		k.c.Close(ctx)
 		return nil, err
 	}
-	b.forkedWarm.Add(1)
+	b.core.ForkedWarm.Add(1)
 	k.c.Logger().Info("sandbox created by fork from a warm container", "ready_after", time.Since(t0))
 	return k.c, nil
 }

@@ -48,13 +48,6 @@ type Backend struct {
 
 var _ sandbox.Backend = (*Backend)(nil)
 
-// Stats is a point-in-time view of a Backend.
-type Stats struct {
-	Creating int // pods being started now
-	Alive    int // pods alive, warm ones included
-	Warm     int // warm pods ready to hand out
-}
-
 // RESTConfig loads the client configuration: the kubeconfig file when
 // given (or $KUBECONFIG), else the in-cluster one.
 func RESTConfig(kubeconfig string) (*rest.Config, error) {
@@ -179,9 +172,9 @@ func (b *Backend) ensurePolicy(ctx context.Context) error {
 }
 
 // Stats reports the backend's counters.
-func (b *Backend) Stats() Stats {
+func (b *Backend) Stats() sandbox.Stats {
 	creating, alive := b.slots.Counts()
-	return Stats{Creating: creating, Alive: alive, Warm: b.pool.Size()}
+	return sandbox.Stats{Creating: creating, Alive: alive, Warm: b.pool.Size()}
 }
 
 // Owner is the backend's owner id (LabelOwner of its pods).

@@ -1,8 +1,6 @@
 package kube
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"maps"
 	"strings"
@@ -196,25 +194,7 @@ func podName(episode, token string) string {
 
 // labelValue reduces s to a valid label value: at most 63 characters of
 // [A-Za-z0-9_.-], starting and ending alphanumeric.
-func labelValue(s string) string {
-	b := []byte(s)
-	if len(b) > 63 {
-		b = b[:63]
-	}
-	for i, c := range b {
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '.', c == '-':
-		default:
-			b[i] = '-'
-		}
-	}
-	return strings.Trim(string(b), "-._")
-}
+func labelValue(s string) string { return hostside.NameChars(s, 63) }
 
-func randomToken() string {
-	var b [4]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(fmt.Sprintf("crypto/rand: %v", err))
-	}
-	return hex.EncodeToString(b[:])
-}
+// randomToken is the same 8 hex digits the container backends put in names.
+var randomToken = hostside.RandomToken

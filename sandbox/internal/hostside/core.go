@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/rollcage/rollcage/sandbox"
@@ -61,6 +62,8 @@ type Core[C Sandbox] struct {
 	Self  Owner
 	Pool  *Pool[C]
 	Slots *Slots[C] // admission, MaxAlive, the live set
+	// ForkedWarm counts the fork children made from warm containers.
+	ForkedWarm atomic.Int64
 
 	prefix string
 	eng    Engine[C]
@@ -112,11 +115,10 @@ func (k *Core[C]) Run(ctx context.Context, reap func(context.Context) (int, erro
 	}()
 }
 
-// Counts are the sandboxes being created, alive (warm ones included) and
-// warm now.
-func (k *Core[C]) Counts() (creating, alive, warm int) {
-	creating, alive = k.Slots.Counts()
-	return creating, alive, k.Pool.Size()
+// Stats are the backend's counters now.
+func (k *Core[C]) Stats() sandbox.Stats {
+	creating, alive := k.Slots.Counts()
+	return sandbox.Stats{Creating: creating, Alive: alive, Warm: k.Pool.Size(), ForkedWarm: k.ForkedWarm.Load()}
 }
 
 // ResolveSpec validates spec and fills its defaults from the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -94,4 +95,14 @@ func MakeChildren[C interface {
 		return nil, err
 	}
 	return children, nil
+}
+
+// Forked is the result of x's fork that began at start, its Duration set,
+// logged once; warm is how many children were warm containers, phases the
+// backend's own step times as slog key-value pairs.
+func (x *Box) Forked(res sandbox.ForkResult, start time.Time, warm int, phases ...any) sandbox.ForkResult {
+	res.Duration = time.Since(start)
+	attrs := []any{"children", len(res.Children), "warm", warm, "paused", res.Paused, "changed_bytes", res.ChangedBytes, "duration", res.Duration}
+	x.Logger().Info("sandbox forked", append(attrs, phases...)...)
+	return res
 }

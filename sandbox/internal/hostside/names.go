@@ -15,17 +15,20 @@ import (
 // ContainerName builds rollcage-<episode>-<token>, with the episode id
 // reduced to the characters container engines accept in names.
 func ContainerName(episode, token string) string {
-	ep := sanitizeName(episode)
+	ep := NameChars(episode, 48) // names stay readable; the label keeps the full id
 	if ep == "" {
 		return "rollcage-" + token
 	}
 	return "rollcage-" + ep + "-" + token
 }
 
-func sanitizeName(s string) string {
+// NameChars reduces s to at most n of the characters both container
+// engines and Kubernetes label values accept, [A-Za-z0-9_.-], every other
+// byte a '-', starting and ending alphanumeric.
+func NameChars(s string, n int) string {
 	b := []byte(s)
-	if len(b) > 48 {
-		b = b[:48] // names stay readable; the label keeps the full id
+	if len(b) > n {
+		b = b[:n]
 	}
 	for i, c := range b {
 		switch {
