@@ -1,9 +1,7 @@
 package containerd
 
 import (
-	"encoding/json"
 	"flag"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,10 +11,10 @@ import (
 	"github.com/containerd/containerd/v2/core/containers"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/containerd/v2/pkg/oci"
-	"github.com/google/go-cmp/cmp"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/sandbox/sandboxtest"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/")
@@ -59,24 +57,7 @@ func TestSpecGolden(t *testing.T) {
 				}
 			}
 			s.Linux.Seccomp = nil
-			got, err := json.MarshalIndent(s, "", "  ")
-			if err != nil {
-				t.Fatal(err)
-			}
-			golden := filepath.Join("testdata", "spec-"+tc.name+".json")
-			if *update {
-				os.MkdirAll("testdata", 0o755)
-				if err := os.WriteFile(golden, append(got, '\n'), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test -update to create it)", err)
-			}
-			if diff := cmp.Diff(string(want), string(got)+"\n"); diff != "" {
-				t.Errorf("spec differs from %s (-want +got):\n%s", golden, diff)
-			}
+			sandboxtest.GoldenJSON(t, filepath.Join("testdata", "spec-"+tc.name+".json"), s, *update)
 			if len(s.Process.Capabilities.Ambient) != 0 || !s.Process.NoNewPrivileges || s.Process.User.UID != 0 {
 				t.Errorf("agent process: caps %+v, no-new-privileges %v, uid %d", s.Process.Capabilities, s.Process.NoNewPrivileges, s.Process.User.UID)
 			}

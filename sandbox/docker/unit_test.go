@@ -1,7 +1,6 @@
 package docker
 
 import (
-	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/sandbox/sandboxtest"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/")
@@ -45,24 +45,7 @@ func TestContainerConfigGolden(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, host := containerConfig(tc.p)
-			got, err := json.MarshalIndent(map[string]any{"config": cfg, "host_config": host}, "", "  ")
-			if err != nil {
-				t.Fatal(err)
-			}
-			got = append(got, '\n')
-			golden := filepath.Join("testdata", tc.name+".golden.json")
-			if *update {
-				if err := os.WriteFile(golden, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test -update to create it)", err)
-			}
-			if diff := cmp.Diff(string(want), string(got)); diff != "" {
-				t.Errorf("container config changed (-golden +got); rerun with -update if intended:\n%s", diff)
-			}
+			sandboxtest.GoldenJSON(t, filepath.Join("testdata", tc.name+".golden.json"), map[string]any{"config": cfg, "host_config": host}, *update)
 			// Invariants that must hold whatever the golden file says.
 			if host.NetworkMode != "none" {
 				t.Errorf("NetworkMode %q, want none", host.NetworkMode)

@@ -6,37 +6,20 @@ import (
 	"context"
 	"log/slog"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/rollcage/rollcage/sandbox/sandboxtest"
 )
 
-// Environment of the cluster tests (scripts/kube-up.sh env prints it).
+// Environment of the cluster tests (scripts/kube-up.sh env prints it;
+// the image is sandboxtest.ImageEnv).
 const (
 	envNamespace = "ROLLCAGE_KUBE_NAMESPACE"
 	envNode      = "ROLLCAGE_KUBE_NODE"
-	envImage     = "ROLLCAGE_TEST_IMAGE"
 )
 
-func testImage() string {
-	if img := os.Getenv(envImage); img != "" {
-		return img
-	}
-	return "rollcage/base:latest"
-}
-
-func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-}
-
-type tWriter struct{ t testing.TB }
-
-func (w tWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
-}
+var testImage = sandboxtest.TestImage
 
 // testConfig is the cluster of the environment; without one the test
 // fails under CI=true and skips elsewhere.
@@ -45,7 +28,7 @@ func testConfig(t testing.TB) Config {
 	if os.Getenv("KUBECONFIG") == "" {
 		sandboxtest.Unavailable(t, "no cluster: KUBECONFIG is unset; run scripts/kube-up.sh and eval \"$(scripts/kube-up.sh env)\" (or make kube-test)")
 	}
-	return Config{Namespace: os.Getenv(envNamespace), Node: os.Getenv(envNode), Logger: testLogger(t)}
+	return Config{Namespace: os.Getenv(envNamespace), Node: os.Getenv(envNode), Logger: sandboxtest.Logger(t, slog.LevelInfo)}
 }
 
 // newTestBackend connects to the cluster, failing under CI (skipping
@@ -58,12 +41,6 @@ func newTestBackend(t testing.TB, cfg Config) *Backend {
 	if err != nil {
 		sandboxtest.Unavailable(t, "kubernetes backend: "+err.Error())
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		if err := b.Close(ctx); err != nil {
-			t.Errorf("backend Close: %v", err)
-		}
-	})
+	sandboxtest.CloseAtCleanup(t, b)
 	return b
 }

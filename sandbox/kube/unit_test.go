@@ -1,18 +1,16 @@
 package kube
 
 import (
-	"encoding/json"
 	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/sandbox/sandboxtest"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/")
@@ -27,24 +25,7 @@ func TestPodFor(t *testing.T) {
 		Episode: "ep/1", Limits: sandbox.Limits{MemoryBytes: 2 << 30, CPUs: 1, Pids: 512, DiskBytes: 10 << 30},
 		Requests: Requests{MilliCPU: 50, MemoryBytes: 64 << 20}, Lease: time.Minute, Workdir: "/workspace",
 	})
-	got, err := json.MarshalIndent(p, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got = append(got, '\n')
-	golden := filepath.Join("testdata", "pod.golden.json")
-	if *update {
-		if err := os.WriteFile(golden, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("pod changed (-golden +got); rerun with -update if intended:\n%s", diff)
-	}
+	sandboxtest.GoldenJSON(t, filepath.Join("testdata", "pod.golden.json"), p, *update)
 
 	s := p.Spec
 	if s.AutomountServiceAccountToken == nil || *s.AutomountServiceAccountToken {

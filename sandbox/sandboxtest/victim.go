@@ -110,7 +110,12 @@ func VerboseLogger(t testing.TB) *slog.Logger {
 	if !testing.Verbose() {
 		return nil
 	}
-	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return Logger(t, slog.LevelDebug)
+}
+
+// Logger writes what reaches level to t's log.
+func Logger(t testing.TB, level slog.Level) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: level}))
 }
 
 type tWriter struct{ t testing.TB }
@@ -120,11 +125,11 @@ func (w tWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// CloseAtCleanup closes a backend when t ends, within a minute, failing t
-// on an error.
+// CloseAtCleanup closes a backend when t ends, within two minutes (pods
+// take longer to go than containers), failing t on an error.
 func CloseAtCleanup(t testing.TB, b interface{ Close(context.Context) error }) {
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		if err := b.Close(ctx); err != nil {
 			t.Errorf("Backend.Close: %v", err)
