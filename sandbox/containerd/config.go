@@ -15,10 +15,10 @@ const (
 	DefaultLease       = hostside.DefaultLease
 	DefaultMaxCreating = hostside.DefaultMaxCreating
 	DefaultMaxAlive    = hostside.DefaultMaxAlive
-	DefaultMemoryBytes = 2 << 30
-	DefaultCPUs        = 1.0
-	DefaultPids        = 512
-	DefaultDiskBytes   = 10 << 30
+	DefaultMemoryBytes = hostside.DefaultMemoryBytes
+	DefaultCPUs        = hostside.DefaultCPUs
+	DefaultPids        = hostside.DefaultPids
+	DefaultDiskBytes   = hostside.DefaultDiskBytes
 )
 
 // AddressEnv names the environment variable with containerd's socket.

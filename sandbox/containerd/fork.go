@@ -30,11 +30,10 @@ const forkBasePrefix = "rollcage-forkbase-"
 func (c *container) Fork(ctx context.Context, n int) (sandbox.ForkResult, error) {
 	start := time.Now()
 	b := c.b
-	if err := b.core.CheckFork(c.Box, n); err != nil {
+	spec, sessions, err := b.core.CheckFork(c.Box, n)
+	if err != nil {
 		return sandbox.ForkResult{}, err
 	}
-	spec := c.Spec()
-	sessions := c.Sessions()
 	// The sessions are dumped (the parent running) while the fork's layer
 	// is prepared and pre-copied; the freeze waits for the dump.
 	dump := hostside.StartDump(ctx, start, c.Agent().Exec, sessions, c.backgroundProcesses)

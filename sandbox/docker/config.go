@@ -13,9 +13,9 @@ const (
 	DefaultLease       = hostside.DefaultLease
 	DefaultMaxCreating = hostside.DefaultMaxCreating
 	DefaultMaxAlive    = hostside.DefaultMaxAlive
-	DefaultMemoryBytes = 2 << 30
-	DefaultCPUs        = 1.0
-	DefaultPids        = 512
+	DefaultMemoryBytes = hostside.DefaultMemoryBytes
+	DefaultCPUs        = hostside.DefaultCPUs
+	DefaultPids        = hostside.DefaultPids
 )
 
 // AgentBinEnv names the environment variable that locates the static

@@ -36,11 +36,10 @@ const (
 func (c *container) Fork(ctx context.Context, n int) (sandbox.ForkResult, error) {
 	start := time.Now()
 	b := c.b
-	if err := b.core.CheckFork(c.Box, n); err != nil {
+	spec, sessions, err := b.core.CheckFork(c.Box, n)
+	if err != nil {
 		return sandbox.ForkResult{}, err
 	}
-	spec := c.Spec()
-	sessions := c.Sessions()
 
 	upper, err := c.upperDir(ctx)
 	if err != nil {

@@ -15,13 +15,13 @@ import (
 const (
 	DefaultNamespace   = "rollcage"
 	DefaultAgentImage  = "rollcage/agent:latest"
-	DefaultLease       = 60 * time.Second
+	DefaultLease       = hostside.DefaultLease
 	DefaultMaxCreating = 8
-	DefaultMaxAlive    = 256
-	DefaultMemoryBytes = 2 << 30
-	DefaultCPUs        = 1.0
-	DefaultPids        = 512
-	DefaultDiskBytes   = 10 << 30
+	DefaultMaxAlive    = hostside.DefaultMaxAlive
+	DefaultMemoryBytes = hostside.DefaultMemoryBytes
+	DefaultCPUs        = hostside.DefaultCPUs
+	DefaultPids        = hostside.DefaultPids
+	DefaultDiskBytes   = hostside.DefaultDiskBytes
 	DefaultStart       = 2 * time.Minute
 )
 
@@ -97,7 +97,7 @@ func (c Config) withDefaults() Config {
 	c.StartTimeout = cmp.Or(c.StartTimeout, DefaultStart)
 	c.MaxCreating = cmp.Or(c.MaxCreating, DefaultMaxCreating)
 	c.MaxAlive = cmp.Or(c.MaxAlive, DefaultMaxAlive)
-	c.DefaultLimits = hostside.ResolveLimits(c.DefaultLimits, sandbox.Limits{MemoryBytes: DefaultMemoryBytes, CPUs: DefaultCPUs, Pids: DefaultPids, DiskBytes: DefaultDiskBytes})
+	c.DefaultLimits = hostside.ResolveLimits(c.DefaultLimits, hostside.DefaultLimits)
 	c.Requests.MilliCPU = cmp.Or(c.Requests.MilliCPU, 50)
 	c.Requests.MemoryBytes = cmp.Or(c.Requests.MemoryBytes, 64<<20)
 	if c.Logger == nil {

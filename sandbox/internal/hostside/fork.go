@@ -15,18 +15,23 @@ import (
 // range, the backend open, and x's egress not proxy mode (its children
 // would share the parent's proxy socket, so their traffic would be the
 // parent's episode's; each needs an attachment of its own, which the host
-// side that made the parent's would have to make).
-func (k *Core[C]) CheckFork(x *Box, n int) error {
+// side that made the parent's would have to make). It returns what the
+// fork starts from: x's spec and its shell sessions.
+func (k *Core[C]) CheckFork(x *Box, n int) (sandbox.Spec, []string, error) {
 	if x.IsClosed() {
-		return x.ErrClosed("fork")
+		return sandbox.Spec{}, nil, x.ErrClosed("fork")
 	}
 	if n < 1 || n > sandbox.MaxFork {
-		return fmt.Errorf("sandbox %s: fork: n = %d: ask for 1 to %d children", x.Name(), n, sandbox.MaxFork)
+		return sandbox.Spec{}, nil, fmt.Errorf("sandbox %s: fork: n = %d: ask for 1 to %d children", x.Name(), n, sandbox.MaxFork)
 	}
-	if spec := x.Spec(); spec.Network == sandbox.NetworkProxy || spec.ProxySocket != "" {
-		return fmt.Errorf("sandbox %s: fork: the sandbox's egress is network proxy mode, whose proxy socket is the parent's own: create it with network none to fork it: %w", x.Name(), sandbox.ErrUnsupported)
+	spec := x.Spec()
+	if spec.Network == sandbox.NetworkProxy || spec.ProxySocket != "" {
+		return sandbox.Spec{}, nil, fmt.Errorf("sandbox %s: fork: the sandbox's egress is network proxy mode, whose proxy socket is the parent's own: create it with network none to fork it: %w", x.Name(), sandbox.ErrUnsupported)
 	}
-	return k.Slots.CheckOpen("fork")
+	if err := k.Slots.CheckOpen("fork"); err != nil {
+		return sandbox.Spec{}, nil, err
+	}
+	return spec, x.Sessions(), nil
 }
 
 // ChildSpec is the spec of a fork's i-th child (from 0): the parent's,

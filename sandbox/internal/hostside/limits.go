@@ -85,6 +85,15 @@ const (
 	DefaultMaxAlive    = 256
 )
 
+// Default sandbox limits, where neither a Spec nor a backend's
+// configuration sets one (every backend's).
+const (
+	DefaultMemoryBytes = 2 << 30
+	DefaultCPUs        = 1.0
+	DefaultPids        = 512
+	DefaultDiskBytes   = 10 << 30
+)
+
 // ValidateConfig reports a backend configuration that cannot work, in one
 // line per fault saying what to change; prefix names the backend.
 func ValidateConfig(prefix string, lease time.Duration, maxCreating, maxAlive int, pool map[string]int, limits sandbox.Limits) error {
@@ -132,9 +141,9 @@ type Config struct {
 	Logger        *slog.Logger
 }
 
-// DefaultLimits are the sandbox limits where neither a Spec nor a
-// backend's configuration sets one: 2 GiB, 1 CPU, 512 pids, 10 GiB of disk.
-var DefaultLimits = sandbox.Limits{MemoryBytes: 2 << 30, CPUs: 1, Pids: 512, DiskBytes: 10 << 30}
+// DefaultLimits are the default sandbox limits as one value: 2 GiB, 1
+// CPU, 512 pids, 10 GiB of disk.
+var DefaultLimits = sandbox.Limits{MemoryBytes: DefaultMemoryBytes, CPUs: DefaultCPUs, Pids: DefaultPids, DiskBytes: DefaultDiskBytes}
 
 // Resolve validates c and fills every zero field; prefix names the
 // backend in errors. It fails on a configuration that cannot work and when
