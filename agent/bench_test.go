@@ -38,11 +38,7 @@ func benchExecTrue(b *testing.B, mode string) {
 		lat = append(lat, time.Since(start))
 	}
 	b.StopTimer()
-	slices.Sort(lat)
-	if len(lat) > 0 {
-		b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
-		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
-	}
+	reportLatency(b, "", lat)
 }
 
 // BenchmarkStartTrue is `true` as a streamed command (Start, Wait: a
@@ -69,11 +65,19 @@ func BenchmarkStartTrue(b *testing.B) {
 		execLat = append(execLat, time.Since(t0))
 	}
 	b.StopTimer()
-	p50 := func(l []time.Duration) float64 { slices.Sort(l); return float64(l[len(l)/2].Microseconds()) }
-	if len(startLat) > 0 {
-		b.ReportMetric(p50(startLat), "start-p50-µs")
-		b.ReportMetric(p50(execLat), "exec-p50-µs")
+	reportLatency(b, "start-", startLat)
+	reportLatency(b, "exec-", execLat)
+}
+
+// reportLatency reports the median and 99th percentile of lat, in µs,
+// as <prefix>p50-µs and <prefix>p99-µs.
+func reportLatency(b *testing.B, prefix string, lat []time.Duration) {
+	if len(lat) == 0 {
+		return
 	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), prefix+"p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), prefix+"p99-µs")
 }
 
 // benchClient serves cfg on a unix socket and returns a client of it; both

@@ -240,25 +240,30 @@ func (w *watcher) emitLocked(ef sandbox.Effect) {
 			continue
 		}
 		given = true
-		if s.seenEff[ef] {
-			continue
-		}
-		if len(s.effects) >= e.max {
+		if !addEffect(&s.effects, s.seenEff, e.max, ef) {
 			s.truncated = true
-			continue
 		}
-		s.seenEff[ef] = true
-		s.effects = append(s.effects, ef)
 	}
-	if given || !e.armed || e.quietLocked(ef.Path) || e.pendingSeen[ef] {
+	if given || !e.armed || e.quietLocked(ef.Path) {
 		return
 	}
-	if len(e.pending) >= e.max {
+	if !addEffect(&e.pending, e.pendingSeen, e.max, ef) {
 		e.pendingTruncated = true
-		return
 	}
-	e.pendingSeen[ef] = true
-	e.pending = append(e.pending, ef)
+}
+
+// addEffect appends ef to list once (seen holds what list has); it reports
+// false when list, at max, had no room for a new one.
+func addEffect(list *[]sandbox.Effect, seen map[sandbox.Effect]bool, max int, ef sandbox.Effect) bool {
+	if seen[ef] {
+		return true
+	}
+	if len(*list) >= max {
+		return false
+	}
+	seen[ef] = true
+	*list = append(*list, ef)
+	return true
 }
 
 // quietLocked reports whether p is, or is a directory on the way to, a path

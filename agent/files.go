@@ -208,28 +208,29 @@ func fileErr(path string, err error) error {
 	if !errors.As(err, &errno) {
 		return err
 	}
-	kind := ""
-	switch errno {
-	case unix.ENOENT:
-		kind = sandbox.KindNotFound
-	case unix.EACCES, unix.EPERM:
-		kind = sandbox.KindPermission
-	case unix.EISDIR:
-		kind = sandbox.KindIsDir
-	case unix.ENOTDIR:
-		kind = sandbox.KindNotDir
-	case unix.ENOSPC, unix.EDQUOT:
-		kind = sandbox.KindNoSpace
-	case unix.EFBIG:
-		kind = sandbox.KindTooLarge
-	case unix.EROFS:
-		kind = sandbox.KindReadOnly
-	case unix.ENAMETOOLONG, unix.ELOOP, unix.EEXIST, unix.ETXTBSY, unix.EINVAL:
-		kind = sandbox.KindBadPath
-	default:
+	kind, ok := errnoKind[errno]
+	if !ok {
 		return err
 	}
 	return refuse(kind, path, "%s", strerror(errno))
+}
+
+// errnoKind maps the errnos a caller causes to the PathError kinds.
+var errnoKind = map[syscall.Errno]string{
+	unix.ENOENT:       sandbox.KindNotFound,
+	unix.EACCES:       sandbox.KindPermission,
+	unix.EPERM:        sandbox.KindPermission,
+	unix.EISDIR:       sandbox.KindIsDir,
+	unix.ENOTDIR:      sandbox.KindNotDir,
+	unix.ENOSPC:       sandbox.KindNoSpace,
+	unix.EDQUOT:       sandbox.KindNoSpace,
+	unix.EFBIG:        sandbox.KindTooLarge,
+	unix.EROFS:        sandbox.KindReadOnly,
+	unix.ENAMETOOLONG: sandbox.KindBadPath,
+	unix.ELOOP:        sandbox.KindBadPath,
+	unix.EEXIST:       sandbox.KindBadPath,
+	unix.ETXTBSY:      sandbox.KindBadPath,
+	unix.EINVAL:       sandbox.KindBadPath,
 }
 
 // strerror is the errno text as bash and coreutils print it: Go's table

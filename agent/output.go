@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/rollcage/rollcage/sandbox"
 )
 
 // DefaultMaxOutput is the output cap when ExecRequest.MaxOutput is zero.
@@ -66,6 +68,11 @@ func (b *capBuffer) Write(p []byte) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// fill puts what b kept, how much it saw and whether it cut into res.
+func (b *capBuffer) fill(res *sandbox.ExecResult) {
+	res.Output, res.TotalBytes, res.Truncated = b.String(), b.total, b.truncated()
 }
 
 // tailBytes returns the tail in stream order.

@@ -121,10 +121,6 @@ func (s *session) run(ctx context.Context, e execEnv, req sandbox.ExecRequest, s
 // runPerCall runs the call in a fresh shell that restores the session's
 // state from fd 3, sources the command from fd 4 and dumps the state to fd 5.
 func (s *session) runPerCall(ctx context.Context, e execEnv, req sandbox.ExecRequest, started func(pgid int)) (sandbox.ExecResult, error) {
-	timeout := req.Timeout
-	if timeout <= 0 {
-		timeout = DefaultTimeout
-	}
 	out := newCapBuffer(req.MaxOutput)
 	res := sandbox.ExecResult{Shell: e.shell}
 
@@ -132,45 +128,28 @@ func (s *session) runPerCall(ctx context.Context, e execEnv, req sandbox.ExecReq
 	defer release()
 	pipes := userPipes{cred: e.cred}
 	defer pipes.closeAll()
-	stateR, stateW, err := pipes.pipe("state")
-	if err != nil {
-		return res, err
-	}
-	cmdR, cmdW, err := pipes.pipe("command")
-	if err != nil {
-		return res, err
-	}
-	dumpR, dumpW, err := pipes.pipe("dump")
-	if err != nil {
-		return res, err
-	}
-	outR, outW, err := pipes.pipe("output")
-	if err != nil {
-		return res, err
-	}
+	stateR, stateW := pipes.pipe("state")
+	cmdR, cmdW := pipes.pipe("command")
+	dumpR, dumpW := pipes.pipe("dump")
+	outR, outW := pipes.pipe("output")
 	var stdinR, stdinW *os.File
 	if req.Stdin != "" {
-		if stdinR, stdinW, err = pipes.pipe("stdin"); err != nil {
-			return res, err
-		}
+		stdinR, stdinW = pipes.pipe("stdin")
+	}
+	if pipes.err != nil {
+		return res, pipes.err
 	}
 
 	dump := dumpBash
 	if e.shell == shellSh {
 		dump = dumpSh
 	}
-	cmd := exec.Command(e.shellPath, "-c", bootstrap)
-	if e.shell == shellBash {
-		cmd.Args = []string{"bash", "--noprofile", "--norc", "-c", bootstrap}
-	}
-	cmd.Env = s.environ(e)
-	cmd.Dir = "/"
+	cmd := bootstrapShell(e.shellPath, e.shell, e.cred, s.environ(e), "/")
 	cmd.Stdout, cmd.Stderr = outW, outW
 	if stdinR != nil {
 		cmd.Stdin = stdinR
 	}
 	cmd.ExtraFiles = []*os.File{stateR, cmdR, dumpW}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: e.cred}
 
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
@@ -219,27 +198,18 @@ func (s *session) runPerCall(ctx context.Context, e execEnv, req sandbox.ExecReq
 	waitCh := make(chan error, 1)
 	go func() { waitCh <- waitCmd(cmd) }()
 
-	hard := time.NewTimer(timeout)
-	defer hard.Stop()
-	var idle <-chan time.Time
-	var idleTimer *time.Timer
-	if req.IdleTimeout > 0 {
-		idleTimer = time.NewTimer(req.IdleTimeout)
-		defer idleTimer.Stop()
-		idle = idleTimer.C
-	}
+	clock := startClock(req)
+	defer clock.stop()
 	var waitErr error
 loop:
 	for {
 		select {
 		case waitErr = <-waitCh:
 			break loop
-		case <-hard.C:
+		case <-clock.hard.C:
 			res.Stopped = sandbox.StopTimeout
-		case <-idle:
-			quiet := time.Since(time.Unix(0, lastOut.Load()))
-			if quiet < req.IdleTimeout {
-				idleTimer.Reset(req.IdleTimeout - quiet)
+		case <-clock.idle:
+			if !clock.idleOver(lastOut.Load()) {
 				continue
 			}
 			res.Stopped = sandbox.StopIdle
@@ -265,13 +235,8 @@ loop:
 	if res.Stopped == "" {
 		s.absorb(e, dumpBuf.Bytes())
 	}
-	res.Output = out.String()
-	res.TotalBytes = out.total
-	res.Truncated = out.truncated()
-	res.Cwd = s.cwd
-	if res.Cwd == "" {
-		res.Cwd = e.workdir
-	}
+	out.fill(&res)
+	res.Cwd = s.cwdOr(e.workdir)
 	return res, nil
 }
 
@@ -334,6 +299,65 @@ func drainNow(r *os.File, write func([]byte)) {
 			}
 		}
 	})
+}
+
+// bootstrapShell is the command of a call's fresh shell: it sources
+// bootstrap from fd 3 (bash without profile or rc files), in a process
+// group of its own, as cred.
+func bootstrapShell(path, shell string, cred *syscall.Credential, env []string, dir string) *exec.Cmd {
+	cmd := exec.Command(path, "-c", bootstrap)
+	if shell == shellBash {
+		cmd.Args = []string{"bash", "--noprofile", "--norc", "-c", bootstrap}
+	}
+	cmd.Env, cmd.Dir = env, dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
+	return cmd
+}
+
+// callTimeout is an ExecRequest's timeout, DefaultTimeout when it gives
+// none.
+func callTimeout(d time.Duration) time.Duration {
+	if d <= 0 {
+		return DefaultTimeout
+	}
+	return d
+}
+
+// clock is a call's timers: the hard timeout and, when the request has
+// one, the idle timeout (idle is nil without).
+type clock struct {
+	hard        *time.Timer
+	idleTimer   *time.Timer
+	idle        <-chan time.Time
+	idleTimeout time.Duration
+}
+
+func startClock(req sandbox.ExecRequest) *clock {
+	c := &clock{hard: time.NewTimer(callTimeout(req.Timeout)), idleTimeout: req.IdleTimeout}
+	if req.IdleTimeout > 0 {
+		c.idleTimer = time.NewTimer(req.IdleTimeout)
+		c.idle = c.idleTimer.C
+	}
+	return c
+}
+
+func (c *clock) stop() {
+	c.hard.Stop()
+	if c.idleTimer != nil {
+		c.idleTimer.Stop()
+	}
+}
+
+// idleOver is called when the idle timer fired: it reports whether the
+// output (last written at lastOut, unix nanoseconds) has been quiet for
+// the whole idle timeout, and if not, re-arms the timer for the rest.
+func (c *clock) idleOver(lastOut int64) bool {
+	quiet := time.Since(time.Unix(0, lastOut))
+	if quiet < c.idleTimeout {
+		c.idleTimer.Reset(c.idleTimeout - quiet)
+		return false
+	}
+	return true
 }
 
 func writeAndClose(w *os.File, s string) {

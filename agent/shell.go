@@ -127,17 +127,11 @@ func (s *session) startShell(e execEnv, started func(pgid int)) (sh *pshell, err
 	defer holdStart()()
 	pipes := userPipes{cred: e.cred}
 	defer pipes.closeAll()
-	scriptR, scriptW, err := pipes.pipe("script")
-	if err != nil {
-		return nil, err
-	}
-	ctlR, ctlW, err := pipes.pipe("control")
-	if err != nil {
-		return nil, err
-	}
-	outR, outW, err := pipes.pipe("output")
-	if err != nil {
-		return nil, err
+	scriptR, scriptW := pipes.pipe("script")
+	ctlR, ctlW := pipes.pipe("control")
+	outR, outW := pipes.pipe("output")
+	if pipes.err != nil {
+		return nil, pipes.err
 	}
 
 	cmd := exec.Command(e.shellPath, "--noprofile", "--norc", "/dev/fd/3")
@@ -449,13 +443,9 @@ func (p *outPipe) finish(w *os.File) {
 // starting one (restored to the last completed call's state) when there is
 // none or the last one died. The caller holds s's lock.
 func (s *session) runPersistent(ctx context.Context, e execEnv, req sandbox.ExecRequest, started func(pgid int)) (sandbox.ExecResult, error) {
-	timeout := req.Timeout
-	if timeout <= 0 {
-		timeout = DefaultTimeout
-	}
 	res := sandbox.ExecResult{Shell: e.shell}
 	start := time.Now()
-	deadline := start.Add(timeout)
+	deadline := start.Add(callTimeout(req.Timeout))
 
 	if s.sh != nil && s.sh.dead() {
 		s.dropShell()
@@ -482,15 +472,8 @@ func (s *session) runPersistent(ctx context.Context, e execEnv, req sandbox.Exec
 	sh.seq++
 	seq := sh.seq
 
-	hard := time.NewTimer(timeout)
-	defer hard.Stop()
-	var idle <-chan time.Time
-	var idleTimer *time.Timer
-	if req.IdleTimeout > 0 {
-		idleTimer = time.NewTimer(req.IdleTimeout)
-		defer idleTimer.Stop()
-		idle = idleTimer.C
-	}
+	clock := startClock(req)
+	defer clock.stop()
 
 	var (
 		rc      int
@@ -541,12 +524,10 @@ loop:
 			}
 			s.dropShell()
 			break loop
-		case <-hard.C:
+		case <-clock.hard.C:
 			res.Stopped = sandbox.StopTimeout
-		case <-idle:
-			quiet := time.Since(time.Unix(0, sh.out.lastOut.Load()))
-			if quiet < req.IdleTimeout {
-				idleTimer.Reset(req.IdleTimeout - quiet)
+		case <-clock.idle:
+			if !clock.idleOver(sh.out.lastOut.Load()) {
 				continue
 			}
 			res.Stopped = sandbox.StopIdle
@@ -565,9 +546,7 @@ loop:
 		s.dropShell()
 	}
 	res.Duration = time.Since(start)
-	res.Output = out.String()
-	res.TotalBytes = out.total
-	res.Truncated = out.truncated()
+	out.fill(&res)
 	res.Cwd = s.cwdOr(e.workdir)
 	return res, nil
 }

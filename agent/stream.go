@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"sync"
 	"syscall"
 	"time"
@@ -58,10 +57,6 @@ func (p *sproc) signal(sig syscall.Signal) error {
 // read; the result keeps both interleaved and capped, as Exec does.
 // Cancelling ctx (the cancel op, shutdown) kills the process group.
 func (s *Server) startStream(ctx context.Context, req sandbox.StartRequest, started func(*sproc), emit func(response)) (sandbox.ExecResult, error) {
-	timeout := req.Timeout
-	if timeout <= 0 {
-		timeout = DefaultTimeout
-	}
 	s.mu.Lock()
 	workdir, w := s.workdir, s.watch
 	s.mu.Unlock()
@@ -71,39 +66,26 @@ func (s *Server) startStream(ctx context.Context, req sandbox.StartRequest, star
 	defer release()
 	pipes := userPipes{cred: s.cred}
 	defer pipes.closeAll()
-	cmdR, cmdW, err := pipes.pipe("command")
-	if err != nil {
-		return res, err
-	}
-	outR, outW, err := pipes.pipe("stdout")
-	if err != nil {
-		return res, err
-	}
-	errR, errW, err := pipes.pipe("stderr")
-	if err != nil {
-		return res, err
-	}
+	cmdR, cmdW := pipes.pipe("command")
+	outR, outW := pipes.pipe("stdout")
+	errR, errW := pipes.pipe("stderr")
 	var stdinR, stdinW *os.File
 	if req.Stdin {
-		if stdinR, stdinW, err = pipes.pipe("stdin"); err != nil {
-			return res, err
-		}
+		stdinR, stdinW = pipes.pipe("stdin")
 	}
-	cmd := exec.Command(s.shellBin, "-c", bootstrap)
-	if s.shell == shellBash {
-		cmd.Args = []string{"bash", "--noprofile", "--norc", "-c", bootstrap}
+	if pipes.err != nil {
+		return res, pipes.err
 	}
-	cmd.Env = s.baseEnv()
-	cmd.Dir = workdir
+	dir := workdir
 	if _, err := os.Stat(workdir); err != nil {
-		cmd.Dir = "/"
+		dir = "/"
 	}
+	cmd := bootstrapShell(s.shellBin, s.shell, s.cred, s.baseEnv(), dir)
 	cmd.Stdout, cmd.Stderr = outW, errW
 	if stdinR != nil {
 		cmd.Stdin = stdinR
 	}
 	cmd.ExtraFiles = []*os.File{cmdR}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: s.cred}
 
 	var sub *watchSub
 	if w != nil && w.active() {
@@ -169,7 +151,7 @@ func (s *Server) startStream(ctx context.Context, req sandbox.StartRequest, star
 
 	waitCh := make(chan error, 1)
 	go func() { waitCh <- waitCmd(cmd) }()
-	hard := time.NewTimer(timeout)
+	hard := time.NewTimer(callTimeout(req.Timeout))
 	defer hard.Stop()
 	var waitErr error
 	select {
@@ -203,7 +185,7 @@ func (s *Server) startStream(ctx context.Context, req sandbox.StartRequest, star
 	}
 	res.ExitCode = exitCode(cmd.ProcessState, waitErr)
 	omu.Lock()
-	res.Output, res.TotalBytes, res.Truncated = out.String(), out.total, out.truncated()
+	out.fill(&res)
 	omu.Unlock()
 	s.log.Debug("stream", "pid", pgid, "exit", res.ExitCode, "stopped", res.Stopped, "bytes", res.TotalBytes, "duration", res.Duration)
 	return res, nil

@@ -3,7 +3,6 @@ package agent
 import (
 	"fmt"
 	"os"
-	"slices"
 	"testing"
 	"time"
 
@@ -53,9 +52,5 @@ func benchWatch(b *testing.B, n int, on bool) {
 		lat = append(lat, time.Since(start))
 	}
 	b.StopTimer()
-	slices.Sort(lat)
-	if len(lat) > 0 {
-		b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
-		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
-	}
+	reportLatency(b, "", lat)
 }
