@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"maps"
 	"math/bits"
 	"regexp/syntax"
 	"slices"
@@ -175,11 +176,18 @@ type deriver struct {
 	vals    map[string]val
 	busy    map[string]bool
 	depth   int
+	// episodic: what is being read has read the episode's facts or task
+	// (or whether they are passed); valEpisodic, per memoized rule value,
+	// whether it did. A gate that never did is the same for every
+	// episode, so only the others are derived again per episode.
+	episodic    bool
+	valEpisodic map[string]bool
+	base        map[string]val // rule values known beforehand, none episodic
 }
 
 func newDeriver(c *ast.Compiler, facts, task *ast.Term) *deriver {
 	d := &deriver{c: c, input: inputVal(facts, task), vals: map[string]val{}, busy: map[string]bool{},
-		present: map[string]bool{"derived": true}}
+		present: map[string]bool{"derived": true}, valEpisodic: map[string]bool{}}
 	d.present["facts"] = facts != nil
 	d.present["task"] = task != nil
 	return d
@@ -651,6 +659,7 @@ func (d *deriver) ref(r ast.Ref, env map[ast.Var]val, cs *[]clause) val {
 	switch {
 	case r[0].Equal(ast.InputRootDocument):
 		v, rest = d.input, r[1:]
+		d.episodic = d.episodic || episodicRef(rest)
 	case r[0].Equal(ast.DefaultRootDocument):
 		n := len(r)
 		for ; n > 1; n-- {
@@ -692,6 +701,16 @@ func (d *deriver) ref(r ast.Ref, env map[ast.Var]val, cs *[]clause) val {
 	return v
 }
 
+// episodicRef: input.<rest> may read the episode's facts or task (input
+// as a whole, or a key that is not a constant, may too).
+func episodicRef(rest ast.Ref) bool {
+	if len(rest) == 0 {
+		return true
+	}
+	k, ok := rest[0].Value.(ast.String)
+	return !ok || k == "facts" || k == "task"
+}
+
 func isGround(r ast.Ref) bool {
 	for _, t := range r[1:] {
 		if _, ok := t.Value.(ast.String); !ok {
@@ -706,6 +725,10 @@ func isGround(r ast.Ref) bool {
 func (d *deriver) rule(r ast.Ref) val {
 	key := r.String()
 	if v, ok := d.vals[key]; ok {
+		d.episodic = d.episodic || d.valEpisodic[key]
+		return v
+	}
+	if v, ok := d.base[key]; ok {
 		return v
 	}
 	if d.busy[key] || d.depth >= maxDepth {
@@ -713,7 +736,14 @@ func (d *deriver) rule(r ast.Ref) val {
 	}
 	d.busy[key] = true
 	d.depth++
-	defer func() { delete(d.busy, key); d.depth-- }()
+	outer := d.episodic
+	d.episodic = false
+	defer func() {
+		delete(d.busy, key)
+		d.depth--
+		d.valEpisodic[key] = d.episodic
+		d.episodic = outer || d.episodic
+	}()
 	var out val
 	defs := d.c.GetRulesExact(r)
 	skipDefault := slices.ContainsFunc(defs, func(r *ast.Rule) bool { return !r.Default && d.presentOnly(r) })
@@ -787,6 +817,9 @@ func (d *deriver) presentOnly(r *ast.Rule) bool {
 			continue
 		}
 		doc, ok := ref[1].Value.(ast.String)
+		if !ok || doc == "facts" || doc == "task" {
+			d.episodic = true // the answer depends on whether they are known
+		}
 		if !ok || !d.present[string(doc)] {
 			continue
 		}
@@ -1310,17 +1343,42 @@ type derivedGates struct {
 // deriveGates reads the gate of every flag rule under rollcage.rules.
 func deriveGates(c *ast.Compiler) derivedGates { return deriveEpisodeGates(c, nil, nil) }
 
-// deriveEpisodeGates reads the gates for one episode: its facts and task
-// (nil: not known) are constants, so a rule comparing the call with them
-// gets the episode's strings as its literals.
+// deriveEpisodeGates reads every rule's gate for one episode: its facts
+// and task (nil: not known) are constants, so a rule comparing the call
+// with them gets the episode's strings as its literals. gatePlan.episode
+// gives the same reading only deriving again what depends on them.
 func deriveEpisodeGates(c *ast.Compiler, facts, task *ast.Term) derivedGates {
+	return newGatePlan(c, facts, task).gates()
+}
+
+// gatePlan is every flag rule's gate as read with some facts and task,
+// and what the reading of the rules that read neither kept, so that an
+// episode derives again only the rules that do (Episode facts differ from
+// task to task; most rules never look at them).
+type gatePlan struct {
+	c        *ast.Compiler
+	rules    []plannedRule
+	ungated  []string       // packages whose flag may come from documents below them
+	featRefs map[int]int    // per feature, how often the policy reads it
+	memo     map[string]val // rule values that read neither facts nor task
+}
+
+// plannedRule is one flag rule under rollcage.rules.<pkg>.
+type plannedRule struct {
+	rule     *ast.Rule
+	pkg, id  string
+	feat     int      // the feature its body starts testing, -1: none
+	gate     []clause // nil: none
+	episodic bool     // the gate read the facts or the task
+}
+
+// newGatePlan derives every flag rule's gate with facts and task.
+func newGatePlan(c *ast.Compiler, facts, task *ast.Term) *gatePlan {
 	d := newDeriver(c, facts, task)
-	out := derivedGates{byPkg: map[string][][]clause{}, byID: map[string][][]clause{}, byFeat: map[int][][]clause{}}
-	featRefs := featureRefs(c) // per feature, how often the policy reads it
-	featSeen := map[int]int{}
+	p := &gatePlan{c: c, featRefs: featureRefs(c), memo: map[string]val{}}
 	ungated := map[string]bool{}
-	rulesRef := ast.MustParseRef("data.rollcage.rules")
-	for _, m := range c.Modules {
+	for _, name := range slices.Sorted(maps.Keys(c.Modules)) { // in one order: the memo depends on it
+		m := c.Modules[name]
 		path := m.Package.Path
 		if len(path) < 4 || !path.HasPrefix(rulesRef) {
 			continue
@@ -1339,43 +1397,95 @@ func deriveEpisodeGates(c *ast.Compiler, facts, task *ast.Term) derivedGates {
 			if len(ref) == 0 || !ref[0].Equal(ast.VarTerm("flag")) {
 				continue
 			}
-			out.rules++
-			g := d.ruleGate(r)
-			if len(ref) != 1 {
-				g = nil
-			}
+			pr := plannedRule{rule: r, pkg: pkg, id: ruleID(r), feat: -1}
 			if b := featureTest(r); b != 0 {
-				i := bits.TrailingZeros64(b)
-				featSeen[i]++
-				if g == nil {
-					featRefs[i] = -1 // never derived
-				} else {
-					out.byFeat[i] = append(out.byFeat[i], g)
-				}
+				pr.feat = bits.TrailingZeros64(b)
 			}
-			id := ruleID(r)
-			out.byID[id] = append(out.byID[id], g)
+			if len(ref) == 1 {
+				pr.gate, pr.episodic = d.episodeGate(r)
+			}
+			p.rules = append(p.rules, pr)
+		}
+	}
+	for pkg := range ungated {
+		p.ungated = append(p.ungated, pkg)
+	}
+	for k, v := range d.vals {
+		if !d.valEpisodic[k] {
+			p.memo[k] = v
+		}
+	}
+	return p
+}
+
+// episode is the gates for an episode's facts and task: the plan's own
+// for rules that read neither, derived again for the others.
+func (p *gatePlan) episode(facts, task *ast.Term) derivedGates {
+	d := newDeriver(p.c, facts, task)
+	d.base = p.memo
+	rs := slices.Clone(p.rules)
+	for i := range rs {
+		if rs[i].episodic {
+			rs[i].gate, _ = d.episodeGate(rs[i].rule)
+		}
+	}
+	return (&gatePlan{rules: rs, ungated: p.ungated, featRefs: p.featRefs}).gates()
+}
+
+// gates assembles the plan's rules' gates.
+func (p *gatePlan) gates() derivedGates {
+	out := derivedGates{byPkg: map[string][][]clause{}, byID: map[string][][]clause{}, byFeat: map[int][][]clause{}}
+	featSeen := map[int]int{}
+	ungated := map[string]bool{}
+	for _, pkg := range p.ungated {
+		ungated[pkg] = true
+	}
+	never := map[int]bool{} // features one of whose rules has no gate
+	for _, r := range p.rules {
+		out.rules++
+		g := r.gate
+		if r.feat >= 0 {
+			featSeen[r.feat]++
 			if g == nil {
-				ungated[pkg] = true
-				continue
+				never[r.feat] = true
+			} else {
+				out.byFeat[r.feat] = append(out.byFeat[r.feat], g)
 			}
-			out.gated++
-			out.byPkg[pkg] = append(out.byPkg[pkg], g)
-			for _, cl := range g {
-				out.lits = append(out.lits, cl...)
-			}
+		}
+		out.byID[r.id] = append(out.byID[r.id], g)
+		if g == nil {
+			ungated[r.pkg] = true
+			continue
+		}
+		out.gated++
+		out.byPkg[r.pkg] = append(out.byPkg[r.pkg], g)
+		for _, cl := range g {
+			out.lits = append(out.lits, cl...)
 		}
 	}
 	for p := range ungated {
 		out.byPkg[p] = nil
 	}
 	for i := range out.byFeat {
-		if featRefs[i] != featSeen[i] {
+		if never[i] || p.featRefs[i] != featSeen[i] {
 			delete(out.byFeat, i) // read elsewhere, or by a rule without a gate
 		}
 	}
 	return out
 }
+
+// episodeGate is ruleGate and whether the gate read the episode's facts
+// or task.
+func (d *deriver) episodeGate(r *ast.Rule) ([]clause, bool) {
+	d.episodic = false
+	g := d.ruleGate(r)
+	return g, d.episodic
+}
+
+var (
+	rulesRef = ast.MustParseRef("data.rollcage.rules")
+	flagRef  = ast.MustParseRef("data.rollcage.lib.flag")
+)
 
 // featureRefs counts, per feature index, the references to
 // input.feat.<name> in the policy.
@@ -1406,7 +1516,6 @@ func featureRefs(c *ast.Compiler) map[int]int {
 // ruleID is the rule id a flag rule passes to lib.flag, "" when it is not
 // a constant.
 func ruleID(r *ast.Rule) string {
-	flagRef := ast.MustParseRef("data.rollcage.lib.flag")
 	for _, e := range r.Body {
 		if !e.IsCall() || !e.Operator().Equal(flagRef) || len(e.Operands()) == 0 {
 			continue

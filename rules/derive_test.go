@@ -109,7 +109,7 @@ func TestUserRuleGated(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sc := ep.gates.scan(typed(v, v), e.pre.static.match)
+		sc := ep.gates.scan(typed(v, v), e.pre.static)
 		set := e.pre.packages(ep.gates.mask(sc, false), e.pre.static.featBits(sc, allFeatBits), sc.found)
 		flags, err := ep.Eval(ctx, map[string]any{"tool": "bash"}, n)
 		if err != nil {

@@ -109,7 +109,7 @@ func (e *Engine) episodeFacts(ctx context.Context, t, s ast.Value) *factsEntry {
 	fe.facts = e.facts(ctx, fe.task, fe.sandbox)
 	fe.gates = newGates(fe.task, fe.facts)
 	if e.pre != nil && fe.facts != nil {
-		fe.derived = e.pre.gateSet(deriveEpisodeGates(e.compiler, fe.facts, fe.task))
+		fe.derived = e.pre.episodeGateSet(fe.facts, fe.task)
 	}
 	if ctx.Err() != nil {
 		return fe // facts cut short: good for this episode, not for the cache
@@ -210,7 +210,7 @@ func (ep *Episode) Eval(ctx context.Context, call, normalized any) ([]Flag, erro
 	q, ft := ep.eng.flagsQ, allFeatures
 	if pre := ep.eng.pre; pre != nil {
 		gs := ep.gateSet()
-		sc := ep.gates.scan(typed(normalized, n), gs.match)
+		sc := ep.gates.scan(typed(normalized, n), gs)
 		var kw found
 		if sc != nil {
 			sc.evidence = evid

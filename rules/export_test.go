@@ -1,6 +1,11 @@
 package rules
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+
+	gocmp "github.com/google/go-cmp/cmp"
+)
 
 // DerivedGateMisses checks the derived gates against flags that fired on
 // a call: every flag's rule id must belong to a flag rule whose gate passes
@@ -17,7 +22,7 @@ func (ep *Episode) DerivedGateMisses(normalized any, flags []Flag) []string {
 		return nil
 	}
 	gs := ep.gateSet()
-	sc := ep.gates.scan(typed(normalized, n), gs.match)
+	sc := ep.gates.scan(typed(normalized, n), gs)
 	if sc == nil {
 		return nil
 	}
@@ -49,3 +54,20 @@ func (e *Engine) DerivedGateCount() (rules, gated int) {
 
 // RaceEnabled: the tests run under the race detector.
 func RaceEnabled() bool { return raceEnabled }
+
+// EpisodeGatesDiff compares the episode's gates, derived again only for
+// the rules that read its facts or task, with every rule derived with
+// them: "" when they are the same.
+func (ep *Episode) EpisodeGatesDiff() string {
+	pre := ep.eng.pre
+	if pre == nil || ep.facts == nil {
+		return ""
+	}
+	got := pre.plan.episode(ep.facts, ep.task)
+	want := deriveEpisodeGates(ep.eng.compiler, ep.facts, ep.task)
+	norm := func(dg derivedGates) derivedGates {
+		dg.lits = slices.Compact(slices.Sorted(slices.Values(dg.lits)))
+		return dg
+	}
+	return gocmp.Diff(norm(want), norm(got), gocmp.AllowUnexported(derivedGates{}))
+}

@@ -101,7 +101,7 @@ func TestFeatures(t *testing.T) {
 			t.Fatal(err)
 		}
 		gs := ep.gateSet()
-		sc := ep.gates.scan(typedNorm(v), gs.match)
+		sc := ep.gates.scan(typedNorm(v), gs)
 		if (sc == nil) != tc.all {
 			t.Errorf("%s: gate nothing = %v, want %v", tc.name, sc == nil, tc.all)
 			continue
@@ -157,7 +157,7 @@ func TestPackageGates(t *testing.T) {
 		t.Fatal(err)
 	}
 	gs := ep.gateSet()
-	sc := ep.gates.scan(typedNorm(v), gs.match)
+	sc := ep.gates.scan(typedNorm(v), gs)
 	if set := e.pre.packagesWith(gs, ep.gates.mask(sc, false), gs.featBits(sc, allFeatBits), sc.found); !e.pre.empty(set) {
 		t.Errorf("ls -la runs packages %b; want none", set)
 	}
@@ -176,7 +176,7 @@ func TestPackageGates(t *testing.T) {
 	user := newEngine(t, Config{PolicyDirs: []string{"testdata/extra"}})
 	uep := user.NewEpisode(t.Context(), demoTask, demoSandbox)
 	ugs := uep.gateSet()
-	sc = uep.gates.scan(typedNorm(v), ugs.match)
+	sc = uep.gates.scan(typedNorm(v), ugs)
 	if set := user.pre.packagesWith(ugs, uep.gates.mask(sc, false), ugs.featBits(sc, allFeatBits), sc.found); !user.pre.empty(set) {
 		t.Errorf("with a gated user package, ls -la runs packages %b; want none", set)
 	}
@@ -185,7 +185,7 @@ func TestPackageGates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc = uep.gates.scan(typedNorm(mk), user.pre.static.match)
+	sc = uep.gates.scan(typedNorm(mk), user.pre.static)
 	set := user.pre.packages(uep.gates.mask(sc, false), user.pre.static.featBits(sc, allFeatBits), sc.found)
 	if i := slices.IndexFunc(user.pre.pkgs, func(p pkgGate) bool { return p.name == "team_policy" }); i < 0 || set&(1<<i) == 0 {
 		t.Errorf("make -j2 runs packages %b of %v; want team_policy among them", set, user.pre.pkgs)
@@ -193,7 +193,7 @@ func TestPackageGates(t *testing.T) {
 	// a user rule without a derivable requirement runs on every call
 	ung := newEngine(t, Config{PolicyDirs: []string{"testdata/ungated"}})
 	gep := ung.NewEpisode(t.Context(), demoTask, demoSandbox)
-	sc = gep.gates.scan(typedNorm(v), ung.pre.static.match)
+	sc = gep.gates.scan(typedNorm(v), ung.pre.static)
 	if set := ung.pre.packages(gep.gates.mask(sc, false), ung.pre.static.featBits(sc, allFeatBits), sc.found); ung.pre.empty(set) {
 		t.Error("with an ungated user package, ls -la runs nothing; that package must run on every call")
 	}

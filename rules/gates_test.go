@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"maps"
 	"os"
 	"slices"
 	"testing"
@@ -147,6 +148,45 @@ func TestDerivedGatesSound(t *testing.T) {
 		}
 		if checked < 150/stride {
 			t.Errorf("%s policy: %d flags checked; the corpus no longer exercises the gates", ep.name, checked)
+		}
+	}
+}
+
+// TestEpisodeGatesIncremental: an episode derives again only the rules
+// whose gates read its facts or task, reusing what the policy's own
+// reading kept for the rest; the result must be what deriving every rule
+// with the episode's facts and task gives, for every task and sandbox of
+// the corpus, a task without reference URLs, and both policies.
+func TestEpisodeGatesIncremental(t *testing.T) {
+	ctx := context.Background()
+	lines := readCorpus(t)
+	type pair struct{ task, sandbox any }
+	var ctxs []pair
+	seen := map[string]bool{}
+	for _, l := range lines {
+		k, err := json.Marshal([]any{l.task, l.sandbox})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !seen[string(k)] {
+			seen[string(k)] = true
+			ctxs = append(ctxs, pair{l.task, l.sandbox})
+		}
+		if m, ok := l.task.(map[string]any); ok && m["reference_urls"] != nil && !seen["no-urls"] {
+			seen["no-urls"] = true
+			m2 := maps.Clone(m)
+			delete(m2, "reference_urls")
+			ctxs = append(ctxs, pair{m2, l.sandbox})
+		}
+	}
+	if len(ctxs) < 3 {
+		t.Fatalf("%d distinct tasks and sandboxes in the corpus; want several", len(ctxs))
+	}
+	for _, ep := range gateEngines(t) {
+		for i, c := range ctxs {
+			if d := ep.on.NewEpisode(ctx, c.task, c.sandbox).EpisodeGatesDiff(); d != "" {
+				t.Errorf("%s policy, context %d: incremental gates differ (-full +incremental):\n%s", ep.name, i, d)
+			}
 		}
 	}
 }

@@ -99,8 +99,14 @@ func (f found) has(i int) bool { return i >= 0 && i/64 < len(f) && f[i/64]&(1<<(
 // find reports which literals occur in text.
 func (m *multiMatcher) find(text string) found {
 	f := make(found, m.words)
+	m.findInto(text, f, 0)
+	return f
+}
+
+// findInto sets in f the bits of the literals in text, offset by off.
+func (m *multiMatcher) findInto(text string, f found, off int) {
 	if len(m.lits) == 0 {
-		return f
+		return
 	}
 	s := int32(0)
 	nc := int32(m.nclass)
@@ -108,11 +114,11 @@ func (m *multiMatcher) find(text string) found {
 		s = m.next[s*nc+int32(m.class[text[i]])]
 		if m.final[s] {
 			for _, l := range m.out[s] {
+				l += off
 				f[l/64] |= 1 << (l % 64)
 			}
 		}
 	}
-	return f
 }
 
 // bit is the literal's index, -1 when the matcher does not know it.

@@ -82,7 +82,8 @@ type prefilter struct {
 	// hasUser: the policy has packages of its own; then episodes pass the
 	// full input (call and history), which user rules may read
 	hasUser bool
-	static  *gateSet // the gates derived from the policy alone
+	static  *gateSet  // the gates derived from the policy alone
+	plan    *gatePlan // how static was read, for deriving episodes' gates
 
 	mu sync.Mutex
 	qs map[uint64]*prepared // guarded by mu; by package set (bit i: pkgs[i])
@@ -130,8 +131,8 @@ func newPrefilter(c *ast.Compiler, docs map[string]any, defaults map[string]bool
 			}
 		}
 	}
-	pf := &prefilter{prep: prep, qs: map[uint64]*prepared{}, hasUser: len(userPkg) > 0}
-	dg := deriveGates(c)
+	pf := &prefilter{prep: prep, qs: map[uint64]*prepared{}, hasUser: len(userPkg) > 0, plan: newGatePlan(c, nil, nil)}
+	dg := pf.plan.gates()
 	gates := dg.byPkg
 	for p := range defPkg {
 		if userPkg[p] {
@@ -182,8 +183,15 @@ func newPrefilter(c *ast.Compiler, docs map[string]any, defaults map[string]bool
 	}
 	slices.SortFunc(pf.pkgs, func(a, b pkgGate) int { return strings.Compare(a.name, b.name) })
 	sort.Strings(pf.user)
-	pf.static = pf.gateSet(dg)
+	pf.static = pf.gateSet(dg, nil)
 	return pf
+}
+
+// episodeGateSet is the gates of an episode with these facts and task:
+// the rules that read them derived again, their new literals matched by a
+// matcher of their own next to the policy's.
+func (pf *prefilter) episodeGateSet(facts, task *ast.Term) *gateSet {
+	return pf.gateSet(pf.plan.episode(facts, task), pf.static.match)
 }
 
 // gateSet is a set of derived gates as bits of its own matcher: the
@@ -191,8 +199,10 @@ func newPrefilter(c *ast.Compiler, docs map[string]any, defaults map[string]bool
 // facts and task.
 type gateSet struct {
 	// match finds the feature keywords and the derived gates' literals
-	// in one pass; its first literals are keywords'
-	match *multiMatcher
+	// in one pass; its first literals are keywords'. extra, when not nil,
+	// finds an episode's literals match does not know; their bits follow
+	// match's.
+	match, extra *multiMatcher
 	// derived: per package of prefilter.pkgs, one conjunction of clauses
 	// per flag rule, as bits of match; nil when some rule has none (the
 	// package runs whatever the text)
@@ -206,14 +216,21 @@ type gateSet struct {
 	feat [][][][]int
 }
 
-func (pf *prefilter) gateSet(dg derivedGates) *gateSet {
-	gs := &gateSet{match: newMultiMatcher(slices.Concat(keywords.lits, dg.lits)), rules: dg.rules, gated: dg.gated}
+// gateSet builds the bits of dg's gates: on a matcher of their own
+// (base nil), or on base and a matcher of the literals base does not know.
+func (pf *prefilter) gateSet(dg derivedGates, base *multiMatcher) *gateSet {
+	gs := &gateSet{match: base, rules: dg.rules, gated: dg.gated}
+	if base == nil {
+		gs.match = newMultiMatcher(slices.Concat(keywords.lits, dg.lits))
+	} else if extra := slices.DeleteFunc(slices.Clone(dg.lits), func(l string) bool { return base.bit(l) >= 0 }); len(extra) > 0 {
+		gs.extra = newMultiMatcher(extra)
+	}
 	conj := func(g []clause) [][]int {
 		out := make([][]int, 0, len(g))
 		for _, cl := range g {
 			var b []int
 			for _, l := range cl {
-				b = append(b, gs.match.bit(l))
+				b = append(b, gs.bit(l))
 			}
 			out = append(out, b)
 		}
@@ -245,6 +262,31 @@ func (pf *prefilter) gateSet(dg derivedGates) *gateSet {
 		}
 	}
 	return gs
+}
+
+// bit is a literal's bit, -1 when the gates do not know it.
+func (gs *gateSet) bit(lit string) int {
+	if i := gs.match.bit(lit); i >= 0 || gs.extra == nil {
+		return i
+	}
+	if i := gs.extra.bit(lit); i >= 0 {
+		return len(gs.match.lits) + i
+	}
+	return -1
+}
+
+// find reports which of the gates' literals text contains.
+func (gs *gateSet) find(text string) found {
+	n := len(gs.match.lits)
+	if gs.extra != nil {
+		n += len(gs.extra.lits)
+	}
+	f := make(found, (n+63)/64)
+	gs.match.findInto(text, f, 0)
+	if gs.extra != nil {
+		gs.extra.findInto(text, f, len(gs.match.lits))
+	}
+	return f
 }
 
 // open reports whether some rule of package i passes its derived gate for
@@ -567,7 +609,7 @@ var codeHosts = []string{"githubusercontent.com", "codeload.github.com", "api.gi
 // nothing (facts of an unexpected shape, a call that is not a
 // toolcall.Normalized, a null list the rules may fail on, or base64 in
 // the call).
-func (g *gates) scan(n *toolcall.Normalized, m *multiMatcher) *scan {
+func (g *gates) scan(n *toolcall.Normalized, gs *gateSet) *scan {
 	if g.allOpen || n == nil {
 		return nil
 	}
@@ -655,7 +697,7 @@ func (g *gates) scan(n *toolcall.Normalized, m *multiMatcher) *scan {
 		add(marker("arg_paths"))
 	}
 	sc.lower = foldASCII(hay.String())
-	sc.found = m.find(sc.lower)
+	sc.found = gs.find(sc.lower)
 	if sc.has("base64") {
 		return nil // decoded payloads join lib.text
 	}
