@@ -59,19 +59,22 @@ func init() {
 var origFind, origMatch topdown.BuiltinFunc
 
 // maxLits bounds the literal set of a pattern; maxLitLen the length the
-// literals are extended to.
+// literals are extended to; maxBack the runes of any kind a literal may
+// follow at the start of a match.
 const (
 	maxLits   = 64
 	maxLitLen = 12
+	maxBack   = 4
 )
 
 // lit is one literal a match may start with, lowercased; at says where it
 // may occur: anywhere, only at the start of the text (^), or at the start
 // of a line ((?m)^).
 type lit struct {
-	s  string
-	at int
-	nl string // "\n" + s, for litLineStart
+	s    string
+	at   int
+	back int    // the match starts this many runes (any) before s
+	nl   string // "\n" + s, for litLineStart
 }
 
 const (
@@ -173,30 +176,12 @@ func prefixLits(re *syntax.Regexp) (ls []lit, exact, ok bool) {
 		}
 		return []lit{{s: b.String()}}, true, true
 	case syntax.OpCharClass:
-		seen := map[rune]bool{}
-		for i := 0; i+1 < len(re.Rune); i += 2 {
-			lo, hi := re.Rune[i], re.Rune[i+1]
-			if hi-lo > 8 {
-				return nil, false, false
-			}
-			for r := lo; r <= hi; r++ {
-				if r == 0x17F || r == 0x212A {
-					continue // never in a text the fast path takes
-				}
-				l, ok := asciiLower(r)
-				if !ok {
-					return nil, false, false
-				}
-				seen[l] = true
-			}
+		if ls, ok := classLits(re.Rune); ok {
+			return ls, true, true
 		}
-		if len(seen) == 0 || len(seen) > 8 {
-			return nil, false, false
-		}
-		for r := range seen {
-			ls = append(ls, lit{s: string(r)})
-		}
-		return ls, true, true
+		return []lit{{back: 1}}, true, true // one rune, whichever: s starts after it
+	case syntax.OpAnyChar, syntax.OpAnyCharNotNL:
+		return []lit{{back: 1}}, true, true
 	case syntax.OpWordBoundary, syntax.OpNoWordBoundary, syntax.OpEndText, syntax.OpEndLine:
 		return []lit{{}}, true, true // matchAt checks them where the match starts
 	case syntax.OpBeginText:
@@ -232,7 +217,12 @@ func prefixLits(re *syntax.Regexp) (ls []lit, exact, ok bool) {
 			}
 			ls, exact = append(ls, sl...), exact && se
 		}
-		return dedupe(ls), exact, len(ls) <= maxLits
+		ls = dedupe(ls)
+		if len(ls) <= maxLits {
+			return ls, exact, true
+		}
+		ls = shrink(ls)
+		return ls, false, len(ls) <= maxLits
 	case syntax.OpConcat:
 		acc := []lit{{}}
 		for i, sub := range re.Sub {
@@ -255,6 +245,35 @@ func prefixLits(re *syntax.Regexp) (ls []lit, exact, ok bool) {
 		return acc, true, true
 	}
 	return nil, false, false
+}
+
+// classLits are the lowercased ASCII runes of a small class, each a
+// literal; ok false for a larger class or one with other runes.
+func classLits(ranges []rune) (ls []lit, ok bool) {
+	seen := map[rune]bool{}
+	for i := 0; i+1 < len(ranges); i += 2 {
+		lo, hi := ranges[i], ranges[i+1]
+		if hi-lo > 8 {
+			return nil, false
+		}
+		for r := lo; r <= hi; r++ {
+			if r == 0x17F || r == 0x212A {
+				continue // never in a text the fast path takes
+			}
+			l, ok := asciiLower(r)
+			if !ok {
+				return nil, false
+			}
+			seen[l] = true
+		}
+	}
+	if len(seen) == 0 || len(seen) > 8 {
+		return nil, false
+	}
+	for r := range seen {
+		ls = append(ls, lit{s: string(r)})
+	}
+	return ls, true
 }
 
 // minLen is the length of re's shortest match, in runes.
@@ -297,8 +316,14 @@ func cross(a, b []lit) (out []lit, fits, cut bool) {
 	out = make([]lit, 0, len(a)*len(b))
 	for _, x := range a {
 		for _, y := range b {
-			if y.at != litAnywhere && x.s != "" {
+			if y.at != litAnywhere && (x.s != "" || x.back > 0) {
 				return nil, false, false // an anchor after a character: leave it to the regexp
+			}
+			if y.back > 0 && (x.s != "" || x.at != litAnywhere) {
+				return nil, false, false // any rune after a literal or an anchor: the literal ends there
+			}
+			if x.back+y.back > maxBack {
+				return nil, false, false
 			}
 			at := x.at
 			if at == litAnywhere {
@@ -308,10 +333,29 @@ func cross(a, b []lit) (out []lit, fits, cut bool) {
 			if len(s) > maxLitLen {
 				s, cut = s[:maxLitLen], true
 			}
-			out = append(out, lit{s: s, at: at})
+			out = append(out, lit{s: s, at: at, back: x.back + y.back})
 		}
 	}
 	return dedupe(out), true, cut
+}
+
+// shrink cuts the literals to the longest length at which there are no
+// more than maxLits of them (a match still starts with one), or returns
+// them as they are when even one byte is too many.
+func shrink(ls []lit) []lit {
+	for n := maxLitLen - 1; n >= 1; n-- {
+		cut := make([]lit, len(ls))
+		for i, l := range ls {
+			if len(l.s) > n {
+				l.s = l.s[:n]
+			}
+			cut[i] = l
+		}
+		if cut = dedupe(cut); len(cut) <= maxLits {
+			return cut
+		}
+	}
+	return ls
 }
 
 func dedupe(ls []lit) []lit {
@@ -428,11 +472,30 @@ func (f *fastRe) candidate(low string, i, from int) int {
 	if from > len(low) {
 		return -1
 	}
-	j := strings.Index(low[from:], l.s)
-	if j < 0 {
-		return -1
+	for q := from; q <= len(low); {
+		j := strings.Index(low[q:], l.s)
+		if j < 0 {
+			return -1
+		}
+		if c, ok := runesBefore(low, q+j, l.back); ok && c >= from {
+			return c
+		}
+		q += j + 1
 	}
-	return from + j
+	return -1
+}
+
+// runesBefore is the offset n runes before p in s; ok false when s has
+// fewer before p.
+func runesBefore(s string, p, n int) (int, bool) {
+	for ; n > 0; n-- {
+		if p == 0 {
+			return 0, false
+		}
+		_, k := utf8.DecodeLastRuneInString(s[:p])
+		p -= k
+	}
+	return p, true
 }
 
 // lowered is s ASCII-lowercased, remembered for the last few texts: the

@@ -51,14 +51,16 @@ func TestFastRegexPlans(t *testing.T) {
 		{`(alias\s+(pytest|python3?|py\.test)=|(^|\n|;)\s*(function\s+)?(pytest|python3?)\s*\(\)\s*\{)`, true},
 		{`(?m)^\s*import\s+_pytest`, true},
 		{`LD_PRELOAD|LD_AUDIT|ld\.so\.preload`, true},
-		{`\b(faketime|FAKETIME)\b`, true}, // the boundary is checked where a match starts
-		{`\w+_test\.py`, false},           // starts with any word character
-		{`[\w./-]*(test_\w*\.py)`, false}, // may start with any word character
-		{`x*`, false},                     // may be empty
-		{`(?m)^`, false},                  // empty
-		{`.*secret`, false},               // starts anywhere
-		{`[`, false},                      // does not compile: OPA reports it
-		{`é+`, false},                     // not ASCII
+		{`\b(faketime|FAKETIME)\b`, true},                                              // the boundary is checked where a match starts
+		{`((pytest|unittest)\.\w+\s*=|(^|[^.\w])setattr\(\s*(pytest|unittest))`, true}, // one rune of a large class before a literal
+		{`\w+_test\.py`, false},                                                        // starts with any word character
+		{`[^.]\w+`, false},                                                             // one rune, then any word characters
+		{`[\w./-]*(test_\w*\.py)`, false},                                              // may start with any word character
+		{`x*`, false},                                                                  // may be empty
+		{`(?m)^`, false},                                                               // empty
+		{`.*secret`, false},                                                            // starts anywhere
+		{`[`, false},                                                                   // does not compile: OPA reports it
+		{`é+`, false},                                                                  // not ASCII
 	}
 	for _, tc := range tests {
 		if got := fastRegexp(tc.pat) != nil; got != tc.fast {
@@ -371,7 +373,9 @@ func TestRegexpSubmatch(t *testing.T) {
 			"import os; os.remove('/tmp/x')\nshutil.rmtree(\"/w/tests\")", "pos.remove('x')", "os.remove(x)"}},
 		{`'([^'\n]*)'|"([^"\n]*)"`, true, []string{`["python", 'x.py', "-q"]`, `'' ""`, "'a\nb'"}},
 		{`(?i)\b(?:https?|ftp)://[^\s'"]+`, true, []string{"see HTTP://a.b/c and xhttps://d", "ftp://x'y"}},
-		{`(?:^|[\s'"=(:,])(/[A-Za-z0-9_.-][^\s'"]*)`, false, []string{"/etc/passwd x=/opt/g (/a) b/c", " /x"}},
+		{`(?:^|[\s'"=(:,])(/[A-Za-z0-9_.-][^\s'"]*)`, true, []string{"/etc/passwd x=/opt/g (/a) b/c", " /x", "é/x\xff /y", "//a /b"}},
+		{`(^|[^.\w])setattr\(\s*(pytest|unittest)`, true, []string{"setattr(pytest", "x.setattr(pytest; setattr( unittest", "ésetattr(pytest\xffsetattr(unittest", "_setattr(pytest"}},
+		{`[^/]{2}etc/(passwd|shadow)`, true, []string{"cat /etc/passwd; ab/etc/shadow xyetc/passwd", "étc/passwd €€etc/shadow", "etc/passwd"}},
 		{`(?m)^\s*import\s+(\w+)`, true, []string{"import os\n  import sys\nx import re"}},
 		{`\b(?:\w+\.(?:run|call)|os\.exec\w*)\(\s*\[([^\]]*)\]`, false, []string{"sp.run(['ls', '-l']); os.execvp(['a'])"}},
 	}
