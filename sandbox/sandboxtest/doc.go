@@ -12,4 +12,7 @@
 //
 // RequireDocker is the helper Docker-backed tests call first: it fails the
 // test under CI=true when no engine answers and skips it otherwise.
+// GoldenJSON is the golden-file check of the backends' container, OCI and
+// pod specs; Logger, VerboseLogger and CloseAtCleanup are the rest of what
+// their tests share.
 package sandboxtest
