@@ -22,7 +22,8 @@
 #           --background, return at once and build in a session of its own
 #           whose autogroup runs at nice 19 (log: $KUBE_CACHE/build.log);
 #           `up` waits for a build under way (a lock on $KUBE_CACHE/build.lock)
-#   down    stop the cluster's processes (state is kept; `up` starts it again)
+#   down    stop the cluster's processes and remove the pods' containers
+#           from containerd (the state is kept; `up` starts it again)
 #   env     print the exports the tests read (KUBECONFIG, ROLLCAGE_KUBE_*)
 # Environment: KUBE_IMAGES (images to import; default rollcage/base:latest),
 # KUBE_STATE (/var/lib/rollcage-kube), KUBE_CACHE (/var/cache/rollcage/kube).
@@ -77,14 +78,57 @@ wait_for() {
 	done
 }
 
-stop_all() {
-	for name in kubelet kube-apiserver etcd containerd; do
-		if pidfile_alive "$name"; then
-			kill "$(cat "$RUN/$name.pid")" 2>/dev/null || true
-			for _ in $(seq 50); do pidfile_alive "$name" || break; sleep 0.2; done
-			pidfile_alive "$name" && kill -9 "$(cat "$RUN/$name.pid")" 2>/dev/null || true
+stop() {
+	local name=$1
+	if pidfile_alive "$name"; then
+		kill "$(cat "$RUN/$name.pid")" 2>/dev/null || true
+		for _ in $(seq 50); do pidfile_alive "$name" || break; sleep 0.2; done
+		pidfile_alive "$name" && kill -9 "$(cat "$RUN/$name.pid")" 2>/dev/null || true
+	fi
+	rm -f "$RUN/$name.pid"
+}
+
+# remove_pod_containers kills and deletes the containers the kubelet ran in
+# containerd's k8s.io namespace (the pods' and their pause sandboxes'),
+# with the network namespaces and /dev/shm mounts the CRI plugin made for
+# the sandboxes: their shims would otherwise outlive containerd. The pods
+# stay in etcd, and at the next `up` the kubelet finds their containers
+# gone (rollcage's pods, restartPolicy Never, are then failed, and their
+# owner's reaper deletes them). Run with the kubelet stopped (it would
+# restart them) and containerd up. A network namespace the CRI plugin
+# already removed is not an error.
+remove_pod_containers() {
+	pidfile_alive containerd || return 0
+	local c=(ctr --address "$CTR_SOCK" -n k8s.io) ids id p n=0
+	ids=$("${c[@]}" containers ls -q) || { say "containerd does not answer: pod containers left running"; return 0; }
+	for id in $ids; do
+		local netns
+		netns=$("${c[@]}" containers info "$id" 2>/dev/null |
+			jq -r '.Spec.linux.namespaces[]? | select(.type == "network") | .path // empty') || netns=
+		"${c[@]}" tasks kill -a -s SIGKILL "$id" >/dev/null 2>&1 || true
+		"${c[@]}" tasks delete -f "$id" >/dev/null 2>&1 || true
+		if ! "${c[@]}" containers delete "$id" >/dev/null; then
+			say "could not delete container $id (see 'ctr --address $CTR_SOCK -n k8s.io containers info $id')"
+			continue
 		fi
-		rm -f "$RUN/$name.pid"
+		n=$((n + 1))
+		for p in $netns; do
+			case $p in /run/netns/cni-* | /var/run/netns/cni-*) umount "$p" 2>/dev/null || true; rm -f "$p" ;; esac
+		done
+		p=$RUN/containerd/io.containerd.grpc.v1.cri/sandboxes/$id
+		if [[ -d $p ]]; then
+			umount "$p/shm" 2>/dev/null || true
+			rm -rf "$p" "$STATE/containerd/io.containerd.grpc.v1.cri/sandboxes/$id"
+		fi
+	done
+	((n == 0)) || say "removed $n pod containers"
+}
+
+stop_all() {
+	stop kubelet
+	remove_pod_containers
+	for name in kube-apiserver etcd containerd; do
+		stop "$name"
 	done
 }
 
