@@ -85,7 +85,7 @@ gateway-image: build images
 # backend's conformance suite on it, then the demo suite (72 rows, exit 1 on
 # a wrong one); `make test` ends with it. The cluster stays up afterwards
 # (on 127.0.0.1 only, its processes detached from make's output), like
-# dockerd; `make kube-down` stops it. kube-build only starts the binaries'
+# dockerd; `make kube-down` stops it (pods' containers removed). kube-build only starts the binaries'
 # build in the background (see test).
 kube-up: build images
 	KUBE_IMAGES="rollcage/base:latest $$($(BIN)/rollcage seal --refs)" scripts/kube-up.sh
