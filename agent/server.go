@@ -306,16 +306,7 @@ func (s *Server) touch() { s.lastHeard.Store(time.Now().UnixNano()) }
 // cancelled; it closes ln. It returns nil after a Shutdown, ErrLeaseExpired,
 // or ctx's error.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		select {
-		case <-ctx.Done():
-		case <-s.done:
-		case <-stop:
-		}
-		ln.Close()
-	}()
+	defer s.closeWhenDone(ctx, ln)()
 	for {
 		conn, err := ln.Accept()
 		if err != nil {
@@ -337,23 +328,29 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 }
 
-// ServeConn serves one connection until it breaks, the server is done or
-// ctx is cancelled, and closes it. Calls still running when the connection
-// breaks go on; a client that reconnects can collect them by RequestID.
-func (s *Server) ServeConn(ctx context.Context, conn io.ReadWriteCloser) error {
-	c := &serverConn{s: s, conn: conn, enc: json.NewEncoder(conn), inflight: make(map[uint64]context.CancelFunc), procs: make(map[uint64]*sproc),
-		tunnels: make(map[uint64]*tunnelSet), gone: make(chan struct{})}
+// closeWhenDone closes c once ctx is cancelled or the server is done, or
+// when the caller calls the func it returns (deferred: it has returned).
+func (s *Server) closeWhenDone(ctx context.Context, c io.Closer) (release func()) {
 	stop := make(chan struct{})
-	defer close(stop)
-	defer close(c.gone)
 	go func() {
 		select {
 		case <-ctx.Done():
 		case <-s.done:
 		case <-stop:
 		}
-		conn.Close()
+		c.Close()
 	}()
+	return func() { close(stop) }
+}
+
+// ServeConn serves one connection until it breaks, the server is done or
+// ctx is cancelled, and closes it. Calls still running when the connection
+// breaks go on; a client that reconnects can collect them by RequestID.
+func (s *Server) ServeConn(ctx context.Context, conn io.ReadWriteCloser) error {
+	c := &serverConn{s: s, conn: conn, enc: json.NewEncoder(conn), inflight: make(map[uint64]context.CancelFunc), procs: make(map[uint64]*sproc),
+		tunnels: make(map[uint64]*tunnelSet), gone: make(chan struct{})}
+	defer s.closeWhenDone(ctx, conn)()
+	defer close(c.gone)
 	br := bufio.NewReaderSize(conn, 64<<10)
 	for {
 		line, err := readFrame(br)
