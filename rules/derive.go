@@ -5,7 +5,9 @@ import (
 	"math/bits"
 	"regexp/syntax"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -62,6 +64,21 @@ type alt struct {
 	keys   val
 	keyed  bool // an object whose keys are in the haystack: a field exists only when its key is there
 	guard  []clause
+	doc    *docReads // the episode's facts or task document itself: reading it is noted
+}
+
+// docReads notes which fields of an episode document (facts, task) the
+// deriver reads, into its current read set.
+type docReads struct {
+	d    *deriver
+	name string
+}
+
+// note records that field k ("*": every field) was read.
+func (r *docReads) note(k string) {
+	if r != nil && r.d.reads != nil {
+		r.d.reads[r.name+"\x00"+k] = true
+	}
 }
 
 // val is a value as the deriver knows it: one of its alternatives. No
@@ -119,6 +136,19 @@ func inputVal(facts, task *ast.Term) val {
 		in["task"] = astVal(task.Value)
 	}
 	return obj(in)
+}
+
+// trackDocs makes the deriver note which fields of the episode's facts
+// and task it reads (when they are objects).
+func (d *deriver) trackDocs() {
+	for _, name := range []string{"facts", "task"} {
+		v := d.input[0].fields[name]
+		if len(v) == 1 && v[0].kind == kObj {
+			c := *v[0]
+			c.doc = &docReads{d: d, name: name}
+			d.input[0].fields[name] = val{&c}
+		}
+	}
 }
 
 // astVal is a document of the episode (its facts, its task) as the
@@ -183,6 +213,10 @@ type deriver struct {
 	episodic    bool
 	valEpisodic map[string]bool
 	base        map[string]val // rule values known beforehand, none episodic
+	// reads: when not nil, the fields of facts and task (docReads.note)
+	// what is being read has read; valReads, per memoized rule value
+	reads    map[string]bool
+	valReads map[string]map[string]bool
 }
 
 func newDeriver(c *ast.Compiler, facts, task *ast.Term) *deriver {
@@ -447,6 +481,7 @@ func (d *deriver) expr(e *ast.Expr, env map[ast.Var]val, cs *[]clause) {
 			if k, ok := constString(args[1]); ok {
 				var out val
 				for _, a := range args[0] {
+					a.doc.note(k)
 					if _, has := a.fields[k]; a.kind == kObj && a.other == nil && !a.keyed {
 						if has { // a closed object (a document of the episode): its field or the default
 							out = append(out, field(val{a}, k)...)
@@ -726,6 +761,9 @@ func (d *deriver) rule(r ast.Ref) val {
 	key := r.String()
 	if v, ok := d.vals[key]; ok {
 		d.episodic = d.episodic || d.valEpisodic[key]
+		if d.reads != nil {
+			maps.Copy(d.reads, d.valReads[key])
+		}
 		return v
 	}
 	if v, ok := d.base[key]; ok {
@@ -736,13 +774,21 @@ func (d *deriver) rule(r ast.Ref) val {
 	}
 	d.busy[key] = true
 	d.depth++
-	outer := d.episodic
+	outer, outerReads := d.episodic, d.reads
 	d.episodic = false
+	if outerReads != nil {
+		d.reads = map[string]bool{}
+	}
 	defer func() {
 		delete(d.busy, key)
 		d.depth--
 		d.valEpisodic[key] = d.episodic
 		d.episodic = outer || d.episodic
+		if outerReads != nil {
+			d.valReads[key] = d.reads
+			maps.Copy(outerReads, d.reads)
+			d.reads = outerReads
+		}
 	}()
 	var out val
 	defs := d.c.GetRulesExact(r)
@@ -839,6 +885,7 @@ func field(v val, k string) val {
 	for _, a := range v {
 		switch a.kind {
 		case kObj:
+			a.doc.note(k)
 			f, ok := a.fields[k]
 			if !ok {
 				f = a.other
@@ -910,6 +957,7 @@ func (d *deriver) elemsWithKey(v val, cs *[]clause, key func(val)) val {
 			out = append(out, guarded(a.elem, a.guard)...)
 			keys = append(keys, unknown...) // an index, or a set's element
 		case kObj:
+			a.doc.note("*")
 			for _, f := range a.fields {
 				out = append(out, guarded(f, a.guard)...)
 			}
@@ -1361,6 +1409,75 @@ type gatePlan struct {
 	ungated  []string       // packages whose flag may come from documents below them
 	featRefs map[int]int    // per feature, how often the policy reads it
 	memo     map[string]val // rule values that read neither facts nor task
+
+	mu     sync.Mutex
+	cache  map[int][]*gateEntry // guarded by mu; per rule index, gates by the values they read
+	nCache int                  // guarded by mu
+	nextID int                  // guarded by mu
+}
+
+// gateEntry is an episodic rule's gate as derived for some episode, with
+// the fields of its facts and task the derivation read: another episode
+// with the same values there gets the same gate (the derivation reads
+// nothing else of them).
+type gateEntry struct {
+	id    int
+	reads []string    // "facts\x00workdir", "task\x00*" (the whole document), sorted
+	vals  []ast.Value // what each read found; nil: the field is absent
+	gate  []clause
+}
+
+// maxGateEntries bounds the plan's cache; it starts over when full.
+const maxGateEntries = 4096
+
+// docValue is what read names in facts and task (both objects).
+func docValue(facts, task *ast.Term, read string) ast.Value {
+	doc, key, _ := strings.Cut(read, "\x00")
+	t := facts
+	if doc == "task" {
+		t = task
+	}
+	if key == "*" {
+		return t.Value
+	}
+	if x := t.Value.(ast.Object).Get(ast.InternedTerm(key)); x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+// lookup is a cached gate of rule i for these facts and task, or nil.
+func (p *gatePlan) lookup(i int, facts, task *ast.Term) *gateEntry {
+	p.mu.Lock()
+	entries := p.cache[i]
+	p.mu.Unlock()
+	for _, e := range entries {
+		if slices.EqualFunc(e.reads, e.vals, func(r string, v ast.Value) bool {
+			w := docValue(facts, task, r)
+			return (v == nil) == (w == nil) && (v == nil || v.Compare(w) == 0)
+		}) {
+			return e
+		}
+	}
+	return nil
+}
+
+// store caches gate g of rule i, derived reading reads.
+func (p *gatePlan) store(i int, reads map[string]bool, facts, task *ast.Term, g []clause) *gateEntry {
+	e := &gateEntry{reads: slices.Sorted(maps.Keys(reads)), gate: g}
+	for _, r := range e.reads {
+		e.vals = append(e.vals, docValue(facts, task, r))
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cache == nil || p.nCache >= maxGateEntries {
+		p.cache, p.nCache = map[int][]*gateEntry{}, 0
+	}
+	p.nextID++
+	e.id = p.nextID
+	p.cache[i] = append(p.cache[i], e)
+	p.nCache++
+	return e
 }
 
 // plannedRule is one flag rule under rollcage.rules.<pkg>.
@@ -1419,17 +1536,43 @@ func newGatePlan(c *ast.Compiler, facts, task *ast.Term) *gatePlan {
 }
 
 // episode is the gates for an episode's facts and task: the plan's own
-// for rules that read neither, derived again for the others.
-func (p *gatePlan) episode(facts, task *ast.Term) derivedGates {
+// for rules that read neither, for the others those of an earlier
+// episode that had the same values where they read, else derived again.
+// key names the gates' sources: two episodes with one key have the same
+// gates ("": not known).
+func (p *gatePlan) episode(facts, task *ast.Term) (dg derivedGates, key string) {
 	d := newDeriver(p.c, facts, task)
 	d.base = p.memo
+	_, fo := facts.Value.(ast.Object)
+	_, to := task.Value.(ast.Object)
+	cached := fo && to
+	if cached {
+		d.trackDocs()
+		d.valReads = map[string]map[string]bool{}
+	}
+	var ids []string
 	rs := slices.Clone(p.rules)
 	for i := range rs {
-		if rs[i].episodic {
-			rs[i].gate, _ = d.episodeGate(rs[i].rule)
+		if !rs[i].episodic {
+			continue
 		}
+		if !cached {
+			rs[i].gate, _ = d.episodeGate(rs[i].rule)
+			continue
+		}
+		e := p.lookup(i, facts, task)
+		if e == nil {
+			d.reads = map[string]bool{}
+			g, _ := d.episodeGate(rs[i].rule)
+			e = p.store(i, d.reads, facts, task, g)
+		}
+		rs[i].gate = e.gate
+		ids = append(ids, strconv.Itoa(e.id))
 	}
-	return (&gatePlan{rules: rs, ungated: p.ungated, featRefs: p.featRefs}).gates()
+	if cached {
+		key = strings.Join(ids, ",")
+	}
+	return (&gatePlan{rules: rs, ungated: p.ungated, featRefs: p.featRefs}).gates(), key
 }
 
 // gates assembles the plan's rules' gates.
@@ -1537,6 +1680,7 @@ func members(v val) val {
 		case kColl:
 			out = append(out, guarded(a.elem, a.guard)...)
 		case kObj:
+			a.doc.note("*")
 			for _, f := range a.fields {
 				out = append(out, guarded(f, a.guard)...)
 			}

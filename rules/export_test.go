@@ -63,11 +63,22 @@ func (ep *Episode) EpisodeGatesDiff() string {
 	if pre == nil || ep.facts == nil {
 		return ""
 	}
-	got := pre.plan.episode(ep.facts, ep.task)
 	want := deriveEpisodeGates(ep.eng.compiler, ep.facts, ep.task)
 	norm := func(dg derivedGates) derivedGates {
 		dg.lits = slices.Compact(slices.Sorted(slices.Values(dg.lits)))
 		return dg
 	}
-	return gocmp.Diff(norm(want), norm(got), gocmp.AllowUnexported(derivedGates{}))
+	p := pre.plan
+	fresh := &gatePlan{c: p.c, rules: p.rules, ungated: p.ungated, featRefs: p.featRefs, memo: p.memo}
+	derived, _ := fresh.episode(ep.facts, ep.task) // every episodic rule derived
+	cached, _ := p.episode(ep.facts, ep.task)      // from the engine's cache, filled by earlier episodes
+	for _, got := range []struct {
+		name string
+		dg   derivedGates
+	}{{"derived", derived}, {"cached", cached}} {
+		if d := gocmp.Diff(norm(want), norm(got.dg), gocmp.AllowUnexported(derivedGates{})); d != "" {
+			return got.name + ":\n" + d
+		}
+	}
+	return ""
 }

@@ -154,9 +154,11 @@ func TestDerivedGatesSound(t *testing.T) {
 
 // TestEpisodeGatesIncremental: an episode derives again only the rules
 // whose gates read its facts or task, reusing what the policy's own
-// reading kept for the rest; the result must be what deriving every rule
-// with the episode's facts and task gives, for every task and sandbox of
-// the corpus, a task without reference URLs, and both policies.
+// reading kept for the rest, and takes a rule's gate from an earlier
+// episode that had the same values in the fields it read; the result,
+// derived and cached, must be what deriving every rule with the
+// episode's facts and task gives, for every task and sandbox of the
+// corpus, a task without reference URLs, and both policies.
 func TestEpisodeGatesIncremental(t *testing.T) {
 	ctx := context.Background()
 	lines := readCorpus(t)

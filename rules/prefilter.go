@@ -85,8 +85,9 @@ type prefilter struct {
 	static  *gateSet  // the gates derived from the policy alone
 	plan    *gatePlan // how static was read, for deriving episodes' gates
 
-	mu sync.Mutex
-	qs map[uint64]*prepared // guarded by mu; by package set (bit i: pkgs[i])
+	mu   sync.Mutex
+	qs   map[uint64]*prepared // guarded by mu; by package set (bit i: pkgs[i])
+	sets map[string]*gateSet  // guarded by mu; episodes' gates by gatePlan.episode's key
 }
 
 type prepared struct {
@@ -190,9 +191,31 @@ func newPrefilter(c *ast.Compiler, docs map[string]any, defaults map[string]bool
 // episodeGateSet is the gates of an episode with these facts and task:
 // the rules that read them derived again, their new literals matched by a
 // matcher of their own next to the policy's.
+// Episodes whose gates come from the same sources share one gateSet.
 func (pf *prefilter) episodeGateSet(facts, task *ast.Term) *gateSet {
-	return pf.gateSet(pf.plan.episode(facts, task), pf.static.match)
+	dg, key := pf.plan.episode(facts, task)
+	if key != "" {
+		pf.mu.Lock()
+		gs := pf.sets[key]
+		pf.mu.Unlock()
+		if gs != nil {
+			return gs
+		}
+	}
+	gs := pf.gateSet(dg, pf.static.match)
+	if key != "" {
+		pf.mu.Lock()
+		if pf.sets == nil || len(pf.sets) >= maxGateSets {
+			pf.sets = map[string]*gateSet{}
+		}
+		pf.sets[key] = gs
+		pf.mu.Unlock()
+	}
+	return gs
 }
+
+// maxGateSets bounds prefilter.sets; it starts over when full.
+const maxGateSets = 256
 
 // gateSet is a set of derived gates as bits of its own matcher: the
 // policy's alone (prefilter.static), or an episode's, derived with its
