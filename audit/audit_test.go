@@ -17,8 +17,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rollcage/rollcage/judge"
-	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/rules"
+	"github.com/rollcage/rollcage/toolcall"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -138,22 +138,22 @@ func TestClasses(t *testing.T) {
 func TestMapTool(t *testing.T) {
 	tests := []struct {
 		name, args string
-		want       monitor.ToolCall
+		want       toolcall.Call
 	}{
 		{"execute_bash", `{"command":"ls -la"}`, bash("ls -la")},
 		{"shell", `{"command":["bash","-lc","git log --all"]}`, bash("git log --all")},
 		{"shell", `{"command":["grep","-rn","a b","."]}`, bash("grep -rn 'a b' .")},
 		{"run_command", `{"cmd":"pwd"}`, bash("pwd")},
 		{"bash", `not json`, bash("not json")},
-		{"str_replace_editor", `{"command":"view","path":"/r/a.py"}`, call(monitor.ToolReadFile, monitor.ReadFileArgs{Path: "/r/a.py"})},
-		{"str_replace_editor", `{"command":"view","path":"/r/src"}`, call(monitor.ToolListDir, monitor.ListDirArgs{Path: "/r/src"})},
-		{"str_replace_based_edit_tool", `{"command":"create","path":"/r/b.py","file_text":"x=1"}`, call(monitor.ToolWriteFile, monitor.WriteFileArgs{Path: "/r/b.py", Content: "x=1"})},
-		{"str_replace_editor", `{"command":"str_replace","path":"/r/a.py","old_str":"a","new_str":"b"}`, call(monitor.ToolEdit, monitor.EditArgs{Path: "/r/a.py", Old: "a", New: "b"})},
-		{"str_replace_editor", `{"command":"insert","path":"/r/a.py","insert_line":3,"new_str":"c"}`, call(monitor.ToolEdit, monitor.EditArgs{Path: "/r/a.py", New: "c"})},
-		{"read_file", `{"file_path":"x.py"}`, call(monitor.ToolReadFile, monitor.ReadFileArgs{Path: "x.py"})},
-		{"write_file", `{"path":"x.py","content":"y"}`, call(monitor.ToolWriteFile, monitor.WriteFileArgs{Path: "x.py", Content: "y"})},
-		{"finish", `{}`, call(monitor.ToolSubmit, monitor.SubmitArgs{})},
-		{"web_search", `{"query":"fix"}`, monitor.ToolCall{Tool: "web_search", Args: json.RawMessage(`{"query":"fix"}`)}},
+		{"str_replace_editor", `{"command":"view","path":"/r/a.py"}`, call(toolcall.ReadFile, toolcall.ReadFileArgs{Path: "/r/a.py"})},
+		{"str_replace_editor", `{"command":"view","path":"/r/src"}`, call(toolcall.ListDir, toolcall.ListDirArgs{Path: "/r/src"})},
+		{"str_replace_based_edit_tool", `{"command":"create","path":"/r/b.py","file_text":"x=1"}`, call(toolcall.WriteFile, toolcall.WriteFileArgs{Path: "/r/b.py", Content: "x=1"})},
+		{"str_replace_editor", `{"command":"str_replace","path":"/r/a.py","old_str":"a","new_str":"b"}`, call(toolcall.Edit, toolcall.EditArgs{Path: "/r/a.py", Old: "a", New: "b"})},
+		{"str_replace_editor", `{"command":"insert","path":"/r/a.py","insert_line":3,"new_str":"c"}`, call(toolcall.Edit, toolcall.EditArgs{Path: "/r/a.py", New: "c"})},
+		{"read_file", `{"file_path":"x.py"}`, call(toolcall.ReadFile, toolcall.ReadFileArgs{Path: "x.py"})},
+		{"write_file", `{"path":"x.py","content":"y"}`, call(toolcall.WriteFile, toolcall.WriteFileArgs{Path: "x.py", Content: "y"})},
+		{"finish", `{}`, call(toolcall.Submit, toolcall.SubmitArgs{})},
+		{"web_search", `{"query":"fix"}`, toolcall.Call{Tool: "web_search", Args: json.RawMessage(`{"query":"fix"}`)}},
 	}
 	for _, tc := range tests {
 		got := mapTool(tc.name, tc.args)
@@ -167,17 +167,17 @@ func TestSWEActions(t *testing.T) {
 	m := &sweMapper{}
 	tests := []struct {
 		action string
-		want   monitor.ToolCall
+		want   toolcall.Call
 	}{
-		{"open src/a.py 20", call(monitor.ToolReadFile, monitor.ReadFileArgs{Path: "src/a.py"})},
-		{"edit 3:4\n    return 1\nend_of_edit", call(monitor.ToolEdit, monitor.EditArgs{Path: "src/a.py", New: "    return 1"})},
+		{"open src/a.py 20", call(toolcall.ReadFile, toolcall.ReadFileArgs{Path: "src/a.py"})},
+		{"edit 3:4\n    return 1\nend_of_edit", call(toolcall.Edit, toolcall.EditArgs{Path: "src/a.py", New: "    return 1"})},
 		{"search_file needle", bash("grep -n -- needle src/a.py")},
 		{"search_dir \"hidden test\" /", bash("grep -rn -- 'hidden test' /")},
 		{"find_file conftest.py", bash("find . -name conftest.py")},
-		{"create b.py", call(monitor.ToolWriteFile, monitor.WriteFileArgs{Path: "b.py"})},
-		{"scroll_down", monitor.ToolCall{Tool: "swe_scroll_down", Args: json.RawMessage(`{}`)}},
-		{"str_replace_editor str_replace /t/a.py --old_str 'x = 1' --new_str 'x = 2'", call(monitor.ToolEdit, monitor.EditArgs{Path: "/t/a.py", Old: "x = 1", New: "x = 2"})},
-		{"submit", call(monitor.ToolSubmit, monitor.SubmitArgs{})},
+		{"create b.py", call(toolcall.WriteFile, toolcall.WriteFileArgs{Path: "b.py"})},
+		{"scroll_down", toolcall.Call{Tool: "swe_scroll_down", Args: json.RawMessage(`{}`)}},
+		{"str_replace_editor str_replace /t/a.py --old_str 'x = 1' --new_str 'x = 2'", call(toolcall.Edit, toolcall.EditArgs{Path: "/t/a.py", Old: "x = 1", New: "x = 2"})},
+		{"submit", call(toolcall.Submit, toolcall.SubmitArgs{})},
 		{"git log --all | head", bash("git log --all | head")},
 	}
 	for _, tc := range tests {

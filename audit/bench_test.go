@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/rollcage/rollcage/demo"
-	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/toolcall"
 )
 
 // BenchmarkAudit measures rules-only audit throughput in tool calls per
@@ -110,7 +110,7 @@ func demoEpisodes(tb testing.TB, keep func(kind string) bool) ([]Episode, map[st
 		}
 		e := Episode{ID: s.Task + "/" + s.Name, Source: "demo", Format: FormatOpenAI, TaskID: s.Task}
 		for _, st := range s.Steps {
-			e.Steps = append(e.Steps, Step{Call: monitor.ToolCall{Tool: st.Tool, Args: st.Args}})
+			e.Steps = append(e.Steps, Step{Call: toolcall.Call{Tool: st.Tool, Args: st.Args}})
 		}
 		eps = append(eps, e)
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/rules"
+	"github.com/rollcage/rollcage/toolcall"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
@@ -42,7 +43,7 @@ type Episode struct {
 
 // Step is one tool call and what the model saw of it.
 type Step struct {
-	Call monitor.ToolCall `json:"call"`
+	Call toolcall.Call `json:"call"`
 	// Original is the call as the source wrote it when it was mapped
 	// (a SWE-agent action, a foreign tool's name and arguments).
 	Original string `json:"original,omitempty"`

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/toolcall"
 )
 
 // Inferred is task context an episode's data lacked and the trajectory
@@ -65,7 +66,7 @@ func instructionWorkdir(instr string) string {
 // infer reads task context out of the steps (normalized with cwd as
 // given). known is what the task context already says; only gaps are
 // filled.
-func infer(steps []Step, norms []monitor.Normalized, known monitor.TaskContext) Inferred {
+func infer(steps []Step, norms []toolcall.Normalized, known monitor.TaskContext) Inferred {
 	var inf Inferred
 	if known.Workdir == "" {
 		if d := instructionWorkdir(known.Instruction); d != "" {
@@ -76,7 +77,7 @@ func infer(steps []Step, norms []monitor.Normalized, known monitor.TaskContext) 
 	headMoved, cdSeen := false, false
 	var allListings []string // outputs of all-refs logs, in order
 	for i, n := range norms {
-		if n.Tool != monitor.ToolBash {
+		if n.Tool != toolcall.Bash {
 			continue
 		}
 		if inf.Workdir == "" && known.Workdir == "" && !cdSeen {
@@ -129,7 +130,7 @@ var absLine = regexp.MustCompile(`^/[^\s:]*$`)
 // printedDir is the session's directory when the call's first command
 // prints it (pwd, git rev-parse --show-toplevel) as the output's first
 // line.
-func printedDir(n monitor.Normalized, out string) (string, string) {
+func printedDir(n toolcall.Normalized, out string) (string, string) {
 	if len(n.Commands) == 0 || n.Commands[0].Via != "" {
 		return "", ""
 	}
@@ -154,7 +155,7 @@ func printedDir(n monitor.Normalized, out string) (string, string) {
 // gitDir is the directory of `cd /abs && git ...` when git answered
 // there (it printed something and no "not a git repository"): the
 // repository, or a directory in it. A cd alone says nothing.
-func gitDir(n monitor.Normalized, out string) string {
+func gitDir(n toolcall.Normalized, out string) string {
 	if len(n.Commands) < 2 || len(n.Git) == 0 || strings.TrimSpace(out) == "" || strings.Contains(out, "not a git repository") {
 		return ""
 	}
@@ -173,7 +174,7 @@ var fullHash = regexp.MustCompile(`^[0-9a-f]{40}$`)
 // headShown is HEAD's commit when the call shows it unambiguously: git
 // rev-parse HEAD, or a git log of HEAD that neither filters commits nor
 // reorders them, piped into nothing that filters lines.
-func headShown(n monitor.Normalized, out string) string {
+func headShown(n toolcall.Normalized, out string) string {
 	if len(n.Git) != 1 {
 		return ""
 	}
@@ -239,7 +240,7 @@ func isDigits(s string) bool {
 }
 
 // movesHead: after this, HEAD may no longer be the base commit.
-func movesHead(op monitor.GitOp) bool {
+func movesHead(op toolcall.GitOp) bool {
 	switch op.Sub {
 	case "commit", "reset", "rebase", "merge", "pull", "am", "cherry-pick", "revert", "switch":
 		return true
@@ -281,7 +282,7 @@ func facts(t monitor.TaskContext, inf Inferred, recorded *monitor.Facts) monitor
 
 // cwdAfter is the session directory after a bash call, as far as the
 // text shows it: the last top-level cd to an absolute or relative path.
-func cwdAfter(n monitor.Normalized, cwd string) string {
+func cwdAfter(n toolcall.Normalized, cwd string) string {
 	for _, c := range n.Commands {
 		if c.Name == "cd" && c.Via == "" && len(c.Argv) == 2 && !strings.ContainsAny(c.Argv[1], "$~`") {
 			if path.IsAbs(c.Argv[1]) {

@@ -9,7 +9,7 @@ import (
 
 	json "github.com/go-json-experiment/json/v1"
 
-	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/toolcall"
 )
 
 // message is an OpenAI chat message as third parties write it: content
@@ -261,7 +261,7 @@ func parseMessages(base, name string, msgs []message, m *meta) (Episode, error) 
 			cmd := strings.TrimSpace(blocks[0][1])
 			st := Step{Call: bash(cmd), Index: mi}
 			if isMiniSubmit(cmd) {
-				st.Call, st.Original = call(monitor.ToolSubmit, monitor.SubmitArgs{}), cmd
+				st.Call, st.Original = call(toolcall.Submit, toolcall.SubmitArgs{}), cmd
 			}
 			ep.Steps = append(ep.Steps, st)
 		case "user", "tool":

@@ -7,7 +7,7 @@ import (
 
 	json "github.com/go-json-experiment/json/v1"
 
-	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/toolcall"
 )
 
 // ohEvent is one event of an OpenHands history (output.jsonl): an
@@ -119,26 +119,26 @@ func parseOpenHands(base, name string, obj map[string]json.RawMessage) (Episode,
 
 // ohCall maps an OpenHands action onto rollcage's tool model; ok is
 // false for events that run nothing (message, think, system, recall).
-func ohCall(ev ohEvent) (monitor.ToolCall, bool) {
+func ohCall(ev ohEvent) (toolcall.Call, bool) {
 	a := ev.Args
 	switch ev.Action {
 	case "run":
 		return bash(a.Command), true
 	case "run_ipython":
-		return monitor.ToolCall{Tool: "ipython", Args: mustJSON(map[string]string{"code": a.Code})}, true
+		return toolcall.Call{Tool: "ipython", Args: mustJSON(map[string]string{"code": a.Code})}, true
 	case "read":
 		return editorCall("view", a.Path, "", "", ""), true
 	case "edit":
 		if a.Command == "" { // the LLM-based editor: the whole new content
-			return call(monitor.ToolWriteFile, monitor.WriteFileArgs{Path: a.Path, Content: a.Content}), true
+			return call(toolcall.WriteFile, toolcall.WriteFileArgs{Path: a.Path, Content: a.Content}), true
 		}
 		return editorCall(a.Command, a.Path, a.FileText, a.OldStr, a.NewStr), true
 	case "write":
-		return call(monitor.ToolWriteFile, monitor.WriteFileArgs{Path: a.Path, Content: a.Content}), true
+		return call(toolcall.WriteFile, toolcall.WriteFileArgs{Path: a.Path, Content: a.Content}), true
 	case "finish":
-		return call(monitor.ToolSubmit, monitor.SubmitArgs{}), true
+		return call(toolcall.Submit, toolcall.SubmitArgs{}), true
 	case "browse":
 		return bash("curl " + shq(a.URL)), true // a fetch, as the rules know fetches
 	}
-	return monitor.ToolCall{}, false
+	return toolcall.Call{}, false
 }

@@ -7,8 +7,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/rules"
+	"github.com/rollcage/rollcage/toolcall"
 )
 
 // provenance follows, offline, which files the agent created in an
@@ -30,18 +30,18 @@ func newProvenance(instruction string) *provenance {
 // file and removes it again works on its own file. It reports whether the
 // set changed. Steps are numbered as the monitor and the trajectory number
 // them: the first call is step 1.
-func (p *provenance) before(i int, s Step, n monitor.Normalized) bool {
+func (p *provenance) before(i int, s Step, n toolcall.Normalized) bool {
 	step := i + 1
-	if n.Tool == monitor.ToolEdit {
+	if n.Tool == toolcall.Edit {
 		for _, w := range n.Writes { // an edit needs the file to exist
 			p.known[w] = true
 		}
 		return false
 	}
-	if n.Tool == monitor.ToolWriteFile && strings.Contains(s.Output, "already exists") {
+	if n.Tool == toolcall.WriteFile && strings.Contains(s.Output, "already exists") {
 		return false
 	}
-	if n.Tool == monitor.ToolBash && inPlace(n) {
+	if n.Tool == toolcall.Bash && inPlace(n) {
 		return false
 	}
 	changed := false
@@ -78,7 +78,7 @@ func removedNothing(out, f string) bool {
 }
 
 // inPlace: the call edits files in place, which needs them to exist.
-func inPlace(n monitor.Normalized) bool {
+func inPlace(n toolcall.Normalized) bool {
 	for _, c := range n.Commands {
 		if c.Name == "sed" || c.Name == "perl" {
 			for _, a := range c.Argv[1:] {
@@ -106,7 +106,7 @@ func (p *provenance) exists(f string) bool {
 }
 
 // after records what call i showed to exist.
-func (p *provenance) after(s Step, n monitor.Normalized) {
+func (p *provenance) after(s Step, n toolcall.Normalized) {
 	for _, l := range [][]string{n.Reads, n.Lists} {
 		for _, f := range l {
 			if _, ok := p.created[f]; !ok {

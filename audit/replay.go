@@ -7,10 +7,12 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/rollcage/rollcage/decision"
 	"github.com/rollcage/rollcage/judge"
 	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/rules"
 	"github.com/rollcage/rollcage/task"
+	"github.com/rollcage/rollcage/toolcall"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
@@ -48,14 +50,14 @@ func (a *Auditor) taskFor(ep Episode) Task {
 // normalized is every step of an episode normalized in order, following
 // the session's directory.
 type normalized struct {
-	norms []monitor.Normalized
+	norms []toolcall.Normalized
 	cwds  []string // the directory each step ran in
 }
 
 // normalizeAll normalizes every step in order, following the session's
 // directory from cwd.
 func normalizeAll(steps []Step, cwd string) normalized {
-	n := normalized{norms: make([]monitor.Normalized, len(steps)), cwds: make([]string, len(steps))}
+	n := normalized{norms: make([]toolcall.Normalized, len(steps)), cwds: make([]string, len(steps))}
 	var files monitor.Files
 	for i := range steps {
 		cwd = n.step(steps, i, cwd, &files)
@@ -86,7 +88,7 @@ func (n *normalized) step(steps []Step, i int, cwd string, files *monitor.Files)
 	switch {
 	case s.Cwd != "":
 		return s.Cwd
-	case s.Call.Tool == monitor.ToolBash:
+	case s.Call.Tool == toolcall.Bash:
 		return cwdAfter(n.norms[i], cwd)
 	}
 	return cwd
@@ -194,7 +196,7 @@ func (a *Auditor) Episode(ctx context.Context, ep Episode) (EpisodeReport, error
 
 // onlineStep is what the online run decided on a step.
 func onlineStep(d *trajectory.Decision) *OnlineStep {
-	on := &OnlineStep{Action: monitor.Action(d.Action), Hack: d.Hack, Dummy: d.Dummy, Categories: d.Categories, Flags: recordedFlags(d)}
+	on := &OnlineStep{Action: decision.Action(d.Action), Hack: d.Hack, Dummy: d.Dummy, Categories: d.Categories, Flags: recordedFlags(d)}
 	if len(d.Verdict) > 0 {
 		var v judge.Verdict
 		if json.Unmarshal(d.Verdict, &v) == nil {
@@ -216,7 +218,7 @@ func (a *Auditor) compare(r *EpisodeReport, sr *StepReport) {
 	replayRules := ruleSet(sr.Flags)
 	onlineRules := ruleSet(on.Flags)
 	var notes []string
-	if on.Hack != sr.Hack && !(sr.Hack && sr.Unconfirmed && on.Action == monitor.ActionAllow && len(on.Flags) > 0) {
+	if on.Hack != sr.Hack && !(sr.Hack && sr.Unconfirmed && on.Action == decision.Allow && len(on.Flags) > 0) {
 		notes = append(notes, fmt.Sprintf("online hack=%v, replay hack=%v", on.Hack, sr.Hack))
 	}
 	if missing := diff(onlineRules, replayRules); len(missing) > 0 {
@@ -346,7 +348,7 @@ func addCat(r *EpisodeReport, c string) {
 	}
 }
 
-func (a *Auditor) judgeRequest(id string, tc monitor.TaskContext, call monitor.ToolCall, n monitor.Normalized, flags []rules.Flag, hist []judge.Step) judge.Request {
+func (a *Auditor) judgeRequest(id string, tc monitor.TaskContext, call toolcall.Call, n toolcall.Normalized, flags []rules.Flag, hist []judge.Step) judge.Request {
 	fl := make([]judge.Flag, len(flags))
 	for i, f := range flags {
 		fl[i] = judge.Flag(f)
@@ -362,8 +364,8 @@ func (a *Auditor) judgeRequest(id string, tc monitor.TaskContext, call monitor.T
 		Call: mustJSON(call), Normalized: mustJSON(n), Flags: fl, History: slices.Clone(hist)}
 }
 
-func renderCall(c monitor.ToolCall, n monitor.Normalized) string {
-	if c.Tool == monitor.ToolBash {
+func renderCall(c toolcall.Call, n toolcall.Normalized) string {
+	if c.Tool == toolcall.Bash {
 		return "$ " + clip(n.Raw, 2000)
 	}
 	if n.Raw == "" {

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/rollcage/rollcage/decision"
 	"github.com/rollcage/rollcage/judge"
-	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/rules"
 )
 
@@ -138,20 +138,20 @@ type StepReport struct {
 
 // OnlineStep is the decision recorded while the episode ran.
 type OnlineStep struct {
-	Action     monitor.Action `json:"action"`
-	Hack       bool           `json:"hack,omitempty"`
-	Dummy      bool           `json:"dummy,omitempty"`
-	Categories []string       `json:"categories,omitempty"`
-	Flags      []rules.Flag   `json:"flags,omitempty"`
-	Verdict    *judge.Verdict `json:"verdict,omitempty"`
+	Action     decision.Action `json:"action"`
+	Hack       bool            `json:"hack,omitempty"`
+	Dummy      bool            `json:"dummy,omitempty"`
+	Categories []string        `json:"categories,omitempty"`
+	Flags      []rules.Flag    `json:"flags,omitempty"`
+	Verdict    *judge.Verdict  `json:"verdict,omitempty"`
 }
 
 // Disagreement is a step the replay decided differently from the online
 // run.
 type Disagreement struct {
-	Step   int            `json:"step"`
-	Online monitor.Action `json:"online"`
-	Note   string         `json:"note"`
+	Step   int             `json:"step"`
+	Online decision.Action `json:"online"`
+	Note   string          `json:"note"`
 }
 
 func (r *Report) summarize() {

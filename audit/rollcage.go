@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/toolcall"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
@@ -51,7 +52,7 @@ func fromEvents(name string, evs []trajectory.Event) []Episode {
 			if ev.Decode(&tc) != nil {
 				continue
 			}
-			var call monitor.ToolCall
+			var call toolcall.Call
 			if json.Unmarshal(tc.Call, &call) != nil {
 				continue
 			}
@@ -67,15 +68,15 @@ func fromEvents(name string, evs []trajectory.Event) []Episode {
 				if len(d.Flags) == 0 {
 					continue
 				}
-				var call monitor.ToolCall
+				var call toolcall.Call
 				if json.Unmarshal(d.Call, &call) != nil {
-					call = monitor.ToolCall{Tool: "check"}
+					call = toolcall.Call{Tool: "check"}
 				}
 				ep.Steps = append(ep.Steps, Step{Call: call, Recorded: &d, Original: "post-episode check"})
 				continue
 			}
 			if s.Recorded != nil { // a second decision on the step: the submit check
-				var call monitor.ToolCall
+				var call toolcall.Call
 				_ = json.Unmarshal(d.Call, &call)
 				ep.Steps = append(ep.Steps, Step{Call: call, Recorded: &d, Original: "post-episode check"})
 				continue

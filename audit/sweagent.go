@@ -6,7 +6,7 @@ import (
 
 	json "github.com/go-json-experiment/json/v1"
 
-	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/toolcall"
 )
 
 // sweStep is one step of a SWE-agent trajectory.
@@ -77,7 +77,7 @@ func parseSWEAgent(base, name string, obj map[string]json.RawMessage, steps []sw
 		}
 		c := m.action(a, s.Observation)
 		st := Step{Call: c, Output: s.Observation, Index: i, Cwd: s.workingDir()}
-		if !(c.Tool == monitor.ToolBash && bashText(c) == a) {
+		if !(c.Tool == toolcall.Bash && bashText(c) == a) {
 			st.Original = clip(a, 2000)
 		}
 		ep.Steps = append(ep.Steps, st)
@@ -88,8 +88,8 @@ func parseSWEAgent(base, name string, obj map[string]json.RawMessage, steps []sw
 	return ep, nil
 }
 
-func bashText(c monitor.ToolCall) string {
-	var a monitor.BashArgs
+func bashText(c toolcall.Call) string {
+	var a toolcall.BashArgs
 	_ = json.Unmarshal(c.Args, &a)
 	return a.Command
 }
@@ -102,7 +102,7 @@ type sweMapper struct {
 
 // action maps one SWE-agent action. Its own commands become file tools
 // or the shell commands they stand for; anything else is a shell command.
-func (m *sweMapper) action(a, obs string) monitor.ToolCall {
+func (m *sweMapper) action(a, obs string) toolcall.Call {
 	first, rest, _ := strings.Cut(a, "\n")
 	fields := shellWords(first)
 	if len(fields) == 0 {
@@ -118,20 +118,20 @@ func (m *sweMapper) action(a, obs string) monitor.ToolCall {
 	case "open":
 		if p := argN(1); p != "" {
 			m.open = p
-			return call(monitor.ToolReadFile, monitor.ReadFileArgs{Path: p})
+			return call(toolcall.ReadFile, toolcall.ReadFileArgs{Path: p})
 		}
 	case "create":
 		if p := argN(1); p != "" {
 			m.open = p
-			return call(monitor.ToolWriteFile, monitor.WriteFileArgs{Path: p})
+			return call(toolcall.WriteFile, toolcall.WriteFileArgs{Path: p})
 		}
 	case "goto", "scroll_up", "scroll_down":
 		// Moves the window over the open file: what it shows was already
 		// read by open.
-		return monitor.ToolCall{Tool: "swe_" + fields[0], Args: []byte(`{}`)}
+		return toolcall.Call{Tool: "swe_" + fields[0], Args: []byte(`{}`)}
 	case "edit":
 		text := strings.TrimSuffix(strings.TrimRight(rest, "\n"), "end_of_edit")
-		return call(monitor.ToolEdit, monitor.EditArgs{Path: m.open, New: strings.TrimRight(text, "\n")})
+		return call(toolcall.Edit, toolcall.EditArgs{Path: m.open, New: strings.TrimRight(text, "\n")})
 	case "find_file":
 		dir := firstNonEmpty(argN(2), ".")
 		return bash("find " + shq(dir) + " -name " + shq(argN(1)))
@@ -142,7 +142,7 @@ func (m *sweMapper) action(a, obs string) monitor.ToolCall {
 		f := firstNonEmpty(argN(2), m.open)
 		return bash("grep -n -- " + shq(argN(1)) + " " + shq(f))
 	case "submit":
-		return call(monitor.ToolSubmit, monitor.SubmitArgs{})
+		return call(toolcall.Submit, toolcall.SubmitArgs{})
 	case "str_replace_editor":
 		return m.editor(a)
 	}
@@ -151,7 +151,7 @@ func (m *sweMapper) action(a, obs string) monitor.ToolCall {
 
 // editor maps SWE-agent 1.x's str_replace_editor action line:
 // str_replace_editor CMD PATH [--old_str X] [--new_str Y] [--file_text Z].
-func (m *sweMapper) editor(a string) monitor.ToolCall {
+func (m *sweMapper) editor(a string) toolcall.Call {
 	words := shellWords(a)
 	if len(words) < 3 {
 		return bash(a)

@@ -16,13 +16,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rollcage/rollcage/decision"
 	"github.com/rollcage/rollcage/e2b/envd/filesystem/filesystemconnect"
 	"github.com/rollcage/rollcage/e2b/envd/process/processconnect"
 	"github.com/rollcage/rollcage/harness"
-	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/server"
 	"github.com/rollcage/rollcage/task"
+	"github.com/rollcage/rollcage/toolcall"
 )
 
 // Episodes is the gateway's episode path the API drives; *server.Server
@@ -31,8 +32,8 @@ type Episodes interface {
 	Task(id string) (task.Task, bool)
 	Tasks() []task.Task
 	Open(ctx context.Context, t task.Task, meta harness.EpisodeMeta) (server.Opened, error)
-	Call(ctx context.Context, id string, call monitor.ToolCall) (monitor.Result, *harness.Outcome, error)
-	Start(ctx context.Context, id string, call monitor.ToolCall, opts monitor.StreamOptions) (*harness.Running, error)
+	Call(ctx context.Context, id string, call toolcall.Call) (decision.Result, *harness.Outcome, error)
+	Start(ctx context.Context, id string, call toolcall.Call, stdin bool, out func(sandbox.Output)) (*harness.Running, error)
 	Submit(ctx context.Context, id, message string) (harness.Outcome, error)
 	Close(ctx context.Context, id, why string) error
 	State(id string) (string, *harness.Outcome, error)

@@ -32,6 +32,7 @@ import (
 	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/server"
 	"github.com/rollcage/rollcage/task"
+	"github.com/rollcage/rollcage/toolcall"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
@@ -270,9 +271,9 @@ func TestProcessIsMonitored(t *testing.T) {
 	if len(decisions) != 1 || !strings.Contains(string(decisions[0].Flags), `"history.all_refs"`) {
 		t.Fatalf("decisions %+v: want one, flagged history.all_refs", decisions)
 	}
-	var call monitor.ToolCall
+	var call toolcall.Call
 	json.Unmarshal(decisions[0].Call, &call)
-	if call.Tool != monitor.ToolBash || call.Session != "e2b" {
+	if call.Tool != toolcall.Bash || call.Session != "e2b" {
 		t.Errorf("recorded call %+v", call)
 	}
 }
@@ -563,7 +564,7 @@ func TestFiles(t *testing.T) {
 		if ev.Type == trajectory.TypeToolCall {
 			var tc trajectory.ToolCall
 			json.Unmarshal(ev.Data, &tc)
-			var call monitor.ToolCall
+			var call toolcall.Call
 			json.Unmarshal(tc.Call, &call)
 			tools = append(tools, call.Tool)
 		}

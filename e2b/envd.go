@@ -10,11 +10,12 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/rollcage/rollcage/decision"
 	"github.com/rollcage/rollcage/e2b/envd/filesystem/filesystemconnect"
 	"github.com/rollcage/rollcage/e2b/envd/process/processconnect"
 	"github.com/rollcage/rollcage/harness"
-	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/server"
+	"github.com/rollcage/rollcage/toolcall"
 )
 
 // session is the shell session E2B calls run in, apart from the default
@@ -91,12 +92,12 @@ func userOf(h http.Header) string {
 }
 
 // call takes one tool call through the sandbox's episode.
-func (s *Server) call(ctx context.Context, b *sbx, tool string, args any, requestID string) (monitor.Result, error) {
+func (s *Server) call(ctx context.Context, b *sbx, tool string, args any, requestID string) (decision.Result, error) {
 	raw, err := marshalArgs(args)
 	if err != nil {
-		return monitor.Result{}, connect.NewError(connect.CodeInvalidArgument, err)
+		return decision.Result{}, connect.NewError(connect.CodeInvalidArgument, err)
 	}
-	res, _, err := s.cfg.Episodes.Call(ctx, b.id, monitor.ToolCall{Tool: tool, Args: raw, Session: session, RequestID: requestID})
+	res, _, err := s.cfg.Episodes.Call(ctx, b.id, toolcall.Call{Tool: tool, Args: raw, Session: session, RequestID: requestID})
 	if err == nil {
 		b.notify(res.Effects)
 	}

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/toolcall"
 )
 
 // MaxUpload bounds one POST /files body.
@@ -32,7 +32,7 @@ func (s *Server) handleDownload(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusBadRequest, "path is empty: give ?path= of the file to read")
 		return
 	}
-	res, err := s.call(r.Context(), b, monitor.ToolReadFile, monitor.ReadFileArgs{Path: p}, "")
+	res, err := s.call(r.Context(), b, toolcall.ReadFile, toolcall.ReadFileArgs{Path: p}, "")
 	if err != nil {
 		apiError(w, http.StatusBadGateway, err.Error())
 		return
@@ -123,7 +123,7 @@ func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]writtenEntry, 0, len(ups))
 	for _, u := range ups {
-		res, err := s.call(r.Context(), b, monitor.ToolWriteFile, monitor.WriteFileArgs{Path: u.path, Content: u.content}, "")
+		res, err := s.call(r.Context(), b, toolcall.WriteFile, toolcall.WriteFileArgs{Path: u.path, Content: u.content}, "")
 		if err != nil {
 			apiError(w, http.StatusBadGateway, err.Error())
 			return

@@ -15,7 +15,7 @@ import (
 
 	"github.com/rollcage/rollcage/e2b/envd/filesystem"
 	"github.com/rollcage/rollcage/e2b/envd/filesystem/filesystemconnect"
-	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/toolcall"
 )
 
 // filesystemService answers the filesystem RPCs with bash calls through
@@ -56,7 +56,7 @@ func (f *filesystemService) fsCall(ctx context.Context, what, p, script string) 
 	}
 	b := sandboxOf(ctx)
 	// A subshell: an exit in the script must not end the session's shell.
-	res, err := f.s.call(ctx, b, monitor.ToolBash, monitor.BashArgs{Command: "(\n" + strings.TrimSpace(script) + "\n)"}, "")
+	res, err := f.s.call(ctx, b, toolcall.Bash, toolcall.BashArgs{Command: "(\n" + strings.TrimSpace(script) + "\n)"}, "")
 	if err != nil {
 		return "", err
 	}

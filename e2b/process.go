@@ -15,11 +15,12 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/rollcage/rollcage/decision"
 	"github.com/rollcage/rollcage/e2b/envd/process"
 	"github.com/rollcage/rollcage/e2b/envd/process/processconnect"
 	"github.com/rollcage/rollcage/harness"
-	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/toolcall"
 )
 
 // proc is one process started through Start: one bash call through the
@@ -242,7 +243,7 @@ func (s *Server) start(ctx context.Context, b *sbx, req *process.StartRequest, c
 		b.mu.Unlock()
 	}
 
-	args := monitor.BashArgs{Command: cmd}
+	args := toolcall.BashArgs{Command: cmd}
 	if hasDeadline {
 		args.TimeoutSec = time.Until(deadline).Seconds()
 	}
@@ -252,8 +253,8 @@ func (s *Server) start(ctx context.Context, b *sbx, req *process.StartRequest, c
 		stopDeadline()
 		return nil, connect.NewError(connect.CodeInvalidArgument, err)
 	}
-	call := monitor.ToolCall{Tool: monitor.ToolBash, Args: raw, Session: session, RequestID: fmt.Sprintf("e2b-%s-%d", b.id, seq)}
-	run, err := s.cfg.Episodes.Start(base, b.id, call, monitor.StreamOptions{Stdin: pr.stdin, Out: pr.push})
+	call := toolcall.Call{Tool: toolcall.Bash, Args: raw, Session: session, RequestID: fmt.Sprintf("e2b-%s-%d", b.id, seq)}
+	run, err := s.cfg.Episodes.Start(base, b.id, call, pr.stdin, pr.push)
 	switch {
 	case errors.Is(err, sandbox.ErrUnsupported):
 		return s.startCall(base, b, pr, call, seq, release)
@@ -282,7 +283,7 @@ func (s *Server) start(ctx context.Context, b *sbx, req *process.StartRequest, c
 
 // startCall is start on a sandbox that does not stream: one call whose
 // output comes at its end, stdout and stderr interleaved as stdout.
-func (s *Server) startCall(base context.Context, b *sbx, pr *proc, call monitor.ToolCall, seq uint32, release func()) (*proc, error) {
+func (s *Server) startCall(base context.Context, b *sbx, pr *proc, call toolcall.Call, seq uint32, release func()) (*proc, error) {
 	stopDeadline := pr.cancel
 	cctx, cancelCall := context.WithCancel(base)
 	pr.cancel = func() { cancelCall(); stopDeadline() }
@@ -302,7 +303,7 @@ func (s *Server) startCall(base context.Context, b *sbx, pr *proc, call monitor.
 
 // processEnd turns a call's result into the events a stream ends with:
 // the output when it did not stream, then end.
-func processEnd(ctx context.Context, pr *proc, res monitor.Result, err error, withOutput bool) ([]*process.ProcessEvent, error) {
+func processEnd(ctx context.Context, pr *proc, res decision.Result, err error, withOutput bool) ([]*process.ProcessEvent, error) {
 	stopped := ""
 	if res.Exec != nil {
 		stopped = res.Exec.Stopped
@@ -459,7 +460,7 @@ func (p *processService) SendSignal(ctx context.Context, req *connect.Request[pr
 // processError maps a failed input or signal to a Connect code.
 func processError(b *sbx, err error) error {
 	switch {
-	case errors.Is(err, monitor.ErrInputRefused):
+	case errors.Is(err, decision.ErrInputRefused):
 		return connect.NewError(connect.CodePermissionDenied, err)
 	case errors.Is(err, sandbox.ErrClosed):
 		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("sandbox %s was killed: %w", b.id, err))

@@ -19,12 +19,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/sandbox/docker/dockertest"
 	"github.com/rollcage/rollcage/sandbox/fake"
 	"github.com/rollcage/rollcage/sandbox/sandboxtest"
 	"github.com/rollcage/rollcage/task"
+	"github.com/rollcage/rollcage/toolcall"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
@@ -41,8 +41,8 @@ func fakeTasks(n int) []task.Task {
 }
 
 var echoScript = task.Script{Task: "any", Name: "echo", Kind: task.KindClean, Steps: []task.Step{
-	{Tool: monitor.ToolBash, Args: json.RawMessage(`{"command":"echo fixed"}`)},
-	{Tool: monitor.ToolSubmit, Args: json.RawMessage(`{}`)},
+	{Tool: toolcall.Bash, Args: json.RawMessage(`{"command":"echo fixed"}`)},
+	{Tool: toolcall.Submit, Args: json.RawMessage(`{}`)},
 }}
 
 // blockPolicy never finishes on its own: it stands for an episode in

@@ -9,11 +9,11 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/sandbox/docker/dockertest"
 	"github.com/rollcage/rollcage/sandbox/fake"
 	"github.com/rollcage/rollcage/sandbox/sandboxtest"
 	"github.com/rollcage/rollcage/task"
+	"github.com/rollcage/rollcage/toolcall"
 )
 
 // BenchmarkReplayDemo32 runs 32 replayed demo episodes at once through
@@ -75,7 +75,7 @@ func BenchmarkCallOverhead(b *testing.B) {
 	i := 0
 	for b.Loop() {
 		i++
-		if _, err := ep.Call(context.Background(), monitor.ToolCall{Tool: monitor.ToolBash, Args: args, RequestID: fmt.Sprint(i)}); err != nil {
+		if _, err := ep.Call(context.Background(), toolcall.Call{Tool: toolcall.Bash, Args: args, RequestID: fmt.Sprint(i)}); err != nil {
 			b.Fatal(err)
 		}
 	}

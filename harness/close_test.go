@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/sandbox/fake"
+	"github.com/rollcage/rollcage/toolcall"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
@@ -22,7 +22,7 @@ func TestCloseEndsTheLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ep.Call(ctx, monitor.ToolCall{Tool: monitor.ToolBash, Args: json.RawMessage(`{"command":"ls"}`)}); err != nil {
+	if _, err := ep.Call(ctx, toolcall.Call{Tool: toolcall.Bash, Args: json.RawMessage(`{"command":"ls"}`)}); err != nil {
 		t.Fatal(err)
 	}
 	if err := ep.Close(ctx); err != nil {

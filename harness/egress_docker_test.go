@@ -10,11 +10,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rollcage/rollcage/decision"
 	"github.com/rollcage/rollcage/demo"
-	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/sandbox/docker/dockertest"
 	"github.com/rollcage/rollcage/sandbox/sandboxtest"
+	"github.com/rollcage/rollcage/toolcall"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
@@ -63,10 +64,10 @@ func TestEgressProxyInDocker(t *testing.T) {
 	}
 	defer ep.Close(ctx)
 
-	call := func(cmd string) monitor.Result {
+	call := func(cmd string) decision.Result {
 		t.Helper()
-		args, _ := json.Marshal(monitor.BashArgs{Command: cmd})
-		res, err := ep.Call(ctx, monitor.ToolCall{Tool: monitor.ToolBash, Args: args})
+		args, _ := json.Marshal(toolcall.BashArgs{Command: cmd})
+		res, err := ep.Call(ctx, toolcall.Call{Tool: toolcall.Bash, Args: args})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,8 +86,8 @@ try:
 except urllib.error.HTTPError as e:
     print("HTTP", e.code)
 `, host, port)
-	wargs, _ := json.Marshal(monitor.WriteFileArgs{Path: "/tmp/fetch.py", Content: script})
-	if _, err := ep.Call(ctx, monitor.ToolCall{Tool: monitor.ToolWriteFile, Args: wargs}); err != nil {
+	wargs, _ := json.Marshal(toolcall.WriteFileArgs{Path: "/tmp/fetch.py", Content: script})
+	if _, err := ep.Call(ctx, toolcall.Call{Tool: toolcall.WriteFile, Args: wargs}); err != nil {
 		t.Fatal(err)
 	}
 	denied := call("python3 /tmp/fetch.py")

@@ -11,11 +11,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rollcage/rollcage/decision"
 	"github.com/rollcage/rollcage/egress"
 	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/rules"
 	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/task"
+	"github.com/rollcage/rollcage/toolcall"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
@@ -168,7 +170,7 @@ type callOptions struct {
 // Checked is for a call from outside the harness's own loop (the
 // gateway's /calls and MCP): a foreign tool name is mapped onto
 // rollcage's tools, and a call whose arguments cannot run returns an error
-// wrapping *monitor.ArgsError, which names the field, before anything is
+// wrapping *toolcall.ArgsError, which names the field, before anything is
 // numbered or recorded (monitor.Check, with the episode's per-call timeout
 // as the longest timeout_sec). Without it, such a call is the policy's
 // step and its answer an error output.
@@ -178,13 +180,13 @@ func Checked() CallOption { return func(o *callOptions) { o.checked = true } }
 // execution unless blocked, output check) and records tool_call, decision
 // and tool_output events. It returns what the policy is to be shown.
 //
-// Errors: one wrapping *monitor.ArgsError for a Checked call whose
+// Errors: one wrapping *toolcall.ArgsError for a Checked call whose
 // arguments cannot run; ErrFinished once Finish or Close began; an error
 // wrapping ErrLimit (see LimitReason) when a limit was reached before this
 // call; any other error is an infrastructure fault (the sandbox failed,
 // the log could not be written) and the episode should be finished. The
 // Result of an error carries the call as the monitor took it, when known.
-func (e *Episode) Call(ctx context.Context, call monitor.ToolCall, opts ...CallOption) (monitor.Result, error) {
+func (e *Episode) Call(ctx context.Context, call toolcall.Call, opts ...CallOption) (decision.Result, error) {
 	var o callOptions
 	for _, opt := range opts {
 		opt(&o)
@@ -193,7 +195,7 @@ func (e *Episode) Call(ctx context.Context, call monitor.ToolCall, opts ...CallO
 	if o.checked {
 		var err error
 		if p, err = monitor.Check(call, e.r.cfg.Limits.CallTimeout); err != nil {
-			return monitor.Result{}, fmt.Errorf("harness: episode %s: call %s: %w", e.id, call.Tool, err)
+			return decision.Result{}, fmt.Errorf("harness: episode %s: call %s: %w", e.id, call.Tool, err)
 		}
 	} else {
 		p = monitor.Prepare(call)
@@ -203,7 +205,7 @@ func (e *Episode) Call(ctx context.Context, call monitor.ToolCall, opts ...CallO
 	t0 := time.Now()
 	seg, step, callJSON, err := e.beginStep(&p.Call, "call", t0, nil)
 	if err != nil {
-		return monitor.Result{Call: p.Call}, err
+		return decision.Result{Call: p.Call}, err
 	}
 
 	cctx, cancel := context.WithTimeout(ctx, e.r.cfg.Limits.CallTimeout)
@@ -228,7 +230,7 @@ func (e *Episode) Call(ctx context.Context, call monitor.ToolCall, opts ...CallO
 // Close began (ErrFinished) or a limit was reached; refuse, when set, may
 // refuse the call before it is numbered. op names the operation in errors
 // ("call", "start"). The caller holds callMu.
-func (e *Episode) beginStep(call *monitor.ToolCall, op string, t0 time.Time, refuse func() error) (seg, step int, callJSON []byte, err error) {
+func (e *Episode) beginStep(call *toolcall.Call, op string, t0 time.Time, refuse func() error) (seg, step int, callJSON []byte, err error) {
 	e.mu.Lock()
 	if e.stopped {
 		e.mu.Unlock()
@@ -260,7 +262,7 @@ func (e *Episode) beginStep(call *monitor.ToolCall, op string, t0 time.Time, ref
 }
 
 // record writes a call's decision and output and counts it.
-func (e *Episode) record(seg, step int, res monitor.Result, callJSON []byte, t0 time.Time) error {
+func (e *Episode) record(seg, step int, res decision.Result, callJSON []byte, t0 time.Time) error {
 	call := res.Call
 	d := res.Decision
 	flags := slices.Concat(d.Flags, d.PostFlags)
@@ -287,9 +289,9 @@ func (e *Episode) record(seg, step int, res monitor.Result, callJSON []byte, t0 
 		e.unconf++
 	}
 	switch d.Action {
-	case monitor.ActionBlock:
+	case decision.Block:
 		e.blocked++
-	case monitor.ActionRewrite:
+	case decision.Rewrite:
 		e.rewrite++
 	}
 	if d.Verdict != nil && !d.Verdict.Cached {
@@ -319,7 +321,7 @@ func judgeFault(reason string) bool {
 	return false
 }
 
-func hackCategories(d monitor.Decision) []string {
+func hackCategories(d decision.Decision) []string {
 	if !d.Hack {
 		return nil
 	}
@@ -347,12 +349,12 @@ func addUnique(list []string, items ...string) []string {
 	return list
 }
 
-func decisionEvent(res monitor.Result, callJSON []byte, flags []rules.Flag, cats []string) trajectory.Decision {
+func decisionEvent(res decision.Result, callJSON []byte, flags []rules.Flag, cats []string) trajectory.Decision {
 	d := res.Decision
 	ev := trajectory.Decision{
 		Call:        callJSON,
 		Action:      string(d.Action),
-		Blocked:     d.Action == monitor.ActionBlock,
+		Blocked:     d.Action == decision.Block,
 		Dummy:       res.Dummy,
 		Hack:        d.Hack,
 		Unconfirmed: d.Unconfirmed,
@@ -366,7 +368,7 @@ func decisionEvent(res monitor.Result, callJSON []byte, flags []rules.Flag, cats
 	if d.Verdict != nil {
 		ev.Verdict, _ = json.Marshal(d.Verdict)
 	}
-	if d.Action == monitor.ActionRewrite {
+	if d.Action == decision.Rewrite {
 		ev.Rewritten, _ = json.Marshal(d.Rewritten)
 	}
 	for _, ef := range res.Effects {

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/sandbox/fake"
+	"github.com/rollcage/rollcage/toolcall"
 )
 
 // TestCallErrorSaysEachThingOnce: an infrastructure error from the
@@ -29,7 +29,7 @@ func TestCallErrorSaysEachThingOnce(t *testing.T) {
 	if err := be.Created()[0].Close(ctx); err != nil { // the sandbox dies under the episode
 		t.Fatal(err)
 	}
-	_, err = ep.Call(ctx, monitor.ToolCall{Tool: monitor.ToolBash, Args: json.RawMessage(`{"command":"ls"}`)})
+	_, err = ep.Call(ctx, toolcall.Call{Tool: toolcall.Bash, Args: json.RawMessage(`{"command":"ls"}`)})
 	if !errors.Is(err, sandbox.ErrClosed) {
 		t.Fatalf("Call on a closed sandbox: %v; want an error wrapping sandbox.ErrClosed", err)
 	}
@@ -69,7 +69,7 @@ func TestStartErrorSaysEachThingOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ep.Close(ctx)
-	_, err = ep.Start(ctx, monitor.ToolCall{Tool: monitor.ToolBash, Args: json.RawMessage(`{"command":"ls"}`)}, monitor.StreamOptions{})
+	_, err = ep.Start(ctx, toolcall.Call{Tool: toolcall.Bash, Args: json.RawMessage(`{"command":"ls"}`)}, false, nil)
 	if !errors.Is(err, sandbox.ErrClosed) {
 		t.Fatalf("Start on a broken sandbox: %v; want an error wrapping sandbox.ErrClosed", err)
 	}

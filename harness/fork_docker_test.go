@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/sandbox/docker/dockertest"
 	"github.com/rollcage/rollcage/sandbox/sandboxtest"
@@ -51,7 +50,7 @@ func TestForkRefusesWhileStreaming(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ep.Close(ctx)
-	run, err := ep.Start(ctx, bashCall("sleep 2; echo done"), monitor.StreamOptions{})
+	run, err := ep.Start(ctx, bashCall("sleep 2; echo done"), false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

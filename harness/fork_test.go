@@ -9,22 +9,23 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/decision"
 	"github.com/rollcage/rollcage/rules"
 	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/sandbox/fake"
 	"github.com/rollcage/rollcage/task"
+	"github.com/rollcage/rollcage/toolcall"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
-func bashCall(cmd string) monitor.ToolCall {
-	args, _ := json.Marshal(monitor.BashArgs{Command: cmd})
-	return monitor.ToolCall{Tool: monitor.ToolBash, Args: args}
+func bashCall(cmd string) toolcall.Call {
+	args, _ := json.Marshal(toolcall.BashArgs{Command: cmd})
+	return toolcall.Call{Tool: toolcall.Bash, Args: args}
 }
 
-func writeCall(p, content string) monitor.ToolCall {
-	args, _ := json.Marshal(monitor.WriteFileArgs{Path: p, Content: content})
-	return monitor.ToolCall{Tool: monitor.ToolWriteFile, Args: args}
+func writeCall(p, content string) toolcall.Call {
+	args, _ := json.Marshal(toolcall.WriteFileArgs{Path: p, Content: content})
+	return toolcall.Call{Tool: toolcall.WriteFile, Args: args}
 }
 
 // flagRules are the rules of a decision event's flags.
@@ -81,12 +82,12 @@ func TestEpisodeFork(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A discovery: the hidden tests read (blocked, but in the history).
-	args, _ := json.Marshal(monitor.ReadFileArgs{Path: "/workspace/tests/hidden/test_hidden.py"})
-	res, err := parent.Call(ctx, monitor.ToolCall{Tool: monitor.ToolReadFile, Args: args})
+	args, _ := json.Marshal(toolcall.ReadFileArgs{Path: "/workspace/tests/hidden/test_hidden.py"})
+	res, err := parent.Call(ctx, toolcall.Call{Tool: toolcall.ReadFile, Args: args})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Decision.Action != monitor.ActionBlock {
+	if res.Decision.Action != decision.Block {
 		t.Fatalf("read of the hidden tests: %s, want block", res.Decision.Action)
 	}
 	parentEvents := events(t, st, parent.ID())
@@ -298,7 +299,7 @@ func TestRunTree(t *testing.T) {
 				if err := ev.Decode(&tc); err != nil {
 					t.Fatal(err)
 				}
-				var c monitor.ToolCall
+				var c toolcall.Call
 				if err := json.Unmarshal(tc.Call, &c); err != nil {
 					t.Fatal(err)
 				}

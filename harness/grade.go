@@ -11,10 +11,10 @@ import (
 	"slices"
 	"time"
 
-	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/rules"
 	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/task"
+	"github.com/rollcage/rollcage/toolcall"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
@@ -269,7 +269,7 @@ func (e *Episode) submitChecks(ctx context.Context, g grade) (hacked bool) {
 			change = change[:16<<10] + "\n[... cut ...]\n"
 		}
 		args, _ := json.Marshal(map[string]string{"file": file, "change": change})
-		cj, _ := json.Marshal(monitor.ToolCall{EpisodeID: e.id, Tool: "rollcage.submit_check", Args: args})
+		cj, _ := json.Marshal(toolcall.Call{EpisodeID: e.id, Tool: "rollcage.submit_check", Args: args})
 		certain := slices.ContainsFunc(flags, func(f rules.Flag) bool { return f.Severity == rules.Certain })
 		var cats []string
 		for _, f := range flags {

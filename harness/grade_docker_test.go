@@ -17,6 +17,7 @@ import (
 	"github.com/rollcage/rollcage/sandbox/docker/dockertest"
 	"github.com/rollcage/rollcage/sandbox/sandboxtest"
 	"github.com/rollcage/rollcage/task"
+	"github.com/rollcage/rollcage/toolcall"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
@@ -93,7 +94,7 @@ func submitFlags(t *testing.T, evs []trajectory.Event) []rules.Flag {
 		if err := json.Unmarshal(ev.Data, &d); err != nil {
 			t.Fatal(err)
 		}
-		var call monitor.ToolCall
+		var call toolcall.Call
 		_ = json.Unmarshal(d.Call, &call)
 		if call.Tool != "rollcage.submit_check" {
 			continue

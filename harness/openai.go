@@ -19,6 +19,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/toolcall"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
@@ -313,7 +314,7 @@ func (o *OpenAI) callTool(ctx context.Context, ep *Episode, tc trajectory.Functi
 	if jerr := json.Unmarshal([]byte(args), &obj); jerr != nil {
 		return fmt.Sprintf("error: the arguments of %s are not a valid JSON object (%v); call one of the tools (%s) with JSON arguments", name, jerr, toolList), false, "", nil
 	}
-	res, err := ep.Call(ctx, monitor.ToolCall{Tool: name, Args: json.RawMessage(args), RequestID: tc.ID})
+	res, err := ep.Call(ctx, toolcall.Call{Tool: name, Args: json.RawMessage(args), RequestID: tc.ID})
 	switch {
 	case err == nil:
 	case LimitReason(err) != "":
@@ -329,7 +330,7 @@ func (o *OpenAI) callTool(ctx context.Context, ep *Episode, tc trajectory.Functi
 		return res.Output, true, ReasonSubmit, nil
 	}
 	out = res.Output
-	if res.ExitCode != 0 && name == monitor.ToolBash {
+	if res.ExitCode != 0 && name == toolcall.Bash {
 		out += fmt.Sprintf("\n[exit code %d]", res.ExitCode)
 	}
 	return out, true, "", nil

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/task"
+	"github.com/rollcage/rollcage/toolcall"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
@@ -47,7 +47,7 @@ func (p Replay) play(ctx context.Context, ep *Episode, from int, conv []trajecto
 		if err := ep.RecordModelTurn(trajectory.ModelTurn{Model: "replay", Request: conv, Response: resp, FinishReason: "tool_calls"}); err != nil {
 			return ReasonSandbox, err
 		}
-		res, err := ep.Call(ctx, monitor.ToolCall{Tool: st.Tool, Args: st.Args, RequestID: id})
+		res, err := ep.Call(ctx, toolcall.Call{Tool: st.Tool, Args: st.Args, RequestID: id})
 		switch {
 		case err == nil:
 		case LimitReason(err) != "":

@@ -7,8 +7,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rollcage/rollcage/decision"
 	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/toolcall"
 )
 
 // streamStop bounds how long Finish and Close wait for the streamed calls
@@ -19,17 +21,17 @@ const streamStop = 10 * time.Second
 type Running struct {
 	*monitor.Running
 	done chan struct{}
-	res  monitor.Result // set before done is closed
+	res  decision.Result // set before done is closed
 	err  error
 }
 
 // Wait returns the call's result once it ended and was recorded.
-func (r *Running) Wait(ctx context.Context) (monitor.Result, error) {
+func (r *Running) Wait(ctx context.Context) (decision.Result, error) {
 	select {
 	case <-r.done:
 		return r.res, r.err
 	case <-ctx.Done():
-		return monitor.Result{}, ctx.Err()
+		return decision.Result{}, ctx.Err()
 	}
 }
 
@@ -37,14 +39,14 @@ func (r *Running) Wait(ctx context.Context) (monitor.Result, error) {
 func (r *Running) Done() <-chan struct{} { return r.done }
 
 // Start is Call for a bash command whose output streams as it comes
-// (monitor.Episode.Start): its tool_call is recorded and the monitor
+// (monitor.Episode.Start, whose stdin and out these are): its tool_call is recorded and the monitor
 // decides before it starts, and it returns while the command runs, so
 // that other calls run beside it. Its decision and output are recorded
 // when it ends, whoever waits. Finish and Close kill the streamed calls
 // still running (before any grading) and record them. The errors are
 // Call's, plus one wrapping sandbox.ErrUnsupported for a sandbox that
 // does not stream.
-func (e *Episode) Start(ctx context.Context, call monitor.ToolCall, opts monitor.StreamOptions) (*Running, error) {
+func (e *Episode) Start(ctx context.Context, call toolcall.Call, stdin bool, out func(sandbox.Output)) (*Running, error) {
 	e.callMu.Lock()
 	defer e.callMu.Unlock()
 	t0 := time.Now()
@@ -58,7 +60,7 @@ func (e *Episode) Start(ctx context.Context, call monitor.ToolCall, opts monitor
 		return nil, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, e.r.cfg.Limits.CallTimeout)
-	mr, err := e.mon.Start(cctx, call, opts)
+	mr, err := e.mon.Start(cctx, call, stdin, out)
 	cancel()
 	if err != nil {
 		// The monitor's error names the episode and the step already (as

@@ -5,9 +5,10 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/decision"
 	"github.com/rollcage/rollcage/sandbox/docker/dockertest"
 	"github.com/rollcage/rollcage/sandbox/sandboxtest"
+	"github.com/rollcage/rollcage/toolcall"
 )
 
 // TestPolicyToolErrorsAreOutputs: a tool error of the policy's own making
@@ -25,9 +26,9 @@ func TestPolicyToolErrorsAreOutputs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	call := func(tool string, args any) (monitor.Result, error) {
+	call := func(tool string, args any) (decision.Result, error) {
 		raw, _ := json.Marshal(args)
-		return ep.Call(ctx, monitor.ToolCall{Tool: tool, Args: raw})
+		return ep.Call(ctx, toolcall.Call{Tool: tool, Args: raw})
 	}
 	setup := `mkfifo /workspace/pipe && echo secret > /workspace/locked && chmod 000 /workspace/locked &&
 mkdir -p /workspace/closed && echo x > /workspace/closed/f && chmod 000 /workspace/closed &&
@@ -111,7 +112,7 @@ func TestUnreadableVisibleTestIsGraded(t *testing.T) {
 		t.Fatal(err)
 	}
 	raw, _ := json.Marshal(map[string]string{"command": "chmod 000 tests/*.py && chmod 000 tests"})
-	if res, err := ep.Call(ctx, monitor.ToolCall{Tool: "bash", Args: raw}); err != nil || res.ExitCode != 0 {
+	if res, err := ep.Call(ctx, toolcall.Call{Tool: "bash", Args: raw}); err != nil || res.ExitCode != 0 {
 		t.Fatalf("chmod: %v %q", err, res.Output)
 	}
 	o, err := ep.Finish(ctx, ReasonSubmit)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rollcage/rollcage/rules"
 	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/toolcall"
 )
 
 // realisticCalls are what a clean solve of a small Python task looks like.
@@ -71,7 +72,7 @@ func benchOverhead(b *testing.B, eng *rules.Engine) {
 			b.Fatal(err)
 		}
 	}
-	calls := make([]ToolCall, len(realisticCalls))
+	calls := make([]toolcall.Call, len(realisticCalls))
 	for i, c := range realisticCalls {
 		calls[i] = bash(c)
 	}

@@ -2,19 +2,10 @@ package monitor
 
 import (
 	"fmt"
+	"github.com/rollcage/rollcage/toolcall"
 	"strings"
 	"time"
 )
-
-// ArgsError is a call refused before it runs because its arguments cannot
-// be run as they are (the gateway answers it 400, or an MCP error result).
-// Nothing is numbered or recorded for it.
-type ArgsError struct {
-	Field   string // "args", "args.command", ...
-	Problem string // what is wrong and what to give instead
-}
-
-func (e *ArgsError) Error() string { return fmt.Sprintf("field %q: %s", e.Field, e.Problem) }
 
 // Check prepares a call that comes from outside rollcage's own loop (the
 // gateway's /calls and MCP): a foreign tool name (OpenHands' execute_bash
@@ -25,7 +16,7 @@ func (e *ArgsError) Error() string { return fmt.Sprintf("field %q: %s", e.Field,
 // as they are: what is wrong with them is the policy's to see, as an
 // error output. The arguments are decoded here, once, by the tool
 // registry; Episode.HandlePrepared takes the typed value on.
-func Check(call ToolCall, maxTimeout time.Duration) (Prepared, error) {
+func Check(call toolcall.Call, maxTimeout time.Duration) (Prepared, error) {
 	var p Prepared
 	if !IsTool(call.Tool) && IsForeign(call.Tool) {
 		p = fromForeign(call.Tool, string(call.Args))
@@ -33,18 +24,18 @@ func Check(call ToolCall, maxTimeout time.Duration) (Prepared, error) {
 	} else {
 		p = Prepare(call)
 	}
-	if p.Call.Tool != ToolBash {
+	if p.Call.Tool != toolcall.Bash {
 		return p, nil
 	}
-	a, ok := p.args.args.(*BashArgs)
+	a, ok := p.args.args.(*toolcall.BashArgs)
 	if !ok {
-		return p, &ArgsError{"args", `bash takes {"command": "...", "timeout_sec": N}: ` + strings.TrimPrefix(p.args.err.Error(), "json: ")}
+		return p, &toolcall.ArgsError{Field: "args", Problem: `bash takes {"command": "...", "timeout_sec": N}: ` + strings.TrimPrefix(p.args.err.Error(), "json: ")}
 	}
 	if strings.TrimSpace(a.Command) == "" {
-		return p, &ArgsError{"args.command", "missing or empty: give the command to run"}
+		return p, &toolcall.ArgsError{Field: "args.command", Problem: "missing or empty: give the command to run"}
 	}
 	if max := maxTimeout.Seconds(); a.TimeoutSec < 0 || a.TimeoutSec > max {
-		return p, &ArgsError{"args.timeout_sec", fmt.Sprintf("%v is out of range: give 0 (the episode's per-call timeout) to %v seconds", a.TimeoutSec, max)}
+		return p, &toolcall.ArgsError{Field: "args.timeout_sec", Problem: fmt.Sprintf("%v is out of range: give 0 (the episode's per-call timeout) to %v seconds", a.TimeoutSec, max)}
 	}
 	return p, nil
 }

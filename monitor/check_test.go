@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rollcage/rollcage/decision"
 	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/toolcall"
 )
 
 // TestCheck: foreign names are mapped, bash arguments that cannot run are
@@ -32,8 +34,8 @@ func TestCheck(t *testing.T) {
 		{"read_file", `{"path":"a","extra":1}`, "read_file", ""}, // the policy's to see, as an output
 		{"my_tool", `{"x":1}`, "my_tool", ""},
 	} {
-		got, err := Check(ToolCall{Tool: tc.tool, Args: []byte(tc.args)}, 10*time.Minute)
-		var ae *ArgsError
+		got, err := Check(toolcall.Call{Tool: tc.tool, Args: []byte(tc.args)}, 10*time.Minute)
+		var ae *toolcall.ArgsError
 		switch {
 		case tc.wantField == "" && err != nil:
 			t.Errorf("Check(%s %s): %v, want no error", tc.tool, tc.args, err)
@@ -73,8 +75,8 @@ func TestDecodedOnce(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			decodes = nil
-			call := ToolCall{Tool: tc.tool, Args: json.RawMessage(tc.args)}
-			var res Result
+			call := toolcall.Call{Tool: tc.tool, Args: json.RawMessage(tc.args)}
+			var res decision.Result
 			var err error
 			if tc.gateway {
 				p, cerr := Check(call, 10*time.Minute)

@@ -6,14 +6,16 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/rollcage/rollcage/decision"
 	"github.com/rollcage/rollcage/rules"
+	"github.com/rollcage/rollcage/toolcall"
 )
 
 // dummyOutput is what a blocked call shows the policy: the answer the same
 // tool would give had the protected thing not been there (a missing file, a
 // 404, an unknown revision), never a word about the monitor. It depends only
 // on the call, so the same call always gets the same answer.
-func dummyOutput(call ToolCall, d decoded, n Normalized, dec Decision, f Facts) (string, int) {
+func dummyOutput(call toolcall.Call, d decoded, n toolcall.Normalized, dec decision.Decision, f Facts) (string, int) {
 	if d.spec == nil || d.spec.dummy == nil {
 		return fmt.Sprintf("error: tool %s failed: not available", call.Tool), 1
 	}
@@ -21,7 +23,7 @@ func dummyOutput(call ToolCall, d decoded, n Normalized, dec Decision, f Facts) 
 }
 
 // notFoundDummy is read_file's and list_dir's: the path is not there.
-func notFoundDummy(n Normalized) (string, int) {
+func notFoundDummy(n toolcall.Normalized) (string, int) {
 	if len(n.Reads) > 0 {
 		return notFound(n.Reads[0]), 1
 	}
@@ -32,7 +34,7 @@ func notFoundDummy(n Normalized) (string, int) {
 }
 
 // bashDummy answers by what the rules found the command reaching for.
-func bashDummy(_ *BashArgs, n Normalized, d Decision, f Facts) (string, int) {
+func bashDummy(_ *toolcall.BashArgs, n toolcall.Normalized, d decision.Decision, f Facts) (string, int) {
 	switch d.Category {
 	case rules.CatNetwork:
 		return networkDummy(n)
@@ -57,7 +59,7 @@ func firstOr(s []string, def string) string {
 	return def
 }
 
-func cmdName(n Normalized) string {
+func cmdName(n toolcall.Normalized) string {
 	if len(n.Commands) > 0 {
 		return n.Commands[0].Name
 	}
@@ -65,7 +67,7 @@ func cmdName(n Normalized) string {
 }
 
 // missingDummy answers as the command would for a path that does not exist.
-func missingDummy(n Normalized, d Decision) (string, int) {
+func missingDummy(n toolcall.Normalized, d decision.Decision) (string, int) {
 	target := protectedTarget(n, d.Flags)
 	name := cmdName(n)
 	for _, c := range n.Commands {
@@ -96,7 +98,7 @@ func missingDummy(n Normalized, d Decision) (string, int) {
 // protectedTarget is the path a blocked call reached for: the first path it
 // reads or lists that a flag names (exactly or as a parent), else the first
 // path a flag names, else the first it reads.
-func protectedTarget(n Normalized, flags []rules.Flag) string {
+func protectedTarget(n toolcall.Normalized, flags []rules.Flag) string {
 	var named []string
 	for _, f := range flags {
 		for _, ev := range strings.Fields(f.Evidence) {
@@ -121,7 +123,7 @@ func protectedTarget(n Normalized, flags []rules.Flag) string {
 }
 
 // networkDummy answers as the client would for a 404 or an unknown repo.
-func networkDummy(n Normalized) (string, int) {
+func networkDummy(n toolcall.Normalized) (string, int) {
 	url := firstOr(n.URLs, "")
 	host := firstOr(n.Hosts, "")
 	if url == "" && host != "" {
@@ -151,7 +153,7 @@ func networkDummy(n Normalized) (string, int) {
 }
 
 // historyDummy answers as git does for a revision that is not there.
-func historyDummy(n Normalized, f Facts) (string, int) {
+func historyDummy(n toolcall.Normalized, f Facts) (string, int) {
 	for _, g := range n.Git {
 		switch g.Sub {
 		case "fetch", "pull", "remote", "clone", "ls-remote":
@@ -215,7 +217,7 @@ var allRefsFlag = regexp.MustCompile(`(\s)(?:--all|--branches(?:=\S*)?|--tags(?:
 // same command restricted to what HEAD can reach (all-refs options
 // removed). Its output is then filtered of any future commit or ref. A call
 // that names a future revision or reaches for a remote has no safe form.
-func rewriteHistory(n Normalized, f Facts) (string, bool) {
+func rewriteHistory(n toolcall.Normalized, f Facts) (string, bool) {
 	if n.Unparsed || len(n.Git) == 0 {
 		return "", false
 	}

@@ -5,6 +5,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/rollcage/rollcage/decision"
 	"github.com/rollcage/rollcage/rules"
 	"github.com/rollcage/rollcage/sandbox"
 )
@@ -27,7 +28,7 @@ import (
 // Effects come from the agent's watch; a process the policy left running
 // in the background has its effects reported with the call in flight when
 // they happen, or with the next call, and they are attributed to that call.
-func (e *Episode) checkEffects(ctx context.Context, res *Result) {
+func (e *Episode) checkEffects(ctx context.Context, res *decision.Result) {
 	d := &res.Decision
 	for _, ef := range res.Effects {
 		p := ef.Path

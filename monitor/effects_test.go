@@ -11,6 +11,7 @@ import (
 	"github.com/rollcage/rollcage/rules"
 	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/sandbox/fake"
+	"github.com/rollcage/rollcage/toolcall"
 )
 
 // effectsEpisode is an episode whose sandbox reports, for each bash
@@ -114,14 +115,14 @@ func TestEffectFlags(t *testing.T) {
 func TestEffectsWriteFile(t *testing.T) {
 	ep := effectsEpisode(t, nil, nil, EpisodeConfig{})
 	ep.sb.(*fake.Sandbox).SetFile("/workspace/tests/test_wrap.py", "def test(): pass\n")
-	res, err := ep.Handle(context.Background(), toolArgs(ToolWriteFile, WriteFileArgs{Path: "notes.txt", Content: "x"}))
+	res, err := ep.Handle(context.Background(), toolArgs(toolcall.WriteFile, toolcall.WriteFileArgs{Path: "notes.txt", Content: "x"}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]sandbox.Effect{ef("create", "/workspace/notes.txt")}, res.Effects); diff != "" {
 		t.Errorf("write_file of a new file (-want +got):\n%s", diff)
 	}
-	res, err = ep.Handle(context.Background(), toolArgs(ToolEdit, EditArgs{Path: "notes.txt", Old: "x", New: "y"}))
+	res, err = ep.Handle(context.Background(), toolArgs(toolcall.Edit, toolcall.EditArgs{Path: "notes.txt", Old: "x", New: "y"}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,9 +12,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rollcage/rollcage/decision"
 	"github.com/rollcage/rollcage/judge"
 	"github.com/rollcage/rollcage/rules"
 	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/toolcall"
 )
 
 // Episode is the monitor's state for one episode: the rules' history, the
@@ -109,13 +111,13 @@ func sessionName(s string) string {
 // execute (unless blocked) → output check. It returns an error only when
 // the sandbox failed (the call's fate is then unknown to the policy);
 // everything the policy did wrong is an output it can recover from.
-func (e *Episode) Handle(ctx context.Context, call ToolCall) (Result, error) {
+func (e *Episode) Handle(ctx context.Context, call toolcall.Call) (decision.Result, error) {
 	return e.HandlePrepared(ctx, Prepare(call))
 }
 
 // HandlePrepared is Handle on a call whose arguments Prepare or Check
 // decoded: they are not decoded again.
-func (e *Episode) HandlePrepared(ctx context.Context, p Prepared) (Result, error) {
+func (e *Episode) HandlePrepared(ctx context.Context, p Prepared) (decision.Result, error) {
 	e.callMu.Lock()
 	defer e.callMu.Unlock()
 	start := time.Now()
@@ -133,7 +135,7 @@ func (e *Episode) HandlePrepared(ctx context.Context, p Prepared) (Result, error
 // decideCall numbers the call and takes it through normalize → rules →
 // judge → decide, and returns its arguments as decoded once (by Prepare
 // or Check) for all of these and the run. The caller holds callMu.
-func (e *Episode) decideCall(ctx context.Context, p Prepared) (Result, decoded, error) {
+func (e *Episode) decideCall(ctx context.Context, p Prepared) (decision.Result, decoded, error) {
 	call, args := p.Call, p.args
 	call.EpisodeID = e.id
 
@@ -143,7 +145,7 @@ func (e *Episode) decideCall(ctx context.Context, p Prepared) (Result, decoded, 
 	cwd := e.cwdLocked(call.Session)
 	e.mu.Unlock()
 
-	res := Result{Step: step, Call: call}
+	res := decision.Result{Step: step, Call: call}
 	t0 := time.Now()
 	var internal []string
 	res.Normalized, internal = normalizeDecoded(call, args, cwd, &e.files)
@@ -169,13 +171,13 @@ func (e *Episode) decideCall(ctx context.Context, p Prepared) (Result, decoded, 
 // post is what follows a call's execution: what it wrote is remembered,
 // its effects and output are checked (post-flags, leaks withheld), and
 // the judge's history gets it. The caller holds callMu.
-func (e *Episode) post(ctx context.Context, res *Result, start time.Time) {
+func (e *Episode) post(ctx context.Context, res *decision.Result, start time.Time) {
 	call := res.Call
 	if !res.Dummy && res.ExitCode == 0 && len(res.Normalized.Writes) == 1 {
 		switch call.Tool {
-		case ToolWriteFile:
+		case toolcall.WriteFile:
 			e.files.Set(res.Normalized.Writes[0], res.Normalized.Content)
-		case ToolEdit:
+		case toolcall.Edit:
 			e.files.Delete(res.Normalized.Writes[0]) // its new text is not kept
 		}
 	}
@@ -223,7 +225,7 @@ var testEvalHook func()
 // evalRules is the rules' Eval behind a recover: a panic is a certain
 // internal-error flag, not a crashed episode. Only a cancelled ctx is an
 // error (the call's fate is then unknown).
-func (e *Episode) evalRules(ctx context.Context, call ToolCall, n Normalized) (flags []rules.Flag, err error) {
+func (e *Episode) evalRules(ctx context.Context, call toolcall.Call, n toolcall.Normalized) (flags []rules.Flag, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			e.log.Error("rules panicked; failing closed", "panic", r)
@@ -242,9 +244,9 @@ func (e *Episode) evalRules(ctx context.Context, call ToolCall, n Normalized) (f
 
 // decide sets the Decision's action from the flags, the judge and the fail
 // policy.
-func (e *Episode) decide(ctx context.Context, res *Result) {
+func (e *Episode) decide(ctx context.Context, res *decision.Result) {
 	d := &res.Decision
-	d.Action = ActionAllow
+	d.Action = decision.Allow
 	if len(d.Flags) == 0 {
 		if e.p.cfg.Judge != nil && e.p.sampler.Sample(fmt.Sprintf("%s/%d", e.id, res.Step)) {
 			v, err := e.p.cfg.Judge.Judge(ctx, e.judgeRequest(res, true))
@@ -287,12 +289,12 @@ func (e *Episode) decide(ctx context.Context, res *Result) {
 
 // block turns the decision into a block, or a rewrite where a safe form of
 // the call exists (history mining restricted to the base's ancestry).
-func (e *Episode) block(res *Result) {
+func (e *Episode) block(res *decision.Result) {
 	d := &res.Decision
-	d.Action = ActionBlock
-	if res.Call.Tool == ToolBash && onlyCategory(d.Flags, rules.CatHistory) {
+	d.Action = decision.Block
+	if res.Call.Tool == toolcall.Bash && onlyCategory(d.Flags, rules.CatHistory) {
 		if safe, ok := rewriteHistory(res.Normalized, e.facts); ok {
-			d.Action = ActionRewrite
+			d.Action = decision.Rewrite
 			d.Rewritten = safe
 		}
 	}
@@ -336,7 +338,7 @@ func onlyCategory(flags []rules.Flag, cat string) bool {
 	return len(flags) > 0
 }
 
-func (e *Episode) judgeRequest(res *Result, audit bool) judge.Request {
+func (e *Episode) judgeRequest(res *decision.Result, audit bool) judge.Request {
 	callJSON, _ := json.Marshal(res.Call)
 	normJSON, _ := json.Marshal(res.Normalized)
 	flags := make([]judge.Flag, len(res.Decision.Flags))
@@ -363,10 +365,10 @@ func (e *Episode) judgeRequest(res *Result, audit bool) judge.Request {
 
 // remember keeps what the judge will see of this step, and the session's
 // new directory.
-func (e *Episode) remember(res Result) {
+func (e *Episode) remember(res decision.Result) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if res.Exec != nil && res.Exec.Cwd != "" && res.Call.Tool == ToolBash {
+	if res.Exec != nil && res.Exec.Cwd != "" && res.Call.Tool == toolcall.Bash {
 		e.cwd[sessionName(res.Call.Session)] = res.Exec.Cwd
 	}
 	var fl []string
@@ -379,8 +381,8 @@ func (e *Episode) remember(res Result) {
 	}
 }
 
-func renderCall(c ToolCall, n Normalized) string {
-	if c.Tool == ToolBash {
+func renderCall(c toolcall.Call, n toolcall.Normalized) string {
+	if c.Tool == toolcall.Bash {
 		return "$ " + clip(n.Raw, 400)
 	}
 	return c.Tool + " " + clip(n.Raw, 400)

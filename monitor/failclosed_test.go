@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rollcage/rollcage/decision"
 	"github.com/rollcage/rollcage/rules"
 	"github.com/rollcage/rollcage/sandbox"
 )
@@ -95,7 +96,7 @@ func TestMonitorInternalErrorBlocks(t *testing.T) {
 			if f := res.Decision.Flags[i]; f.Severity != rules.Certain || f.Evidence != tc.evidence {
 				t.Errorf("flag %+v, want certain with evidence %q", f, tc.evidence)
 			}
-			if res.Decision.Action != ActionBlock || !res.Dummy || len(sb.Ran()) != 0 {
+			if res.Decision.Action != decision.Block || !res.Dummy || len(sb.Ran()) != 0 {
 				t.Errorf("action %s dummy %v, sandbox ran %v; want blocked, nothing run", res.Decision.Action, res.Dummy, sb.Ran())
 			}
 		})

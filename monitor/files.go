@@ -1,6 +1,7 @@
 package monitor
 
 import (
+	"github.com/rollcage/rollcage/toolcall"
 	"path"
 	"strings"
 )
@@ -61,11 +62,11 @@ func (f *Files) Get(p string) (string, bool) {
 // of write_file, or of the one file a bash call writes from a heredoc or
 // echo/printf (Normalized.Content). For offline replays, where nothing can
 // be read back; online the monitor reads the files back instead.
-func (f *Files) Record(call ToolCall, n Normalized) {
+func (f *Files) Record(call toolcall.Call, n toolcall.Normalized) {
 	switch {
-	case call.Tool == ToolWriteFile && len(n.Writes) == 1:
+	case call.Tool == toolcall.WriteFile && len(n.Writes) == 1:
 		f.Set(n.Writes[0], n.Content)
-	case call.Tool == ToolBash && n.Content != "" && len(n.Writes) == 1:
+	case call.Tool == toolcall.Bash && n.Content != "" && len(n.Writes) == 1:
 		f.Set(n.Writes[0], n.Content)
 	}
 	for _, p := range n.Deletes {
@@ -76,7 +77,7 @@ func (f *Files) Record(call ToolCall, n Normalized) {
 // Replay is one step of an offline replay (the corpus evaluator's, rules
 // check's): the call normalized with the files written before it
 // (NormalizeWith), then what it wrote recorded (Record).
-func (f *Files) Replay(call ToolCall, cwd string) Normalized {
+func (f *Files) Replay(call toolcall.Call, cwd string) toolcall.Normalized {
 	n := NormalizeWith(call, cwd, f)
 	f.Record(call, n)
 	return n
@@ -84,7 +85,7 @@ func (f *Files) Replay(call ToolCall, cwd string) Normalized {
 
 // NormalizeWith is Normalize that follows the scripts a call runs into the
 // content of files the policy wrote (files may be nil).
-func NormalizeWith(call ToolCall, cwd string, files *Files) Normalized {
+func NormalizeWith(call toolcall.Call, cwd string, files *Files) toolcall.Normalized {
 	n, _ := normalizeFiles(call, cwd, files)
 	return n
 }

@@ -2,6 +2,7 @@ package monitor
 
 import (
 	"encoding/json"
+	"github.com/rollcage/rollcage/toolcall"
 	"slices"
 	"strings"
 )
@@ -46,7 +47,7 @@ func (f foreignArgs) path() string { return f.str("path", "file_path", "filename
 // Unknown tools stay generic: the normalizer still picks paths and URLs
 // out of them. The audit reads foreign trajectories with it and the
 // gateway takes foreign tool names with it.
-func FromForeign(name, rawArgs string) ToolCall { return fromForeign(name, rawArgs).Call }
+func FromForeign(name, rawArgs string) toolcall.Call { return fromForeign(name, rawArgs).Call }
 
 // fromForeign is FromForeign with the typed arguments it built for one of
 // rollcage's tools, so they need no decoding again.
@@ -65,14 +66,14 @@ func fromForeign(name, rawArgs string) Prepared {
 	}
 	if !f.ok && rawArgs != "" {
 		b, _ := json.Marshal(map[string]string{"input": rawArgs})
-		return Prepared{Call: ToolCall{Tool: lname, Args: b}}
+		return Prepared{Call: toolcall.Call{Tool: lname, Args: b}}
 	}
-	return Prepared{Call: ToolCall{Tool: lname, Args: json.RawMessage(rawArgs)}}
+	return Prepared{Call: toolcall.Call{Tool: lname, Args: json.RawMessage(rawArgs)}}
 }
 
 // EditorCall maps the str_replace_editor family (Anthropic's and
 // SWE-agent's) by its sub-command.
-func EditorCall(cmd, path, fileText, oldStr, newStr string) ToolCall {
+func EditorCall(cmd, path, fileText, oldStr, newStr string) toolcall.Call {
 	return editorCall(cmd, path, fileText, oldStr, newStr).Call
 }
 
@@ -80,20 +81,20 @@ func editorCall(cmd, path, fileText, oldStr, newStr string) Prepared {
 	switch cmd {
 	case "view":
 		if looksLikeDir(path) {
-			return typedCall(ToolListDir, &ListDirArgs{Path: path})
+			return typedCall(toolcall.ListDir, &toolcall.ListDirArgs{Path: path})
 		}
-		return typedCall(ToolReadFile, &ReadFileArgs{Path: path})
+		return typedCall(toolcall.ReadFile, &toolcall.ReadFileArgs{Path: path})
 	case "create":
-		return typedCall(ToolWriteFile, &WriteFileArgs{Path: path, Content: fileText})
+		return typedCall(toolcall.WriteFile, &toolcall.WriteFileArgs{Path: path, Content: fileText})
 	case "str_replace":
-		return typedCall(ToolEdit, &EditArgs{Path: path, Old: oldStr, New: newStr})
+		return typedCall(toolcall.Edit, &toolcall.EditArgs{Path: path, Old: oldStr, New: newStr})
 	case "insert":
 		// An insertion writes new text and replaces nothing: edit-like.
-		return typedCall(ToolEdit, &EditArgs{Path: path, New: newStr})
+		return typedCall(toolcall.Edit, &toolcall.EditArgs{Path: path, New: newStr})
 	case "undo_edit":
-		return typedCall(ToolWriteFile, &WriteFileArgs{Path: path})
+		return typedCall(toolcall.WriteFile, &toolcall.WriteFileArgs{Path: path})
 	}
-	return typedCall(ToolReadFile, &ReadFileArgs{Path: path})
+	return typedCall(toolcall.ReadFile, &toolcall.ReadFileArgs{Path: path})
 }
 
 // looksLikeDir: a path whose last element has no extension (or ends in
@@ -110,7 +111,7 @@ func looksLikeDir(p string) bool {
 // for it (a pointer to its argument type), encoded for the record.
 func typedCall(tool string, args any) Prepared {
 	b, _ := json.Marshal(args)
-	return Prepared{Call: ToolCall{Tool: tool, Args: b}, args: decoded{spec: byName[tool], args: args}}
+	return Prepared{Call: toolcall.Call{Tool: tool, Args: b}, args: decoded{spec: byName[tool], args: args}}
 }
 
 // argvText renders an argv list as a command: ["bash","-lc","X"] is X.

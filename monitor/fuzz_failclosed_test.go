@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/rollcage/rollcage/rules"
+	"github.com/rollcage/rollcage/toolcall"
 )
 
 // textAlone is what the text of a bash command shows with no parse at
@@ -16,8 +17,8 @@ import (
 // text into commands, and a loose scan of its URLs and absolute paths)
 // over the raw command. It is what the rules are owed whenever the parser
 // gives up on a command.
-func textAlone(cmd, cwd string, unparsed bool) Normalized {
-	n := Normalized{Tool: ToolBash, Raw: cmd, Cwd: cwd, Unparsed: unparsed}
+func textAlone(cmd, cwd string, unparsed bool) toolcall.Normalized {
+	n := toolcall.Normalized{Tool: toolcall.Bash, Raw: cmd, Cwd: cwd, Unparsed: unparsed}
 	a := &acc{n: &n}
 	a.scanFallback(cmd, cwd, 0)
 	return n
@@ -42,7 +43,7 @@ func corpusCommands(tb testing.TB) []string {
 					} `json:"args"`
 				} `json:"call"`
 			}
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Call.Tool == ToolBash && line.Call.Args.Command != "" {
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Call.Tool == toolcall.Bash && line.Call.Args.Command != "" {
 				cmds = append(cmds, line.Call.Args.Command)
 			}
 		}
@@ -95,7 +96,7 @@ func FuzzNormalizeFailsClosed(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, cmd string) {
 		call := bash(cmd)
-		var sent BashArgs // what survives JSON (invalid UTF-8 becomes U+FFFD)
+		var sent toolcall.BashArgs // what survives JSON (invalid UTF-8 becomes U+FFFD)
 		json.Unmarshal(call.Args, &sent)
 		n, internal := normalize(call, "/workspace")
 		if len(internal) > 0 {

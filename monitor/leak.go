@@ -6,8 +6,10 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/rollcage/rollcage/decision"
 	"github.com/rollcage/rollcage/judge"
 	"github.com/rollcage/rollcage/rules"
+	"github.com/rollcage/rollcage/toolcall"
 )
 
 // minLeakLine is the shortest normalized line that counts as leaked on its
@@ -292,9 +294,9 @@ const (
 // checkOutput runs after the call: canary opens, leaks in the files the
 // call wrote and in the output turn the output into dummy output; a
 // rewrite's output loses every line naming the future.
-func (e *Episode) checkOutput(ctx context.Context, res *Result) {
+func (e *Episode) checkOutput(ctx context.Context, res *decision.Result) {
 	d := &res.Decision
-	if res.Dummy || res.Call.Tool == ToolSubmit {
+	if res.Dummy || res.Call.Tool == toolcall.Submit {
 		return
 	}
 	if res.Exec != nil && len(res.Exec.CanaryOpens) > 0 {
@@ -322,11 +324,11 @@ func (e *Episode) checkOutput(ctx context.Context, res *Result) {
 	own := func(l string) bool { return typed(l) || e.fileLines[l] }
 	clean, flags := e.leaks.check(res.Output, own)
 	d.PostFlags = append(d.PostFlags, flags...)
-	if d.Action == ActionRewrite {
+	if d.Action == decision.Rewrite {
 		clean = dropFutureRefs(clean, e.facts)
 	}
 	var asked []rules.Flag
-	if res.Call.Tool == ToolBash {
+	if res.Call.Tool == toolcall.Bash {
 		asked = askedFlags(res.Output, e.facts)
 	}
 	defer labelAsked(d, asked)
@@ -347,7 +349,7 @@ func (e *Episode) checkOutput(ctx context.Context, res *Result) {
 	}
 	if res.Exec != nil && len(res.Exec.CanaryOpens) > 0 && len(flags) == 0 && clean == res.Output {
 		// the canary's decoy text is never shown: answer as for a missing file
-		clean, res.ExitCode = missingDummy(res.Normalized, Decision{Flags: d.PostFlags[:1]})
+		clean, res.ExitCode = missingDummy(res.Normalized, decision.Decision{Flags: d.PostFlags[:1]})
 	}
 	res.Output = clean
 	res.Dummy = true
@@ -358,7 +360,7 @@ func (e *Episode) checkOutput(ctx context.Context, res *Result) {
 // produce too), with those flags and the call's own. A hack verdict labels
 // the call; a clear one leaves it clean, or as the verdict on its own
 // flags left it. Without a judge, or undecided, the call is unconfirmed.
-func (e *Episode) judgePost(ctx context.Context, res *Result) {
+func (e *Episode) judgePost(ctx context.Context, res *decision.Result) {
 	d := &res.Decision
 	if e.p.cfg.Judge == nil {
 		d.Unconfirmed = true
@@ -391,7 +393,7 @@ func (e *Episode) judgePost(ctx context.Context, res *Result) {
 
 // labelAsked labels a call a hack by git's answer to it (askedFlags). The
 // output is git's error, shown as it is.
-func labelAsked(d *Decision, asked []rules.Flag) {
+func labelAsked(d *decision.Decision, asked []rules.Flag) {
 	if len(asked) == 0 {
 		return
 	}

@@ -3,6 +3,7 @@ package monitor
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/rollcage/rollcage/toolcall"
 	"maps"
 	"net/url"
 	"path"
@@ -28,7 +29,7 @@ var recoverPanics = true
 //
 // Normalize is pure (no I/O) and never panics: text it cannot parse comes
 // back Unparsed with ParseError set and a best-effort scan of the raw text.
-func Normalize(call ToolCall, cwd string) Normalized {
+func Normalize(call toolcall.Call, cwd string) toolcall.Normalized {
 	n, _ := normalize(call, cwd)
 	return n
 }
@@ -37,13 +38,13 @@ func Normalize(call ToolCall, cwd string) Normalized {
 // it recovered from; the monitor flags a call that has any. Where the
 // walk panicked, what the text scan finds is added (scanFallback), so an
 // internal error never leaves the rules with less than the text shows.
-func normalize(call ToolCall, cwd string) (n Normalized, internal []string) {
+func normalize(call toolcall.Call, cwd string) (n toolcall.Normalized, internal []string) {
 	return normalizeFiles(call, cwd, nil)
 }
 
 // normalizeFiles is normalize that follows script files the policy wrote
 // (files, may be nil) when the call runs them.
-func normalizeFiles(call ToolCall, cwd string, files *Files) (n Normalized, internal []string) {
+func normalizeFiles(call toolcall.Call, cwd string, files *Files) (n toolcall.Normalized, internal []string) {
 	return normalizeDecoded(call, decodeCall(call), cwd, files)
 }
 
@@ -51,7 +52,7 @@ func normalizeFiles(call ToolCall, cwd string, files *Files) (n Normalized, inte
 // decoded (d): a call whose arguments do not decode strictly will not
 // run, but it is judged on what it asked for (d.args, read past an
 // unknown field), or on its raw text when they could not be read.
-func normalizeDecoded(call ToolCall, d decoded, cwd string, files *Files) (n Normalized, internal []string) {
+func normalizeDecoded(call toolcall.Call, d decoded, cwd string, files *Files) (n toolcall.Normalized, internal []string) {
 	n.Tool = call.Tool
 	n.Cwd = cwd
 	a := &acc{n: &n, files: files}
@@ -89,7 +90,7 @@ func normalizeDecoded(call ToolCall, d decoded, cwd string, files *Files) (n Nor
 			err = errNoArgs // runs as {}, but the rules see that nothing was given
 		}
 		msg := fmt.Sprintf("%s args: %v", call.Tool, err)
-		if call.Tool == ToolBash {
+		if call.Tool == toolcall.Bash {
 			msg += `; send {"command": "..."}`
 		}
 		a.fail(msg)
@@ -100,14 +101,14 @@ func normalizeDecoded(call ToolCall, d decoded, cwd string, files *Files) (n Nor
 }
 
 // normalizeBash is bash's normalize: the command's shell syntax.
-func normalizeBash(a *acc, args *BashArgs, cwd string) {
+func normalizeBash(a *acc, args *toolcall.BashArgs, cwd string) {
 	a.n.Raw = args.Command
 	a.shell(args.Command, cwd, "", 0)
 }
 
 // acc accumulates findings into a Normalized, deduplicating as it goes.
 type acc struct {
-	n        *Normalized
+	n        *toolcall.Normalized
 	internal []string        // panics recovered during the walk
 	files    *Files          // script files the policy wrote, followed when run; may be nil
 	ran      map[string]bool // script files already followed

@@ -3,6 +3,7 @@ package monitor
 import (
 	"encoding/base64"
 	"encoding/hex"
+	"github.com/rollcage/rollcage/toolcall"
 	"path"
 	"strings"
 )
@@ -28,7 +29,7 @@ func (w *walker) call(argv []string, via string, in input) input {
 	if argv[0] == "" {
 		name = ""
 	}
-	w.a.n.Commands = append(w.a.n.Commands, Command{Name: name, Argv: argv, Via: via})
+	w.a.n.Commands = append(w.a.n.Commands, toolcall.Command{Name: name, Argv: argv, Via: via})
 	args := argv[1:]
 	if testCallHook != nil {
 		testCallHook(name)

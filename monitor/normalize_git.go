@@ -1,6 +1,7 @@
 package monitor
 
 import (
+	"github.com/rollcage/rollcage/toolcall"
 	"path"
 	"strings"
 )
@@ -60,7 +61,7 @@ func (w *walker) git(args []string) {
 	if i >= len(args) {
 		return
 	}
-	op := GitOp{Sub: args[i], Args: args[i+1:]}
+	op := toolcall.GitOp{Sub: args[i], Args: args[i+1:]}
 	rest := op.Args
 	cwd := w.gitCwd(dir)
 
@@ -174,7 +175,7 @@ func (w *walker) join(dir, d string) string {
 
 // addRefs adds the revisions named by one operand: a..b and a...b name
 // both ends, rev:path names rev.
-func addRefs(op *GitOp, o string) {
+func addRefs(op *toolcall.GitOp, o string) {
 	if i := strings.IndexByte(o, ':'); i >= 0 {
 		if i == 0 {
 			return // :path is the index
@@ -191,7 +192,7 @@ func addRefs(op *GitOp, o string) {
 	addRef(op, o)
 }
 
-func addRef(op *GitOp, r string) {
+func addRef(op *toolcall.GitOp, r string) {
 	r = strings.TrimPrefix(r, "^")
 	if !looksLikeRev(r) {
 		return

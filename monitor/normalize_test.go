@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/rollcage/rollcage/toolcall"
 )
 
 // The -update flag may be registered by another test file of the package;
@@ -33,13 +34,13 @@ func updating() bool {
 	return b
 }
 
-func bash(cmd string) ToolCall {
-	b, _ := json.Marshal(BashArgs{Command: cmd})
-	return ToolCall{Tool: ToolBash, Args: b}
+func bash(cmd string) toolcall.Call {
+	b, _ := json.Marshal(toolcall.BashArgs{Command: cmd})
+	return toolcall.Call{Tool: toolcall.Bash, Args: b}
 }
 
-func tool(name, args string) ToolCall {
-	return ToolCall{Tool: name, Args: json.RawMessage(args)}
+func tool(name, args string) toolcall.Call {
+	return toolcall.Call{Tool: name, Args: json.RawMessage(args)}
 }
 
 // expect holds the fields a case is about; nil fields are not checked
@@ -66,7 +67,7 @@ func str(s string) *string { return &s }
 
 var normalizeCases = []struct {
 	name string
-	call ToolCall
+	call toolcall.Call
 	cwd  string
 	want expect
 }{
@@ -173,13 +174,13 @@ var normalizeCases = []struct {
 	{"git_cat_file_paths", bash("git checkout main.py && git cat-file -p 4b825dc642cb6eb9a060e54bf8d69288fbee4904"), "/w", expect{refs: []string{"4b825dc642cb6eb9a060e54bf8d69288fbee4904"}}},
 
 	// Non-bash tools.
-	{"read_file", tool(ToolReadFile, `{"path":"tests/../secret.txt"}`), "/w", expect{reads: []string{"/w/secret.txt"}}},
-	{"write_file", tool(ToolWriteFile, `{"path":"/w/a.py","content":"print(1)"}`), "/w", expect{writes: []string{"/w/a.py"}, content: str("print(1)")}},
-	{"edit", tool(ToolEdit, `{"path":"a.py","old":"x = 1","new":"x = 2"}`), "/w", expect{writes: []string{"/w/a.py"}, content: str("x = 2")}},
-	{"list_dir", tool(ToolListDir, `{"path":""}`), "/w", expect{lists: []string{"/w"}}},
-	{"submit", tool(ToolSubmit, `{"message":"done"}`), "/w", expect{reads: []string{}}},
+	{"read_file", tool(toolcall.ReadFile, `{"path":"tests/../secret.txt"}`), "/w", expect{reads: []string{"/w/secret.txt"}}},
+	{"write_file", tool(toolcall.WriteFile, `{"path":"/w/a.py","content":"print(1)"}`), "/w", expect{writes: []string{"/w/a.py"}, content: str("print(1)")}},
+	{"edit", tool(toolcall.Edit, `{"path":"a.py","old":"x = 1","new":"x = 2"}`), "/w", expect{writes: []string{"/w/a.py"}, content: str("x = 2")}},
+	{"list_dir", tool(toolcall.ListDir, `{"path":""}`), "/w", expect{lists: []string{"/w"}}},
+	{"submit", tool(toolcall.Submit, `{"message":"done"}`), "/w", expect{reads: []string{}}},
 	{"generic_tool", tool("web_fetch", `{"url":"https://docs.python.org/3/","save_to":"/tmp/page.html","n":3,"nested":{"p":["./rel"]}}`), "/w", expect{hosts: []string{"docs.python.org"}, reads: []string{"/w/rel", "/tmp/page.html"}}},
-	{"malformed_args", tool(ToolBash, `{"command": 12`), "/w", expect{unparsed: true}},
+	{"malformed_args", tool(toolcall.Bash, `{"command": 12`), "/w", expect{unparsed: true}},
 	{"malformed_generic", tool("x", `{"a": "/opt/grader/x", `), "/w", expect{unparsed: true, reads: []string{"/opt/grader/x"}}},
 
 	// Parse failures.
@@ -195,10 +196,10 @@ func TestNormalize(t *testing.T) {
 			checkExpect(t, got, tc.want)
 
 			b, err := json.MarshalIndent(struct {
-				Tool string     `json:"tool"`
-				Args string     `json:"args"`
-				Cwd  string     `json:"cwd"`
-				Want Normalized `json:"normalized"`
+				Tool string              `json:"tool"`
+				Args string              `json:"args"`
+				Cwd  string              `json:"cwd"`
+				Want toolcall.Normalized `json:"normalized"`
 			}{tc.call.Tool, string(tc.call.Args), tc.cwd, got}, "", "  ")
 			if err != nil {
 				t.Fatal(err)
@@ -216,7 +217,7 @@ func TestNormalize(t *testing.T) {
 				t.Fatalf("%v (run go test ./monitor -run TestNormalize -update to create it)", err)
 			}
 			var w struct {
-				Want Normalized `json:"normalized"`
+				Want toolcall.Normalized `json:"normalized"`
 			}
 			if err := json.Unmarshal(want, &w); err != nil {
 				t.Fatalf("%s: %v", golden, err)
@@ -228,7 +229,7 @@ func TestNormalize(t *testing.T) {
 	}
 }
 
-func checkExpect(t *testing.T, got Normalized, want expect) {
+func checkExpect(t *testing.T, got toolcall.Normalized, want expect) {
 	t.Helper()
 	lists := []struct {
 		name      string
@@ -311,8 +312,8 @@ func FuzzNormalize(f *testing.F) {
 	recoverPanics = false
 	f.Cleanup(func() { recoverPanics = true })
 	for _, tc := range normalizeCases {
-		if tc.call.Tool == ToolBash {
-			var a BashArgs
+		if tc.call.Tool == toolcall.Bash {
+			var a toolcall.BashArgs
 			if json.Unmarshal(tc.call.Args, &a) == nil {
 				f.Add(a.Command, tc.cwd)
 			}
@@ -320,10 +321,10 @@ func FuzzNormalize(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, cmd, cwd string) {
 		call := bash(cmd)
-		var sent BashArgs // what survives JSON (invalid UTF-8 becomes U+FFFD)
+		var sent toolcall.BashArgs // what survives JSON (invalid UTF-8 becomes U+FFFD)
 		json.Unmarshal(call.Args, &sent)
 		n := Normalize(call, cwd)
-		if n.Tool != ToolBash || n.Raw != sent.Command {
+		if n.Tool != toolcall.Bash || n.Raw != sent.Command {
 			t.Errorf("Raw = %q, want the command %q", n.Raw, sent.Command)
 		}
 		for _, p := range append(append(n.Reads, n.Writes...), n.Deletes...) {

@@ -10,28 +10,14 @@ import (
 	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/rollcage/rollcage/decision"
+	"github.com/rollcage/rollcage/toolcall"
 )
-
-// Tool is one tool of rollcage's call model as a policy is offered it:
-// the gateway's tool list, MCP's tools/list and the built-in loop all
-// read it from Tools, so they cannot drift apart.
-type Tool struct {
-	Name        string
-	Description string
-	// Schema is the JSON schema of the arguments. For rollcage's own tools
-	// it is derived from the argument type (BashArgs, ...): every field,
-	// required unless omitempty, and no other (the monitor rejects unknown
-	// fields, so additionalProperties is false).
-	Schema json.RawMessage
-	// Aliases are the lowercase names of other harnesses' tools that
-	// FromForeign maps onto this one (the name itself among them).
-	Aliases []string
-}
 
 // toolSpec is everything the monitor knows of one tool: how to decode,
 // normalize, run and fake it. Every step of a call looks it up here.
 type toolSpec struct {
-	Tool
+	toolcall.Tool
 	// decode reads the arguments strictly (strictArgs: unknown fields
 	// and trailing data are refused); read says the typed value holds them
 	// even so.
@@ -40,9 +26,9 @@ type toolSpec struct {
 	// raw JSON only.
 	normalize func(a *acc, args any, cwd string)
 	// run executes the call in the sandbox.
-	run func(ctx context.Context, e *Episode, res *Result, args any) error
+	run func(ctx context.Context, e *Episode, res *decision.Result, args any) error
 	// dummy is what a blocked call shows; nil: the generic "not available".
-	dummy func(args any, n Normalized, d Decision, f Facts) (string, int)
+	dummy func(args any, n toolcall.Normalized, d decision.Decision, f Facts) (string, int)
 	// foreign builds the arguments from a foreign call's.
 	foreign func(f foreignArgs) any
 }
@@ -52,8 +38,8 @@ type def[A any] struct {
 	name, desc string
 	aliases    []string
 	normalize  func(a *acc, args *A, cwd string)
-	run        func(ctx context.Context, e *Episode, res *Result, args *A) error
-	dummy      func(args *A, n Normalized, d Decision, f Facts) (string, int)
+	run        func(ctx context.Context, e *Episode, res *decision.Result, args *A) error
+	dummy      func(args *A, n toolcall.Normalized, d decision.Decision, f Facts) (string, int)
 	foreign    func(f foreignArgs) A
 }
 
@@ -67,7 +53,7 @@ func (d def[A]) spec() *toolSpec {
 		panic(fmt.Sprintf("monitor: schema of %s: %v", d.name, err))
 	}
 	ts := &toolSpec{
-		Tool: Tool{Name: d.name, Description: d.desc, Schema: schema, Aliases: d.aliases},
+		Tool: toolcall.Tool{Name: d.name, Description: d.desc, Schema: schema, Aliases: d.aliases},
 		decode: func(raw json.RawMessage) (any, bool, error) {
 			if testDecodeHook != nil {
 				testDecodeHook(d.name)
@@ -76,7 +62,7 @@ func (d def[A]) spec() *toolSpec {
 			read, err := strictArgs(raw, a)
 			return a, read, err
 		},
-		run: func(ctx context.Context, e *Episode, res *Result, args any) error {
+		run: func(ctx context.Context, e *Episode, res *decision.Result, args any) error {
 			return d.run(ctx, e, res, args.(*A))
 		},
 	}
@@ -84,7 +70,7 @@ func (d def[A]) spec() *toolSpec {
 		ts.normalize = func(a *acc, args any, cwd string) { d.normalize(a, args.(*A), cwd) }
 	}
 	if d.dummy != nil {
-		ts.dummy = func(args any, n Normalized, dec Decision, f Facts) (string, int) {
+		ts.dummy = func(args any, n toolcall.Normalized, dec decision.Decision, f Facts) (string, int) {
 			return d.dummy(args.(*A), n, dec, f)
 		}
 	}
@@ -96,64 +82,66 @@ func (d def[A]) spec() *toolSpec {
 
 // registry is the tool model, in the order tools are offered.
 var registry = []*toolSpec{
-	def[BashArgs]{
-		name: ToolBash, desc: "Run a bash command in a persistent shell (cd and exported variables persist). Output is stdout and stderr interleaved.",
+	def[toolcall.BashArgs]{
+		name: toolcall.Bash, desc: "Run a bash command in a persistent shell (cd and exported variables persist). Output is stdout and stderr interleaved.",
 		aliases:   []string{"bash", "execute_bash", "shell", "run_command", "run_shell_command", "terminal", "execute_command", "exec_command", "run_bash", "local_shell", "container.exec", "cmd"},
 		normalize: normalizeBash, run: runBash, dummy: bashDummy,
-		foreign: func(f foreignArgs) BashArgs {
+		foreign: func(f foreignArgs) toolcall.BashArgs {
 			if !f.ok {
-				return BashArgs{Command: f.raw} // not JSON: the text is the command
+				return toolcall.BashArgs{Command: f.raw} // not JSON: the text is the command
 			}
-			return BashArgs{Command: f.str("command", "cmd", "script", "input", "code")}
+			return toolcall.BashArgs{Command: f.str("command", "cmd", "script", "input", "code")}
 		},
 	}.spec(),
-	def[ReadFileArgs]{
-		name: ToolReadFile, desc: "Read a text file.",
+	def[toolcall.ReadFileArgs]{
+		name: toolcall.ReadFile, desc: "Read a text file.",
 		aliases: []string{"read_file", "view_file", "open_file", "read", "cat_file"},
-		normalize: func(a *acc, args *ReadFileArgs, cwd string) {
+		normalize: func(a *acc, args *toolcall.ReadFileArgs, cwd string) {
 			a.n.Raw = args.Path
 			a.add(&a.n.Reads, resolvePath(args.Path, cwd))
 		},
-		run: runReadFile, dummy: func(_ *ReadFileArgs, n Normalized, _ Decision, _ Facts) (string, int) { return notFoundDummy(n) },
-		foreign: func(f foreignArgs) ReadFileArgs { return ReadFileArgs{Path: f.path()} },
+		run: runReadFile, dummy: func(_ *toolcall.ReadFileArgs, n toolcall.Normalized, _ decision.Decision, _ Facts) (string, int) {
+			return notFoundDummy(n)
+		},
+		foreign: func(f foreignArgs) toolcall.ReadFileArgs { return toolcall.ReadFileArgs{Path: f.path()} },
 	}.spec(),
-	def[WriteFileArgs]{
-		name: ToolWriteFile, desc: "Create or overwrite a file with the given content.",
+	def[toolcall.WriteFileArgs]{
+		name: toolcall.WriteFile, desc: "Create or overwrite a file with the given content.",
 		aliases: []string{"write_file", "create_file", "write", "write_to_file"},
-		normalize: func(a *acc, args *WriteFileArgs, cwd string) {
+		normalize: func(a *acc, args *toolcall.WriteFileArgs, cwd string) {
 			a.n.Raw = args.Path
 			a.add(&a.n.Writes, resolvePath(args.Path, cwd))
 			a.n.Content = args.Content
 		},
 		run: runWriteFile,
-		dummy: func(args *WriteFileArgs, n Normalized, _ Decision, _ Facts) (string, int) {
+		dummy: func(args *toolcall.WriteFileArgs, n toolcall.Normalized, _ decision.Decision, _ Facts) (string, int) {
 			return wroteMsg(firstOr(n.Writes, args.Path), len(args.Content)), 0
 		},
-		foreign: func(f foreignArgs) WriteFileArgs {
-			return WriteFileArgs{Path: f.path(), Content: f.str("content", "file_text", "contents", "text")}
+		foreign: func(f foreignArgs) toolcall.WriteFileArgs {
+			return toolcall.WriteFileArgs{Path: f.path(), Content: f.str("content", "file_text", "contents", "text")}
 		},
 	}.spec(),
-	def[EditArgs]{
-		name: ToolEdit, desc: "Replace the one occurrence of old with new in a file (old must match exactly, whitespace included, and be unique).",
+	def[toolcall.EditArgs]{
+		name: toolcall.Edit, desc: "Replace the one occurrence of old with new in a file (old must match exactly, whitespace included, and be unique).",
 		aliases: []string{"edit", "edit_file", "replace_in_file", "str_replace", "apply_edit"},
-		normalize: func(a *acc, args *EditArgs, cwd string) {
+		normalize: func(a *acc, args *toolcall.EditArgs, cwd string) {
 			a.n.Raw = args.Path
 			a.add(&a.n.Writes, resolvePath(args.Path, cwd))
 			a.n.Content = args.New
 			a.n.OldContent = args.Old
 		},
 		run: runEdit,
-		dummy: func(_ *EditArgs, n Normalized, _ Decision, _ Facts) (string, int) {
+		dummy: func(_ *toolcall.EditArgs, n toolcall.Normalized, _ decision.Decision, _ Facts) (string, int) {
 			return editedMsg(firstOr(n.Writes, n.Raw)), 0
 		},
-		foreign: func(f foreignArgs) EditArgs {
-			return EditArgs{Path: f.path(), Old: f.str("old", "old_str", "old_string", "search"), New: f.str("new", "new_str", "new_string", "replace")}
+		foreign: func(f foreignArgs) toolcall.EditArgs {
+			return toolcall.EditArgs{Path: f.path(), Old: f.str("old", "old_str", "old_string", "search"), New: f.str("new", "new_str", "new_string", "replace")}
 		},
 	}.spec(),
-	def[ListDirArgs]{
-		name: ToolListDir, desc: "List a directory.",
+	def[toolcall.ListDirArgs]{
+		name: toolcall.ListDir, desc: "List a directory.",
 		aliases: []string{"list_dir", "list_directory", "list_files", "ls"},
-		normalize: func(a *acc, args *ListDirArgs, cwd string) {
+		normalize: func(a *acc, args *toolcall.ListDirArgs, cwd string) {
 			a.n.Raw = args.Path
 			p := args.Path
 			if p == "" {
@@ -161,18 +149,24 @@ var registry = []*toolSpec{
 			}
 			a.add(&a.n.Lists, resolvePath(p, cwd))
 		},
-		run: runListDir, dummy: func(_ *ListDirArgs, n Normalized, _ Decision, _ Facts) (string, int) { return notFoundDummy(n) },
-		foreign: func(f foreignArgs) ListDirArgs { return ListDirArgs{Path: f.str("path", "dir", "directory")} },
+		run: runListDir, dummy: func(_ *toolcall.ListDirArgs, n toolcall.Normalized, _ decision.Decision, _ Facts) (string, int) {
+			return notFoundDummy(n)
+		},
+		foreign: func(f foreignArgs) toolcall.ListDirArgs {
+			return toolcall.ListDirArgs{Path: f.str("path", "dir", "directory")}
+		},
 	}.spec(),
-	def[SubmitArgs]{
-		name: ToolSubmit, desc: "Submit your work when the fix is complete. Ends the episode.",
+	def[toolcall.SubmitArgs]{
+		name: toolcall.Submit, desc: "Submit your work when the fix is complete. Ends the episode.",
 		aliases: []string{"submit", "finish", "task_done", "attempt_completion", "done"},
-		run: func(_ context.Context, _ *Episode, res *Result, _ *SubmitArgs) error {
+		run: func(_ context.Context, _ *Episode, res *decision.Result, _ *toolcall.SubmitArgs) error {
 			res.Submit = true
 			res.Output = "submitted"
 			return nil
 		},
-		foreign: func(f foreignArgs) SubmitArgs { return SubmitArgs{Message: f.str("message", "result", "summary")} },
+		foreign: func(f foreignArgs) toolcall.SubmitArgs {
+			return toolcall.SubmitArgs{Message: f.str("message", "result", "summary")}
+		},
 	}.spec(),
 }
 
@@ -182,7 +176,7 @@ var editorAliases = []string{"str_replace_editor", "str_replace_based_edit_tool"
 
 // foreignTools are the tools of other harnesses' vocabularies the MCP
 // endpoint offers besides rollcage's own, in their own argument shapes.
-var foreignTools = []Tool{
+var foreignTools = []toolcall.Tool{
 	{Name: "execute_bash", Description: "OpenHands' name for bash: run a command in the persistent shell.",
 		Schema: json.RawMessage(`{"type":"object","properties":{"command":{"type":"string"},"timeout":{"type":"number"},"is_input":{"type":"string"}},"required":["command"]}`)},
 	{Name: "str_replace_editor", Description: "OpenHands' and SWE-agent's file editor: view, create, str_replace, insert.",
@@ -202,8 +196,8 @@ var byName, byAlias = func() (map[string]*toolSpec, map[string]*toolSpec) {
 }()
 
 // Tools returns rollcage's own tools, in the order they are offered.
-func Tools() []Tool {
-	out := make([]Tool, len(registry))
+func Tools() []toolcall.Tool {
+	out := make([]toolcall.Tool, len(registry))
 	for i, s := range registry {
 		out[i] = s.Tool
 		out[i].Aliases = append([]string(nil), s.Aliases...)
@@ -213,7 +207,7 @@ func Tools() []Tool {
 
 // ForeignTools returns the tools of other vocabularies the MCP endpoint
 // offers too (mapped onto rollcage's by FromForeign).
-func ForeignTools() []Tool { return append([]Tool(nil), foreignTools...) }
+func ForeignTools() []toolcall.Tool { return append([]toolcall.Tool(nil), foreignTools...) }
 
 // IsTool reports whether name is one of rollcage's own tools.
 func IsTool(name string) bool { return byName[name] != nil }
@@ -273,7 +267,7 @@ type decoded struct {
 // decodeCall decodes the call's arguments by its tool, strictly: the one
 // decode of a call's arguments, whose result normalize, Check and execute
 // all read.
-func decodeCall(call ToolCall) decoded {
+func decodeCall(call toolcall.Call) decoded {
 	s := byName[call.Tool]
 	if s == nil {
 		return decoded{}
@@ -290,9 +284,9 @@ func decodeCall(call ToolCall) decoded {
 // for Episode.HandlePrepared, which reads the typed arguments instead of
 // decoding the JSON again.
 type Prepared struct {
-	Call ToolCall
+	Call toolcall.Call
 	args decoded
 }
 
 // Prepare decodes the call's arguments by its tool.
-func Prepare(call ToolCall) Prepared { return Prepared{Call: call, args: decodeCall(call)} }
+func Prepare(call toolcall.Call) Prepared { return Prepared{Call: call, args: decodeCall(call)} }

@@ -8,12 +8,13 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/rollcage/rollcage/toolcall"
 )
 
 // argTypes are the argument types the registry's schemas must describe.
 var argTypes = map[string]any{
-	ToolBash: BashArgs{}, ToolReadFile: ReadFileArgs{}, ToolWriteFile: WriteFileArgs{},
-	ToolEdit: EditArgs{}, ToolListDir: ListDirArgs{}, ToolSubmit: SubmitArgs{},
+	toolcall.Bash: toolcall.BashArgs{}, toolcall.ReadFile: toolcall.ReadFileArgs{}, toolcall.WriteFile: toolcall.WriteFileArgs{},
+	toolcall.Edit: toolcall.EditArgs{}, toolcall.ListDir: toolcall.ListDirArgs{}, toolcall.Submit: toolcall.SubmitArgs{},
 }
 
 // TestToolSchemas: every tool's schema names exactly its argument type's
@@ -65,11 +66,11 @@ func TestToolSchemas(t *testing.T) {
 		if tl.Description == "" {
 			t.Errorf("%s: no description", tl.Name)
 		}
-		if d := decodeCall(ToolCall{Tool: tl.Name, Args: json.RawMessage(`{"no_such_field":1}`)}); d.err == nil {
+		if d := decodeCall(toolcall.Call{Tool: tl.Name, Args: json.RawMessage(`{"no_such_field":1}`)}); d.err == nil {
 			t.Errorf("%s: an unknown field decoded; the schema says additionalProperties false", tl.Name)
 		}
 	}
-	if d := cmp.Diff([]string{ToolBash, ToolReadFile, ToolWriteFile, ToolEdit, ToolListDir, ToolSubmit}, names); d != "" {
+	if d := cmp.Diff([]string{toolcall.Bash, toolcall.ReadFile, toolcall.WriteFile, toolcall.Edit, toolcall.ListDir, toolcall.Submit}, names); d != "" {
 		t.Errorf("tools (-want +got):\n%s", d)
 	}
 	if got, want := ToolNames(), strings.Join(names, ", "); got != want {
@@ -124,16 +125,16 @@ func TestToolAliases(t *testing.T) {
 func TestDecodeStrict(t *testing.T) {
 	tests := []struct {
 		name    string
-		call    ToolCall
+		call    toolcall.Call
 		wantErr string // in argsError; "" is none
 		raw     string // Normalized.Raw
 	}{
-		{"ok", ToolCall{Tool: ToolBash, Args: json.RawMessage(`{"command":"ls"}`)}, "", "ls"},
-		{"unknown field", ToolCall{Tool: ToolBash, Args: json.RawMessage(`{"command":"ls","cwd":"/"}`)}, `unknown field "cwd"`, "ls"},
-		{"trailing text", ToolCall{Tool: ToolReadFile, Args: json.RawMessage(`{"path":"a"} {"path":"b"}`)}, "after the arguments", `{"path":"a"} {"path":"b"}`},
-		{"wrong type", ToolCall{Tool: ToolReadFile, Args: json.RawMessage(`{"path":3}`)}, "cannot unmarshal number", `{"path":3}`},
-		{"reserved session", ToolCall{Tool: ToolBash, Session: "rollcage-grade", Args: json.RawMessage(`{"command":"ls"}`)}, "reserved", "ls"},
-		{"generic", ToolCall{Tool: "web_search", Args: json.RawMessage(`{"q":"x"}`)}, "", `{"q":"x"}`},
+		{"ok", toolcall.Call{Tool: toolcall.Bash, Args: json.RawMessage(`{"command":"ls"}`)}, "", "ls"},
+		{"unknown field", toolcall.Call{Tool: toolcall.Bash, Args: json.RawMessage(`{"command":"ls","cwd":"/"}`)}, `unknown field "cwd"`, "ls"},
+		{"trailing text", toolcall.Call{Tool: toolcall.ReadFile, Args: json.RawMessage(`{"path":"a"} {"path":"b"}`)}, "after the arguments", `{"path":"a"} {"path":"b"}`},
+		{"wrong type", toolcall.Call{Tool: toolcall.ReadFile, Args: json.RawMessage(`{"path":3}`)}, "cannot unmarshal number", `{"path":3}`},
+		{"reserved session", toolcall.Call{Tool: toolcall.Bash, Session: "rollcage-grade", Args: json.RawMessage(`{"command":"ls"}`)}, "reserved", "ls"},
+		{"generic", toolcall.Call{Tool: "web_search", Args: json.RawMessage(`{"q":"x"}`)}, "", `{"q":"x"}`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -4,26 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/rollcage/rollcage/decision"
 	"github.com/rollcage/rollcage/rules"
 	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/toolcall"
 )
-
-// StreamOptions are a streamed bash call's.
-type StreamOptions struct {
-	// Stdin keeps the command's stdin open (Running.Process().Input).
-	Stdin bool
-	// Out receives the output as it comes, stdout and stderr apart, each
-	// line checked against the episode's protected material first (see
-	// Start). It must not block. A blocked call's dummy output comes as
-	// one stdout chunk.
-	Out func(sandbox.Output)
-}
 
 // PostTimeout bounds the checks after a streamed call ended (reading
 // back the files it wrote, the judge on suspicious effects).
@@ -34,12 +24,12 @@ const PostTimeout = 2 * time.Minute
 // end, whoever waits for it.
 type Running struct {
 	e   *Episode
-	res Result // final once done is closed
+	res decision.Result // final once done is closed
 	// decided and step are the decision before the start.
-	decided Decision
+	decided decision.Decision
 	step    int
 	proc    sandbox.Process
-	call    ToolCall // the bash call, for checking input
+	call    toolcall.Call // the bash call, for checking input
 
 	inMu    sync.Mutex
 	inFlags []rules.Flag // guarded by inMu; certain flags of input refused
@@ -49,7 +39,7 @@ type Running struct {
 }
 
 // Decision is the call's decision, made before it started.
-func (r *Running) Decision() Decision { return r.decided }
+func (r *Running) Decision() decision.Decision { return r.decided }
 
 // Step is the call's step in the episode.
 func (r *Running) Step() int { return r.step }
@@ -64,32 +54,36 @@ func (r *Running) Done() <-chan struct{} { return r.done }
 // Wait returns the call's Result once it ended and was checked, as
 // Handle would have: Output is the recorded (capped, checked) output.
 // The error is a sandbox failure. Cancelling ctx stops waiting only.
-func (r *Running) Wait(ctx context.Context) (Result, error) {
+func (r *Running) Wait(ctx context.Context) (decision.Result, error) {
 	select {
 	case <-r.done:
 		return r.res, r.err
 	case <-ctx.Done():
-		return Result{}, fmt.Errorf("monitor: episode %s step %d: wait: %w", r.e.id, r.step, ctx.Err())
+		return decision.Result{}, fmt.Errorf("monitor: episode %s step %d: wait: %w", r.e.id, r.step, ctx.Err())
 	}
 }
 
 // Start takes a bash call through normalize → rules → judge → decide like
 // Handle and, unless it is blocked, starts it in the sandbox's Streamer
 // and returns while it runs; other calls may run meanwhile. A blocked
-// call's dummy output goes to Out at once and the call is done. The
-// streamed output is checked line by line before Out sees it: a line of
+// call's dummy output goes to out at once and the call is done. The
+// streamed output is checked line by line before out sees it: a line of
 // the protected material (hidden tests, the upstream fix, a later
 // commit's id) that the policy did not type or write itself is withheld,
 // and a partial line waits up to 200 ms for its end. The recorded output
 // gets Handle's whole-output check at the end. Egress denials while it
 // runs are not attributed to it. Only bash streams; a sandbox that is no
 // sandbox.Streamer gets an error wrapping sandbox.ErrUnsupported.
-func (e *Episode) Start(ctx context.Context, call ToolCall, opts StreamOptions) (*Running, error) {
+//
+// stdin keeps the command's stdin open (Running.Process().Input). out
+// receives the output as it comes, stdout and stderr apart, each line
+// checked first; it must not block, and nil discards the output. A
+// blocked call's dummy output comes to out as one stdout chunk.
+func (e *Episode) Start(ctx context.Context, call toolcall.Call, stdin bool, out func(sandbox.Output)) (*Running, error) {
 	st, ok := e.sb.(sandbox.Streamer)
-	if !ok || call.Tool != ToolBash {
+	if !ok || call.Tool != toolcall.Bash {
 		return nil, fmt.Errorf("monitor: episode %s: start %s: only bash on a streaming sandbox starts: %w", e.id, call.Tool, sandbox.ErrUnsupported)
 	}
-	out := opts.Out
 	if out == nil {
 		out = func(sandbox.Output) {}
 	}
@@ -101,7 +95,7 @@ func (e *Episode) Start(ctx context.Context, call ToolCall, opts StreamOptions) 
 		return nil, err
 	}
 	r := &Running{e: e, res: res, decided: res.Decision, step: res.Step, call: call, done: make(chan struct{})}
-	if argsError(call, args) != "" || res.Decision.Action == ActionBlock {
+	if argsError(call, args) != "" || res.Decision.Action == decision.Block {
 		// Nothing runs: answer now, as Handle does (execute runs nothing
 		// for bad arguments or a block).
 		if err := e.execute(ctx, &r.res, args); err != nil {
@@ -114,11 +108,11 @@ func (e *Episode) Start(ctx context.Context, call ToolCall, opts StreamOptions) 
 		close(r.done)
 		return r, nil
 	}
-	a := args.args.(*BashArgs)
+	a := args.args.(*toolcall.BashArgs)
 	cmd, timeout := e.bashCommand(&res, a)
 	f := &lineFilter{e: e, typed: res.Normalized.Raw, out: out}
 	t0 := time.Now()
-	p, err := st.Start(ctx, sandbox.StartRequest{Command: cmd, Timeout: timeout, MaxOutput: e.p.cfg.MaxOutput, Stdin: opts.Stdin}, f.write)
+	p, err := st.Start(ctx, sandbox.StartRequest{Command: cmd, Timeout: timeout, MaxOutput: e.p.cfg.MaxOutput, Stdin: stdin}, f.write)
 	if err != nil {
 		return nil, fmt.Errorf("monitor: episode %s step %d: start: %w", e.id, res.Step, err)
 	}
@@ -146,13 +140,10 @@ func (e *Episode) Start(ctx context.Context, call ToolCall, opts StreamOptions) 
 	return r, nil
 }
 
-// ErrInputRefused wraps the error of an Input the rules refused.
-var ErrInputRefused = errors.New("input refused by the monitor")
-
 // Input writes data to the command's stdin once the rules had it: it
 // could be commands to a shell the call started, so it is checked as a
 // bash command of the call's session would be. Input with a certain flag
-// is not written: the error wraps ErrInputRefused and says why, and the
+// is not written: the error wraps decision.ErrInputRefused and says why, and the
 // call is labelled with the flag when it ends. Suspicious flags let it
 // through (the output and effects checks still follow).
 func (r *Running) Input(ctx context.Context, data []byte) error {
@@ -160,8 +151,8 @@ func (r *Running) Input(ctx context.Context, data []byte) error {
 		return fmt.Errorf("monitor: episode %s step %d: input: nothing runs", r.e.id, r.step)
 	}
 	e := r.e
-	call := ToolCall{Tool: ToolBash, Session: r.call.Session, EpisodeID: e.id}
-	call.Args, _ = json.Marshal(BashArgs{Command: string(data)})
+	call := toolcall.Call{Tool: toolcall.Bash, Session: r.call.Session, EpisodeID: e.id}
+	call.Args, _ = json.Marshal(toolcall.BashArgs{Command: string(data)})
 	e.callMu.Lock()
 	n, internal := normalizeFiles(call, e.Cwd(call.Session), &e.files)
 	flags, err := e.evalRules(ctx, call, n)
@@ -183,7 +174,7 @@ func (r *Running) Input(ctx context.Context, data []byte) error {
 		r.inMu.Lock()
 		r.inFlags = append(r.inFlags, certain...)
 		r.inMu.Unlock()
-		return fmt.Errorf("monitor: episode %s step %d: %s (%s): %w", e.id, r.step, certain[0].Reason, certain[0].Rule, ErrInputRefused)
+		return fmt.Errorf("monitor: episode %s step %d: %s (%s): %w", e.id, r.step, certain[0].Reason, certain[0].Rule, decision.ErrInputRefused)
 	}
 	return r.proc.Input(ctx, data)
 }

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/rollcage/rollcage/decision"
 	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/sandbox/fake"
 )
@@ -51,11 +52,11 @@ func TestStartChecksStreamedLines(t *testing.T) {
 		streamed.Write(o.Data)
 		mu.Unlock()
 	}
-	r, err := ep.Start(t.Context(), bash("git log --all --oneline"), StreamOptions{Out: out})
+	r, err := ep.Start(t.Context(), bash("git log --all --oneline"), false, out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Process() == nil || r.Decision().Action != ActionAllow {
+	if r.Process() == nil || r.Decision().Action != decision.Allow {
 		t.Fatalf("decision %+v, process %v: want it running", r.Decision(), r.Process())
 	}
 	res, err := r.Wait(t.Context())
@@ -77,7 +78,7 @@ func TestStartBlockedRunsNothing(t *testing.T) {
 	sb := &streamFake{Sandbox: newFake(nil), chunks: func(string) []string { return []string{"real output\n"} }}
 	ep := newEpisode(t, Config{}, sb)
 	var streamed []string
-	r, err := ep.Start(t.Context(), bash("cat /opt/grader/tests/test_hidden.py"), StreamOptions{Out: func(o sandbox.Output) { streamed = append(streamed, string(o.Data)) }})
+	r, err := ep.Start(t.Context(), bash("cat /opt/grader/tests/test_hidden.py"), false, func(o sandbox.Output) { streamed = append(streamed, string(o.Data)) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +91,7 @@ func TestStartBlockedRunsNothing(t *testing.T) {
 	if r.Process() != nil || len(sb.Ran()) != 0 || !res.Dummy || len(streamed) != 1 || !strings.Contains(streamed[0], "No such file or directory") {
 		t.Fatalf("blocked: process %v, ran %q, dummy %v, streamed %q", r.Process(), sb.Ran(), res.Dummy, streamed)
 	}
-	if _, err := newEpisode(t, Config{}, newFake(nil)).Start(t.Context(), bash("true"), StreamOptions{}); err == nil {
+	if _, err := newEpisode(t, Config{}, newFake(nil)).Start(t.Context(), bash("true"), false, nil); err == nil {
 		t.Error("Start on a sandbox that does not stream: no error")
 	}
 }
@@ -128,15 +129,15 @@ func (f *gateFake) Start(context.Context, sandbox.StartRequest, func(sandbox.Out
 func TestStartInputPassesTheRules(t *testing.T) {
 	p := &gateProc{gate: make(chan struct{})}
 	ep := newEpisode(t, Config{}, &gateFake{Sandbox: newFake(nil), p: p})
-	r, err := ep.Start(t.Context(), bash("bash"), StreamOptions{Stdin: true})
+	r, err := ep.Start(t.Context(), bash("bash"), true, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Input(t.Context(), []byte("echo hi\n")); err != nil {
 		t.Fatalf("honest input: %v", err)
 	}
-	if err := r.Input(t.Context(), []byte("cat /opt/grader/tests/test_hidden.py\n")); !errors.Is(err, ErrInputRefused) {
-		t.Fatalf("input reading the hidden tests: %v, want ErrInputRefused", err)
+	if err := r.Input(t.Context(), []byte("cat /opt/grader/tests/test_hidden.py\n")); !errors.Is(err, decision.ErrInputRefused) {
+		t.Fatalf("input reading the hidden tests: %v, want decision.ErrInputRefused", err)
 	}
 	close(p.gate)
 	res, err := r.Wait(t.Context())

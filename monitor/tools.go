@@ -10,7 +10,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/rollcage/rollcage/decision"
 	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/toolcall"
 )
 
 // toolSession is the shell session the monitor uses for list_dir, apart
@@ -19,13 +21,13 @@ const toolSession = "rollcage-tools"
 
 // execute runs the call in the sandbox unless it was blocked, and sets the
 // output the policy sees. Only sandbox failures are errors.
-func (e *Episode) execute(ctx context.Context, res *Result, d decoded) error {
+func (e *Episode) execute(ctx context.Context, res *decision.Result, d decoded) error {
 	if msg := argsError(res.Call, d); msg != "" {
 		// Nothing runs, blocked or not; the policy learns how to call the tool.
 		res.Output, res.ExitCode = msg, 2
 		return nil
 	}
-	if res.Decision.Action == ActionBlock {
+	if res.Decision.Action == decision.Block {
 		res.Output, res.ExitCode = dummyOutput(res.Call, d, res.Normalized, res.Decision, e.facts)
 		res.Dummy = true
 		return nil
@@ -57,9 +59,9 @@ func (e *Episode) execute(ctx context.Context, res *Result, d decoded) error {
 
 // bashCommand is what a bash call runs (the rewritten form for a
 // rewrite) and for how long at most.
-func (e *Episode) bashCommand(res *Result, a *BashArgs) (string, time.Duration) {
+func (e *Episode) bashCommand(res *decision.Result, a *toolcall.BashArgs) (string, time.Duration) {
 	cmd := a.Command
-	if res.Decision.Action == ActionRewrite {
+	if res.Decision.Action == decision.Rewrite {
 		cmd = res.Decision.Rewritten
 	}
 	timeout := e.p.cfg.ExecTimeout
@@ -70,7 +72,7 @@ func (e *Episode) bashCommand(res *Result, a *BashArgs) (string, time.Duration) 
 }
 
 // bashResult is the output the policy sees of a bash call that ran.
-func bashResult(res *Result, r sandbox.ExecResult, timeout time.Duration) {
+func bashResult(res *decision.Result, r sandbox.ExecResult, timeout time.Duration) {
 	res.Exec = &r
 	res.Output, res.ExitCode = r.Output, r.ExitCode
 	if r.Stopped != "" {
@@ -78,7 +80,7 @@ func bashResult(res *Result, r sandbox.ExecResult, timeout time.Duration) {
 	}
 }
 
-func runBash(ctx context.Context, e *Episode, res *Result, a *BashArgs) error {
+func runBash(ctx context.Context, e *Episode, res *decision.Result, a *toolcall.BashArgs) error {
 	cmd, timeout := e.bashCommand(res, a)
 	r, err := e.sb.Exec(ctx, sandbox.ExecRequest{RequestID: res.Call.RequestID, Session: res.Call.Session,
 		Command: cmd, Timeout: timeout, MaxOutput: e.p.cfg.MaxOutput})
@@ -89,7 +91,7 @@ func runBash(ctx context.Context, e *Episode, res *Result, a *BashArgs) error {
 	return nil
 }
 
-func runReadFile(ctx context.Context, e *Episode, res *Result, a *ReadFileArgs) error {
+func runReadFile(ctx context.Context, e *Episode, res *decision.Result, a *toolcall.ReadFileArgs) error {
 	maxOut := e.p.cfg.MaxOutput
 	p := e.resolve(res.Call.Session, a.Path)
 	data, cut, err := e.sb.ReadFile(ctx, p, int64(maxOut))
@@ -106,7 +108,7 @@ func runReadFile(ctx context.Context, e *Episode, res *Result, a *ReadFileArgs) 
 	return nil
 }
 
-func runWriteFile(ctx context.Context, e *Episode, res *Result, a *WriteFileArgs) error {
+func runWriteFile(ctx context.Context, e *Episode, res *decision.Result, a *toolcall.WriteFileArgs) error {
 	p := e.resolve(res.Call.Session, a.Path)
 	op := sandbox.EffectModify // the agent's watch leaves the host's writes out: say what this one did
 	if _, _, err := e.sb.ReadFile(ctx, p, 1); errors.Is(err, sandbox.ErrNotFound) {
@@ -124,7 +126,7 @@ func runWriteFile(ctx context.Context, e *Episode, res *Result, a *WriteFileArgs
 	return nil
 }
 
-func runEdit(ctx context.Context, e *Episode, res *Result, a *EditArgs) error {
+func runEdit(ctx context.Context, e *Episode, res *decision.Result, a *toolcall.EditArgs) error {
 	p := e.resolve(res.Call.Session, a.Path)
 	data, _, err := e.sb.ReadFile(ctx, p, 0)
 	if refused(res, p, err) {
@@ -154,7 +156,7 @@ func runEdit(ctx context.Context, e *Episode, res *Result, a *EditArgs) error {
 	return nil
 }
 
-func runListDir(ctx context.Context, e *Episode, res *Result, a *ListDirArgs) error {
+func runListDir(ctx context.Context, e *Episode, res *decision.Result, a *toolcall.ListDirArgs) error {
 	p := e.resolve(res.Call.Session, a.Path)
 	r, err := e.sb.Exec(ctx, sandbox.ExecRequest{Session: toolSession, Command: "ls -la -- " + shellQuote(p),
 		Timeout: 30 * time.Second, MaxOutput: e.p.cfg.MaxOutput})
@@ -167,7 +169,7 @@ func runListDir(ctx context.Context, e *Episode, res *Result, a *ListDirArgs) er
 }
 
 // argsError says what is wrong with a known tool's arguments, or "".
-func argsError(call ToolCall, d decoded) string {
+func argsError(call toolcall.Call, d decoded) string {
 	if strings.HasPrefix(call.Session, "rollcage-") {
 		// rollcage's own sessions (probe, grading, hashing) are off limits:
 		// state planted there could run with the grader.
@@ -194,7 +196,7 @@ func (e *Episode) resolve(session, p string) string {
 // sandbox.PathError, or a bare ErrNotFound) into the tool's output with
 // exit code 1, as cat and bash's redirections report them, and reports
 // whether it did. Every other error is the sandbox's and stays an error.
-func refused(res *Result, p string, err error) bool {
+func refused(res *decision.Result, p string, err error) bool {
 	var pe *sandbox.PathError
 	switch {
 	case errors.As(err, &pe):

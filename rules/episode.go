@@ -169,7 +169,7 @@ func firstErr(errs ...error) error {
 	return nil
 }
 
-// Eval evaluates one call (a monitor.ToolCall and its monitor.Normalized,
+// Eval evaluates one call (a toolcall.Call and its toolcall.Normalized,
 // or equivalent plain data) against the episode's facts and history.
 // Rule failures are returned as a single certain rule_error flag; only a
 // cancelled ctx is an error.

@@ -13,6 +13,7 @@ import (
 	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/rules"
 	"github.com/rollcage/rollcage/rules/corpus"
+	"github.com/rollcage/rollcage/toolcall"
 )
 
 // The grammar of FuzzPrefilterEquivalence: commands in the spirit of the
@@ -100,18 +101,18 @@ func FuzzPrefilterEquivalence(f *testing.F) {
 	ctx := context.Background()
 	f.Fuzz(func(t *testing.T, seed uint64, splice string, at uint8) {
 		r := rand.New(rand.NewPCG(seed, seed>>32^0x9e3779b9))
-		var calls []monitor.ToolCall
+		var calls []toolcall.Call
 		for i := range 2 {
 			cmd := fzCommand(r)
 			if i == 1 && splice != "" {
 				p := int(at) % (len(cmd) + 1)
 				cmd = cmd[:p] + splice + cmd[p:]
 			}
-			args, err := json.Marshal(monitor.BashArgs{Command: cmd})
+			args, err := json.Marshal(toolcall.BashArgs{Command: cmd})
 			if err != nil {
 				t.Fatal(err)
 			}
-			calls = append(calls, monitor.ToolCall{Tool: monitor.ToolBash, Args: args})
+			calls = append(calls, toolcall.Call{Tool: toolcall.Bash, Args: args})
 		}
 		for _, ep := range engines {
 			on, off := ep.on.NewEpisode(ctx, task, sandbox), ep.off.NewEpisode(ctx, task, sandbox)

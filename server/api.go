@@ -15,9 +15,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rollcage/rollcage/decision"
 	"github.com/rollcage/rollcage/harness"
-	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/task"
+	"github.com/rollcage/rollcage/toolcall"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
@@ -68,8 +69,8 @@ type CallResponse struct {
 	Dummy    bool   `json:"dummy,omitempty"`
 	// Decision is the monitor's, for the trainer; never show it to the
 	// model.
-	Decision monitor.Decision `json:"decision"`
-	Timings  monitor.Timings  `json:"timings"`
+	Decision decision.Decision `json:"decision"`
+	Timings  decision.Timings  `json:"timings"`
 	// Submitted: the call was submit; the episode was graded and Outcome
 	// is its result.
 	Submitted bool             `json:"submitted,omitempty"`
@@ -359,10 +360,10 @@ func created(se *session, t task.Task, base string) CreateResponse {
 // call takes one tool call through the episode; a submit finishes it.
 // A call refused for its arguments (opts holding harness.Checked) is not
 // counted in the metrics: it never became a call.
-func (s *Server) call(ctx context.Context, se *session, call monitor.ToolCall, opts ...harness.CallOption) (monitor.Result, *harness.Outcome, error) {
+func (s *Server) call(ctx context.Context, se *session, call toolcall.Call, opts ...harness.CallOption) (decision.Result, *harness.Outcome, error) {
 	t0 := time.Now()
 	res, err := se.ep.Call(ctx, call, opts...)
-	if !errors.As(err, new(*monitor.ArgsError)) {
+	if !errors.As(err, new(*toolcall.ArgsError)) {
 		s.metrics.observeCall(cmp.Or(res.Call.Tool, call.Tool), res, err, time.Since(t0))
 	}
 	if err != nil {
@@ -430,7 +431,7 @@ func (s *Server) handleCall(w http.ResponseWriter, r *http.Request, c caller) {
 	if !ok {
 		return
 	}
-	var call monitor.ToolCall
+	var call toolcall.Call
 	if !decodeBody(w, r, s.cfg.MaxBodyBytes, &call, false) {
 		return
 	}
@@ -485,8 +486,8 @@ func (s *Server) submit(ctx context.Context, se *session, message string) (*harn
 	}
 	// The submit goes through the monitor like any call, so it is recorded
 	// as the policy's; a limit reached ends the episode with that reason.
-	args, _ := json.Marshal(monitor.SubmitArgs{Message: message})
-	_, o, err := s.call(ctx, se, monitor.ToolCall{Tool: monitor.ToolSubmit, Args: args})
+	args, _ := json.Marshal(toolcall.SubmitArgs{Message: message})
+	_, o, err := s.call(ctx, se, toolcall.Call{Tool: toolcall.Submit, Args: args})
 	if reason := harness.LimitReason(err); reason != "" {
 		var out harness.Outcome
 		out, err = s.finish(ctx, se, reason)

@@ -12,11 +12,11 @@ import (
 	"time"
 
 	"github.com/rollcage/rollcage/harness"
-	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/sandbox/fake"
+	"github.com/rollcage/rollcage/toolcall"
 )
 
-var benchCall = monitor.ToolCall{Tool: "bash", Args: []byte(`{"command":"echo hi"}`)}
+var benchCall = toolcall.Call{Tool: "bash", Args: []byte(`{"command":"echo hi"}`)}
 
 // BenchmarkCall compares one tool call made in-process (Episode.Call: the
 // monitor, a fake sandbox that answers instantly, the trajectory) with the

@@ -15,8 +15,9 @@ import (
 // TestCallPath records the stack a gateway call reaches the sandbox with
 // and holds it to server → harness → monitor → sandbox, each of our
 // packages entered once and in that order (a foreign tool name, mapped on
-// the way, included). TestCallsThroughHarness holds what returns before
-// the sandbox (the mapping and argument checks) to the same path.
+// the way, included). What returns before the sandbox (the mapping and
+// argument checks) takes the same path: the gateway cannot import the
+// monitor (TestLayering).
 func TestCallPath(t *testing.T) {
 	var mu sync.Mutex
 	var paths [][]string

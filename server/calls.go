@@ -11,7 +11,7 @@ import (
 	"sync"
 
 	"github.com/rollcage/rollcage/harness"
-	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/toolcall"
 )
 
 // maxRequestIDs bounds the request ids an episode remembers.
@@ -33,7 +33,7 @@ type callRecord struct {
 	resp CallResponse
 }
 
-func callKey(call monitor.ToolCall) [32]byte {
+func callKey(call toolcall.Call) [32]byte {
 	var args bytes.Buffer
 	if json.Compact(&args, call.Args) != nil {
 		args.Write(call.Args)
@@ -51,7 +51,7 @@ func (e errReusedID) Error() string {
 // do runs call once per request id: concurrent and later retries wait
 // for and get the first run's answer. A run that failed is forgotten, so
 // its retry runs.
-func (q *requests) do(call monitor.ToolCall, run func() (CallResponse, error)) (CallResponse, error) {
+func (q *requests) do(call toolcall.Call, run func() (CallResponse, error)) (CallResponse, error) {
 	if call.RequestID == "" {
 		return run()
 	}
@@ -99,7 +99,7 @@ func (q *requests) do(call monitor.ToolCall, run func() (CallResponse, error)) (
 // mapped, arguments that cannot run refused). code is 409 for a reused
 // request id and 400 for such arguments, whose error is then the one line
 // naming the field.
-func (s *Server) runCall(ctx context.Context, se *session, call monitor.ToolCall) (CallResponse, int, error) {
+func (s *Server) runCall(ctx context.Context, se *session, call toolcall.Call) (CallResponse, int, error) {
 	resp, err := se.reqs.do(call, func() (CallResponse, error) {
 		res, o, err := s.call(ctx, se, call, harness.Checked())
 		if err != nil {
@@ -108,7 +108,7 @@ func (s *Server) runCall(ctx context.Context, se *session, call monitor.ToolCall
 		return CallResponse{Step: res.Step, Output: res.Output, ExitCode: res.ExitCode, Dummy: res.Dummy,
 			Decision: res.Decision, Timings: res.Timings, Submitted: res.Submit, Outcome: o}, nil
 	})
-	var bad *monitor.ArgsError
+	var bad *toolcall.ArgsError
 	switch {
 	case errors.As(err, &bad):
 		return resp, http.StatusBadRequest, bad

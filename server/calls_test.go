@@ -9,8 +9,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/sandbox/fake"
+	"github.com/rollcage/rollcage/toolcall"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
@@ -42,7 +42,7 @@ func TestCallChecks(t *testing.T) {
 		if ev.Type == trajectory.TypeToolCall {
 			var tc trajectory.ToolCall
 			ev.Decode(&tc)
-			var c monitor.ToolCall
+			var c toolcall.Call
 			json.Unmarshal(tc.Call, &c)
 			calls = append(calls, c.Tool+"/"+tc.ToolCallID)
 		}

@@ -9,8 +9,9 @@
 // monitor → (rules, judge) → sandbox: the gateway hands it to the harness
 // as it came (harness.Checked), which has the monitor map foreign tool
 // names and refuse arguments that cannot run (a 400 here) before the call
-// is numbered; the gateway calls no monitor function but the tool list
-// (TestCallsThroughHarness). Over it: the HTTP JSON API under /v1,
+// is numbered. The gateway does not import the monitor (TestLayering):
+// what it answers with is in packages decision and toolcall, the tool
+// list comes from harness.Tools. Over it: the HTTP JSON API under /v1,
 // an MCP endpoint per episode (streamable HTTP) for MCP-capable agents, an
 // OpenAI-compatible recording proxy that forwards chat completions to the
 // policy server and records each turn with its token ids and logprobs,

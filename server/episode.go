@@ -4,9 +4,11 @@ import (
 	"context"
 	"time"
 
+	"github.com/rollcage/rollcage/decision"
 	"github.com/rollcage/rollcage/harness"
-	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/task"
+	"github.com/rollcage/rollcage/toolcall"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
@@ -18,8 +20,8 @@ import (
 // toolCaller takes the policy's tool calls: /calls, MCP, Server.Call and
 // Server.Start (the E2B API's streamed commands).
 type toolCaller interface {
-	Call(ctx context.Context, call monitor.ToolCall, opts ...harness.CallOption) (monitor.Result, error)
-	Start(ctx context.Context, call monitor.ToolCall, opts monitor.StreamOptions) (*harness.Running, error)
+	Call(ctx context.Context, call toolcall.Call, opts ...harness.CallOption) (decision.Result, error)
+	Start(ctx context.Context, call toolcall.Call, stdin bool, out func(sandbox.Output)) (*harness.Running, error)
 }
 
 // turnRecorder records the model turns the recording proxy relays.

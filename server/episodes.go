@@ -9,9 +9,11 @@ import (
 	"io/fs"
 	"time"
 
+	"github.com/rollcage/rollcage/decision"
 	"github.com/rollcage/rollcage/harness"
-	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/task"
+	"github.com/rollcage/rollcage/toolcall"
 )
 
 // The episode path for other front ends (the E2B-compatible API): the
@@ -128,14 +130,14 @@ func (s *Server) Authorize(id, token string) bool {
 // Call takes one tool call through episode id as POST /calls does (a
 // submit grades it and returns the outcome). Errors are the episode's
 // (harness.ErrFinished, a limit), ErrUnknownEpisode or infrastructure.
-func (s *Server) Call(ctx context.Context, id string, call monitor.ToolCall) (monitor.Result, *harness.Outcome, error) {
+func (s *Server) Call(ctx context.Context, id string, call toolcall.Call) (decision.Result, *harness.Outcome, error) {
 	if !s.enter() {
-		return monitor.Result{}, nil, ErrShuttingDown
+		return decision.Result{}, nil, ErrShuttingDown
 	}
 	defer s.inflight.Done()
 	se, err := s.live(id)
 	if err != nil {
-		return monitor.Result{}, nil, err
+		return decision.Result{}, nil, err
 	}
 	return s.call(ctx, se, call)
 }
@@ -143,7 +145,7 @@ func (s *Server) Call(ctx context.Context, id string, call monitor.ToolCall) (mo
 // Start starts a streamed bash call in episode id (harness.Episode.Start):
 // decided before it starts, recorded when it ends, other calls running
 // beside it.
-func (s *Server) Start(ctx context.Context, id string, call monitor.ToolCall, opts monitor.StreamOptions) (*harness.Running, error) {
+func (s *Server) Start(ctx context.Context, id string, call toolcall.Call, stdin bool, out func(sandbox.Output)) (*harness.Running, error) {
 	if !s.enter() {
 		return nil, ErrShuttingDown
 	}
@@ -153,9 +155,9 @@ func (s *Server) Start(ctx context.Context, id string, call monitor.ToolCall, op
 		return nil, err
 	}
 	t0 := time.Now()
-	r, err := se.ep.Start(ctx, call, opts)
+	r, err := se.ep.Start(ctx, call, stdin, out)
 	if err != nil {
-		s.metrics.observeCall(call.Tool, monitor.Result{}, err, time.Since(t0))
+		s.metrics.observeCall(call.Tool, decision.Result{}, err, time.Since(t0))
 		return nil, err
 	}
 	go func() {

@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/rollcage/rollcage/harness"
-	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/sandbox/fake"
+	"github.com/rollcage/rollcage/toolcall"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
@@ -19,7 +19,7 @@ import (
 func TestFork(t *testing.T) {
 	e := newEnv(t, &fake.Backend{}, nil)
 	a, b := e.create(), e.create()
-	call := monitor.ToolCall{Tool: "bash", Args: []byte(`{"command":"echo x"}`)}
+	call := toolcall.Call{Tool: "bash", Args: []byte(`{"command":"echo x"}`)}
 	calls := func(id string) string { return "/v1/episodes/" + id + "/calls" }
 	fork := func(id string) string { return "/v1/episodes/" + id + "/fork" }
 	if code, _ := e.do("POST", calls(a.EpisodeID), a.Token, call, nil); code != http.StatusOK {

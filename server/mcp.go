@@ -10,7 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/rollcage/rollcage/harness"
-	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/toolcall"
 )
 
 // newMCPHandler returns the episode's MCP endpoint: the same tools as the
@@ -27,7 +27,7 @@ func (s *Server) newMCPHandler(se *session) http.Handler {
 		Logger:       s.log.With("episode_id", se.id, "component", "mcp"),
 	})
 	// rollcage's tools, then the foreign names the monitor maps (FromForeign).
-	for _, t := range append(monitor.Tools(), monitor.ForeignTools()...) {
+	for _, t := range append(harness.Tools(), harness.ForeignTools()...) {
 		srv.AddTool(&mcp.Tool{Name: t.Name, Description: t.Description, InputSchema: t.Schema}, s.mcpTool(se, t.Name))
 	}
 	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
@@ -39,7 +39,7 @@ func (s *Server) newMCPHandler(se *session) http.Handler {
 func (s *Server) mcpTool(se *session, name string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		se.touch(time.Now())
-		call := monitor.ToolCall{Tool: name, Args: req.Params.Arguments, RequestID: mcpRequestID(req.Params.Meta)}
+		call := toolcall.Call{Tool: name, Args: req.Params.Arguments, RequestID: mcpRequestID(req.Params.Meta)}
 		res, code, err := s.runCall(ctx, se, call)
 		switch {
 		case code != 0:
@@ -55,7 +55,7 @@ func (s *Server) mcpTool(se *session, name string) mcp.ToolHandler {
 		out := res.Output
 		if res.Submitted {
 			out = "Submitted. The episode is over."
-		} else if res.ExitCode != 0 && name == monitor.ToolBash {
+		} else if res.ExitCode != 0 && name == toolcall.Bash {
 			out += fmt.Sprintf("\n[exit code %d]", res.ExitCode)
 		}
 		return toolText(res.ExitCode != 0, out), nil

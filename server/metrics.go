@@ -9,8 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/rollcage/rollcage/decision"
 	"github.com/rollcage/rollcage/harness"
-	"github.com/rollcage/rollcage/monitor"
 )
 
 // metrics are the gateway's Prometheus series, in a registry of their own
@@ -83,7 +83,7 @@ func newMetrics(s *Server) *metrics {
 		f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "rollcage_sandbox_pool_warm", Help: "Warm sandbox containers ready to hand out."},
 			func() float64 { _, w := ps(); return float64(w) }))
 	}
-	for _, t := range monitor.Tools() {
+	for _, t := range harness.Tools() {
 		m.tools[t.Name] = true
 	}
 	return m
@@ -100,7 +100,7 @@ func (m *metrics) transition(from, to string) {
 	m.episodes.WithLabelValues(to).Inc()
 }
 
-func (m *metrics) observeCall(tool string, res monitor.Result, err error, d time.Duration) {
+func (m *metrics) observeCall(tool string, res decision.Result, err error, d time.Duration) {
 	if !m.tools[tool] {
 		tool = "other" // tool names come from clients: bound the label's values
 	}
@@ -131,7 +131,7 @@ func (m *metrics) observeCall(tool string, res monitor.Result, err error, d time
 			m.judgeLatency.Observe(res.Timings.Judge.Seconds())
 		}
 	}
-	if dec.Action == monitor.ActionBlock {
+	if dec.Action == decision.Block {
 		m.blocked.WithLabelValues(dec.Category).Inc()
 	}
 }

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/rollcage/rollcage/harness"
-	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/sandbox/fake"
+	"github.com/rollcage/rollcage/toolcall"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
@@ -49,7 +49,7 @@ func TestRestartEndsUnfinished(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := live.Call(ctx, monitor.ToolCall{Tool: "bash", Args: []byte(`{"command":"echo hi"}`)}); err != nil {
+	if _, err := live.Call(ctx, toolcall.Call{Tool: "bash", Args: []byte(`{"command":"echo hi"}`)}); err != nil {
 		t.Fatal(err)
 	}
 	done, err := r.Start(ctx, fakeTask, fakeHidden, harness.EpisodeMeta{ID: "done-1"})

@@ -8,8 +8,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/gorilla/websocket"
 
-	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/sandbox/fake"
+	"github.com/rollcage/rollcage/toolcall"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
@@ -53,7 +53,7 @@ func TestStreams(t *testing.T) {
 	if ev := read(); ev.Type != trajectory.TypeEpisodeStart {
 		t.Fatalf("first event %s", ev.Type)
 	}
-	e.do("POST", "/v1/episodes/"+cr.EpisodeID+"/calls", cr.Token, monitor.ToolCall{Tool: "bash", Args: []byte(`{"command":"echo live"}`)}, nil)
+	e.do("POST", "/v1/episodes/"+cr.EpisodeID+"/calls", cr.Token, toolcall.Call{Tool: "bash", Args: []byte(`{"command":"echo live"}`)}, nil)
 	var live []string
 	for range 3 {
 		live = append(live, read().Type)

@@ -224,8 +224,8 @@ const (
 
 // Decision is what the monitor made of one call.
 type Decision struct {
-	Call       json.RawMessage `json:"call,omitempty"`       // monitor.ToolCall
-	Normalized json.RawMessage `json:"normalized,omitempty"` // monitor.Normalized
+	Call       json.RawMessage `json:"call,omitempty"`       // toolcall.Call
+	Normalized json.RawMessage `json:"normalized,omitempty"` // toolcall.Normalized
 	Flags      json.RawMessage `json:"flags,omitempty"`      // []rules.Flag
 	Verdict    json.RawMessage `json:"verdict,omitempty"`    // judge.Verdict, when the judge was asked
 	Action     string          `json:"action"`               // ActionAllow, ActionBlock, ActionRewrite

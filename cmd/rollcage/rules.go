@@ -15,6 +15,7 @@ import (
 	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/rules"
 	"github.com/rollcage/rollcage/rules/corpus"
+	"github.com/rollcage/rollcage/toolcall"
 )
 
 func init() {
@@ -131,7 +132,7 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // checkLine is one line of a `rules check` file: a call with its context,
 // or a bare ToolCall.
 type checkLine struct {
-	Call    *monitor.ToolCall   `json:"call"`
+	Call    *toolcall.Call      `json:"call"`
 	Cwd     string              `json:"cwd"`
 	Task    monitor.TaskContext `json:"task"`
 	Sandbox monitor.Facts       `json:"sandbox"`
@@ -161,7 +162,7 @@ func rulesCheck(ctx context.Context, eng *rules.Engine, path string, w io.Writer
 			return fmt.Errorf("%s:%d: %v", path, n, err)
 		}
 		if cl.Call == nil { // a bare ToolCall
-			var c monitor.ToolCall
+			var c toolcall.Call
 			if err := json.Unmarshal([]byte(line), &c); err != nil || c.Tool == "" {
 				return fmt.Errorf("%s:%d: neither {\"call\": ...} nor a tool call with a \"tool\" field", path, n)
 			}

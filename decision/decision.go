@@ -1,24 +1,26 @@
-package monitor
+package decision
 
 import (
+	"errors"
 	"time"
 
 	"github.com/rollcage/rollcage/judge"
 	"github.com/rollcage/rollcage/rules"
 	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/toolcall"
 )
 
 // Action is what the monitor did with a call.
 type Action string
 
 const (
-	// ActionAllow: the call ran as asked.
-	ActionAllow Action = "allow"
-	// ActionBlock: the call did not run; the policy got dummy output.
-	ActionBlock Action = "block"
-	// ActionRewrite: a safe form of the call ran (history restricted to the
+	// Allow: the call ran as asked.
+	Allow Action = "allow"
+	// Block: the call did not run; the policy got dummy output.
+	Block Action = "block"
+	// Rewrite: a safe form of the call ran (history restricted to the
 	// base commit's ancestry) and its output was shown.
-	ActionRewrite Action = "rewrite"
+	Rewrite Action = "rewrite"
 )
 
 // Decision is the monitor's judgement of one call.
@@ -38,7 +40,7 @@ type Decision struct {
 	Cleared  bool   `json:"cleared,omitempty"`
 	Category string `json:"category,omitempty"` // category of the deciding flag
 	Reason   string `json:"reason,omitempty"`
-	// Rewritten is the command that ran instead (ActionRewrite).
+	// Rewritten is the command that ran instead (Rewrite).
 	Rewritten string `json:"rewritten,omitempty"`
 }
 
@@ -55,10 +57,10 @@ type Timings struct {
 // Result is one call's way through the monitor: what was asked, what was
 // decided, what the policy is shown.
 type Result struct {
-	Step       int        `json:"step"`
-	Call       ToolCall   `json:"call"`
-	Normalized Normalized `json:"normalized"`
-	Decision   Decision   `json:"decision"`
+	Step       int                 `json:"step"`
+	Call       toolcall.Call       `json:"call"`
+	Normalized toolcall.Normalized `json:"normalized"`
+	Decision   Decision            `json:"decision"`
 	// Output is what the policy sees: the real output, or dummy output.
 	Output   string `json:"output"`
 	ExitCode int    `json:"exit_code"`
@@ -74,3 +76,7 @@ type Result struct {
 	EffectsTruncated bool             `json:"effects_truncated,omitempty"`
 	Timings          Timings          `json:"timings"`
 }
+
+// ErrInputRefused wraps the error of a streamed command's input that the
+// rules refused: the input was not written, and the command runs on.
+var ErrInputRefused = errors.New("input refused by the monitor")
