@@ -6,6 +6,8 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	json "github.com/go-json-experiment/json/v1"
+
+	"github.com/rollcage/rollcage/trajectory"
 )
 
 // object is a trajectory file holding one JSON object, decoded in one
@@ -75,7 +77,7 @@ func (t *flatText) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 	if err != nil {
 		return err
 	}
-	*t = flatText(text(json.RawMessage(raw)))
+	*t = flatText(trajectory.ContentText(raw))
 	return nil
 }
 

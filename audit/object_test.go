@@ -11,6 +11,8 @@ import (
 
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/rollcage/rollcage/trajectory"
 )
 
 // sameAsRaw checks that the one-pass reading of data is the raw split's:
@@ -144,7 +146,7 @@ func TestFlatText(t *testing.T) {
 		if err := json.Unmarshal([]byte(`{"c":`+v+`,"a":`+v+`}`), &got); err != nil {
 			t.Fatalf("%s: %v", v, err)
 		}
-		if want := text(json.RawMessage(v)); string(got.C) != want {
+		if want := trajectory.ContentText(json.RawMessage(v)); string(got.C) != want {
 			t.Errorf("content %s: got %q, want %q", v, got.C, want)
 		}
 		if want := oldArgs(json.RawMessage(v)); string(got.A) != want {

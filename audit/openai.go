@@ -34,34 +34,6 @@ type function struct {
 	Arguments argText `json:"arguments"` // a JSON string, or (some writers) an object
 }
 
-// text flattens a message content.
-func text(raw json.RawMessage) string {
-	if len(raw) == 0 || string(raw) == "null" {
-		return ""
-	}
-	var s string
-	if raw[0] != '[' && json.Unmarshal(raw, &s) == nil { // a list is no string: one pass less
-		return s
-	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if json.Unmarshal(raw, &parts) == nil {
-		var b strings.Builder
-		for _, p := range parts {
-			if p.Text != "" {
-				if b.Len() > 0 {
-					b.WriteByte('\n')
-				}
-				b.WriteString(p.Text)
-			}
-		}
-		return b.String()
-	}
-	return string(raw)
-}
-
 // meta is the episode metadata third parties put beside the messages,
 // under any of these common names.
 type meta struct {

@@ -7,6 +7,7 @@ import (
 	json "github.com/go-json-experiment/json/v1"
 
 	"github.com/rollcage/rollcage/toolcall"
+	"github.com/rollcage/rollcage/trajectory"
 )
 
 // sweStep is one step of a SWE-agent trajectory.
@@ -65,7 +66,7 @@ func parseSWEAgent(base, name string, obj map[string]json.RawMessage, steps []sw
 	var users []string
 	for _, h := range hist {
 		if h.Role == "user" && len(users) < 3 {
-			users = append(users, text(h.Content))
+			users = append(users, trajectory.ContentText(h.Content))
 		}
 	}
 	setInstruction(&ep, users...)

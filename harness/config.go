@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -39,15 +40,9 @@ type Limits struct {
 }
 
 func (l Limits) withDefaults() Limits {
-	if l.MaxSteps == 0 {
-		l.MaxSteps = DefaultMaxSteps
-	}
-	if l.WallTime == 0 {
-		l.WallTime = DefaultWallTime
-	}
-	if l.CallTimeout == 0 {
-		l.CallTimeout = DefaultCallTimeout
-	}
+	l.MaxSteps = cmp.Or(l.MaxSteps, DefaultMaxSteps)
+	l.WallTime = cmp.Or(l.WallTime, DefaultWallTime)
+	l.CallTimeout = cmp.Or(l.CallTimeout, DefaultCallTimeout)
 	return l
 }
 

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -115,24 +116,11 @@ func NewOpenAI(cfg OpenAIConfig) (*OpenAI, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.ContextBudget == 0 {
-		cfg.ContextBudget = DefaultContextBudget
-	}
-	if cfg.MaxConsecutive == 0 {
-		cfg.MaxConsecutive = DefaultMaxConsecutive
-	}
-	switch {
-	case cfg.Retries == 0:
-		cfg.Retries = DefaultModelRetries
-	case cfg.Retries < 0:
-		cfg.Retries = 0
-	}
-	if cfg.RetryBackoff == 0 {
-		cfg.RetryBackoff = DefaultRetryBackoff
-	}
-	if cfg.RequestTimeout == 0 {
-		cfg.RequestTimeout = DefaultRequestTimeout
-	}
+	cfg.ContextBudget = cmp.Or(cfg.ContextBudget, DefaultContextBudget)
+	cfg.MaxConsecutive = cmp.Or(cfg.MaxConsecutive, DefaultMaxConsecutive)
+	cfg.Retries = max(cmp.Or(cfg.Retries, DefaultModelRetries), 0) // negative: none
+	cfg.RetryBackoff = cmp.Or(cfg.RetryBackoff, DefaultRetryBackoff)
+	cfg.RequestTimeout = cmp.Or(cfg.RequestTimeout, DefaultRequestTimeout)
 	p, err := loadPrompts(cfg.PromptDir)
 	if err != nil {
 		return nil, err
@@ -307,9 +295,7 @@ func (o *OpenAI) callTool(ctx context.Context, ep *Episode, tc trajectory.Functi
 		return fmt.Sprintf("error: unknown tool %q; call one of the tools (%s)", name, toolList), false, "", nil
 	}
 	args := strings.TrimSpace(tc.Function.Arguments)
-	if args == "" {
-		args = "{}"
-	}
+	args = cmp.Or(args, "{}")
 	var obj map[string]json.RawMessage
 	if jerr := json.Unmarshal([]byte(args), &obj); jerr != nil {
 		return fmt.Sprintf("error: the arguments of %s are not a valid JSON object (%v); call one of the tools (%s) with JSON arguments", name, jerr, toolList), false, "", nil

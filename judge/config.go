@@ -1,6 +1,7 @@
 package judge
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -125,33 +126,14 @@ func (c Config) Validate() error {
 
 // withDefaults returns c with zero fields replaced by their defaults.
 func (c Config) withDefaults() Config {
-	if c.Samples == 0 {
-		c.Samples = 1
-	}
-	if c.MaxConcurrent == 0 {
-		c.MaxConcurrent = DefaultMaxConcurrent
-	}
-	if c.MaxPerEpisode == 0 {
-		c.MaxPerEpisode = DefaultMaxPerEpisode
-	}
-	if c.Timeout == 0 {
-		c.Timeout = DefaultTimeout
-	}
-	switch {
-	case c.Retries == 0:
-		c.Retries = DefaultRetries
-	case c.Retries < 0:
-		c.Retries = 0
-	}
-	if c.RetryBackoff == 0 {
-		c.RetryBackoff = DefaultRetryBackoff
-	}
-	if c.CacheSize == 0 {
-		c.CacheSize = DefaultCacheSize
-	}
-	if c.HistoryBudget == 0 {
-		c.HistoryBudget = DefaultHistoryBudget
-	}
+	c.Samples = cmp.Or(c.Samples, 1)
+	c.MaxConcurrent = cmp.Or(c.MaxConcurrent, DefaultMaxConcurrent)
+	c.MaxPerEpisode = cmp.Or(c.MaxPerEpisode, DefaultMaxPerEpisode)
+	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
+	c.Retries = max(cmp.Or(c.Retries, DefaultRetries), 0) // negative: none
+	c.RetryBackoff = cmp.Or(c.RetryBackoff, DefaultRetryBackoff)
+	c.CacheSize = cmp.Or(c.CacheSize, DefaultCacheSize)
+	c.HistoryBudget = cmp.Or(c.HistoryBudget, DefaultHistoryBudget)
 	if c.Temperature == 0 && c.Samples > 1 {
 		c.Temperature = DefaultVoteTemperature
 	}

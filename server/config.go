@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -143,21 +144,11 @@ func (c Config) Validate() error {
 }
 
 func (c Config) withDefaults() Config {
-	if c.IdleTimeout == 0 {
-		c.IdleTimeout = DefaultIdleTimeout
-	}
-	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if c.MaxChatBytes == 0 {
-		c.MaxChatBytes = DefaultMaxChatBytes
-	}
-	if c.Rate == 0 {
-		c.Rate = DefaultRate
-	}
-	if c.Burst == 0 {
-		c.Burst = DefaultBurst
-	}
+	c.IdleTimeout = cmp.Or(c.IdleTimeout, DefaultIdleTimeout)
+	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, DefaultMaxBodyBytes)
+	c.MaxChatBytes = cmp.Or(c.MaxChatBytes, DefaultMaxChatBytes)
+	c.Rate = cmp.Or(c.Rate, DefaultRate)
+	c.Burst = cmp.Or(c.Burst, DefaultBurst)
 	if c.HTTPClient == nil {
 		c.HTTPClient = &http.Client{}
 	}

@@ -113,36 +113,12 @@ type chatMessage struct {
 }
 
 func (m chatMessage) message() trajectory.Message {
-	out := trajectory.Message{Role: m.Role, Content: contentText(m.Content), Name: m.Name, ToolCallID: m.ToolCallID}
+	out := trajectory.Message{Role: m.Role, Content: trajectory.ContentText(m.Content), Name: m.Name, ToolCallID: m.ToolCallID}
 	for _, tc := range m.ToolCalls {
 		out.ToolCalls = append(out.ToolCalls, trajectory.FunctionCall{ID: tc.ID, Type: "function",
 			Function: trajectory.Function{Name: tc.Function.Name, Arguments: tc.Function.Arguments}})
 	}
 	return out
-}
-
-// contentText flattens a message content: a string, or the text parts of
-// an array of parts.
-func contentText(raw json.RawMessage) string {
-	if len(raw) == 0 || string(raw) == "null" {
-		return ""
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if json.Unmarshal(raw, &parts) == nil {
-		var b strings.Builder
-		for _, p := range parts {
-			b.WriteString(p.Text)
-		}
-		return b.String()
-	}
-	return string(raw)
 }
 
 type chatResponse struct {

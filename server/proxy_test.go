@@ -205,7 +205,9 @@ func TestProxyStreaming(t *testing.T) {
 	<-p.auth
 	want := []trajectory.ModelTurn{{API: trajectory.APIChat,
 		Model: "policy-7b",
-		Request: []trajectory.Message{{Role: "user", Content: "fix it"},
+		// The content's two text parts are joined by a newline, as vLLM
+		// joins them for the model (trajectory.ContentText).
+		Request: []trajectory.Message{{Role: "user", Content: "fix \nit"},
 			{Role: "assistant", ToolCalls: []trajectory.FunctionCall{{ID: "c0", Type: "function", Function: trajectory.Function{Name: "bash", Arguments: "{}"}}}},
 			{Role: "tool", ToolCallID: "c0", Content: "ok"}},
 		Response: trajectory.Message{Role: "assistant", Content: "Let me look.", ToolCalls: []trajectory.FunctionCall{{ID: "call_9", Type: "function",

@@ -139,7 +139,13 @@ func LoadFile(p string) ([]Task, fs.FS, error) {
 func Load(fsys fs.FS, name string) ([]Task, error) {
 	f, err := fsys.Open(name)
 	if err != nil {
-		return nil, &LoadError{File: name, Err: fmt.Errorf("open: %w", err)}
+		// The LoadError names the file; the PathError's own "open NAME"
+		// would say it again (relative to the directory, at that).
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, &LoadError{File: name, Err: fmt.Errorf("cannot open the task file: %w", err)}
 	}
 	defer f.Close()
 	base := path.Dir(name)

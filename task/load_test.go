@@ -112,9 +112,14 @@ func TestLoadFile(t *testing.T) {
 	if want := p + `:2: invalid JSON: unexpected end of line; each object must be on one line`; err == nil || err.Error() != want {
 		t.Errorf("LoadFile error:\n got %v\nwant %s", err, want)
 	}
-	_, _, err = LoadFile(filepath.Join(dir, "missing.jsonl"))
+	missing := filepath.Join(dir, "missing.jsonl")
+	_, _, err = LoadFile(missing)
 	if !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("LoadFile(missing) = %v, want ErrNotExist", err)
+	}
+	// The file is named once, not again by the open's own error.
+	if want := missing + ": cannot open the task file: no such file or directory"; err == nil || err.Error() != want {
+		t.Errorf("LoadFile(missing) error:\n got %v\nwant %s", err, want)
 	}
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -28,37 +29,31 @@ func init() {
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("demo", "[--policy replay] [--concurrency N] [--out DIR] [--only TASK] [--no-seal] [judge flags]", stderr)
 	policy := fs.String("policy", "replay", "policy: replay (the suite's scripted trajectories)")
-	conc := fs.Int("concurrency", 4, "episodes running at once")
-	out := fs.String("out", filepath.Join("out", "demo"), "directory for the episodes' trajectories")
+	ef := addEnvFlags(fs, 4, filepath.Join("out", "demo"), "directory for the episodes' trajectories")
 	var only stringList
 	fs.Var(&only, "only", "run only this task id (repeatable)")
-	verbose := fs.Bool("v", false, "log episode lifecycle to stderr")
-	noSeal := addSealFlag(fs)
-	backendKind := addBackendFlag(fs)
-	jf := addJudgeFlags(fs)
-	rf := addRulesFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *policy != "replay" {
 		return fmt.Errorf("--policy %q: the demo replays its scripts; use --policy replay (or 'rollcage run' for a model)", *policy)
 	}
-	if *conc < 1 {
-		return fmt.Errorf("--concurrency %d: use 1 or more", *conc)
+	if err := ef.check(); err != nil {
+		return err
 	}
 	_, byID, hidden, scripts, err := loadSuite(demo.Scripts, only)
 	if err != nil {
 		return err
 	}
 
-	env, err := newEnv(ctx, envOptions{storeDir: *out, rules: rf, judge: jf, verbose: *verbose, stderr: stderr, noSeal: *noSeal, backend: backendKind})
+	env, err := newEnv(ctx, ef.options(*ef.out, stderr))
 	if err != nil {
 		return err
 	}
 	defer env.close()
 
 	start := time.Now()
-	rows := harness.ReplayAll(ctx, env.runner, byID, hidden, scripts, *conc, func(done int) {
+	rows := harness.ReplayAll(ctx, env.runner, byID, hidden, scripts, *ef.conc, func(done int) {
 		fmt.Fprintf(stderr, "\r\033[K%d/%d episodes  %s", done, len(scripts), time.Since(start).Round(time.Second))
 	})
 	fmt.Fprintln(stderr)
@@ -103,7 +98,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			fmt.Fprintf(stdout, "✗ %v\n", r.Err)
 		}
 	}
-	fmt.Fprintf(stdout, "\n%d episodes in %s on %s; trajectories in %s\n", len(rows), time.Since(start).Round(time.Second), sealNote(*noSeal), env.store.Dir())
+	fmt.Fprintf(stdout, "\n%d episodes in %s on %s; trajectories in %s\n", len(rows), time.Since(start).Round(time.Second), sealNote(*ef.noSeal), env.store.Dir())
 	if wrong > 0 {
 		return &exitError{Code: 1, Err: fmt.Errorf("%d of %d rows are not what they must be", wrong, len(rows))}
 	}
@@ -159,6 +154,47 @@ type env struct {
 	backend backend
 	store   *trajectory.Store
 	runner  *harness.Runner
+}
+
+// envFlags are the flags of the commands that run episodes here (demo,
+// redteam, run): how many at once, where they are recorded, the sandbox
+// backend, sealing, the judge and the rules.
+type envFlags struct {
+	conc    *int
+	out     *string
+	verbose *bool
+	noSeal  *bool
+	backend *backendFlags
+	judge   *judgeFlags
+	rules   *rulesFlags
+}
+
+// addEnvFlags adds them to fs, with the command's default concurrency
+// and output directory.
+func addEnvFlags(fs *flag.FlagSet, conc int, out, outHelp string) *envFlags {
+	return &envFlags{
+		conc:    fs.Int("concurrency", conc, "episodes running at once"),
+		out:     fs.String("out", out, outHelp),
+		verbose: fs.Bool("v", false, "log episode lifecycle to stderr"),
+		noSeal:  addSealFlag(fs),
+		backend: addBackendFlag(fs),
+		judge:   addJudgeFlags(fs),
+		rules:   addRulesFlags(fs),
+	}
+}
+
+// check refuses a concurrency that runs nothing.
+func (f *envFlags) check() error {
+	if *f.conc < 1 {
+		return fmt.Errorf("--concurrency %d: use 1 or more", *f.conc)
+	}
+	return nil
+}
+
+// options are newEnv's options from the flags, the trajectories stored
+// in storeDir.
+func (f *envFlags) options(storeDir string, stderr io.Writer) envOptions {
+	return envOptions{storeDir: storeDir, rules: f.rules, judge: f.judge, verbose: *f.verbose, stderr: stderr, noSeal: *f.noSeal, backend: f.backend}
 }
 
 type envOptions struct {

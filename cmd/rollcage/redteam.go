@@ -22,22 +22,16 @@ func init() {
 
 func runRedteam(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("redteam", "[--concurrency N] [--out DIR] [--only TASK] [--scripts DIR] [--json] [--no-seal] [judge flags]", stderr)
-	conc := fs.Int("concurrency", 4, "episodes running at once")
-	out := fs.String("out", filepath.Join("out", "redteam"), "directory for the episodes' trajectories")
+	ef := addEnvFlags(fs, 4, filepath.Join("out", "redteam"), "directory for the episodes' trajectories")
 	var only stringList
 	fs.Var(&only, "only", "run only this task id (repeatable)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	dir := fs.String("scripts", "", "replay the scripts under this directory (TASK/NAME.json, each with a family) instead of the suite, e.g. redteam/testdata/heldout")
-	verbose := fs.Bool("v", false, "log episode lifecycle to stderr")
-	noSeal := addSealFlag(fs)
-	backendKind := addBackendFlag(fs)
-	jf := addJudgeFlags(fs)
-	rf := addRulesFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if *conc < 1 {
-		return fmt.Errorf("--concurrency %d: use 1 or more", *conc)
+	if err := ef.check(); err != nil {
+		return err
 	}
 	load := demo.RedteamScripts
 	if *dir != "" {
@@ -47,7 +41,7 @@ func runRedteam(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	env, err := newEnv(ctx, envOptions{storeDir: *out, rules: rf, judge: jf, verbose: *verbose, stderr: stderr, noSeal: *noSeal, backend: backendKind})
+	env, err := newEnv(ctx, ef.options(*ef.out, stderr))
 	if err != nil {
 		return err
 	}
@@ -55,7 +49,7 @@ func runRedteam(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	start := time.Now()
 	rep, err := redteam.Run(ctx, redteam.Config{
 		Runner: env.runner, Backend: env.backend, Store: env.store,
-		Tasks: tasks, Hidden: hidden, Scripts: scripts, Concurrency: *conc,
+		Tasks: tasks, Hidden: hidden, Scripts: scripts, Concurrency: *ef.conc,
 		Progress: func(done, total int) {
 			fmt.Fprintf(stderr, "\r\033[K%d/%d episodes  %s", done, total, time.Since(start).Round(time.Second))
 		},
@@ -72,7 +66,7 @@ func runRedteam(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 	} else {
 		printRedteam(stdout, rep)
-		fmt.Fprintf(stdout, "\n%d episodes in %s on %s; trajectories in %s\n", len(rep.Results), time.Since(start).Round(time.Second), sealNote(*noSeal), env.store.Dir())
+		fmt.Fprintf(stdout, "\n%d episodes in %s on %s; trajectories in %s\n", len(rep.Results), time.Since(start).Round(time.Second), sealNote(*ef.noSeal), env.store.Dir())
 	}
 	var missed []string
 	for _, g := range rep.Goals {

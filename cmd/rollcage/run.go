@@ -27,11 +27,10 @@ func runBatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	policy := fs.String("policy", "", "OpenAI-compatible API of the policy model (http://127.0.0.1:8000/v1), or replay:DIR of scripts (*.json)")
 	model := fs.String("model", "", "policy model name (required with a URL policy)")
 	apiKey := fs.String("api-key", os.Getenv("ROLLCAGE_POLICY_API_KEY"), "policy API key (env ROLLCAGE_POLICY_API_KEY)")
-	conc := fs.Int("concurrency", harness.DefaultConcurrency, "episodes running at once")
+	ef := addEnvFlags(fs, harness.DefaultConcurrency, filepath.Join("out", "run"), "output directory: outcomes.jsonl and trajectories/; an existing one is resumed")
 	attempts := fs.Int("attempts", 1, "episodes per task")
 	branchAt := fs.Int("branch-at", 0, "tree rollouts (with --branches): fork each episode at the first turn after this many tool calls")
 	branches := fs.Int("branches", 0, "tree rollouts: leaves per episode: the episode goes on as one and branches-1 forks of it as the others (2 or more; 0: no tree)")
-	out := fs.String("out", filepath.Join("out", "run"), "output directory: outcomes.jsonl and trajectories/; an existing one is resumed")
 	temp := fs.Float64("temperature", 1.0, "sampling temperature")
 	maxTurn := fs.Int("max-completion-tokens", 0, "cap on one model turn (0: server default)")
 	logprobs := fs.Bool("logprobs", true, "ask for and record completion logprobs")
@@ -44,12 +43,10 @@ func runBatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	maxTokens := fs.Int("max-tokens", 0, "completion tokens per episode (0: no limit)")
 	network := fs.String("network", sandbox.NetworkNone, "sandbox network: none or proxy")
 	disk := addDiskFlag(fs)
-	verbose := fs.Bool("v", false, "log episode lifecycle to stderr")
-	noSeal := addSealFlag(fs)
-	backendKind := addBackendFlag(fs)
-	jf := addJudgeFlags(fs)
-	rf := addRulesFlags(fs)
 	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := ef.check(); err != nil {
 		return err
 	}
 	if *tasksFile == "" {
@@ -79,17 +76,16 @@ func runBatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	env, err := newEnv(ctx, envOptions{
-		rules:    rf,
-		storeDir: filepath.Join(*out, "trajectories"), judge: jf, network: *network, verbose: *verbose, stderr: stderr, noSeal: *noSeal, backend: backendKind,
-		limits: harness.Limits{MaxSteps: *maxSteps, WallTime: *wall, MaxTokens: *maxTokens}, disk: int64(*disk),
-	})
+	opts := ef.options(filepath.Join(*ef.out, "trajectories"), stderr)
+	opts.network, opts.disk = *network, int64(*disk)
+	opts.limits = harness.Limits{MaxSteps: *maxSteps, WallTime: *wall, MaxTokens: *maxTokens}
+	env, err := newEnv(ctx, opts)
 	if err != nil {
 		return err
 	}
 	defer env.close()
 	sum, err := env.runner.RunBatch(ctx, tasks, hidden, policyFor, harness.BatchOptions{
-		Concurrency: *conc, Attempts: *attempts, OutDir: *out, Progress: stderr, Model: label, Tree: tree,
+		Concurrency: *ef.conc, Attempts: *attempts, OutDir: *ef.out, Progress: stderr, Model: label, Tree: tree,
 	})
 	if werr := sum.Write(stdout); werr != nil && err == nil {
 		err = werr
@@ -98,7 +94,7 @@ func runBatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	fmt.Fprintf(stdout, "\noutcomes in %s; trajectories in %s (rollcage export --format messages --out FILE %s)\n",
-		filepath.Join(*out, harness.OutcomesFile), env.store.Dir(), *out)
+		filepath.Join(*ef.out, harness.OutcomesFile), env.store.Dir(), *ef.out)
 	return nil
 }
 

@@ -1,0 +1,39 @@
+package trajectory
+
+import (
+	"encoding/json"
+	"strings"
+)
+
+// ContentText flattens an OpenAI-style message content into a Message's
+// Content: a JSON string as it is; an array of parts as its non-empty
+// text parts joined by newlines, as vLLM joins them for the chat template
+// (image and other parts carry no text); null or nothing as ""; any other
+// JSON as its text. The recording proxy and the audit's readers both
+// flatten with it, so a trajectory reads the same whoever wrote it.
+func ContentText(raw []byte) string {
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	var s string
+	if raw[0] != '[' && json.Unmarshal(raw, &s) == nil { // a list is no string: one pass less
+		return s
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(raw, &parts) == nil {
+		var b strings.Builder
+		for _, p := range parts {
+			if p.Text != "" {
+				if b.Len() > 0 {
+					b.WriteByte('\n')
+				}
+				b.WriteString(p.Text)
+			}
+		}
+		return b.String()
+	}
+	return string(raw)
+}
