@@ -16,9 +16,11 @@ import (
 // the export like any other. why says what happened ("gateway restart").
 // A log that has ended already is left alone: it returns false.
 func AbandonStored(ctx context.Context, st *trajectory.Store, id, why string) (bool, error) {
+	// The store's and the log's errors name the episode; the ones
+	// wrapped here without it say so once.
 	info, err := st.Info(id)
 	if err != nil {
-		return false, fmt.Errorf("harness: abandon %s: %w", id, err)
+		return false, fmt.Errorf("harness: abandon: %w", err)
 	}
 	if info.Finished {
 		return false, nil
@@ -91,7 +93,7 @@ func AbandonStored(ctx context.Context, st *trajectory.Store, id, why string) (b
 	}
 	l, err := st.Log(id)
 	if err != nil {
-		return false, fmt.Errorf("harness: abandon %s: %w", id, err)
+		return false, fmt.Errorf("harness: abandon: %w", err)
 	}
 	_, aerr := l.Append(ev)
 	cerr := l.Close()
@@ -99,7 +101,7 @@ func AbandonStored(ctx context.Context, st *trajectory.Store, id, why string) (b
 		return false, nil // ended meanwhile by its owner
 	}
 	if err := errors.Join(aerr, cerr); err != nil {
-		return false, fmt.Errorf("harness: abandon %s: %w", id, err)
+		return false, fmt.Errorf("harness: abandon: %w", err)
 	}
 	return true, nil
 }

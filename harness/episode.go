@@ -121,11 +121,12 @@ func (e *Episode) Deadline() time.Time { return e.deadline }
 // written is an infrastructure fault: training data would be lost.
 func (e *Episode) emit(segment, step int, typ string, payload any) error {
 	ev, err := trajectory.NewEvent(e.id, segment, step, typ, payload)
-	if err == nil {
-		_, err = e.tlog.Append(ev)
-	}
 	if err != nil {
 		err = fmt.Errorf("harness: episode %s: record %s: %w", e.id, typ, err)
+	} else if _, err = e.tlog.Append(ev); err != nil {
+		err = fmt.Errorf("harness: record %s: %w", typ, err) // the log's error names the episode
+	}
+	if err != nil {
 		e.noteInfra(err)
 	}
 	return err
@@ -547,7 +548,7 @@ func (e *Episode) emitEnd(o Outcome) error {
 	}
 	err := e.emit(o.Segments-1, o.Steps, trajectory.TypeEpisodeEnd, end)
 	if cerr := e.tlog.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("harness: episode %s: close log: %w", e.id, cerr)
+		err = fmt.Errorf("harness: close log: %w", cerr) // the log's error names the episode
 	}
 	return err
 }

@@ -283,6 +283,11 @@ func load(disableDefault bool, dirs []string, withTests bool) (mods map[string]*
 	if len(dirs) > 0 {
 		res, err := loader.NewFileLoader().WithProcessAnnotation(true).
 			WithRegoVersion(ast.RegoV1).Filtered(dirs, filter)
+		if pe := pathError(err); pe != nil {
+			// The loader's words ("1 error occurred during loading: stat
+			// DIR: ...") would name the path twice.
+			return nil, nil, nil, fmt.Errorf("rules: load %s: %w; give a directory or file of .rego policies that exists", pe.Path, pe.Err)
+		}
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("rules: load %s: %w", strings.Join(dirs, ", "), asCompileError(err))
 		}
@@ -319,6 +324,20 @@ func merge(dst, src map[string]any, path string) error {
 
 // asCompileError turns OPA's parse/compile errors into *CompileError and
 // leaves anything else (a missing directory, say) as it is.
+// pathError is the *fs.PathError an error of the loader is, when it is
+// one alone (a policy path that is missing or unreadable); else nil.
+func pathError(err error) *fs.PathError {
+	var lerrs loader.Errors
+	if errors.As(err, &lerrs) && len(lerrs) == 1 {
+		err = lerrs[0]
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe
+	}
+	return nil
+}
+
 func asCompileError(err error) error {
 	var astErrs ast.Errors
 	var one *ast.Error

@@ -99,6 +99,20 @@ func TestCompileError(t *testing.T) {
 	}
 }
 
+// TestMissingPolicyDir holds a policy path that does not exist to one
+// line naming it once (not the loader's "1 error occurred during loading:
+// stat PATH: ..." after the path again) that says what to give.
+func TestMissingPolicyDir(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "nope")
+	_, err := New(context.Background(), Config{PolicyDirs: []string{missing}})
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("New(missing dir) = %v, want an error wrapping fs.ErrNotExist", err)
+	}
+	if want := "rules: load " + missing + ": no such file or directory; give a directory or file of .rego policies that exists"; err.Error() != want {
+		t.Errorf("error:\n got %s\nwant %s", err, want)
+	}
+}
+
 // A user package under rollcage.rules is collected by the default
 // aggregator, and its data files are loaded beside it.
 func TestUserPolicyCollected(t *testing.T) {
