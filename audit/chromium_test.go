@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,28 +14,12 @@ import (
 	"github.com/rollcage/rollcage/sandbox/sandboxtest"
 )
 
-// chromiumPath finds Debian's chromium; it fails the test under CI=true
-// when it is missing and skips elsewhere (apt-get install -y chromium).
-func chromiumPath(t *testing.T) string {
-	t.Helper()
-	for _, p := range []string{"/usr/bin/chromium", "/usr/bin/chromium-browser"} {
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	if p, err := exec.LookPath("chromium"); err == nil {
-		return p
-	}
-	sandboxtest.Unavailable(t, "chromium not found at /usr/bin/chromium: apt-get install -y chromium")
-	return ""
-}
-
 // browser starts headless Chromium with no network features and a fresh
 // profile, and returns a tab's context.
 func browser(t *testing.T) context.Context {
 	t.Helper()
 	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(chromiumPath(t)),
+		chromedp.ExecPath(sandboxtest.Chromium(t)),
 		chromedp.Flag("headless", true),
 		chromedp.NoSandbox,
 		chromedp.DisableGPU,

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -109,25 +107,11 @@ func TestDashboardAPI(t *testing.T) {
 	}
 }
 
-func dashChromium(t *testing.T) string {
-	t.Helper()
-	for _, p := range []string{"/usr/bin/chromium", "/usr/bin/chromium-browser"} {
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	if p, err := exec.LookPath("chromium"); err == nil {
-		return p
-	}
-	sandboxtest.Unavailable(t, "chromium not found at /usr/bin/chromium: apt-get install -y chromium")
-	return ""
-}
-
 // TestDashboardInChromium loads the page in headless Chromium, checks it
 // shows events already in the Store, then appends more and checks they
 // stream in live over the WebSocket.
 func TestDashboardInChromium(t *testing.T) {
-	exe := dashChromium(t)
+	exe := sandboxtest.Chromium(t)
 	srv, store := dashServer(t)
 	l, err := store.Log("lru-0")
 	if err != nil {
