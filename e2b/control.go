@@ -105,6 +105,16 @@ func (s *Server) notFound(w http.ResponseWriter, id string) {
 	apiError(w, http.StatusNotFound, fmt.Sprintf("sandbox %q not found (killed, timed out, or another API key's)", id))
 }
 
+// sandboxFor is the live sandbox of the request's path that client may
+// act on, or nil once it answered 404.
+func (s *Server) sandboxFor(w http.ResponseWriter, r *http.Request, client string) *sbx {
+	b := s.lookup(client, r.PathValue("id"))
+	if b == nil {
+		s.notFound(w, r.PathValue("id"))
+	}
+	return b
+}
+
 func (s *Server) imageOf(req createRequest) string {
 	if v := req.Metadata[MetaImage]; v != "" {
 		return v
@@ -232,18 +242,16 @@ func (s *Server) describe(b *sbx, secret bool) sandboxJSON {
 }
 
 func (s *Server) handleInfo(w http.ResponseWriter, r *http.Request, client string) {
-	b := s.lookup(client, r.PathValue("id"))
+	b := s.sandboxFor(w, r, client)
 	if b == nil {
-		s.notFound(w, r.PathValue("id"))
 		return
 	}
 	writeJSON(w, http.StatusOK, s.describe(b, true))
 }
 
 func (s *Server) handleConnect(w http.ResponseWriter, r *http.Request, client string) {
-	b := s.lookup(client, r.PathValue("id"))
+	b := s.sandboxFor(w, r, client)
 	if b == nil {
-		s.notFound(w, r.PathValue("id"))
 		return
 	}
 	var req struct {
@@ -263,9 +271,8 @@ func (s *Server) handleConnect(w http.ResponseWriter, r *http.Request, client st
 }
 
 func (s *Server) handleTimeout(w http.ResponseWriter, r *http.Request, client string) {
-	b := s.lookup(client, r.PathValue("id"))
+	b := s.sandboxFor(w, r, client)
 	if b == nil {
-		s.notFound(w, r.PathValue("id"))
 		return
 	}
 	var req struct {
@@ -281,9 +288,8 @@ func (s *Server) handleTimeout(w http.ResponseWriter, r *http.Request, client st
 }
 
 func (s *Server) handleKill(w http.ResponseWriter, r *http.Request, client string) {
-	b := s.lookup(client, r.PathValue("id"))
+	b := s.sandboxFor(w, r, client)
 	if b == nil {
-		s.notFound(w, r.PathValue("id"))
 		return
 	}
 	if err := s.kill(r.Context(), b, "e2b kill"); err != nil {
