@@ -104,7 +104,7 @@ remove_pod_containers() {
 	for id in $ids; do
 		local netns
 		netns=$("${c[@]}" containers info "$id" 2>/dev/null |
-			jq -r '.Spec.linux.namespaces[]? | select(.type == "network") | .path // empty') || netns=
+			grep -oE '"/(var/)?run/netns/cni-[^"]+"' | tr -d '"' | sort -u) || netns= # the spec's network namespace
 		"${c[@]}" tasks kill -a -s SIGKILL "$id" >/dev/null 2>&1 || true
 		"${c[@]}" tasks delete -f "$id" >/dev/null 2>&1 || true
 		if ! "${c[@]}" containers delete "$id" >/dev/null; then
