@@ -10,10 +10,13 @@ type multiMatcher struct {
 	index  map[string]int // literal → its bit
 	class  [256]uint8     // byte → alphabet index; 0 is every byte no literal has
 	nclass int
-	next   []int32 // state*nclass + class → state
-	out    [][]int // per state, the literals that end there (their suffix links' too)
-	final  []bool  // out[s] is not empty
-	words  int     // uint64 words of a found set
+	// next is the transition table, row by state: next[state*nclass +
+	// class] is the next state's row offset (state*nclass), negated and
+	// less one when literals end in that state. One load and a sign test
+	// per byte of text: the scan reads every call's whole haystack.
+	next  []int32
+	out   [][]int // per state, the literals that end there (their suffix links' too)
+	words int     // uint64 words of a found set
 }
 
 // newMultiMatcher builds the matcher for lits; empty literals and
@@ -84,9 +87,11 @@ func newMultiMatcher(lits []string) *multiMatcher {
 			}
 		}
 	}
-	m.final = make([]bool, len(nodes))
-	for s, o := range m.out {
-		m.final[s] = len(o) > 0
+	for i, n := range m.next {
+		m.next[i] = n * int32(nc)
+		if len(m.out[n]) > 0 {
+			m.next[i] = -m.next[i] - 1
+		}
 	}
 	return m
 }
@@ -108,12 +113,13 @@ func (m *multiMatcher) findInto(text string, f found, off int) {
 	if len(m.lits) == 0 {
 		return
 	}
-	s := int32(0)
+	o := int32(0) // the state's row offset
 	nc := int32(m.nclass)
 	for i := 0; i < len(text); i++ {
-		s = m.next[s*nc+int32(m.class[text[i]])]
-		if m.final[s] {
-			for _, l := range m.out[s] {
+		o = m.next[o+int32(m.class[text[i]])]
+		if o < 0 {
+			o = -o - 1
+			for _, l := range m.out[o/nc] {
 				l += off
 				f[l/64] |= 1 << (l % 64)
 			}

@@ -5,6 +5,8 @@ import (
 	"go/parser"
 	"go/token"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -105,5 +107,29 @@ func TestKeywordTable(t *testing.T) {
 	}
 	if n < 5 {
 		t.Errorf("found %d literal keywords in has calls; the test no longer sees them", n)
+	}
+}
+
+// BenchmarkMultiMatcher: the keyword table over code, the policy's own
+// source (about the size of a long script in a call).
+func BenchmarkMultiMatcher(b *testing.B) {
+	var text strings.Builder
+	files, err := filepath.Glob(filepath.Join("policy", "*.rego"))
+	if err != nil || len(files) == 0 {
+		b.Fatalf("policy sources: %v (%d files)", err, len(files))
+	}
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		text.Write(src)
+	}
+	s := strings.ToLower(text.String())
+	f := make(found, keywords.words)
+	b.SetBytes(int64(len(s)))
+	for b.Loop() {
+		clear(f)
+		keywords.findInto(s, f, 0)
 	}
 }
