@@ -2,9 +2,12 @@ package monitor
 
 import (
 	"encoding/json"
-	"github.com/rollcage/rollcage/toolcall"
 	"slices"
 	"strings"
+
+	jsonv1 "github.com/go-json-experiment/json/v1"
+
+	"github.com/rollcage/rollcage/toolcall"
 )
 
 // IsForeign reports whether FromForeign maps name onto one of rollcage's
@@ -57,7 +60,12 @@ func fromForeign(name, rawArgs string) Prepared {
 	if testDecodeHook != nil {
 		testDecodeHook(name)
 	}
-	f.ok = json.Unmarshal([]byte(rawArgs), &f.args) == nil
+	// the faster decoder first, encoding/json's own on what it rejects
+	// (as strictArgs): a rejected call keeps what encoding/json read of it
+	if f.ok = jsonv1.Unmarshal([]byte(rawArgs), &f.args) == nil; !f.ok {
+		f.args = nil
+		f.ok = json.Unmarshal([]byte(rawArgs), &f.args) == nil
+	}
 	if s := byAlias[lname]; s != nil {
 		return typedCall(s.Name, s.foreign(f))
 	}

@@ -7,9 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	jsonv1 "github.com/go-json-experiment/json/v1"
 	"github.com/google/jsonschema-go/jsonschema"
+
 	"github.com/rollcage/rollcage/decision"
 	"github.com/rollcage/rollcage/toolcall"
 )
@@ -233,6 +237,15 @@ func strictArgs(raw json.RawMessage, v any) (read bool, err error) {
 	if len(raw) == 0 {
 		raw = json.RawMessage("{}")
 	}
+	// go-json-experiment's decoder with encoding/json's semantics first:
+	// it decodes a call in about half the time (every replayed call is
+	// decoded here), and what it accepts it reads as encoding/json does.
+	// What it rejects encoding/json decodes again from the zero value,
+	// for the same partial value, read flag and words as ever.
+	if jsonv2.Unmarshal(raw, v, strictOptions) == nil {
+		return true, nil
+	}
+	reflect.ValueOf(v).Elem().SetZero()
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -246,6 +259,10 @@ func strictArgs(raw json.RawMessage, v any) (read bool, err error) {
 	}
 	return true, nil
 }
+
+// strictOptions are encoding/json's semantics with unknown fields an
+// error, as a Decoder with DisallowUnknownFields reads.
+var strictOptions = jsonv2.JoinOptions(jsonv1.DefaultOptionsV1(), jsonv2.RejectUnknownMembers(true))
 
 // errNoArgs is a call's arguments ending before their JSON object does.
 var errNoArgs = errors.New("unexpected end of JSON input")

@@ -3,6 +3,8 @@ package trajectory
 import (
 	"encoding/json"
 	"strings"
+
+	jsonv1 "github.com/go-json-experiment/json/v1"
 )
 
 // ContentText flattens an OpenAI-style message content into a Message's
@@ -23,7 +25,15 @@ func ContentText(raw []byte) string {
 		Type string `json:"type"`
 		Text string `json:"text"`
 	}
-	if json.Unmarshal(raw, &parts) == nil {
+	// go-json-experiment's decoder with encoding/json's semantics first
+	// (the audit flattens every message of a long trajectory here); what
+	// it rejects, encoding/json decides
+	ok := jsonv1.Unmarshal(raw, &parts) == nil
+	if !ok {
+		parts = nil
+		ok = json.Unmarshal(raw, &parts) == nil
+	}
+	if ok {
 		var b strings.Builder
 		for _, p := range parts {
 			if p.Text != "" {
