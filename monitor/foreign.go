@@ -5,8 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	jsonv1 "github.com/go-json-experiment/json/v1"
-
+	"github.com/rollcage/rollcage/internal/jsondec"
 	"github.com/rollcage/rollcage/toolcall"
 )
 
@@ -60,12 +59,7 @@ func fromForeign(name, rawArgs string) Prepared {
 	if testDecodeHook != nil {
 		testDecodeHook(name)
 	}
-	// the faster decoder first, encoding/json's own on what it rejects
-	// (as strictArgs): a rejected call keeps what encoding/json read of it
-	if f.ok = jsonv1.Unmarshal([]byte(rawArgs), &f.args) == nil; !f.ok {
-		f.args = nil
-		f.ok = json.Unmarshal([]byte(rawArgs), &f.args) == nil
-	}
+	f.ok = jsondec.Unmarshal([]byte(rawArgs), &f.args) == nil
 	if s := byAlias[lname]; s != nil {
 		return typedCall(s.Name, s.foreign(f))
 	}
