@@ -219,7 +219,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, client str
 		metadata: maps.Clone(req.Metadata), envs: maps.Clone(req.EnvVars), token: op.Token, started: now,
 		deadline: op.Deadline, procs: map[uint32]*proc{}, tags: map[string]bool{}, watchers: map[string]*watcher{},
 		workdir: cmp.Or(t.Workdir, task.DefaultWorkdir)}
-	b.setEnd(now.Add(timeout), false)
+	s.setEnd(b, now.Add(timeout), false)
 	s.mu.Lock()
 	s.sandboxes[b.id] = b
 	s.mu.Unlock()
@@ -265,7 +265,7 @@ func (s *Server) handleConnect(w http.ResponseWriter, r *http.Request, client st
 	}
 	if req.Timeout != nil && *req.Timeout > 0 {
 		// Connecting extends the lifetime, never shortens it (E2B's rule).
-		b.setEnd(time.Now().Add(time.Duration(*req.Timeout)*time.Second), true)
+		s.setEnd(b, time.Now().Add(time.Duration(*req.Timeout)*time.Second), true)
 	}
 	writeJSON(w, http.StatusOK, s.describe(b, true))
 }
@@ -283,7 +283,7 @@ func (s *Server) handleTimeout(w http.ResponseWriter, r *http.Request, client st
 		apiError(w, http.StatusBadRequest, "timeout: send JSON {\"timeout\": seconds > 0}")
 		return
 	}
-	b.setEnd(time.Now().Add(time.Duration(req.Timeout)*time.Second), false)
+	s.setEnd(b, time.Now().Add(time.Duration(req.Timeout)*time.Second), false)
 	w.WriteHeader(http.StatusNoContent)
 }
 

@@ -37,6 +37,7 @@ type Episodes interface {
 	Submit(ctx context.Context, id, message string) (harness.Outcome, error)
 	Close(ctx context.Context, id, why string) error
 	State(id string) (string, *harness.Outcome, error)
+	Hold(id string, until time.Time) error
 }
 
 var _ Episodes = (*server.Server)(nil)
@@ -234,17 +235,22 @@ type sbx struct {
 	watchers map[string]*watcher // guarded by mu; by id
 }
 
-// setEnd sets the sandbox's end, never past the episode's wall time
-// (calls after it would fail; the sandbox ends instead). extend only
-// moves it later (connect's rule).
-func (b *sbx) setEnd(end time.Time, extend bool) {
+// setEnd sets b's end, never past the episode's wall time (calls after
+// it would fail; the sandbox ends instead), and holds the episode off the
+// gateway's idle reaper until then: an E2B sandbox lives for its timeout
+// however idle it is. extend only moves the end later (connect's rule).
+func (s *Server) setEnd(b *sbx, end time.Time, extend bool) {
 	if !b.deadline.IsZero() && end.After(b.deadline) {
 		end = b.deadline
 	}
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	if !extend || end.After(b.endAt) {
 		b.endAt = end
+	}
+	end = b.endAt
+	b.mu.Unlock()
+	if err := s.cfg.Episodes.Hold(b.id, end); err != nil {
+		s.log.Debug("holding a sandbox's episode", "sandbox_id", b.id, "err", err)
 	}
 }
 
@@ -323,23 +329,17 @@ func (s *Server) reapLoop() {
 	}
 }
 
-// reap kills the sandboxes past their end and keeps the others' episodes
-// in use, so that the gateway's idle close follows the E2B timeout
-// instead of cutting a sandbox its client still holds.
+// reap kills the sandboxes past their end. The others' episodes are held
+// off the gateway's idle reaper until their end (setEnd).
 func (s *Server) reap(now time.Time) {
-	var due, live []*sbx
+	var due []*sbx
 	s.mu.Lock()
 	for _, b := range s.sandboxes {
 		if !now.Before(b.end()) {
 			due = append(due, b)
-		} else {
-			live = append(live, b)
 		}
 	}
 	s.mu.Unlock()
-	for _, b := range live {
-		_, _, _ = s.cfg.Episodes.State(b.id) // touches it
-	}
 	for _, b := range due {
 		if err := s.kill(context.Background(), b, "e2b timeout"); err != nil {
 			s.log.Warn("killing timed-out sandbox", "sandbox_id", b.id, "err", err)

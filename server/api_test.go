@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -281,6 +282,27 @@ func TestDeleteAndReap(t *testing.T) {
 	// has it as recorded, not unfinished
 	if code, _ := e.do("GET", "/v1/episodes/"+b.EpisodeID, testAdmin, &info, &info); code != 200 || info.State != StateRecorded {
 		t.Errorf("admin get of a reaped episode: %d %+v; want state %s", code, info, StateRecorded)
+	}
+}
+
+// TestHoldKeepsReaperOff: a held episode outlives the idle timeout until
+// its hold ends, whatever the reaper's timing; releasing the hold hands it
+// back to the idle rule.
+func TestHoldKeepsReaperOff(t *testing.T) {
+	e := newEnv(t, &fake.Backend{}, func(c *Config) { c.IdleTimeout = time.Hour })
+	held, free := e.create(), e.create()
+	now := time.Now()
+	if err := e.srv.Hold(held.EpisodeID, now.Add(3*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.srv.reapIdle(now.Add(2 * time.Hour)); !cmp.Equal([]string{free.EpisodeID}, got) {
+		t.Errorf("reaped within the hold: %v, want only %s", got, free.EpisodeID)
+	}
+	if got := e.srv.reapIdle(now.Add(4 * time.Hour)); !cmp.Equal([]string{held.EpisodeID}, got) {
+		t.Errorf("reaped after the hold: %v, want %s", got, held.EpisodeID)
+	}
+	if err := e.srv.Hold("ep-nope", now); !errors.Is(err, ErrUnknownEpisode) {
+		t.Errorf("hold of an unknown episode: %v, want ErrUnknownEpisode", err)
 	}
 }
 

@@ -198,6 +198,23 @@ func (s *Server) Close(ctx context.Context, id, why string) error {
 	return s.closeEpisode(ctx, se, why)
 }
 
+// Hold keeps the idle reaper off episode id until until, however idle
+// it is: the E2B API holds its sandboxes for their timeout, which its
+// client sets, instead of racing the reaper with touches. A later Hold
+// replaces an earlier one; a zero until releases it.
+func (s *Server) Hold(id string, until time.Time) error {
+	se, err := s.live(id)
+	if err != nil {
+		return err
+	}
+	var n int64
+	if !until.IsZero() {
+		n = until.UnixNano()
+	}
+	se.holdUntil.Store(n)
+	return nil
+}
+
 // State is episode id's state (StateRunning, ...) and outcome, if any.
 func (s *Server) State(id string) (string, *harness.Outcome, error) {
 	se, err := s.live(id)

@@ -77,6 +77,8 @@ type session struct {
 	created  time.Time
 	mcp      http.Handler
 	lastUse  atomic.Int64 // unix nanos
+	// holdUntil keeps the idle reaper off until then (unix nanos; Hold).
+	holdUntil atomic.Int64
 
 	reqs requests // calls by request id
 
@@ -334,7 +336,7 @@ func (s *Server) reapIdle(now time.Time) []string {
 	var idle []*session
 	s.mu.Lock()
 	for id, se := range s.episodes {
-		if se.lastUse.Load() >= cutoff {
+		if se.lastUse.Load() >= cutoff || se.holdUntil.Load() > now.UnixNano() {
 			continue
 		}
 		if st, _ := se.getState(); st == StateRunning {
