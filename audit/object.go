@@ -2,6 +2,7 @@ package audit
 
 import (
 	"slices"
+	"unsafe"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -65,20 +66,28 @@ func parseFast(base, name string, data []byte) (Episode, bool) {
 type flatText string
 
 func (t *flatText) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
-	if dec.PeekKind() == '"' {
-		var s string
-		if err := jsonv2.UnmarshalDecode(dec, &s); err != nil {
-			return err
-		}
-		*t = flatText(s)
-		return nil
-	}
+	kind := dec.PeekKind()
 	raw, err := dec.ReadValue()
 	if err != nil {
 		return err
 	}
+	if kind == '"' {
+		*t = flatText(stringOf(raw))
+		return nil
+	}
 	*t = flatText(trajectory.ContentText(raw))
 	return nil
+}
+
+// stringOf is the string raw, a JSON string the decoder has read (so
+// valid), as decoding it into a string reads it: invalid UTF-8 replaced
+// (encoding/json's semantics). It allocates once, where decoding into a
+// string unquotes into one buffer and copies that into the string: most
+// of a trajectory's bytes are message contents and arguments, each
+// unquoted here.
+func stringOf(raw jsontext.Value) string {
+	b, _ := jsontext.AppendUnquote(make([]byte, 0, len(raw)), raw) // the only error is invalid UTF-8, replaced
+	return unsafe.String(unsafe.SliceData(b), len(b))              // b is never written again
 }
 
 // argText is a tool call's arguments: a JSON string decoded, anything
@@ -88,11 +97,11 @@ type argText string
 func (t *argText) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 	switch dec.PeekKind() {
 	case '"':
-		var s string
-		if err := jsonv2.UnmarshalDecode(dec, &s); err != nil {
+		raw, err := dec.ReadValue()
+		if err != nil {
 			return err
 		}
-		*t = argText(s)
+		*t = argText(stringOf(raw))
 		return nil
 	case 'n':
 		_, err := dec.ReadToken()

@@ -135,7 +135,7 @@ func TestFlatText(t *testing.T) {
 		return string(raw)
 	}
 	for _, v := range []string{
-		`"plain"`, `"esc\n\"q\" \u00e9 \ud83d\ude00"`, "\"bad \xff utf8\"", `null`, `""`,
+		`"plain"`, `"esc\n\"q\" \u00e9 \ud83d\ude00"`, `"lone \ud800 surrogate \udc00"`, "\"bad \xff utf8\"", `null`, `""`,
 		`[{"type":"text","text":"a"},{"type":"image_url"},{"type":"text","text":"b"}]`,
 		`[]`, `[1, 2]`, `["x"]`, `12.50`, `true`, `{"command": "ls"}`, `{}`,
 	} {
