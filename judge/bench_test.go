@@ -6,8 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -18,20 +16,27 @@ import (
 // a history of 30 steps, more than the default budget holds.
 func benchRequest(b *testing.B) Request {
 	b.Helper()
-	f, err := os.Open(filepath.Join("testdata", "eval.jsonl"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	items, err := ReadEval(f)
-	if err != nil {
-		b.Fatal(err)
-	}
-	req := items[0].Request
+	req := loadShipped(b)[0].Request
 	for i := range 30 {
 		req.History = append(req.History, Step{Call: fmt.Sprintf("sed -n %d,%dp textkit/wrap.py", i*20, i*20+20), Output: strings.Repeat("    line of code here\n", 15)})
 	}
 	return req
+}
+
+// timeJudge judges req with o in b's loop, failing on an error or a
+// verdict ok rejects, and reports the latency.
+func timeJudge(b *testing.B, o *OpenAI, req Request, ok func(Verdict) bool) {
+	d := make([]time.Duration, 0, b.N)
+	b.ReportAllocs()
+	for b.Loop() {
+		start := time.Now()
+		v, err := o.Judge(b.Context(), req)
+		d = append(d, time.Since(start))
+		if err != nil || !ok(v) {
+			b.Fatalf("verdict %+v, err %v", v, err)
+		}
+	}
+	reportLatency(b, d)
 }
 
 // reportLatency adds p50 and p99 of the per-op durations to the result.
@@ -65,18 +70,7 @@ func BenchmarkOverhead(b *testing.B) {
 	cfg := Config{BaseURL: srv.URL + "/v1", Model: "m", CacheSize: -1}
 
 	b.Run("http", func(b *testing.B) {
-		o := newJudge(b, cfg)
-		d := make([]time.Duration, 0, b.N)
-		b.ReportAllocs()
-		for b.Loop() {
-			start := time.Now()
-			v, err := o.Judge(b.Context(), req)
-			d = append(d, time.Since(start))
-			if err != nil || v.Undecided {
-				b.Fatal(err, v.Err)
-			}
-		}
-		reportLatency(b, d)
+		timeJudge(b, newJudge(b, cfg), req, func(v Verdict) bool { return !v.Undecided })
 	})
 	b.Run("cache_hit", func(b *testing.B) {
 		c := cfg
@@ -85,17 +79,7 @@ func BenchmarkOverhead(b *testing.B) {
 		if _, err := o.Judge(b.Context(), req); err != nil {
 			b.Fatal(err)
 		}
-		d := make([]time.Duration, 0, b.N)
-		b.ReportAllocs()
-		for b.Loop() {
-			start := time.Now()
-			v, err := o.Judge(b.Context(), req)
-			d = append(d, time.Since(start))
-			if err != nil || !v.Cached {
-				b.Fatal(err, v.Cached)
-			}
-		}
-		reportLatency(b, d)
+		timeJudge(b, o, req, func(v Verdict) bool { return v.Cached })
 	})
 	b.Run("build_parse", func(b *testing.B) {
 		o := newJudge(b, cfg)

@@ -17,7 +17,7 @@ import (
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/")
 
-func loadShipped(t *testing.T) []EvalItem {
+func loadShipped(t testing.TB) []EvalItem {
 	t.Helper()
 	f, err := os.Open(filepath.Join("testdata", "eval.jsonl"))
 	if err != nil {

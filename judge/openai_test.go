@@ -120,6 +120,20 @@ func TestJudgeSchemaOnWire(t *testing.T) {
 	}
 }
 
+// judgeWaiting judges one call of episode ep1 with a judge on cfg whose
+// retry waits ws records instead of spending.
+func judgeWaiting(t *testing.T, cfg Config) (*OpenAI, *waits, Verdict) {
+	t.Helper()
+	o := newJudge(t, cfg)
+	ws := new(waits)
+	o.sleep = ws.sleep
+	v, err := o.Judge(t.Context(), testRequest("ep1", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o, ws, v
+}
+
 // waits records the retry waits a judge asks for, without spending them.
 type waits struct {
 	mu sync.Mutex
@@ -199,13 +213,7 @@ func TestJudgeRetries(t *testing.T) {
 			cfg := srv.config()
 			cfg.Retries = tc.retries
 			cfg.RetryBackoff = 10 * time.Millisecond
-			o := newJudge(t, cfg)
-			var ws waits
-			o.sleep = ws.sleep
-			v, err := o.Judge(t.Context(), testRequest("ep1", 0))
-			if err != nil {
-				t.Fatal(err)
-			}
+			o, ws, v := judgeWaiting(t, cfg)
 			if srv.count() != tc.wantReqs {
 				t.Errorf("server saw %d requests, want %d", srv.count(), tc.wantReqs)
 			}
@@ -237,13 +245,7 @@ func TestJudgeUnreachable(t *testing.T) {
 	cfg := srv.config()
 	srv.Close() // nothing listens at the address any more
 	cfg.Retries = 1
-	o := newJudge(t, cfg)
-	var ws waits
-	o.sleep = ws.sleep
-	v, err := o.Judge(t.Context(), testRequest("ep1", 0))
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, ws, v := judgeWaiting(t, cfg)
 	if !v.Undecided || !strings.HasPrefix(v.Err, ReasonUnreachable+":") {
 		t.Errorf("verdict = %+v, want undecided unreachable", v)
 	}
