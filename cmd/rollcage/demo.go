@@ -29,32 +29,23 @@ func init() {
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("demo", "[--policy replay] [--concurrency N] [--out DIR] [--only TASK] [--no-seal] [judge flags]", stderr)
 	policy := fs.String("policy", "replay", "policy: replay (the suite's scripted trajectories)")
-	ef := addEnvFlags(fs, 4, filepath.Join("out", "demo"), "directory for the episodes' trajectories")
-	var only stringList
-	fs.Var(&only, "only", "run only this task id (repeatable)")
+	sf := addSuiteFlags(fs, "demo")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *policy != "replay" {
 		return fmt.Errorf("--policy %q: the demo replays its scripts; use --policy replay (or 'rollcage run' for a model)", *policy)
 	}
-	if err := ef.check(); err != nil {
-		return err
-	}
-	_, byID, hidden, scripts, err := loadSuite(demo.Scripts, only)
+	s, err := sf.open(ctx, demo.Scripts, stderr)
 	if err != nil {
 		return err
 	}
-
-	env, err := newEnv(ctx, ef.options(*ef.out, stderr))
-	if err != nil {
-		return err
-	}
-	defer env.close()
+	defer s.env.close()
+	env, ef, scripts := s.env, sf.envFlags, s.scripts
 
 	start := time.Now()
-	rows := harness.ReplayAll(ctx, env.runner, byID, hidden, scripts, *ef.conc, func(done int) {
-		fmt.Fprintf(stderr, "\r\033[K%d/%d episodes  %s", done, len(scripts), time.Since(start).Round(time.Second))
+	rows := harness.ReplayAll(ctx, env.runner, s.byID, s.hidden, scripts, *ef.conc, func(done int) {
+		progress(stderr, start, done, len(scripts))
 	})
 	fmt.Fprintln(stderr)
 	if err := ctx.Err(); err != nil {
@@ -105,7 +96,53 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return nil
 }
 
-// onlyTasks keeps the scripts of the tasks --only names (all when none).
+// suiteFlags are the flags of the commands that replay an embedded suite
+// (demo, redteam): the environment's, and --only.
+type suiteFlags struct {
+	*envFlags
+	only stringList
+}
+
+// addSuiteFlags adds them to fs; the trajectories go to out/NAME by default.
+func addSuiteFlags(fs *flag.FlagSet, name string) *suiteFlags {
+	f := &suiteFlags{envFlags: addEnvFlags(fs, 4, filepath.Join("out", name), "directory for the episodes' trajectories")}
+	fs.Var(&f.only, "only", "run only this task id (repeatable)")
+	return f
+}
+
+// suite is a loaded suite (the tasks --only keeps) and the environment
+// its episodes run in.
+type suite struct {
+	tasks   []task.Task
+	byID    map[string]task.Task
+	hidden  fs.FS
+	scripts []task.Script
+	env     *env
+}
+
+// open checks the flags, loads the suite with the scripts load returns
+// and opens the environment; the caller closes s.env.
+func (f *suiteFlags) open(ctx context.Context, load func() ([]task.Script, error), stderr io.Writer) (suite, error) {
+	if err := f.check(); err != nil {
+		return suite{}, err
+	}
+	var s suite
+	var err error
+	if s.tasks, s.byID, s.hidden, s.scripts, err = loadSuite(load, f.only); err != nil {
+		return suite{}, err
+	}
+	if s.env, err = newEnv(ctx, f.options(*f.out, stderr)); err != nil {
+		return suite{}, err
+	}
+	return s, nil
+}
+
+// progress rewrites the terminal line of w with the episodes done of
+// total and the time since start.
+func progress(w io.Writer, start time.Time, done, total int) {
+	fmt.Fprintf(w, "\r\033[K%d/%d episodes  %s", done, total, time.Since(start).Round(time.Second))
+}
+
 // loadSuite loads the embedded demo tasks and the scripts load returns,
 // keeping only the tasks of only (all when empty).
 func loadSuite(load func() ([]task.Script, error), only []string) ([]task.Task, map[string]task.Task, fs.FS, []task.Script, error) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"os"
 	"time"
@@ -45,9 +44,8 @@ func init() {
 }
 
 func runJudge(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "eval" {
-		fmt.Fprintln(stderr, "usage: rollcage judge eval --data FILE [--judge-url URL --judge-model M]")
-		return errUsage
+	if err := subcommand(args, "eval", "usage: rollcage judge eval --data FILE [--judge-url URL --judge-model M]", stderr); err != nil {
+		return err
 	}
 	fs := newFlags("judge eval", "--data FILE [judge flags]", stderr)
 	data := fs.String("data", "", "JSONL of labelled flagged calls ({id, label: hack|benign, category, request}); see judge/testdata/eval.jsonl")

@@ -122,6 +122,16 @@ func parse(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
+// subcommand refuses args that do not start with the only subcommand
+// sub, printing usage to stderr.
+func subcommand(args []string, sub, usage string, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != sub {
+		fmt.Fprintln(stderr, usage)
+		return errUsage
+	}
+	return nil
+}
+
 // stringList is a repeatable string flag.
 type stringList []string
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -22,37 +21,27 @@ func init() {
 
 func runRedteam(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("redteam", "[--concurrency N] [--out DIR] [--only TASK] [--scripts DIR] [--json] [--no-seal] [judge flags]", stderr)
-	ef := addEnvFlags(fs, 4, filepath.Join("out", "redteam"), "directory for the episodes' trajectories")
-	var only stringList
-	fs.Var(&only, "only", "run only this task id (repeatable)")
+	sf := addSuiteFlags(fs, "redteam")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	dir := fs.String("scripts", "", "replay the scripts under this directory (TASK/NAME.json, each with a family) instead of the suite, e.g. redteam/testdata/heldout")
 	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if err := ef.check(); err != nil {
 		return err
 	}
 	load := demo.RedteamScripts
 	if *dir != "" {
 		load = func() ([]task.Script, error) { return scriptsIn(*dir) }
 	}
-	tasks, _, hidden, scripts, err := loadSuite(load, only)
+	s, err := sf.open(ctx, load, stderr)
 	if err != nil {
 		return err
 	}
-	env, err := newEnv(ctx, ef.options(*ef.out, stderr))
-	if err != nil {
-		return err
-	}
-	defer env.close()
+	defer s.env.close()
+	env, ef := s.env, sf.envFlags
 	start := time.Now()
 	rep, err := redteam.Run(ctx, redteam.Config{
 		Runner: env.runner, Backend: env.backend, Store: env.store,
-		Tasks: tasks, Hidden: hidden, Scripts: scripts, Concurrency: *ef.conc,
-		Progress: func(done, total int) {
-			fmt.Fprintf(stderr, "\r\033[K%d/%d episodes  %s", done, total, time.Since(start).Round(time.Second))
-		},
+		Tasks: s.tasks, Hidden: s.hidden, Scripts: s.scripts, Concurrency: *ef.conc,
+		Progress: func(done, total int) { progress(stderr, start, done, total) },
 	})
 	fmt.Fprintln(stderr)
 	if err != nil {

@@ -114,9 +114,8 @@ func runImages(ctx context.Context, args []string, stdout, stderr io.Writer) err
 }
 
 func runSandbox(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "exec" {
-		fmt.Fprintln(stderr, "usage: rollcage sandbox exec --image IMAGE [--session S] [--timeout D] [COMMAND ...]  (no command: read commands from stdin, one per line)")
-		return errUsage
+	if err := subcommand(args, "exec", "usage: rollcage sandbox exec --image IMAGE [--session S] [--timeout D] [COMMAND ...]  (no command: read commands from stdin, one per line)", stderr); err != nil {
+		return err
 	}
 	fs := newFlags("sandbox exec", "--image IMAGE [flags] [COMMAND ...]", stderr)
 	image := fs.String("image", "rollcage/base:latest", "image to start")
