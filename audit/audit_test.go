@@ -279,6 +279,57 @@ func TestJudge(t *testing.T) {
 	}
 }
 
+// recordingJudge keeps every request it is asked and decides none.
+type recordingJudge struct {
+	mu   sync.Mutex
+	reqs map[string][]judge.Request // by episode, in step order
+}
+
+func (j *recordingJudge) Judge(_ context.Context, req judge.Request) (judge.Verdict, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.reqs[req.EpisodeID] = append(j.reqs[req.EpisodeID], req)
+	return judge.Verdict{Undecided: true}, nil
+}
+
+// TestJudgeHistory: the judge is shown the calls of the (at most 12)
+// steps before the one it judges, oldest first.
+func TestJudgeHistory(t *testing.T) {
+	j := &recordingJudge{reqs: map[string][]judge.Request{}}
+	rep := auditCorpus(t, j)
+	asked := 0
+	for _, e := range rep.Episodes {
+		reqs := j.reqs[e.ID]
+		for i, s := range e.Steps {
+			if s.Verdict == nil {
+				continue
+			}
+			if len(reqs) == 0 {
+				t.Fatalf("%s step %d has a verdict the judge was not asked for", e.ID, s.Step)
+			}
+			var want []string
+			for _, p := range e.Steps[max(0, i-12):i] {
+				want = append(want, p.Call)
+			}
+			var got []string
+			for _, h := range reqs[0].History {
+				got = append(got, h.Call)
+			}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("%s step %d: history (-want +got):\n%s", e.ID, s.Step, d)
+			}
+			reqs = reqs[1:]
+			asked++
+		}
+		if len(reqs) > 0 {
+			t.Errorf("%s: %d requests for no step", e.ID, len(reqs))
+		}
+	}
+	if asked < 3 {
+		t.Fatalf("the judge was asked about %d steps; want >= 3", asked)
+	}
+}
+
 func TestConfigValidate(t *testing.T) {
 	if _, err := New(Config{}); err == nil || !strings.Contains(err.Error(), "Rules is required") {
 		t.Errorf("New without rules: %v", err)

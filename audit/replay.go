@@ -183,11 +183,13 @@ func (a *Auditor) Episode(ctx context.Context, ep Episode) (EpisodeReport, error
 			sr.Online = onlineStep(s.Recorded)
 			a.compare(&r, &sr)
 		}
-		var fl []string
-		for _, f := range flags {
-			fl = append(fl, f.Rule)
+		if a.cfg.Judge != nil { // the history is the judge's alone
+			var fl []string
+			for _, f := range flags {
+				fl = append(fl, f.Rule)
+			}
+			hist = append(hist, judge.Step{Call: sr.Call, Output: clip(s.Output, 600), Flags: fl})
 		}
-		hist = append(hist, judge.Step{Call: sr.Call, Output: clip(s.Output, 600), Flags: fl})
 		r.Steps = append(r.Steps, sr)
 	}
 	a.classify(&r, ep, t)
