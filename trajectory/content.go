@@ -28,7 +28,19 @@ func ContentText(raw []byte) string {
 	// the faster decoder: the audit flattens every message of a long
 	// trajectory here
 	if jsondec.Unmarshal(raw, &parts) == nil {
+		// one text part (the common list) is its text, without a copy;
+		// more are joined into one buffer of their joined size
+		texts, size, last := 0, -1, ""
+		for _, p := range parts {
+			if p.Text != "" {
+				texts, size, last = texts+1, size+1+len(p.Text), p.Text
+			}
+		}
+		if texts <= 1 {
+			return last
+		}
 		var b strings.Builder
+		b.Grow(size)
 		for _, p := range parts {
 			if p.Text != "" {
 				if b.Len() > 0 {
