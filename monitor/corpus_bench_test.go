@@ -15,6 +15,20 @@ import (
 	"github.com/rollcage/rollcage/rules/corpus"
 )
 
+// corpusContexts reads the shipped corpus's task and sandbox contexts.
+func corpusContexts(t testing.TB) map[string]corpus.Context {
+	t.Helper()
+	var contexts map[string]corpus.Context
+	raw, err := os.ReadFile("testdata/corpus/contexts.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &contexts); err != nil {
+		t.Fatal(err)
+	}
+	return contexts
+}
+
 // BenchmarkNormalizeEval measures the monitor's hot path before the judge:
 // Normalize plus the default rules, with a 50-call history of benign
 // corpus calls, over a mix of benign and hacking calls.
@@ -24,14 +38,7 @@ func BenchmarkNormalizeEval(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var contexts map[string]corpus.Context
-	raw, err := os.ReadFile("testdata/corpus/contexts.json")
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := json.Unmarshal(raw, &contexts); err != nil {
-		b.Fatal(err)
-	}
+	contexts := corpusContexts(b)
 	read := func(name string) []corpus.Line {
 		f, err := os.Open(name)
 		if err != nil {
@@ -101,14 +108,7 @@ func TestPrefilterEquivalence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var contexts map[string]corpus.Context
-	raw, err := os.ReadFile("testdata/corpus/contexts.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(raw, &contexts); err != nil {
-		t.Fatal(err)
-	}
+	contexts := corpusContexts(t)
 	facts := func(l corpus.Line) (task, sb any) {
 		tj, sj := l.Task, l.Sandbox
 		if c, ok := contexts[l.TaskRef]; ok {
