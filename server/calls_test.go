@@ -84,11 +84,7 @@ func TestCallChecks(t *testing.T) {
 func TestArgumentChecks(t *testing.T) {
 	e := newEnv(t, &fake.Backend{}, nil)
 	cr := e.create()
-	cs, err := mcpSession(t, cr.MCPURL, cr.Token)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	cs := mcpConnect(t, cr)
 	for _, tc := range []struct {
 		tool, args, field string
 	}{
@@ -129,11 +125,7 @@ func TestMCPForeignAndIDs(t *testing.T) {
 	e := newEnv(t, &fake.Backend{}, nil)
 	cr := e.create()
 	ctx := context.Background()
-	cs, err := mcpSession(t, cr.MCPURL, cr.Token)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	cs := mcpConnect(t, cr)
 	p := &mcp.CallToolParams{Name: "execute_bash", Arguments: map[string]any{"command": "echo via openhands"}, Meta: mcp.Meta{"tool_call_id": "toolu_7"}}
 	for i := range 2 {
 		r, err := cs.CallTool(ctx, p)

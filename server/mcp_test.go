@@ -40,6 +40,18 @@ func mcpSession(t *testing.T, url, token string) (*mcp.ClientSession, error) {
 	}, nil)
 }
 
+// mcpConnect connects an MCP client to the episode cr, failing the test
+// when it cannot; the session closes with the test.
+func mcpConnect(t *testing.T, cr CreateResponse) *mcp.ClientSession {
+	t.Helper()
+	cs, err := mcpSession(t, cr.MCPURL, cr.Token)
+	if err != nil {
+		t.Fatalf("mcp connect: %v", err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
 func resultText(t *testing.T, r *mcp.CallToolResult) string {
 	t.Helper()
 	var b strings.Builder
@@ -59,11 +71,7 @@ func TestMCP(t *testing.T) {
 	e := newEnv(t, &fake.Backend{}, nil)
 	cr := e.create()
 	ctx := context.Background()
-	cs, err := mcpSession(t, cr.MCPURL, cr.Token)
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	defer cs.Close()
+	cs := mcpConnect(t, cr)
 
 	lt, err := cs.ListTools(ctx, nil)
 	if err != nil {
@@ -171,11 +179,7 @@ func TestToolsAgree(t *testing.T) {
 		t.Errorf("create response's tools differ from the registry (-want +got):\n%s", d)
 	}
 
-	cs, err := mcpSession(t, cr.MCPURL, cr.Token)
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	defer cs.Close()
+	cs := mcpConnect(t, cr)
 	lt, err := cs.ListTools(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
