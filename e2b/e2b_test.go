@@ -176,6 +176,16 @@ func (e *env) clients(c created, opts ...connect.ClientOption) clients {
 	return clients{proc: processconnect.NewProcessClient(hc, e.url, opts...), fs: filesystemconnect.NewFilesystemClient(hc, e.url, opts...), http: hc}
 }
 
+// eachCodec runs fn as a subtest per codec, with clients of a new
+// sandbox of rollcage/plain:latest speaking it.
+func (e *env) eachCodec(t *testing.T, fn func(t *testing.T, codec string, c clients)) {
+	for _, codec := range codecs {
+		t.Run(codec.name, func(t *testing.T) {
+			fn(t, codec.name, e.clients(e.create(keyA, map[string]string{e2b.MetaImage: "rollcage/plain:latest"}), codec.opts...))
+		})
+	}
+}
+
 // run starts a command the way commands.run does and collects its stream.
 func run(ctx context.Context, t *testing.T, c clients, cfg *process.ProcessConfig) (pid uint32, out string, end *process.ProcessEvent_EndEvent, err error) {
 	t.Helper()
@@ -213,40 +223,37 @@ func bashCfg(cmd string) *process.ProcessConfig {
 
 func TestProcessStart(t *testing.T) {
 	e := newEnv(t)
-	for _, codec := range codecs {
-		t.Run(codec.name, func(t *testing.T) {
-			c := e.clients(e.create(keyA, map[string]string{e2b.MetaImage: "rollcage/plain:latest"}), codec.opts...)
-			ctx := context.Background()
-			sub := filepath.Join(e.dir, "sub-"+codec.name)
-			os.MkdirAll(sub, 0o755)
-			cwd := sub
-			tests := []struct {
-				name     string
-				cfg      *process.ProcessConfig
-				wantOut  string
-				wantCode int32
-			}{
-				{"echo", bashCfg("echo hello"), "hello\n", 0},
-				{"exit code", bashCfg("echo out; echo err >&2; exit 3"), "out\nerr\n", 3},
-				{"envs", &process.ProcessConfig{Cmd: "/bin/bash", Args: []string{"-l", "-c", `echo "$A $SBX_VAR"`}, Envs: map[string]string{"A": "it's"}}, "it's from-create\n", 0},
-				{"cwd", &process.ProcessConfig{Cmd: "/bin/bash", Args: []string{"-l", "-c", "pwd"}, Cwd: &cwd}, sub + "\n", 0},
-				{"cwd does not leak", bashCfg("pwd"), e.dir + "\n", 0},
-				{"argv", &process.ProcessConfig{Cmd: "printf", Args: []string{"%s|", "a b", "c"}}, "a b|c|", 0},
+	e.eachCodec(t, func(t *testing.T, codec string, c clients) {
+		ctx := context.Background()
+		sub := filepath.Join(e.dir, "sub-"+codec)
+		os.MkdirAll(sub, 0o755)
+		cwd := sub
+		tests := []struct {
+			name     string
+			cfg      *process.ProcessConfig
+			wantOut  string
+			wantCode int32
+		}{
+			{"echo", bashCfg("echo hello"), "hello\n", 0},
+			{"exit code", bashCfg("echo out; echo err >&2; exit 3"), "out\nerr\n", 3},
+			{"envs", &process.ProcessConfig{Cmd: "/bin/bash", Args: []string{"-l", "-c", `echo "$A $SBX_VAR"`}, Envs: map[string]string{"A": "it's"}}, "it's from-create\n", 0},
+			{"cwd", &process.ProcessConfig{Cmd: "/bin/bash", Args: []string{"-l", "-c", "pwd"}, Cwd: &cwd}, sub + "\n", 0},
+			{"cwd does not leak", bashCfg("pwd"), e.dir + "\n", 0},
+			{"argv", &process.ProcessConfig{Cmd: "printf", Args: []string{"%s|", "a b", "c"}}, "a b|c|", 0},
+		}
+		for _, tc := range tests {
+			_, out, end, err := run(ctx, t, c, tc.cfg)
+			if err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
 			}
-			for _, tc := range tests {
-				_, out, end, err := run(ctx, t, c, tc.cfg)
-				if err != nil {
-					t.Fatalf("%s: %v", tc.name, err)
-				}
-				if out != tc.wantOut || end == nil || end.ExitCode != tc.wantCode || !end.Exited {
-					t.Errorf("%s: got %q, end %v; want %q, exit %d", tc.name, out, end, tc.wantOut, tc.wantCode)
-				}
-				if tc.wantCode != 0 && end.GetError() != fmt.Sprintf("exit status %d", tc.wantCode) {
-					t.Errorf("%s: end.error %q", tc.name, end.GetError())
-				}
+			if out != tc.wantOut || end == nil || end.ExitCode != tc.wantCode || !end.Exited {
+				t.Errorf("%s: got %q, end %v; want %q, exit %d", tc.name, out, end, tc.wantOut, tc.wantCode)
 			}
-		})
-	}
+			if tc.wantCode != 0 && end.GetError() != fmt.Sprintf("exit status %d", tc.wantCode) {
+				t.Errorf("%s: end.error %q", tc.name, end.GetError())
+			}
+		}
+	})
 }
 
 // TestProcessIsMonitored: a process start is a bash call through the
@@ -280,111 +287,108 @@ func TestProcessIsMonitored(t *testing.T) {
 
 func TestProcessConnectListSignal(t *testing.T) {
 	e := newEnv(t)
-	for _, codec := range codecs {
-		t.Run(codec.name, func(t *testing.T) {
-			c := e.clients(e.create(keyA, map[string]string{e2b.MetaImage: "rollcage/plain:latest"}), codec.opts...)
-			ctx := context.Background()
-			// A background process: its start stream is dropped after the
-			// start event; it runs on and is reattached by tag.
-			tag := "bg"
-			sctx, cancel := context.WithCancel(ctx)
-			st, err := c.proc.Start(sctx, connect.NewRequest(&process.StartRequest{Process: bashCfg("sleep 1; echo late"), Tag: &tag}))
-			if err != nil {
-				t.Fatal(err)
+	e.eachCodec(t, func(t *testing.T, codec string, c clients) {
+		ctx := context.Background()
+		// A background process: its start stream is dropped after the
+		// start event; it runs on and is reattached by tag.
+		tag := "bg"
+		sctx, cancel := context.WithCancel(ctx)
+		st, err := c.proc.Start(sctx, connect.NewRequest(&process.StartRequest{Process: bashCfg("sleep 1; echo late"), Tag: &tag}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.Receive() || st.Msg().Event.GetStart() == nil {
+			t.Fatalf("no start event: %v", st.Err())
+		}
+		pid := st.Msg().Event.GetStart().Pid
+		cancel()
+		st.Close()
+		list, err := c.proc.List(ctx, connect.NewRequest(&process.ListRequest{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list.Msg.Processes) != 1 || list.Msg.Processes[0].Pid != pid || list.Msg.Processes[0].GetTag() != tag ||
+			list.Msg.Processes[0].Config.Args[2] != "sleep 1; echo late" {
+			t.Fatalf("list: %v", list.Msg.Processes)
+		}
+		cs, err := c.proc.Connect(ctx, connect.NewRequest(&process.ConnectRequest{Process: &process.ProcessSelector{Selector: &process.ProcessSelector_Tag{Tag: tag}}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for cs.Receive() {
+			ev := cs.Msg().Event
+			switch {
+			case ev.GetStart() != nil:
+				got = append(got, fmt.Sprintf("start %v", ev.GetStart().Pid == pid))
+			case ev.GetData() != nil:
+				got = append(got, "data "+string(ev.GetData().GetStdout()))
+			case ev.GetEnd() != nil:
+				got = append(got, fmt.Sprintf("end %d", ev.GetEnd().ExitCode))
 			}
-			if !st.Receive() || st.Msg().Event.GetStart() == nil {
-				t.Fatalf("no start event: %v", st.Err())
-			}
-			pid := st.Msg().Event.GetStart().Pid
-			cancel()
-			st.Close()
-			list, err := c.proc.List(ctx, connect.NewRequest(&process.ListRequest{}))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(list.Msg.Processes) != 1 || list.Msg.Processes[0].Pid != pid || list.Msg.Processes[0].GetTag() != tag ||
-				list.Msg.Processes[0].Config.Args[2] != "sleep 1; echo late" {
-				t.Fatalf("list: %v", list.Msg.Processes)
-			}
-			cs, err := c.proc.Connect(ctx, connect.NewRequest(&process.ConnectRequest{Process: &process.ProcessSelector{Selector: &process.ProcessSelector_Tag{Tag: tag}}}))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got []string
-			for cs.Receive() {
-				ev := cs.Msg().Event
-				switch {
-				case ev.GetStart() != nil:
-					got = append(got, fmt.Sprintf("start %v", ev.GetStart().Pid == pid))
-				case ev.GetData() != nil:
-					got = append(got, "data "+string(ev.GetData().GetStdout()))
-				case ev.GetEnd() != nil:
-					got = append(got, fmt.Sprintf("end %d", ev.GetEnd().ExitCode))
-				}
-			}
-			if err := cs.Err(); err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff([]string{"start true", "data late\n", "end 0"}, got); diff != "" {
-				t.Errorf("reattached stream (-want +got):\n%s", diff)
-			}
-			// A finished process is gone.
-			_, err = c.proc.Connect(ctx, connect.NewRequest(&process.ConnectRequest{Process: &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: pid}}}))
-			if err == nil {
-				_, err = drain(c.proc.Connect(ctx, connect.NewRequest(&process.ConnectRequest{Process: &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: pid}}})))
-			}
-			if connect.CodeOf(err) != connect.CodeNotFound {
-				t.Errorf("connect to an ended pid: %v, want not_found", err)
-			}
+		}
+		if err := cs.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]string{"start true", "data late\n", "end 0"}, got); diff != "" {
+			t.Errorf("reattached stream (-want +got):\n%s", diff)
+		}
+		// A finished process is gone.
+		_, err = c.proc.Connect(ctx, connect.NewRequest(&process.ConnectRequest{Process: &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: pid}}}))
+		if err == nil {
+			_, err = drain(c.proc.Connect(ctx, connect.NewRequest(&process.ConnectRequest{Process: &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: pid}}})))
+		}
+		if connect.CodeOf(err) != connect.CodeNotFound {
+			t.Errorf("connect to an ended pid: %v, want not_found", err)
+		}
 
-			// SendSignal ends a running process with envd's killed status.
-			done := make(chan *process.ProcessEvent_EndEvent, 1)
-			started := make(chan uint32, 1)
-			go func() {
-				st, err := c.proc.Start(ctx, connect.NewRequest(&process.StartRequest{Process: bashCfg("sleep 30")}))
-				if err != nil {
-					done <- nil
+		// SendSignal ends a running process with envd's killed status.
+		done := make(chan *process.ProcessEvent_EndEvent, 1)
+		started := make(chan uint32, 1)
+		go func() {
+			st, err := c.proc.Start(ctx, connect.NewRequest(&process.StartRequest{Process: bashCfg("sleep 30")}))
+			if err != nil {
+				done <- nil
+				return
+			}
+			for st.Receive() {
+				if s := st.Msg().Event.GetStart(); s != nil {
+					started <- s.Pid
+				}
+				if end := st.Msg().Event.GetEnd(); end != nil {
+					done <- end
 					return
 				}
-				for st.Receive() {
-					if s := st.Msg().Event.GetStart(); s != nil {
-						started <- s.Pid
-					}
-					if end := st.Msg().Event.GetEnd(); end != nil {
-						done <- end
-						return
-					}
-				}
-				done <- nil
-			}()
-			spid := <-started
-			t0 := time.Now()
-			if _, err := c.proc.SendSignal(ctx, connect.NewRequest(&process.SendSignalRequest{
-				Process: &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: spid}}, Signal: process.Signal_SIGNAL_SIGKILL})); err != nil {
-				t.Fatal(err)
 			}
-			end := <-done
-			if end == nil || end.Exited || end.Status != "signal: killed" || time.Since(t0) > 20*time.Second {
-				t.Errorf("killed process ended with %v after %v", end, time.Since(t0))
+			done <- nil
+		}()
+		spid := <-started
+		t0 := time.Now()
+		if _, err := c.proc.SendSignal(ctx, connect.NewRequest(&process.SendSignalRequest{
+			Process: &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: spid}}, Signal: process.Signal_SIGNAL_SIGKILL})); err != nil {
+			t.Fatal(err)
+		}
+		end := <-done
+		if end == nil || end.Exited || end.Status != "signal: killed" || time.Since(t0) > 20*time.Second {
+			t.Errorf("killed process ended with %v after %v", end, time.Since(t0))
+		}
+		_, err = c.proc.SendSignal(ctx, connect.NewRequest(&process.SendSignalRequest{
+			Process: &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: 99999}}, Signal: process.Signal_SIGNAL_SIGTERM}))
+		if connect.CodeOf(err) != connect.CodeNotFound {
+			t.Errorf("signal to an unknown pid: %v, want not_found", err)
+		}
+		for name, err := range map[string]error{
+			"Update": second(c.proc.Update(ctx, connect.NewRequest(&process.UpdateRequest{}))),
+			"PTY start": func() error {
+				_, err := drain(c.proc.Start(ctx, connect.NewRequest(&process.StartRequest{Process: bashCfg("true"), Pty: &process.PTY{}})))
+				return err
+			}(),
+		} {
+			if connect.CodeOf(err) != connect.CodeUnimplemented {
+				t.Errorf("%s: %v, want unimplemented", name, err)
 			}
-			_, err = c.proc.SendSignal(ctx, connect.NewRequest(&process.SendSignalRequest{
-				Process: &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: 99999}}, Signal: process.Signal_SIGNAL_SIGTERM}))
-			if connect.CodeOf(err) != connect.CodeNotFound {
-				t.Errorf("signal to an unknown pid: %v, want not_found", err)
-			}
-			for name, err := range map[string]error{
-				"Update": second(c.proc.Update(ctx, connect.NewRequest(&process.UpdateRequest{}))),
-				"PTY start": func() error {
-					_, err := drain(c.proc.Start(ctx, connect.NewRequest(&process.StartRequest{Process: bashCfg("true"), Pty: &process.PTY{}})))
-					return err
-				}(),
-			} {
-				if connect.CodeOf(err) != connect.CodeUnimplemented {
-					t.Errorf("%s: %v, want unimplemented", name, err)
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 func second[T any](_ T, err error) error { return err }
@@ -423,75 +427,72 @@ func TestProcessDeadline(t *testing.T) {
 
 func TestFilesystem(t *testing.T) {
 	e := newEnv(t)
-	for _, codec := range codecs {
-		t.Run(codec.name, func(t *testing.T) {
-			c := e.clients(e.create(keyA, map[string]string{e2b.MetaImage: "rollcage/plain:latest"}), codec.opts...)
-			ctx := context.Background()
-			root := filepath.Join(e.dir, "fs-"+codec.name)
-			mk, err := c.fs.MakeDir(ctx, connect.NewRequest(&filesystem.MakeDirRequest{Path: root + "/a/b"}))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if mk.Msg.Entry.Type != filesystem.FileType_FILE_TYPE_DIRECTORY || mk.Msg.Entry.Name != "b" || mk.Msg.Entry.Path != root+"/a/b" {
-				t.Errorf("make dir: %v", mk.Msg.Entry)
-			}
-			_, err = c.fs.MakeDir(ctx, connect.NewRequest(&filesystem.MakeDirRequest{Path: root + "/a/b"}))
-			if connect.CodeOf(err) != connect.CodeAlreadyExists {
-				t.Errorf("make dir twice: %v, want already_exists", err)
-			}
-			os.WriteFile(root+"/a/f.txt", []byte("12345"), 0o640)
-			os.Symlink("f.txt", root+"/a/link")
-			st, err := c.fs.Stat(ctx, connect.NewRequest(&filesystem.StatRequest{Path: root + "/a/f.txt"}))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if en := st.Msg.Entry; en.Type != filesystem.FileType_FILE_TYPE_FILE || en.Size != 5 || en.Permissions != "-rw-r-----" || en.Mode != 0o640 ||
-				en.Owner == "" || time.Since(en.ModifiedTime.AsTime()) > time.Minute {
-				t.Errorf("stat: %v", en)
-			}
-			_, err = c.fs.Stat(ctx, connect.NewRequest(&filesystem.StatRequest{Path: root + "/nope"}))
-			if connect.CodeOf(err) != connect.CodeNotFound {
-				t.Errorf("stat missing: %v, want not_found", err)
-			}
-			ls, err := c.fs.ListDir(ctx, connect.NewRequest(&filesystem.ListDirRequest{Path: root + "/a", Depth: 1}))
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := map[string]string{}
-			for _, en := range ls.Msg.Entries {
-				got[en.Name] = en.Type.String() + " " + en.GetSymlinkTarget()
-			}
-			want := map[string]string{"b": "FILE_TYPE_DIRECTORY ", "f.txt": "FILE_TYPE_FILE ", "link": "FILE_TYPE_SYMLINK f.txt"}
-			if diff := cmp.Diff(want, got); diff != "" {
-				t.Errorf("list (-want +got):\n%s", diff)
-			}
-			_, err = c.fs.ListDir(ctx, connect.NewRequest(&filesystem.ListDirRequest{Path: root + "/a/f.txt"}))
-			if connect.CodeOf(err) != connect.CodeInvalidArgument {
-				t.Errorf("list a file: %v, want invalid_argument", err)
-			}
-			mv, err := c.fs.Move(ctx, connect.NewRequest(&filesystem.MoveRequest{Source: root + "/a/f.txt", Destination: root + "/c/g.txt"}))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if mv.Msg.Entry.Path != root+"/c/g.txt" || mv.Msg.Entry.Size != 5 {
-				t.Errorf("move: %v", mv.Msg.Entry)
-			}
-			if _, err := c.fs.Remove(ctx, connect.NewRequest(&filesystem.RemoveRequest{Path: root + "/a"})); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := os.Stat(root + "/a"); err == nil {
-				t.Error("remove left the directory")
-			}
-			_, err = c.fs.Remove(ctx, connect.NewRequest(&filesystem.RemoveRequest{Path: root + "/a"}))
-			if connect.CodeOf(err) != connect.CodeNotFound {
-				t.Errorf("remove missing: %v, want not_found", err)
-			}
-			_, err = drain(c.fs.WatchDir(ctx, connect.NewRequest(&filesystem.WatchDirRequest{Path: root})))
-			if connect.CodeOf(err) != connect.CodeFailedPrecondition {
-				t.Errorf("watch outside the workspace: %v, want failed_precondition", err)
-			}
-		})
-	}
+	e.eachCodec(t, func(t *testing.T, codec string, c clients) {
+		ctx := context.Background()
+		root := filepath.Join(e.dir, "fs-"+codec)
+		mk, err := c.fs.MakeDir(ctx, connect.NewRequest(&filesystem.MakeDirRequest{Path: root + "/a/b"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mk.Msg.Entry.Type != filesystem.FileType_FILE_TYPE_DIRECTORY || mk.Msg.Entry.Name != "b" || mk.Msg.Entry.Path != root+"/a/b" {
+			t.Errorf("make dir: %v", mk.Msg.Entry)
+		}
+		_, err = c.fs.MakeDir(ctx, connect.NewRequest(&filesystem.MakeDirRequest{Path: root + "/a/b"}))
+		if connect.CodeOf(err) != connect.CodeAlreadyExists {
+			t.Errorf("make dir twice: %v, want already_exists", err)
+		}
+		os.WriteFile(root+"/a/f.txt", []byte("12345"), 0o640)
+		os.Symlink("f.txt", root+"/a/link")
+		st, err := c.fs.Stat(ctx, connect.NewRequest(&filesystem.StatRequest{Path: root + "/a/f.txt"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if en := st.Msg.Entry; en.Type != filesystem.FileType_FILE_TYPE_FILE || en.Size != 5 || en.Permissions != "-rw-r-----" || en.Mode != 0o640 ||
+			en.Owner == "" || time.Since(en.ModifiedTime.AsTime()) > time.Minute {
+			t.Errorf("stat: %v", en)
+		}
+		_, err = c.fs.Stat(ctx, connect.NewRequest(&filesystem.StatRequest{Path: root + "/nope"}))
+		if connect.CodeOf(err) != connect.CodeNotFound {
+			t.Errorf("stat missing: %v, want not_found", err)
+		}
+		ls, err := c.fs.ListDir(ctx, connect.NewRequest(&filesystem.ListDirRequest{Path: root + "/a", Depth: 1}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, en := range ls.Msg.Entries {
+			got[en.Name] = en.Type.String() + " " + en.GetSymlinkTarget()
+		}
+		want := map[string]string{"b": "FILE_TYPE_DIRECTORY ", "f.txt": "FILE_TYPE_FILE ", "link": "FILE_TYPE_SYMLINK f.txt"}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("list (-want +got):\n%s", diff)
+		}
+		_, err = c.fs.ListDir(ctx, connect.NewRequest(&filesystem.ListDirRequest{Path: root + "/a/f.txt"}))
+		if connect.CodeOf(err) != connect.CodeInvalidArgument {
+			t.Errorf("list a file: %v, want invalid_argument", err)
+		}
+		mv, err := c.fs.Move(ctx, connect.NewRequest(&filesystem.MoveRequest{Source: root + "/a/f.txt", Destination: root + "/c/g.txt"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mv.Msg.Entry.Path != root+"/c/g.txt" || mv.Msg.Entry.Size != 5 {
+			t.Errorf("move: %v", mv.Msg.Entry)
+		}
+		if _, err := c.fs.Remove(ctx, connect.NewRequest(&filesystem.RemoveRequest{Path: root + "/a"})); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(root + "/a"); err == nil {
+			t.Error("remove left the directory")
+		}
+		_, err = c.fs.Remove(ctx, connect.NewRequest(&filesystem.RemoveRequest{Path: root + "/a"}))
+		if connect.CodeOf(err) != connect.CodeNotFound {
+			t.Errorf("remove missing: %v, want not_found", err)
+		}
+		_, err = drain(c.fs.WatchDir(ctx, connect.NewRequest(&filesystem.WatchDirRequest{Path: root})))
+		if connect.CodeOf(err) != connect.CodeFailedPrecondition {
+			t.Errorf("watch outside the workspace: %v, want failed_precondition", err)
+		}
+	})
 }
 
 func TestFiles(t *testing.T) {
