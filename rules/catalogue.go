@@ -60,7 +60,7 @@ func catalogue(c *ast.Compiler) []RuleInfo {
 // bundle and of dirs, writing a report to w. failed counts failures and
 // errors; err is for policies that do not load or compile.
 func RunTests(ctx context.Context, dirs []string, w io.Writer, verbose bool) (passed, failed int, err error) {
-	mods, docs, _, err := load(false, dirs, true)
+	mods, docs, _, err := load(policyFS, false, dirs, true)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -127,7 +127,10 @@ func inputVal(facts, task *ast.Term) val {
 	for _, k := range listFields {
 		norm[k] = list(k)
 	}
-	derived := map[string]val{"text": callStr("\n"), "code": callStr("\n"), "touched": list("touched"), "arg_paths": list("arg_paths")}
+	// lib.code is "" when the call carries no code (content, scripts)
+	// and call strings only when it does (the marker "code")
+	code := append(constVal(""), guarded(callStr("\n"), []clause{{marker("code")}})...)
+	derived := map[string]val{"text": callStr("\n"), "code": code, "touched": list("touched"), "arg_paths": list("arg_paths")}
 	in := map[string]val{"normalized": obj(norm), "derived": obj(derived)}
 	if facts != nil {
 		in["facts"] = astVal(facts.Value)
@@ -391,6 +394,7 @@ func (d *deriver) expr(e *ast.Expr, env map[ast.Var]val, cs *[]clause) {
 					*cs = append(*cs, clause{never}) // a needle that never exists
 				} else if c, ok := testClause(args[0], lits, false); ok {
 					*cs = append(*cs, c)
+					requireMatched(args[0], cs)
 				}
 			}
 		}
@@ -413,6 +417,9 @@ func (d *deriver) expr(e *ast.Expr, env map[ast.Var]val, cs *[]clause) {
 			return
 		}
 		rc := regexClauses(pat, args[1])
+		if len(rc) > 0 {
+			requireMatched(args[1], &rc)
+		}
 		if name == "regex.match" {
 			*cs = append(*cs, rc...)
 			return
@@ -982,7 +989,7 @@ func (d *deriver) elemsWithKey(v val, cs *[]clause, key func(val)) val {
 func substrings(v val) val {
 	var out val
 	for _, a := range v {
-		if a.kind == kStr {
+		if a.kind == kStr || a.kind == kConst && a.lit == "" { // "" has no other substring
 			out = append(out, a)
 		} else {
 			out = append(out, guarded(unknown, a.guard)...)
@@ -1021,6 +1028,17 @@ func joined(elems val, sep string) val {
 		out = append(out, &alt{kind: kUnknown, guard: []clause{g}})
 	}
 	return out
+}
+
+// requireMatched adds to cs what a test that just gave v a clause (every
+// alternative requires a literal, or "" cannot match) requires besides:
+// that one of v's alternatives other than "" exists, so their guards
+// (lib.code's marker, a list's) hold.
+func requireMatched(v val, cs *[]clause) {
+	rest := slices.DeleteFunc(slices.Clone(v), func(a *alt) bool { return a.kind == kConst && a.lit == "" && len(a.guard) == 0 })
+	if len(rest) > 0 {
+		requireExists(rest, cs)
+	}
 }
 
 func uniqueBytes(s string) string {

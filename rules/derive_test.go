@@ -61,7 +61,7 @@ func TestDeriveGate(t *testing.T) {
 		fmt.Fprintf(&src, "flag contains lib.flag(\"t.%d\", \"environment_probing\", \"suspicious\", \"r\", \"\") if {\n%s\n}\n",
 			i, strings.ReplaceAll(tc.body, "; ", "\n"))
 	}
-	mods, _, _, err := load(false, nil, false)
+	mods, _, _, err := load(policyFS, false, nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestUserRuleGated(t *testing.T) {
 			t.Fatal(err)
 		}
 		sc := ep.gates.scan(typed(v, v), e.pre.static)
-		set := e.pre.packages(ep.gates.mask(sc, false), e.pre.static.featBits(sc, allFeatBits), sc.found)
+		set := e.pre.packages(false, e.pre.static.featBits(sc, allFeatBits), sc.found)
 		flags, err := ep.Eval(ctx, map[string]any{"tool": "bash"}, n)
 		if err != nil {
 			t.Fatal(err)

@@ -113,7 +113,11 @@ type Engine struct {
 }
 
 // New loads, compiles and prepares the policy once.
-func New(ctx context.Context, cfg Config) (*Engine, error) {
+func New(ctx context.Context, cfg Config) (*Engine, error) { return newEngineFS(ctx, cfg, policyFS) }
+
+// newEngineFS is New with the default bundle read from bundle's policy/
+// (tests add rules to it).
+func newEngineFS(ctx context.Context, cfg Config, bundle fs.FS) (*Engine, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -121,7 +125,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	mods, docs, defaults, err := load(cfg.DisableDefault, cfg.PolicyDirs, false)
+	mods, docs, defaults, err := load(bundle, cfg.DisableDefault, cfg.PolicyDirs, false)
 	if err != nil {
 		return nil, err
 	}
@@ -250,7 +254,7 @@ func str(x any) string {
 // *_test.rego modules (for RunTests).
 // defaults names the modules that came from the embedded bundle and were
 // not replaced by a file of the same name.
-func load(disableDefault bool, dirs []string, withTests bool) (mods map[string]*ast.Module, docs map[string]any, defaults map[string]bool, err error) {
+func load(bundle fs.FS, disableDefault bool, dirs []string, withTests bool) (mods map[string]*ast.Module, docs map[string]any, defaults map[string]bool, err error) {
 	filter := func(abspath string, info fs.FileInfo, depth int) bool {
 		if info.IsDir() {
 			return false
@@ -271,7 +275,7 @@ func load(disableDefault bool, dirs []string, withTests bool) (mods map[string]*
 		return merge(docs, res.Documents, "data")
 	}
 	if !disableDefault {
-		res, err := loader.NewFileLoader().WithFS(policyFS).WithProcessAnnotation(true).
+		res, err := loader.NewFileLoader().WithFS(bundle).WithProcessAnnotation(true).
 			WithRegoVersion(ast.RegoV1).Filtered([]string{"policy"}, filter)
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("rules: load default bundle: %w", asCompileError(err))

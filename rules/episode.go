@@ -216,9 +216,9 @@ func (ep *Episode) Eval(ctx context.Context, call, normalized any) ([]Flag, erro
 			sc.evidence = evid
 			kw = sc.found
 		}
-		gm := ep.gates.mask(sc, chained)
-		fb := gs.featBits(sc, pre.needed(gm))
-		set := pre.packagesWith(gs, gm, fb, kw)
+		chained = chained || sc == nil // gate nothing
+		fb := gs.featBits(sc, pre.needed(gs, kw, chained))
+		set := pre.packagesWith(gs, chained, fb, kw)
 		if pre.empty(set) { // no rule can fire: every package is gated shut
 			if err := ctx.Err(); err != nil {
 				return nil, fmt.Errorf("rules: eval: %w", err)

@@ -158,7 +158,7 @@ func TestPackageGates(t *testing.T) {
 	}
 	gs := ep.gateSet()
 	sc := ep.gates.scan(typedNorm(v), gs)
-	if set := e.pre.packagesWith(gs, ep.gates.mask(sc, false), gs.featBits(sc, allFeatBits), sc.found); !e.pre.empty(set) {
+	if set := e.pre.packagesWith(gs, false, gs.featBits(sc, allFeatBits), sc.found); !e.pre.empty(set) {
 		t.Errorf("ls -la runs packages %b; want none", set)
 	}
 	flags, err := ep.Eval(context.Background(), map[string]any{"tool": "bash"}, ls)
@@ -177,7 +177,7 @@ func TestPackageGates(t *testing.T) {
 	uep := user.NewEpisode(t.Context(), demoTask, demoSandbox)
 	ugs := uep.gateSet()
 	sc = uep.gates.scan(typedNorm(v), ugs)
-	if set := user.pre.packagesWith(ugs, uep.gates.mask(sc, false), ugs.featBits(sc, allFeatBits), sc.found); !user.pre.empty(set) {
+	if set := user.pre.packagesWith(ugs, false, ugs.featBits(sc, allFeatBits), sc.found); !user.pre.empty(set) {
 		t.Errorf("with a gated user package, ls -la runs packages %b; want none", set)
 	}
 	mk, err := toValue(map[string]any{"tool": "bash", "raw": "make -j2", "cwd": "/workspace",
@@ -186,7 +186,7 @@ func TestPackageGates(t *testing.T) {
 		t.Fatal(err)
 	}
 	sc = uep.gates.scan(typedNorm(mk), user.pre.static)
-	set := user.pre.packages(uep.gates.mask(sc, false), user.pre.static.featBits(sc, allFeatBits), sc.found)
+	set := user.pre.packages(false, user.pre.static.featBits(sc, allFeatBits), sc.found)
 	if i := slices.IndexFunc(user.pre.pkgs, func(p pkgGate) bool { return p.name == "team_policy" }); i < 0 || set&(1<<i) == 0 {
 		t.Errorf("make -j2 runs packages %b of %v; want team_policy among them", set, user.pre.pkgs)
 	}
@@ -194,22 +194,33 @@ func TestPackageGates(t *testing.T) {
 	ung := newEngine(t, Config{PolicyDirs: []string{"testdata/ungated"}})
 	gep := ung.NewEpisode(t.Context(), demoTask, demoSandbox)
 	sc = gep.gates.scan(typedNorm(v), ung.pre.static)
-	if set := ung.pre.packages(gep.gates.mask(sc, false), ung.pre.static.featBits(sc, allFeatBits), sc.found); ung.pre.empty(set) {
+	if set := ung.pre.packages(false, ung.pre.static.featBits(sc, allFeatBits), sc.found); ung.pre.empty(set) {
 		t.Error("with an ungated user package, ls -la runs nothing; that package must run on every call")
 	}
 	if ung.pre.always != allFeatBits {
 		t.Errorf("with an ungated user package, features always computed = %b; want all (a user rule may read any)", ung.pre.always)
 	}
 
-	// features are computed for the packages behind open gates only: git
-	// features when the history gate is open, code ones with code
-	needGit, needNone := e.pre.needed(gateHistory), e.pre.needed(0)
+	// features are computed for the packages whose derived gates are open
+	// only: git features for a git call, not for ls
+	gl := map[string]any{"tool": "bash", "raw": "git log --all", "cwd": "/workspace",
+		"commands": []any{map[string]any{"name": "git", "argv": []string{"git", "log", "--all"}}},
+		"git":      []any{map[string]any{"sub": "log", "args": []string{"--all"}, "flags": []string{"--all"}, "refs": []string{}}}}
+	gv, err := toValue(gl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gsc := ep.gates.scan(typedNorm(gv), gs)
+	needGit, needNone := e.pre.needed(gs, gsc.found, false), e.pre.needed(gs, sc.found, false)
 	if needGit&featureBit("git_future") == 0 || needNone&featureBit("git_future") != 0 {
-		t.Errorf("git_future needed: %v with the history gate open, %v with it shut; want true, false",
+		t.Errorf("git_future needed: %v for git log --all, %v for ls -la; want true, false",
 			needGit&featureBit("git_future") != 0, needNone&featureBit("git_future") != 0)
 	}
-	if needNone&featureBit("kw_proc") == 0 {
-		t.Error("kw_proc (environment probing, which no gate shuts) is not computed for a plain call")
+	if needNone&featureBit("kw_proc") != 0 {
+		t.Error("kw_proc (environment probing) is computed for ls -la, which opens none of its rules' gates")
+	}
+	if all := e.pre.needed(gs, nil, true); all&featureBit("kw_proc") == 0 || all&featureBit("git_future") == 0 {
+		t.Errorf("a call the gates do not read (found nil) needs features %b; want kw_proc and git_future among them", all)
 	}
 }
 

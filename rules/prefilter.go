@@ -7,7 +7,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
@@ -35,33 +34,23 @@ import (
 // before. TestPrefilterEquivalence holds the filtered result equal to the
 // full evaluation on every corpus line.
 
-// gated default packages: they run only when the call's shape could
-// concern them (git for history, code for special-casing, ...).
-const (
-	gateHistory = 1 << iota
-	gateNetwork
-	gateSpecial
-	gateChained
-	gateAll = gateHistory | gateNetwork | gateSpecial | gateChained
-)
+// chainedPackage is the default package whose rules follow up on the
+// discoveries in the history window (its discovery_cats, read by
+// discoveryCats, say which): it runs only when the window holds one. Its
+// rules read input.memo, which the gate reader does not follow.
+const chainedPackage = "chained_discovery"
 
-var gatedPackages = map[string]int{
-	"history_mining":    gateHistory,
-	"network_fetch":     gateNetwork,
-	"special_casing":    gateSpecial,
-	"chained_discovery": gateChained,
-}
-
-// pkgGate says when one default package runs: when its gate bit is open
-// (gate 0: always) and, for a package whose every flag rule starts with
+// pkgGate says when one package runs: when some rule's derived gate is
+// open (gateSet.open), for the chained package when the history window
+// holds discoveries, and, for a package whose every flag rule starts with
 // `input.feat.<name> == true`, when one of those features is on (feats 0:
 // whatever the features). A call for which no package runs is not
 // evaluated at all.
 type pkgGate struct {
-	name  string
-	gate  int
-	feats uint64
-	uses  uint64 // every feature the package's rules read
+	name    string
+	chained bool // chainedPackage: runs only after discoveries
+	feats   uint64
+	uses    uint64 // every feature the package's rules read
 }
 
 func allClauses(cs [][]int, f found) bool {
@@ -139,7 +128,7 @@ func newPrefilter(c *ast.Compiler, docs map[string]any, defaults map[string]bool
 		if userPkg[p] {
 			continue // a user module extends it: it runs on every call, ungated
 		}
-		pf.pkgs = append(pf.pkgs, pkgGate{name: p, gate: gatedPackages[p], feats: featureGates(c, p)})
+		pf.pkgs = append(pf.pkgs, pkgGate{name: p, chained: p == chainedPackage, feats: featureGates(c, p)})
 	}
 	for p := range userPkg {
 		if g, ok := gates[p]; ok && g != nil && !defPkg[p] && !docPkg(docs, p) {
@@ -376,31 +365,33 @@ func featureTest(r *ast.Rule) uint64 {
 	return featureBit(string(name))
 }
 
-// needed is the features worth computing for a call with open gates
-// gmask: those the packages behind open gates read. The others cannot
-// matter: no rule that reads them runs.
-func (pf *prefilter) needed(gmask int) uint64 {
+// needed is the features worth computing for a call whose gate literals
+// found are f (nil: all) with gates gs, chained saying whether the history
+// window holds discoveries: those the packages that can still run read,
+// their derived gates open. The others cannot matter: no rule that reads
+// them runs.
+func (pf *prefilter) needed(gs *gateSet, f found, chained bool) uint64 {
 	need := pf.always
-	for _, p := range pf.pkgs {
-		if p.gate == 0 || gmask&p.gate != 0 {
+	for i, p := range pf.pkgs {
+		if (chained || !p.chained) && gs.open(i, f) {
 			need |= p.uses
 		}
 	}
 	return need
 }
 
-// packages is the set of gated packages to run for a call with open
-// gates gmask, features fbits and, unless it is nil (gate nothing), the
-// keywords found by the policy's own matcher.
-func (pf *prefilter) packages(gmask int, fbits uint64, f found) uint64 {
-	return pf.packagesWith(pf.static, gmask, fbits, f)
+// packages is the set of gated packages to run for a call with features
+// fbits and, unless it is nil (gate nothing), the keywords found by the
+// policy's own matcher; chained as for needed.
+func (pf *prefilter) packages(chained bool, fbits uint64, f found) uint64 {
+	return pf.packagesWith(pf.static, chained, fbits, f)
 }
 
 // packagesWith is packages with the derived gates gs (an episode's).
-func (pf *prefilter) packagesWith(gs *gateSet, gmask int, fbits uint64, f found) uint64 {
+func (pf *prefilter) packagesWith(gs *gateSet, chained bool, fbits uint64, f found) uint64 {
 	var set uint64
 	for i, p := range pf.pkgs {
-		if p.gate != 0 && gmask&p.gate == 0 {
+		if p.chained && !chained {
 			continue
 		}
 		if p.feats != 0 && fbits&p.feats == 0 {
@@ -459,13 +450,7 @@ func (pf *prefilter) source(set uint64) string {
 
 // gates are the per-episode facts the gates compare a call with.
 type gates struct {
-	commit7 []string // lowercase prefixes of non-ancestor commits
-	needles []string // lowercase reference URL stems and the upstream repo
-	// needleUnicode: a needle has non-ASCII letters, which the rules
-	// lowercase and the ASCII-folded haystack does not: such needles
-	// always count as found
-	needleUnicode bool
-	allOpen       bool // facts of an unexpected shape: gate nothing
+	allOpen bool // facts or task of an unexpected shape: gate nothing
 
 	workdir, home string
 	workdirSlash  string
@@ -484,8 +469,7 @@ func newGates(task, facts *ast.Term) gates {
 	}
 	if fo, ok := facts.Value.(ast.Object); ok {
 		if c7 := fo.Get(ast.InternedTerm("commit7")); c7 != nil {
-			ok := forEachString(c7.Value, func(s string) { g.commit7 = append(g.commit7, foldASCII(s)) })
-			if !ok {
+			if !forEachString(c7.Value, func(string) {}) {
 				g.allOpen = true
 			}
 		}
@@ -537,23 +521,12 @@ func newGates(task, facts *ast.Term) gates {
 		g.allOpen = true
 		return g
 	}
-	if r := to.Get(ast.InternedTerm("reference_urls")); r != nil {
-		ok := forEachString(r.Value, func(s string) {
-			s = strings.TrimPrefix(strings.TrimPrefix(s, "https://"), "http://")
-			g.needles = append(g.needles, foldASCII(s))
-			g.needleUnicode = g.needleUnicode || !isASCII(s)
-		})
-		if !ok {
-			g.allOpen = true
-		}
+	if r := to.Get(ast.InternedTerm("reference_urls")); r != nil && !forEachString(r.Value, func(string) {}) {
+		g.allOpen = true
 	}
 	if u := to.Get(ast.InternedTerm("upstream_repo")); u != nil {
-		s, ok := u.Value.(ast.String)
-		if !ok {
+		if _, ok := u.Value.(ast.String); !ok {
 			g.allOpen = true
-		} else if s != "" {
-			g.needles = append(g.needles, foldASCII(string(s)))
-			g.needleUnicode = g.needleUnicode || !isASCII(string(s))
 		}
 	}
 	return g
@@ -625,9 +598,6 @@ func forEachString(v ast.Value, fn func(string)) bool {
 
 var pipNames = map[string]bool{"pip": true, "pip3": true, "uv": true, "pipx": true, "poetry": true, "conda": true, "python": true, "python3": true}
 
-// codeHosts are the hosts network.upstream finds in text without a scheme.
-var codeHosts = []string{"githubusercontent.com", "codeload.github.com", "api.github.com/repos", "gitlab.com", "bitbucket.org"}
-
 // scan reads one normalized call for the gates, typed; nil means gate
 // nothing (facts of an unexpected shape, a call that is not a
 // toolcall.Normalized, a null list the rules may fail on, or base64 in
@@ -656,6 +626,9 @@ func (g *gates) scan(n *toolcall.Normalized, gs *gateSet) *scan {
 	addAll(n.Scripts)
 	sc.scripts = len(n.Scripts) > 0
 	sc.code = sc.scripts || sc.content != ""
+	if sc.code {
+		add(marker("code")) // lib.code is not empty
+	}
 	sc.readsLists = slices.Concat(n.Reads, n.Lists)
 	sc.writes, sc.deletes = n.Writes, n.Deletes
 	sc.touched = slices.Concat(sc.readsLists, sc.writes, sc.deletes)
@@ -727,28 +700,6 @@ func (g *gates) scan(n *toolcall.Normalized, gs *gateSet) *scan {
 	return sc
 }
 
-// mask computes the open gates for one scanned call (nil: all); chained
-// says the history window holds discoveries.
-func (g *gates) mask(sc *scan, chained bool) int {
-	if sc == nil {
-		return gateAll
-	}
-	m := 0
-	if chained {
-		m |= gateChained
-	}
-	if sc.code {
-		m |= gateSpecial
-	}
-	if sc.gitops || sc.has("git", "zlib", "dulwich") || containsAny(sc.lower, g.commit7) {
-		m |= gateHistory
-	}
-	if sc.netty || sc.has("://", "http") || sc.has(codeHosts...) || g.needleUnicode || containsAny(sc.lower, g.needles) {
-		m |= gateNetwork
-	}
-	return m
-}
-
 func containsAny(s string, needles []string) bool {
 	for _, n := range needles {
 		if n != "" && strings.Contains(s, n) {
@@ -780,15 +731,6 @@ func discoveryCats(ctx context.Context, prep func(string) (rego.PreparedEvalQuer
 		}
 	}
 	return out
-}
-
-func isASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] >= utf8.RuneSelf {
-			return false
-		}
-	}
-	return true
 }
 
 // docPkg: data documents (not rules) sit under rollcage.rules.<p>; such a

@@ -198,7 +198,7 @@ func TestFastRegexBuiltins(t *testing.T) {
 // constant of the bundle and its Rego tests, as texts.
 func policyStrings(t *testing.T) (pats, texts []string) {
 	t.Helper()
-	mods, _, _, err := load(false, nil, true)
+	mods, _, _, err := load(policyFS, false, nil, true)
 	if err != nil {
 		t.Fatal(err)
 	}
