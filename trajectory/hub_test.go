@@ -339,7 +339,7 @@ func TestHubBadRequests(t *testing.T) {
 
 func TestHubPing(t *testing.T) {
 	s := openStore(t, t.TempDir())
-	srv := serveHub(t, newHub(t, s, HubConfig{PingInterval: 10 * time.Millisecond}))
+	srv := serveHub(t, newHub(t, s, HubConfig{PingInterval: 250 * time.Millisecond}))
 	l, _ := s.Log("ep")
 	l.Append(Event{Type: TypeEpisodeStart})
 	c := dial(t, srv, "/episodes/ep/stream")
