@@ -112,7 +112,7 @@ func guarded(v val, g []clause) val {
 // passes whenever it gates) holds call strings joined by newlines. An
 // element of a list of the call exists only when the list is not empty,
 // which gates.scan marks in the haystack (marker).
-func inputVal(facts, task *ast.Term) val {
+func inputVal(facts, task *ast.Term, memo bool) val {
 	s := callStr("")
 	list := func(name string) val { return collOf(guarded(s, []clause{{marker(name)}})) }
 	obj := func(f map[string]val) val { return val{{kind: kObj, fields: f, other: unknown, keys: unknown}} }
@@ -132,6 +132,19 @@ func inputVal(facts, task *ast.Term) val {
 	code := append(constVal(""), guarded(callStr("\n"), []clause{{marker("code")}})...)
 	derived := map[string]val{"text": callStr("\n"), "code": code, "touched": list("touched"), "arg_paths": list("arg_paths")}
 	in := map[string]val{"normalized": obj(norm), "derived": obj(derived)}
+	if memo {
+		// input.memo (Episode.buildMemo): what it holds is not the call's,
+		// but a list or rule list there is not empty only when its marker
+		// is in the haystack (memoMarkers)
+		mf := map[string]val{}
+		for _, k := range memoLists {
+			mf[k] = collOf(guarded(unknown, []clause{{marker("memo." + k)}}))
+		}
+		for _, k := range memoRuleLists {
+			mf[k] = append(constVal(""), guarded(unknown, []clause{{marker("memo." + k)}})...)
+		}
+		in["memo"] = obj(mf)
+	}
 	if facts != nil {
 		in["facts"] = astVal(facts.Value)
 	}
@@ -188,6 +201,20 @@ func astVal(v ast.Value) val {
 	return unknown
 }
 
+// memoLists and memoRuleLists are the fields of input.memo: sets of
+// flags, and their rule ids joined ("" when none).
+var (
+	memoLists     = []string{"discoveries", "reusable"}
+	memoRuleLists = []string{"discovery_rules", "history_rules", "certain_rules"}
+)
+
+// memoRef is the rule whose value tells the engine which flags to keep in
+// input.memo (discoveryCats); the memo is passed when it evaluates.
+var memoRef = ast.MustParseRef("data.rollcage.rules.chained_discovery.discovery_cats")
+
+// hasMemo: the policy defines memoRef, so Episodes pass input.memo.
+func hasMemo(c *ast.Compiler) bool { return len(c.GetRulesExact(memoRef)) > 0 }
+
 // listFields are the lists of the normalized call whose elements are call
 // strings.
 var listFields = []string{"scripts", "reads", "lists", "writes", "deletes", "packages", "hosts", "urls"}
@@ -223,8 +250,9 @@ type deriver struct {
 }
 
 func newDeriver(c *ast.Compiler, facts, task *ast.Term) *deriver {
-	d := &deriver{c: c, input: inputVal(facts, task), vals: map[string]val{}, busy: map[string]bool{},
-		present: map[string]bool{"derived": true}, valEpisodic: map[string]bool{}}
+	memo := hasMemo(c)
+	d := &deriver{c: c, input: inputVal(facts, task, memo), vals: map[string]val{}, busy: map[string]bool{},
+		present: map[string]bool{"derived": true, "memo": memo}, valEpisodic: map[string]bool{}}
 	d.present["facts"] = facts != nil
 	d.present["task"] = task != nil
 	return d
@@ -875,6 +903,10 @@ func (d *deriver) presentOnly(r *ast.Rule) bool {
 		}
 		if !ok || !d.present[string(doc)] {
 			continue
+		}
+		if doc == "memo" {
+			f, ok := ref[len(ref)-1].Value.(ast.String)
+			return ok && len(ref) == 3 && (slices.Contains(memoLists, string(f)) || slices.Contains(memoRuleLists, string(f)))
 		}
 		if doc != "derived" {
 			return len(ref) == 2

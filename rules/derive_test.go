@@ -110,7 +110,7 @@ func TestUserRuleGated(t *testing.T) {
 			t.Fatal(err)
 		}
 		sc := ep.gates.scan(typed(v, v), e.pre.static)
-		set := e.pre.packages(false, e.pre.static.featBits(sc, allFeatBits), sc.found)
+		set := e.pre.packages(e.pre.static.featBits(sc, allFeatBits), sc.found)
 		flags, err := ep.Eval(ctx, map[string]any{"tool": "bash"}, n)
 		if err != nil {
 			t.Fatal(err)

@@ -150,7 +150,9 @@ func newEngineFS(ctx context.Context, cfg Config, bundle fs.FS) (*Engine, error)
 	}
 	if len(defaults) > 0 {
 		e.discCats = discoveryCats(ctx, prep)
-		if !cfg.DisablePrefilter {
+		// the gates take input.memo as passed when the policy defines
+		// discovery_cats (hasMemo); it is passed when that evaluates
+		if !cfg.DisablePrefilter && (e.discCats != nil || !hasMemo(compiler)) {
 			e.pre = newPrefilter(compiler, docs, defaults, prep)
 			e.lean = e.pre != nil && !e.pre.hasUser && e.discCats != nil
 		}

@@ -36,7 +36,7 @@ type Episode struct {
 	last    [2]ast.Value  // guarded by mu; call and normalized of the latest Eval, for RecordLast
 	disc    [][]*ast.Term // guarded by mu; per history entry, its flags in a discovery category
 	memo    *ast.Term     // guarded by mu; input.memo, rebuilt by Record
-	nDisc   int           // guarded by mu; discoveries in the window
+	marks   []string      // guarded by mu; the haystack's markers of the memo's non-empty fields (derive.go's memoLists)
 	evid    []string      // guarded by mu; lowercased evidence of those discoveries the chained rules may find reused
 	prov    *ast.Term     // guarded by mu; input.provenance (SetProvenance), nil when never set
 }
@@ -194,7 +194,7 @@ func (ep *Episode) Eval(ctx context.Context, call, normalized any) ([]Flag, erro
 	if err := ep.invalid(); err != nil {
 		return []Flag{evalErrorFlag(err)}, nil
 	}
-	hist, memo, evid, chained := ep.snapshot()
+	hist, memo, evid, marks := ep.snapshot()
 	kv := append(ep.base(10), ast.StringTerm("normalized"), ast.NewTerm(n))
 	ep.mu.Lock()
 	if ep.prov != nil {
@@ -210,15 +210,14 @@ func (ep *Episode) Eval(ctx context.Context, call, normalized any) ([]Flag, erro
 	q, ft := ep.eng.flagsQ, allFeatures
 	if pre := ep.eng.pre; pre != nil {
 		gs := ep.gateSet()
-		sc := ep.gates.scan(typed(normalized, n), gs)
+		sc := ep.gates.scan(typed(normalized, n), gs, marks...)
 		var kw found
 		if sc != nil {
 			sc.evidence = evid
 			kw = sc.found
 		}
-		chained = chained || sc == nil // gate nothing
-		fb := gs.featBits(sc, pre.needed(gs, kw, chained))
-		set := pre.packagesWith(gs, chained, fb, kw)
+		fb := gs.featBits(sc, pre.needed(gs, kw))
+		set := pre.packagesWith(gs, fb, kw)
 		if pre.empty(set) { // no rule can fire: every package is gated shut
 			if err := ctx.Err(); err != nil {
 				return nil, fmt.Errorf("rules: eval: %w", err)
@@ -349,7 +348,6 @@ func (ep *Episode) buildMemo() *ast.Term {
 		all = append(all, d...)
 	}
 	set := ast.NewSet(all...)
-	ep.nDisc = set.Len()
 	ep.evid = ep.evid[:0:0]
 	var reusable []*ast.Term
 	var byAll, byHist, byCertain []string // chained.discovery_rules, history_rules, certain_rules
@@ -375,13 +373,31 @@ func (ep *Episode) buildMemo() *ast.Term {
 			}
 		}
 	})
-	return ast.ObjectTerm(
-		ast.Item(ast.StringTerm("discoveries"), ast.NewTerm(set)),
-		ast.Item(ast.StringTerm("reusable"), ast.SetTerm(reusable...)),
-		ast.Item(ast.StringTerm("discovery_rules"), ruleList(byAll)),
-		ast.Item(ast.StringTerm("history_rules"), ruleList(byHist)),
-		ast.Item(ast.StringTerm("certain_rules"), ruleList(byCertain)),
-	)
+	lists := []struct {
+		name string
+		t    *ast.Term
+	}{{"discoveries", ast.NewTerm(set)}, {"reusable", ast.SetTerm(reusable...)},
+		{"discovery_rules", ruleList(byAll)}, {"history_rules", ruleList(byHist)}, {"certain_rules", ruleList(byCertain)}}
+	ep.marks = ep.marks[:0:0]
+	items := make([][2]*ast.Term, len(lists))
+	for i, l := range lists {
+		items[i] = ast.Item(ast.StringTerm(l.name), l.t)
+		if nonEmpty(l.t.Value) {
+			ep.marks = append(ep.marks, marker("memo."+l.name)) // not empty: derive.go's memoLists
+		}
+	}
+	return ast.ObjectTerm(items...)
+}
+
+// nonEmpty: a set with elements or a string other than "".
+func nonEmpty(v ast.Value) bool {
+	switch x := v.(type) {
+	case ast.String:
+		return x != ""
+	case ast.Set:
+		return x.Len() > 0
+	}
+	return true
 }
 
 // ruleList is concat(", ", sort({...})) of rule ids: sorted, each once.
@@ -408,8 +424,8 @@ func (ep *Episode) Len() int {
 }
 
 // snapshot is the history window, the memo, the discoveries' evidence and
-// whether the window holds discoveries, taken together.
-func (ep *Episode) snapshot() ([]*ast.Term, *ast.Term, []string, bool) {
+// the memo's markers, taken together.
+func (ep *Episode) snapshot() ([]*ast.Term, *ast.Term, []string, []string) {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
 	var out []*ast.Term
@@ -417,7 +433,7 @@ func (ep *Episode) snapshot() ([]*ast.Term, *ast.Term, []string, bool) {
 		out = make([]*ast.Term, len(ep.history))
 		copy(out, ep.history)
 	}
-	return out, ep.memo, ep.evid, ep.nDisc > 0
+	return out, ep.memo, ep.evid, ep.marks
 }
 
 func (ep *Episode) invalid() error {
@@ -445,7 +461,7 @@ func (ep *Episode) Clone() *Episode {
 		// make new ones), so the copies share them.
 		history: slices.Clone(ep.history),
 		disc:    slices.Clone(ep.disc),
-		memo:    ep.memo, nDisc: ep.nDisc, evid: slices.Clone(ep.evid), prov: ep.prov,
+		memo:    ep.memo, marks: ep.marks, evid: slices.Clone(ep.evid), prov: ep.prov,
 	}
 	return c
 }

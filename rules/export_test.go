@@ -22,7 +22,8 @@ func (ep *Episode) DerivedGateMisses(normalized any, flags []Flag) []string {
 		return nil
 	}
 	gs := ep.gateSet()
-	sc := ep.gates.scan(typed(normalized, n), gs)
+	_, _, _, marks := ep.snapshot()
+	sc := ep.gates.scan(typed(normalized, n), gs, marks...)
 	if sc == nil {
 		return nil
 	}

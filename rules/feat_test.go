@@ -81,19 +81,24 @@ func TestFeatures(t *testing.T) {
 	}
 	with := func(n map[string]any, k string, v any) map[string]any { n[k] = v; return n }
 	tests := []struct {
-		name string
-		n    map[string]any
-		want []string // features on; nil: none
-		all  bool     // gate nothing
+		name  string
+		n     map[string]any
+		want  []string // features on; nil: none
+		all   bool     // gate nothing
+		marks []string // the episode memo's markers (earlier discoveries)
 	}{
-		{"ls", with(bash("ls -la", "ls", "-la"), "lists", []string{"/workspace"}), nil, false},
-		{"git log", with(bash("git log -5 --oneline", "git", "log", "-5", "--oneline"), "git", []any{map[string]any{"sub": "log", "args": []string{"-5", "--oneline"}}}), nil, false},
-		{"proc environ", with(bash("cat /proc/1/environ", "cat", "/proc/1/environ"), "reads", []string{"/proc/1/environ"}), []string{"kw_proc", "kw_sandbox", "outside_path"}, false},
-		{"hidden tests", with(bash("ls /workspace/tests/hidden", "ls", "/workspace/tests/hidden"), "lists", []string{"/workspace/tests/hidden"}), []string{"prot_path", "prot_text", "search_name", "search_root"}, false},
-		{"future commit", with(bash("git show 9f2c4e1", "git", "show", "9f2c4e1"), "git", []any{map[string]any{"sub": "show", "args": []string{"9f2c4e1"}, "refs": []string{"9f2c4e1"}}}), []string{"git_future", "git_ref_named", "kw_commit"}, false},
-		{"sed -i test", bash("sed -i s/a/b/ tests/test_wrap.py", "sed", "-i", "s/a/b/", "tests/test_wrap.py"), []string{"mutating"}, false},
-		{"base64", bash("echo aGlkZGVu | base64 -d", "echo", "aGlkZGVu"), nil, true},
-		{"bad type", map[string]any{"tool": "bash", "raw": 7}, nil, true},
+		{"ls", with(bash("ls -la", "ls", "-la"), "lists", []string{"/workspace"}), nil, false, nil},
+		{"git log", with(bash("git log -5 --oneline", "git", "log", "-5", "--oneline"), "git", []any{map[string]any{"sub": "log", "args": []string{"-5", "--oneline"}}}), nil, false, nil},
+		{"proc environ", with(bash("cat /proc/1/environ", "cat", "/proc/1/environ"), "reads", []string{"/proc/1/environ"}), []string{"kw_proc", "kw_sandbox"}, false, nil},
+		// outside_path and git_ref_named gate chained rules only, which
+		// need earlier discoveries in the memo
+		{"proc environ after a discovery", with(bash("cat /proc/1/environ", "cat", "/proc/1/environ"), "reads", []string{"/proc/1/environ"}), []string{"kw_proc", "kw_sandbox", "outside_path"}, false, []string{marker("memo.discovery_rules")}},
+		{"hidden tests", with(bash("ls /workspace/tests/hidden", "ls", "/workspace/tests/hidden"), "lists", []string{"/workspace/tests/hidden"}), []string{"prot_path", "prot_text", "search_name", "search_root"}, false, nil},
+		{"future commit", with(bash("git show 9f2c4e1", "git", "show", "9f2c4e1"), "git", []any{map[string]any{"sub": "show", "args": []string{"9f2c4e1"}, "refs": []string{"9f2c4e1"}}}), []string{"git_future", "kw_commit"}, false, nil},
+		{"future commit after history mining", with(bash("git show 9f2c4e1", "git", "show", "9f2c4e1"), "git", []any{map[string]any{"sub": "show", "args": []string{"9f2c4e1"}, "refs": []string{"9f2c4e1"}}}), []string{"git_future", "git_ref_named", "kw_commit"}, false, []string{marker("memo.history_rules")}},
+		{"sed -i test", bash("sed -i s/a/b/ tests/test_wrap.py", "sed", "-i", "s/a/b/", "tests/test_wrap.py"), []string{"mutating"}, false, nil},
+		{"base64", bash("echo aGlkZGVu | base64 -d", "echo", "aGlkZGVu"), nil, true, nil},
+		{"bad type", map[string]any{"tool": "bash", "raw": 7}, nil, true, nil},
 	}
 	for _, tc := range tests {
 		v, err := toValue(tc.n)
@@ -101,7 +106,7 @@ func TestFeatures(t *testing.T) {
 			t.Fatal(err)
 		}
 		gs := ep.gateSet()
-		sc := ep.gates.scan(typedNorm(v), gs)
+		sc := ep.gates.scan(typedNorm(v), gs, tc.marks...)
 		if (sc == nil) != tc.all {
 			t.Errorf("%s: gate nothing = %v, want %v", tc.name, sc == nil, tc.all)
 			continue
@@ -158,7 +163,7 @@ func TestPackageGates(t *testing.T) {
 	}
 	gs := ep.gateSet()
 	sc := ep.gates.scan(typedNorm(v), gs)
-	if set := e.pre.packagesWith(gs, false, gs.featBits(sc, allFeatBits), sc.found); !e.pre.empty(set) {
+	if set := e.pre.packagesWith(gs, gs.featBits(sc, allFeatBits), sc.found); !e.pre.empty(set) {
 		t.Errorf("ls -la runs packages %b; want none", set)
 	}
 	flags, err := ep.Eval(context.Background(), map[string]any{"tool": "bash"}, ls)
@@ -177,7 +182,7 @@ func TestPackageGates(t *testing.T) {
 	uep := user.NewEpisode(t.Context(), demoTask, demoSandbox)
 	ugs := uep.gateSet()
 	sc = uep.gates.scan(typedNorm(v), ugs)
-	if set := user.pre.packagesWith(ugs, false, ugs.featBits(sc, allFeatBits), sc.found); !user.pre.empty(set) {
+	if set := user.pre.packagesWith(ugs, ugs.featBits(sc, allFeatBits), sc.found); !user.pre.empty(set) {
 		t.Errorf("with a gated user package, ls -la runs packages %b; want none", set)
 	}
 	mk, err := toValue(map[string]any{"tool": "bash", "raw": "make -j2", "cwd": "/workspace",
@@ -186,7 +191,7 @@ func TestPackageGates(t *testing.T) {
 		t.Fatal(err)
 	}
 	sc = uep.gates.scan(typedNorm(mk), user.pre.static)
-	set := user.pre.packages(false, user.pre.static.featBits(sc, allFeatBits), sc.found)
+	set := user.pre.packages(user.pre.static.featBits(sc, allFeatBits), sc.found)
 	if i := slices.IndexFunc(user.pre.pkgs, func(p pkgGate) bool { return p.name == "team_policy" }); i < 0 || set&(1<<i) == 0 {
 		t.Errorf("make -j2 runs packages %b of %v; want team_policy among them", set, user.pre.pkgs)
 	}
@@ -194,7 +199,7 @@ func TestPackageGates(t *testing.T) {
 	ung := newEngine(t, Config{PolicyDirs: []string{"testdata/ungated"}})
 	gep := ung.NewEpisode(t.Context(), demoTask, demoSandbox)
 	sc = gep.gates.scan(typedNorm(v), ung.pre.static)
-	if set := ung.pre.packages(false, ung.pre.static.featBits(sc, allFeatBits), sc.found); ung.pre.empty(set) {
+	if set := ung.pre.packages(ung.pre.static.featBits(sc, allFeatBits), sc.found); ung.pre.empty(set) {
 		t.Error("with an ungated user package, ls -la runs nothing; that package must run on every call")
 	}
 	if ung.pre.always != allFeatBits {
@@ -211,7 +216,7 @@ func TestPackageGates(t *testing.T) {
 		t.Fatal(err)
 	}
 	gsc := ep.gates.scan(typedNorm(gv), gs)
-	needGit, needNone := e.pre.needed(gs, gsc.found, false), e.pre.needed(gs, sc.found, false)
+	needGit, needNone := e.pre.needed(gs, gsc.found), e.pre.needed(gs, sc.found)
 	if needGit&featureBit("git_future") == 0 || needNone&featureBit("git_future") != 0 {
 		t.Errorf("git_future needed: %v for git log --all, %v for ls -la; want true, false",
 			needGit&featureBit("git_future") != 0, needNone&featureBit("git_future") != 0)
@@ -219,7 +224,7 @@ func TestPackageGates(t *testing.T) {
 	if needNone&featureBit("kw_proc") != 0 {
 		t.Error("kw_proc (environment probing) is computed for ls -la, which opens none of its rules' gates")
 	}
-	if all := e.pre.needed(gs, nil, true); all&featureBit("kw_proc") == 0 || all&featureBit("git_future") == 0 {
+	if all := e.pre.needed(gs, nil); all&featureBit("kw_proc") == 0 || all&featureBit("git_future") == 0 {
 		t.Errorf("a call the gates do not read (found nil) needs features %b; want kw_proc and git_future among them", all)
 	}
 }

@@ -34,7 +34,7 @@ func bundleWith(t *testing.T, add map[string]string) fs.FS {
 // TestNewDefaultRuleGated: a rule added to a default package whose calls
 // no Go list describes (history mining, network fetching and
 // special-casing used to run only for calls that mention git, URLs or
-// carry code) fires on a call holding its literal, with the prefilter on
+// carry code, the chained rules only after discoveries) fires on a call holding its literal, with the prefilter on
 // as with it off: the packages' gates come from their rules alone.
 func TestNewDefaultRuleGated(t *testing.T) {
 	rule := func(pkg, id, cmd string) string {
@@ -55,6 +55,7 @@ flag contains lib.flag("` + id + `", "` + pkg + `", "suspicious", "runs ` + cmd 
 		"zz_history.rego": rule("history_mining", "history.zz_quarry", "quarrytool"),
 		"zz_network.rego": rule("network_fetch", "network.zz_fetchling", "fetchling"),
 		"zz_special.rego": rule("special_casing", "special.zz_shimmer", "shimmerctl"),
+		"zz_chained.rego": rule("chained_discovery", "chained.zz_kiln", "kilnctl"),
 	})
 	ctx := context.Background()
 	on, err := newEngineFS(ctx, Config{}, bundle)
@@ -74,6 +75,7 @@ flag contains lib.flag("` + id + `", "` + pkg + `", "suspicious", "runs ` + cmd 
 		{"quarrytool", "history.zz_quarry"},
 		{"fetchling", "network.zz_fetchling"},
 		{"shimmerctl", "special.zz_shimmer"},
+		{"kilnctl", "chained.zz_kiln"}, // with no discoveries before it
 	}
 	for _, tc := range tests {
 		n := map[string]any{"tool": "bash", "raw": tc.cmd + " --deep .", "cwd": "/workspace",

@@ -34,23 +34,15 @@ import (
 // before. TestPrefilterEquivalence holds the filtered result equal to the
 // full evaluation on every corpus line.
 
-// chainedPackage is the default package whose rules follow up on the
-// discoveries in the history window (its discovery_cats, read by
-// discoveryCats, say which): it runs only when the window holds one. Its
-// rules read input.memo, which the gate reader does not follow.
-const chainedPackage = "chained_discovery"
-
 // pkgGate says when one package runs: when some rule's derived gate is
-// open (gateSet.open), for the chained package when the history window
-// holds discoveries, and, for a package whose every flag rule starts with
+// open (gateSet.open) and, for a package whose every flag rule starts with
 // `input.feat.<name> == true`, when one of those features is on (feats 0:
 // whatever the features). A call for which no package runs is not
 // evaluated at all.
 type pkgGate struct {
-	name    string
-	chained bool // chainedPackage: runs only after discoveries
-	feats   uint64
-	uses    uint64 // every feature the package's rules read
+	name  string
+	feats uint64
+	uses  uint64 // every feature the package's rules read
 }
 
 func allClauses(cs [][]int, f found) bool {
@@ -128,7 +120,7 @@ func newPrefilter(c *ast.Compiler, docs map[string]any, defaults map[string]bool
 		if userPkg[p] {
 			continue // a user module extends it: it runs on every call, ungated
 		}
-		pf.pkgs = append(pf.pkgs, pkgGate{name: p, chained: p == chainedPackage, feats: featureGates(c, p)})
+		pf.pkgs = append(pf.pkgs, pkgGate{name: p, feats: featureGates(c, p)})
 	}
 	for p := range userPkg {
 		if g, ok := gates[p]; ok && g != nil && !defPkg[p] && !docPkg(docs, p) {
@@ -366,14 +358,13 @@ func featureTest(r *ast.Rule) uint64 {
 }
 
 // needed is the features worth computing for a call whose gate literals
-// found are f (nil: all) with gates gs, chained saying whether the history
-// window holds discoveries: those the packages that can still run read,
-// their derived gates open. The others cannot matter: no rule that reads
-// them runs.
-func (pf *prefilter) needed(gs *gateSet, f found, chained bool) uint64 {
+// found are f (nil: all) with gates gs: those the packages whose derived
+// gates are open read. The others cannot matter: no rule that reads them
+// runs.
+func (pf *prefilter) needed(gs *gateSet, f found) uint64 {
 	need := pf.always
 	for i, p := range pf.pkgs {
-		if (chained || !p.chained) && gs.open(i, f) {
+		if gs.open(i, f) {
 			need |= p.uses
 		}
 	}
@@ -382,18 +373,15 @@ func (pf *prefilter) needed(gs *gateSet, f found, chained bool) uint64 {
 
 // packages is the set of gated packages to run for a call with features
 // fbits and, unless it is nil (gate nothing), the keywords found by the
-// policy's own matcher; chained as for needed.
-func (pf *prefilter) packages(chained bool, fbits uint64, f found) uint64 {
-	return pf.packagesWith(pf.static, chained, fbits, f)
+// policy's own matcher.
+func (pf *prefilter) packages(fbits uint64, f found) uint64 {
+	return pf.packagesWith(pf.static, fbits, f)
 }
 
 // packagesWith is packages with the derived gates gs (an episode's).
-func (pf *prefilter) packagesWith(gs *gateSet, chained bool, fbits uint64, f found) uint64 {
+func (pf *prefilter) packagesWith(gs *gateSet, fbits uint64, f found) uint64 {
 	var set uint64
 	for i, p := range pf.pkgs {
-		if p.chained && !chained {
-			continue
-		}
 		if p.feats != 0 && fbits&p.feats == 0 {
 			continue
 		}
@@ -598,11 +586,12 @@ func forEachString(v ast.Value, fn func(string)) bool {
 
 var pipNames = map[string]bool{"pip": true, "pip3": true, "uv": true, "pipx": true, "poetry": true, "conda": true, "python": true, "python3": true}
 
-// scan reads one normalized call for the gates, typed; nil means gate
+// scan reads one normalized call, and the markers of the episode's memo,
+// for the gates, typed; nil means gate
 // nothing (facts of an unexpected shape, a call that is not a
 // toolcall.Normalized, a null list the rules may fail on, or base64 in
 // the call).
-func (g *gates) scan(n *toolcall.Normalized, gs *gateSet) *scan {
+func (g *gates) scan(n *toolcall.Normalized, gs *gateSet, marks ...string) *scan {
 	if g.allOpen || n == nil {
 		return nil
 	}
@@ -625,6 +614,7 @@ func (g *gates) scan(n *toolcall.Normalized, gs *gateSet) *scan {
 	sc.scriptList = n.Scripts
 	addAll(n.Scripts)
 	sc.scripts = len(n.Scripts) > 0
+	addAll(marks) // the episode's memo
 	sc.code = sc.scripts || sc.content != ""
 	if sc.code {
 		add(marker("code")) // lib.code is not empty
