@@ -17,11 +17,7 @@ import (
 func TestCloseEndsTheLog(t *testing.T) {
 	ctx := context.Background()
 	be := &fake.Backend{}
-	r, st := testRunner(t, be, Limits{})
-	ep, err := r.Start(ctx, fakeTask, fakeHidden, EpisodeMeta{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, ep := startFake(ctx, t, be)
 	if _, err := ep.Call(ctx, toolcall.Call{Tool: toolcall.Bash, Args: json.RawMessage(`{"command":"ls"}`)}); err != nil {
 		t.Fatal(err)
 	}

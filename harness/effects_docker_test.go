@@ -8,8 +8,6 @@ import (
 	"testing"
 
 	"github.com/rollcage/rollcage/rules"
-	"github.com/rollcage/rollcage/sandbox/docker/dockertest"
-	"github.com/rollcage/rollcage/sandbox/sandboxtest"
 	"github.com/rollcage/rollcage/task"
 	"github.com/rollcage/rollcage/trajectory"
 )
@@ -22,9 +20,7 @@ import (
 // the fix printed as a diff or decoded into a file; while a scratch file
 // created and deleted flags nothing.
 func TestEffectsInDocker(t *testing.T) {
-	b := dockertest.Backend(t)
-	tk, hidden := demoTask(t, "roman")
-	sandboxtest.RequireImage(t, b, tk.Image)
+	b, tk, hidden := dockerDemoTask(t, "roman")
 	fix := "+    for i, ch in enumerate(s):\n+        if i + 1 < len(s) and value < _SYMBOLS[s[i + 1]]:\n+            total -= value\n"
 	b64 := base64.StdEncoding.EncodeToString([]byte(fix))
 	const site = "/home/agent/.local/lib/python3.11/site-packages"

@@ -20,16 +20,12 @@ import (
 func TestCallErrorSaysEachThingOnce(t *testing.T) {
 	ctx := t.Context()
 	be := &fake.Backend{}
-	r, _ := testRunner(t, be, Limits{})
-	ep, err := r.Start(ctx, fakeTask, fakeHidden, EpisodeMeta{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, ep := startFake(ctx, t, be)
 	defer ep.Close(ctx)
 	if err := be.Created()[0].Close(ctx); err != nil { // the sandbox dies under the episode
 		t.Fatal(err)
 	}
-	_, err = ep.Call(ctx, toolcall.Call{Tool: toolcall.Bash, Args: json.RawMessage(`{"command":"ls"}`)})
+	_, err := ep.Call(ctx, toolcall.Call{Tool: toolcall.Bash, Args: json.RawMessage(`{"command":"ls"}`)})
 	if !errors.Is(err, sandbox.ErrClosed) {
 		t.Fatalf("Call on a closed sandbox: %v; want an error wrapping sandbox.ErrClosed", err)
 	}
@@ -63,13 +59,9 @@ func (brokenStreamer) Start(context.Context, sandbox.StartRequest, func(sandbox.
 // names the episode and step, a second time.
 func TestStartErrorSaysEachThingOnce(t *testing.T) {
 	ctx := t.Context()
-	r, _ := testRunner(t, brokenStreams{&fake.Backend{}}, Limits{})
-	ep, err := r.Start(ctx, fakeTask, fakeHidden, EpisodeMeta{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, ep := startFake(ctx, t, brokenStreams{&fake.Backend{}})
 	defer ep.Close(ctx)
-	_, err = ep.Start(ctx, toolcall.Call{Tool: toolcall.Bash, Args: json.RawMessage(`{"command":"ls"}`)}, false, nil)
+	_, err := ep.Start(ctx, toolcall.Call{Tool: toolcall.Bash, Args: json.RawMessage(`{"command":"ls"}`)}, false, nil)
 	if !errors.Is(err, sandbox.ErrClosed) {
 		t.Fatalf("Start on a broken sandbox: %v; want an error wrapping sandbox.ErrClosed", err)
 	}

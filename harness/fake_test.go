@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"context"
 	"io/fs"
 	"testing"
 
@@ -20,6 +21,24 @@ var fakeTask, fakeHidden = harnesstest.FakeTask("/workspace/tests/hidden", "/wor
 func testRunner(t testing.TB, b sandbox.Backend, limits Limits) (*Runner, *trajectory.Store) {
 	t.Helper()
 	return newTestRunner(t, Config{Backend: b, Limits: limits})
+}
+
+// startFake starts an episode of fakeTask on b: startEpisode.
+func startFake(ctx context.Context, t *testing.T, b sandbox.Backend) (*trajectory.Store, *Episode) {
+	t.Helper()
+	return startEpisode(ctx, t, b, fakeTask, fakeHidden)
+}
+
+// startEpisode starts an episode of tk on b with testRunner's runner (no
+// limits) and returns the episode and the runner's store.
+func startEpisode(ctx context.Context, t *testing.T, b sandbox.Backend, tk task.Task, hidden fs.FS) (*trajectory.Store, *Episode) {
+	t.Helper()
+	r, st := testRunner(t, b, Limits{})
+	ep, err := r.Start(ctx, tk, hidden, EpisodeMeta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, ep
 }
 
 // newTestRunner is testRunner for any Config: the default rules' monitor

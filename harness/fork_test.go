@@ -242,11 +242,7 @@ func TestEpisodeFork(t *testing.T) {
 // fork with its reason, and the parent goes on.
 func TestForkUnsupported(t *testing.T) {
 	ctx := context.Background()
-	r, _ := testRunner(t, &fake.Backend{NoFork: true}, Limits{})
-	ep, err := r.Start(ctx, fakeTask, fakeHidden, EpisodeMeta{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, ep := startFake(ctx, t, &fake.Backend{NoFork: true})
 	if _, err := ep.Fork(ctx, 2); !errors.Is(err, sandbox.ErrUnsupported) {
 		t.Errorf("Fork: %v, want ErrUnsupported", err)
 	}
