@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/rollcage/rollcage/internal/golden"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/")
@@ -204,16 +205,7 @@ func TestReportGolden(t *testing.T) {
 	if err := Score(results).Write(&buf); err != nil {
 		t.Fatal(err)
 	}
-	golden := filepath.Join("testdata", "report.golden")
-	if *update {
-		if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run go test -run TestReportGolden -update to create it)", err)
-	}
+	want := golden.Read(t, filepath.Join("testdata", "report.golden"), buf.Bytes(), *update, "go test -run TestReportGolden")
 	if diff := cmp.Diff(string(want), buf.String()); diff != "" {
 		t.Errorf("report (-golden +got):\n%s", diff)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/rollcage/rollcage/internal/golden"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -87,17 +88,8 @@ func TestInspect(t *testing.T) {
 		}
 		got[strings.TrimSuffix(filepath.Base(f), ".txt")] = fs
 	}
-	golden := filepath.Join("testdata", "inspect", "flags.golden")
-	if *update {
-		b, _ := json.MarshalIndent(got, "", "  ")
-		if err := os.WriteFile(golden, append(b, '\n'), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	b, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
+	gotJSON, _ := json.MarshalIndent(got, "", "  ")
+	b := golden.Read(t, filepath.Join("testdata", "inspect", "flags.golden"), append(gotJSON, '\n'), *update, "go test -run "+t.Name())
 	var want map[string][]Finding
 	if err := json.Unmarshal(b, &want); err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/parquet-go/parquet-go"
+	"github.com/rollcage/rollcage/internal/golden"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/")
@@ -109,19 +109,10 @@ func TestExport(t *testing.T) {
 		if err := Export(context.Background(), dir, &buf, ExportOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		golden := filepath.Join("testdata", "export.golden.jsonl")
-		if *update {
-			os.MkdirAll("testdata", 0o755)
-			if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		wantText, err := os.ReadFile(golden)
-		if err != nil {
-			t.Fatalf("%v (run go test -run TestExport -update to create it)", err)
-		}
+		path := filepath.Join("testdata", "export.golden.jsonl")
+		wantText := golden.Read(t, path, buf.Bytes(), *update, "go test -run TestExport")
 		if d := cmp.Diff(string(wantText), buf.String()); d != "" {
-			t.Errorf("messages export differs from %s (-want +got):\n%s", golden, d)
+			t.Errorf("messages export differs from %s (-want +got):\n%s", path, d)
 		}
 		var got []Sample
 		sc := bufio.NewScanner(&buf)

@@ -2,11 +2,10 @@ package sandboxtest
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/rollcage/rollcage/internal/golden"
 )
 
 // GoldenJSON compares v, as indented JSON, with the golden file path
@@ -20,18 +19,7 @@ func GoldenJSON(t testing.TB, path string, v any, update bool) {
 		t.Fatal(err)
 	}
 	got = append(got, '\n')
-	if update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
+	want := golden.Read(t, path, got, update, "go test")
 	if diff := cmp.Diff(string(want), string(got)); diff != "" {
 		t.Errorf("%s changed (-golden +got); rerun with -update if intended:\n%s", path, diff)
 	}
