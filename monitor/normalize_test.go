@@ -3,12 +3,12 @@ package monitor
 import (
 	"encoding/json"
 	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/rollcage/rollcage/internal/golden"
 	"github.com/rollcage/rollcage/toolcall"
 )
 
@@ -205,25 +205,19 @@ func TestNormalize(t *testing.T) {
 				t.Fatal(err)
 			}
 			b = append(b, '\n')
-			golden := filepath.Join("testdata", "normalize", tc.name+".json")
+			path := filepath.Join("testdata", "normalize", tc.name+".json")
+			want := golden.Read(t, path, b, updating(), "go test ./monitor -run TestNormalize")
 			if updating() {
-				if err := os.WriteFile(golden, b, 0o644); err != nil {
-					t.Fatal(err)
-				}
 				return
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test ./monitor -run TestNormalize -update to create it)", err)
 			}
 			var w struct {
 				Want toolcall.Normalized `json:"normalized"`
 			}
 			if err := json.Unmarshal(want, &w); err != nil {
-				t.Fatalf("%s: %v", golden, err)
+				t.Fatalf("%s: %v", path, err)
 			}
 			if d := cmp.Diff(w.Want, got); d != "" {
-				t.Errorf("Normalize differs from %s (-want +got):\n%s", golden, d)
+				t.Errorf("Normalize differs from %s (-want +got):\n%s", path, d)
 			}
 		})
 	}
