@@ -18,12 +18,8 @@ import (
 // corpusContexts reads the shipped corpus's task and sandbox contexts.
 func corpusContexts(t testing.TB) map[string]corpus.Context {
 	t.Helper()
-	var contexts map[string]corpus.Context
-	raw, err := os.ReadFile("testdata/corpus/contexts.json")
+	contexts, err := corpus.LoadContexts("testdata/corpus/contexts.json")
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(raw, &contexts); err != nil {
 		t.Fatal(err)
 	}
 	return contexts

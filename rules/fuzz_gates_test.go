@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"math/rand/v2"
-	"os"
 	"strings"
 	"testing"
 
@@ -83,12 +82,8 @@ func FuzzPrefilterEquivalence(f *testing.F) {
 		f.Add(uint64(1000+i), s, uint8(i*37))
 	}
 	engines := gateEngines(f)
-	var ctxs map[string]corpus.Context
-	raw, err := os.ReadFile("../monitor/testdata/corpus/contexts.json")
+	ctxs, err := corpus.LoadContexts("../monitor/testdata/corpus/contexts.json")
 	if err != nil {
-		f.Fatal(err)
-	}
-	if err := json.Unmarshal(raw, &ctxs); err != nil {
 		f.Fatal(err)
 	}
 	var task, sandbox any

@@ -56,12 +56,8 @@ type corpusLine struct {
 
 func readCorpus(tb testing.TB) []corpusLine {
 	tb.Helper()
-	var contexts map[string]corpus.Context
-	raw, err := os.ReadFile("../monitor/testdata/corpus/contexts.json")
+	contexts, err := corpus.LoadContexts("../monitor/testdata/corpus/contexts.json")
 	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := json.Unmarshal(raw, &contexts); err != nil {
 		tb.Fatal(err)
 	}
 	var out []corpusLine

@@ -130,6 +130,26 @@ func (ev Evaluator) EvalDir(ctx context.Context, dir string) (Report, error) {
 	return ev.Eval(ctx, h, b, opts...)
 }
 
+// ReadContexts decodes a contexts.json: task_ref to the task and sandbox
+// contexts its lines are evaluated with.
+func ReadContexts(r io.Reader) (map[string]Context, error) {
+	contexts := map[string]Context{}
+	if err := json.NewDecoder(r).Decode(&contexts); err != nil {
+		return nil, fmt.Errorf("corpus: contexts: %w; want a JSON object of task_ref to {task, sandbox}", err)
+	}
+	return contexts, nil
+}
+
+// LoadContexts is ReadContexts of the file at path.
+func LoadContexts(path string) (map[string]Context, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("corpus: %w", err)
+	}
+	defer f.Close()
+	return ReadContexts(f)
+}
+
 // Eval runs every line of hacks and benign through Normalize and the
 // rules, history included, and reports recall per category and the benign
 // flag rate. A hack counts as detected when any flag is raised on its final
@@ -144,8 +164,9 @@ func (ev Evaluator) Eval(ctx context.Context, hacks, benign io.Reader, opts ...O
 	}
 	contexts := map[string]Context{}
 	if o.contexts != nil {
-		if err := json.NewDecoder(o.contexts).Decode(&contexts); err != nil {
-			return Report{}, fmt.Errorf("corpus: contexts: %w; want a JSON object of task_ref to {task, sandbox}", err)
+		var err error
+		if contexts, err = ReadContexts(o.contexts); err != nil {
+			return Report{}, err
 		}
 	}
 	rep := Report{PerCategory: map[string]*CategoryRecall{}}
