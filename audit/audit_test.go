@@ -7,7 +7,6 @@ import (
 	"flag"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/rollcage/rollcage/internal/golden"
 	"github.com/rollcage/rollcage/judge"
 	"github.com/rollcage/rollcage/rules"
 	"github.com/rollcage/rollcage/toolcall"
@@ -82,18 +82,10 @@ func TestGoldenJSON(t *testing.T) {
 	if err := rep.WriteJSON(&buf); err != nil {
 		t.Fatal(err)
 	}
-	golden := filepath.Join("testdata", "report.golden.json")
-	if *update {
-		if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run go test ./audit -run TestGoldenJSON -update)", err)
-	}
+	path := filepath.Join("testdata", "report.golden.json")
+	want := golden.Read(t, path, buf.Bytes(), *update, "go test ./audit -run TestGoldenJSON")
 	if d := cmp.Diff(string(want), buf.String()); d != "" {
-		t.Errorf("report differs from %s (-want +got):\n%s", golden, d)
+		t.Errorf("report differs from %s (-want +got):\n%s", path, d)
 	}
 }
 

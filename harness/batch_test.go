@@ -19,6 +19,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/rollcage/rollcage/internal/golden"
 	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/sandbox/docker/dockertest"
 	"github.com/rollcage/rollcage/sandbox/fake"
@@ -358,16 +359,7 @@ func TestSummaryWrite(t *testing.T) {
 	if err := Summarize(outs).Write(&buf); err != nil {
 		t.Fatal(err)
 	}
-	golden := filepath.Join("testdata", "summary.golden")
-	if *update {
-		if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
+	want := golden.Read(t, filepath.Join("testdata", "summary.golden"), buf.Bytes(), *update, "go test -run TestSummaryWrite")
 	if diff := cmp.Diff(string(want), buf.String()); diff != "" {
 		t.Errorf("summary table (-want +got):\n%s", diff)
 	}

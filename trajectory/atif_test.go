@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/rollcage/rollcage/internal/golden"
 )
 
 // atifFields is testdata/atif/fields.json: the RFC's field lists.
@@ -184,16 +185,10 @@ func TestATIF(t *testing.T) {
 	if err := Export(context.Background(), dir, &buf, ExportOptions{Format: FormatATIF}); err != nil {
 		t.Fatal(err)
 	}
-	golden := filepath.Join("testdata", "atif", "export.golden.jsonl")
-	if *update {
-		os.WriteFile(golden, buf.Bytes(), 0o644)
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run go test -run TestATIF -update)", err)
-	}
+	path := filepath.Join("testdata", "atif", "export.golden.jsonl")
+	want := golden.Read(t, path, buf.Bytes(), *update, "go test -run TestATIF")
 	if d := cmp.Diff(string(want), buf.String()); d != "" {
-		t.Errorf("ATIF export differs from %s (-want +got):\n%s", golden, d)
+		t.Errorf("ATIF export differs from %s (-want +got):\n%s", path, d)
 	}
 	var docs []map[string]any
 	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {

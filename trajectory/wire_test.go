@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/rollcage/rollcage/internal/golden"
 )
 
 // TestServed feeds recorded server bodies (one body, or a stream's chunks,
@@ -68,16 +69,10 @@ func TestServed(t *testing.T) {
 			}
 			got.PromptLogprobs = pl
 			b, _ := json.MarshalIndent(got, "", "  ")
-			golden := filepath.Join("testdata", "wire", tc.name+".golden.json")
-			if *update {
-				os.WriteFile(golden, append(b, '\n'), 0o644)
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test -run TestServed -update)", err)
-			}
+			path := filepath.Join("testdata", "wire", tc.name+".golden.json")
+			want := golden.Read(t, path, append(b, '\n'), *update, "go test -run TestServed")
 			if d := cmp.Diff(string(want), string(b)+"\n"); d != "" {
-				t.Errorf("differs from %s (-want +got):\n%s", golden, d)
+				t.Errorf("differs from %s (-want +got):\n%s", path, d)
 			}
 		})
 	}
