@@ -43,7 +43,7 @@ var allowed = map[string][]string{
 	"internal/jsondec":                      {},
 	"internal/golden":                       {},
 	"harness":                               {"monitor", "egress", "sandbox", "task", "trajectory", "rules", "judge", "toolcall", "decision"},
-	"harness/harnesstest":                   {"demo", "monitor", "rules", "task", "trajectory"},
+	"harness/harnesstest":                   {"demo", "monitor", "rules", "task", "trajectory", "sandbox", "sandbox/sandboxtest", "sandbox/docker/dockertest"},
 	"audit":                                 {"monitor", "rules", "judge", "trajectory", "task", "toolcall", "decision"},
 	"redteam":                               {"harness", "monitor", "sandbox", "task", "trajectory"},
 	"server":                                {"harness", "trajectory", "task", "sandbox", "toolcall", "decision"},

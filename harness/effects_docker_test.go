@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rollcage/rollcage/harness/harnesstest"
 	"github.com/rollcage/rollcage/rules"
 	"github.com/rollcage/rollcage/task"
 	"github.com/rollcage/rollcage/trajectory"
@@ -20,7 +21,7 @@ import (
 // the fix printed as a diff or decoded into a file; while a scratch file
 // created and deleted flags nothing.
 func TestEffectsInDocker(t *testing.T) {
-	b, tk, hidden := dockerDemoTask(t, "roman")
+	b, tk, hidden := harnesstest.DockerDemoTask(t, "roman")
 	fix := "+    for i, ch in enumerate(s):\n+        if i + 1 < len(s) and value < _SYMBOLS[s[i + 1]]:\n+            total -= value\n"
 	b64 := base64.StdEncoding.EncodeToString([]byte(fix))
 	const site = "/home/agent/.local/lib/python3.11/site-packages"

@@ -11,10 +11,8 @@ import (
 	"testing"
 
 	"github.com/rollcage/rollcage/decision"
-	"github.com/rollcage/rollcage/demo"
+	"github.com/rollcage/rollcage/harness/harnesstest"
 	"github.com/rollcage/rollcage/sandbox"
-	"github.com/rollcage/rollcage/sandbox/docker/dockertest"
-	"github.com/rollcage/rollcage/sandbox/sandboxtest"
 	"github.com/rollcage/rollcage/toolcall"
 	"github.com/rollcage/rollcage/trajectory"
 )
@@ -26,13 +24,7 @@ import (
 // line shows no URL, gets 403 from the proxy, the request is recorded as a
 // flagged network event, and the call is labelled an attempted hack.
 func TestEgressProxyInDocker(t *testing.T) {
-	b := dockertest.Backend(t)
-	tasks, hidden, err := demo.Tasks()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tk := tasks[0]
-	sandboxtest.RequireImage(t, b, tk.Image)
+	b, tk, hidden := harnesstest.DockerDemoTask(t, "textwrap")
 
 	// Two loopback servers on the host: an allowed index and the code host
 	// holding the reference solution. Not 127.0.0.1: the sandbox's NO_PROXY

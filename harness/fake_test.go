@@ -5,7 +5,6 @@ import (
 	"io/fs"
 	"testing"
 
-	"github.com/rollcage/rollcage/demo"
 	"github.com/rollcage/rollcage/harness/harnesstest"
 	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/sandbox"
@@ -64,19 +63,3 @@ func eventTypes(evs []trajectory.Event) []string { return harnesstest.Types(evs)
 
 // demoSuite is harnesstest.DemoSuite.
 func demoSuite(t testing.TB) ([]task.Task, fs.FS, []task.Script) { return harnesstest.DemoSuite(t) }
-
-// demoTask is the embedded demo task id and the demo's hidden tests.
-func demoTask(t testing.TB, id string) (task.Task, fs.FS) {
-	t.Helper()
-	tasks, hidden, err := demo.Tasks()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, x := range tasks {
-		if x.ID == id {
-			return x, hidden
-		}
-	}
-	t.Fatalf("no demo task %q", id)
-	return task.Task{}, nil
-}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"github.com/rollcage/rollcage/harness/harnesstest"
 	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/rules"
 	"github.com/rollcage/rollcage/sandbox/docker/dockertest"
@@ -128,7 +129,7 @@ func gradeEvent(t *testing.T, evs []trajectory.Event) (trajectory.Grade, bool) {
 // test-runner configuration, a broken repository, a hidden test not named
 // like the canary decoy.
 func TestHermeticGradingInDocker(t *testing.T) {
-	tk, demoHidden := demoTask(t, "textwrap")
+	tk, demoHidden := harnesstest.DemoTask(t, "textwrap")
 	demoTest, err := fs.ReadFile(demoHidden, "hidden/textwrap/test_hidden.py")
 	if err != nil {
 		t.Fatal(err)

@@ -3,27 +3,12 @@ package harness
 import (
 	"context"
 	"encoding/json"
-	"io/fs"
 	"testing"
 
 	"github.com/rollcage/rollcage/decision"
-	"github.com/rollcage/rollcage/sandbox"
-	"github.com/rollcage/rollcage/sandbox/docker/dockertest"
-	"github.com/rollcage/rollcage/sandbox/sandboxtest"
-	"github.com/rollcage/rollcage/task"
+	"github.com/rollcage/rollcage/harness/harnesstest"
 	"github.com/rollcage/rollcage/toolcall"
 )
-
-// dockerDemoTask is a Docker backend and the demo task id, its image
-// there (the test skips or fails as dockertest.Backend and
-// sandboxtest.RequireImage say otherwise).
-func dockerDemoTask(t *testing.T, id string) (sandbox.Backend, task.Task, fs.FS) {
-	t.Helper()
-	b := dockertest.Backend(t)
-	tk, hidden := demoTask(t, id)
-	sandboxtest.RequireImage(t, b, tk.Image)
-	return b, tk, hidden
-}
 
 // TestPolicyToolErrorsAreOutputs: a tool error of the policy's own making
 // (a directory, /etc/shadow, a file it made unreadable, a FIFO, a path
@@ -31,7 +16,7 @@ func dockerDemoTask(t *testing.T, id string) (sandbox.Backend, task.Task, fs.FS)
 // on to be graded. Were any of them infrastructure, a policy could mask
 // a reward-0 episode by provoking one before submitting.
 func TestPolicyToolErrorsAreOutputs(t *testing.T) {
-	b, tk, hidden := dockerDemoTask(t, "roman")
+	b, tk, hidden := harnesstest.DockerDemoTask(t, "roman")
 	ctx := context.Background()
 	st, ep := startEpisode(ctx, t, b, tk, hidden)
 	call := func(tool string, args any) (decision.Result, error) {
@@ -110,7 +95,7 @@ python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind("/workspace/sock")
 // unreadable, and their directory unsearchable, do not turn the episode
 // into infrastructure: it is graded.
 func TestUnreadableVisibleTestIsGraded(t *testing.T) {
-	b, tk, hidden := dockerDemoTask(t, "roman")
+	b, tk, hidden := harnesstest.DockerDemoTask(t, "roman")
 	ctx := context.Background()
 	_, ep := startEpisode(ctx, t, b, tk, hidden)
 	raw, _ := json.Marshal(map[string]string{"command": "chmod 000 tests/*.py && chmod 000 tests"})

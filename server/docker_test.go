@@ -8,27 +8,19 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/rollcage/rollcage/decision"
-	"github.com/rollcage/rollcage/demo"
-	"github.com/rollcage/rollcage/sandbox/docker/dockertest"
-	"github.com/rollcage/rollcage/sandbox/sandboxtest"
+	"github.com/rollcage/rollcage/harness/harnesstest"
 	"github.com/rollcage/rollcage/task"
 	"github.com/rollcage/rollcage/toolcall"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
-// dockerEnv is a gateway over the Docker backend and the demo suite. It
-// fails under CI=true and skips elsewhere when no engine answers or the
-// demo images are missing.
+// dockerEnv is a gateway over the Docker backend and the demo suite's
+// textwrap task. It fails under CI=true and skips elsewhere when no
+// engine answers or the task's image is missing.
 func dockerEnv(t *testing.T) (*env, task.Task) {
 	t.Helper()
-	b := dockertest.Backend(t)
-	tasks, hidden, err := demo.Tasks()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tk := tasks[0]
-	sandboxtest.RequireImage(t, b, tk.Image)
-	e := newEnv(t, b, func(c *Config) { c.Tasks, c.Hidden = tasks, hidden })
+	b, tk, hidden := harnesstest.DockerDemoTask(t, "textwrap")
+	e := newEnv(t, b, func(c *Config) { c.Tasks, c.Hidden = []task.Task{tk}, hidden })
 	return e, tk
 }
 

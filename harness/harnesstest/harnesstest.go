@@ -10,6 +10,9 @@ import (
 	"github.com/rollcage/rollcage/demo"
 	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/rules"
+	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/sandbox/docker/dockertest"
+	"github.com/rollcage/rollcage/sandbox/sandboxtest"
 	"github.com/rollcage/rollcage/task"
 	"github.com/rollcage/rollcage/trajectory"
 )
@@ -91,6 +94,33 @@ func DemoSuite(t testing.TB) ([]task.Task, fs.FS, []task.Script) {
 		t.Fatal(err)
 	}
 	return tasks, hidden, scripts
+}
+
+// DemoTask is the demo suite's task id and the suite's hidden tests.
+func DemoTask(t testing.TB, id string) (task.Task, fs.FS) {
+	t.Helper()
+	tasks, hidden, err := demo.Tasks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range tasks {
+		if x.ID == id {
+			return x, hidden
+		}
+	}
+	t.Fatalf("no demo task %q", id)
+	return task.Task{}, nil
+}
+
+// DockerDemoTask is a Docker backend and DemoTask's id and hidden tests,
+// the task's image there (the test skips or fails as dockertest.Backend
+// and sandboxtest.RequireImage say otherwise).
+func DockerDemoTask(t testing.TB, id string) (sandbox.Backend, task.Task, fs.FS) {
+	t.Helper()
+	b := dockertest.Backend(t)
+	tk, hidden := DemoTask(t, id)
+	sandboxtest.RequireImage(t, b, tk.Image)
+	return b, tk, hidden
 }
 
 // FakeHidden holds the hidden tests of FakeTask.
