@@ -113,7 +113,7 @@ func (a *Auditor) Audit(ctx context.Context, eps []Episode, skipped []FileError)
 // AuditBatch replays the episodes of b's files as they are read and
 // summarizes, in the files' order, with the files b could not read as
 // skipped. Reading and replaying overlap, and only the files being
-// replayed are held in memory. Only a cancelled ctx is an error.
+// replayed and the few read ahead (readAhead) are held in memory. Only a cancelled ctx is an error.
 func (a *Auditor) AuditBatch(ctx context.Context, b *Batch) (*Report, error) {
 	defer b.Stop()
 	reps := make([][]EpisodeReport, len(b.units))

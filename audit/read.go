@@ -84,9 +84,9 @@ type unitResult struct {
 }
 
 // ReadAsync lists the trajectory files under paths, as Read does, and
-// reads them on GOMAXPROCS goroutines in the background, at most a few
-// files ahead of their consumer. Stop it if its results are not all
-// consumed.
+// reads them on GOMAXPROCS goroutines in the background, at most
+// readAhead files per goroutine ahead of their consumer. Stop it if its
+// results are not all consumed.
 func ReadAsync(paths ...string) *Batch {
 	b := &Batch{units: listUnits(paths), stop: make(chan struct{})}
 	order := make([]int, len(b.units))
@@ -95,7 +95,7 @@ func ReadAsync(paths ...string) *Batch {
 	}
 	sort.SliceStable(order, func(i, j int) bool { return b.units[order[i]].size > b.units[order[j]].size })
 	workers := max(1, min(runtime.GOMAXPROCS(0), len(b.units)))
-	b.results = make(chan unitResult, workers)
+	b.results = make(chan unitResult, workers*readAhead)
 	next := make(chan int)
 	var wg sync.WaitGroup
 	for range workers {
@@ -131,6 +131,14 @@ func ReadAsync(paths ...string) *Batch {
 	}()
 	return b
 }
+
+// readAhead is how many files per reading goroutine a Batch holds read
+// and not yet consumed. `rollcage audit` compiles its policy (about 0.1
+// CPU-s, on one goroutine) while the first files are read: with one file
+// per goroutine the readers were done with theirs a third of the way into
+// the compile, and one CPU sat idle for the rest (ROLLCAGE_TRACE). Four
+// keep them busy through it, the largest files being read first.
+const readAhead = 4
 
 // Stop ends the background reading; results not yet consumed are dropped.
 func (b *Batch) Stop() { b.once.Do(func() { close(b.stop) }) }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime/debug"
 	"runtime/pprof"
+	"runtime/trace"
 
 	"github.com/rollcage/rollcage/audit"
 )
@@ -42,12 +43,14 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stderr, "rollcage audit: --concurrency must be >= 0")
 		return errUsage
 	}
-	if p := os.Getenv("ROLLCAGE_CPUPROFILE"); p != "" {
-		stopProfile, err := cpuProfile(p)
-		if err != nil {
-			return err
+	for _, d := range devProfiles {
+		if p := os.Getenv(d.env); p != "" {
+			stop, err := d.start(p)
+			if err != nil {
+				return err
+			}
+			defer stop()
 		}
-		defer stopProfile()
 	}
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(audit.BatchGCPercent) // a batch job: trade memory for throughput
@@ -125,19 +128,33 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return nil
 }
 
-// cpuProfile starts a CPU profile written to path (a development aid:
-// ROLLCAGE_CPUPROFILE=FILE rollcage audit ...); the returned func stops it.
-func cpuProfile(path string) (func(), error) {
+// devProfiles are the development aids an audit writes when their
+// variable names a file: ROLLCAGE_CPUPROFILE=FILE rollcage audit ... (go
+// tool pprof FILE), ROLLCAGE_TRACE=FILE (go tool trace FILE: which phases
+// leave a CPU idle).
+var devProfiles = []devProfile{
+	{"ROLLCAGE_CPUPROFILE", pprof.StartCPUProfile, pprof.StopCPUProfile},
+	{"ROLLCAGE_TRACE", trace.Start, trace.Stop},
+}
+
+type devProfile struct {
+	env       string
+	startFunc func(io.Writer) error
+	stopFunc  func()
+}
+
+// start starts writing the profile to path; the returned func stops it.
+func (d devProfile) start(path string) (func(), error) {
 	f, err := os.Create(path)
 	if err != nil {
-		return nil, fmt.Errorf("ROLLCAGE_CPUPROFILE: %w", err)
+		return nil, fmt.Errorf("%s: %w", d.env, err)
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
+	if err := d.startFunc(f); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("ROLLCAGE_CPUPROFILE: %w", err)
+		return nil, fmt.Errorf("%s: %w", d.env, err)
 	}
 	return func() {
-		pprof.StopCPUProfile()
+		d.stopFunc()
 		f.Close()
 	}, nil
 }
