@@ -1585,12 +1585,13 @@ func newGatePlan(c *ast.Compiler, facts, task *ast.Term) *gatePlan {
 	return p
 }
 
-// episode is the gates for an episode's facts and task: the plan's own
-// for rules that read neither, for the others those of an earlier
+// episode is the plan of an episode's facts and task: the plan's own
+// gates for rules that read neither, for the others those of an earlier
 // episode that had the same values where they read, else derived again.
 // key names the gates' sources: two episodes with one key have the same
-// gates ("": not known).
-func (p *gatePlan) episode(facts, task *ast.Term) (dg derivedGates, key string) {
+// gates ("": not known), so a caller that has them assembled for the key
+// need not assemble them again (gates).
+func (p *gatePlan) episode(facts, task *ast.Term) (ep *gatePlan, key string) {
 	d := newDeriver(p.c, facts, task)
 	d.base = p.memo
 	_, fo := facts.Value.(ast.Object)
@@ -1622,7 +1623,7 @@ func (p *gatePlan) episode(facts, task *ast.Term) (dg derivedGates, key string) 
 	if cached {
 		key = strings.Join(ids, ",")
 	}
-	return (&gatePlan{rules: rs, ungated: p.ungated, featRefs: p.featRefs}).gates(), key
+	return &gatePlan{rules: rs, ungated: p.ungated, featRefs: p.featRefs}, key
 }
 
 // gates assembles the plan's rules' gates.

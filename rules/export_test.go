@@ -76,7 +76,7 @@ func (ep *Episode) EpisodeGatesDiff() string {
 	for _, got := range []struct {
 		name string
 		dg   derivedGates
-	}{{"derived", derived}, {"cached", cached}} {
+	}{{"derived", derived.gates()}, {"cached", cached.gates()}} {
 		if d := gocmp.Diff(norm(want), norm(got.dg), gocmp.AllowUnexported(derivedGates{})); d != "" {
 			return got.name + ":\n" + d
 		}

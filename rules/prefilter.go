@@ -174,7 +174,7 @@ func newPrefilter(c *ast.Compiler, docs map[string]any, defaults map[string]bool
 // matcher of their own next to the policy's.
 // Episodes whose gates come from the same sources share one gateSet.
 func (pf *prefilter) episodeGateSet(facts, task *ast.Term) *gateSet {
-	dg, key := pf.plan.episode(facts, task)
+	plan, key := pf.plan.episode(facts, task)
 	if key != "" {
 		pf.mu.Lock()
 		gs := pf.sets[key]
@@ -183,7 +183,7 @@ func (pf *prefilter) episodeGateSet(facts, task *ast.Term) *gateSet {
 			return gs
 		}
 	}
-	gs := pf.gateSet(dg, pf.static.match)
+	gs := pf.gateSet(plan.gates(), pf.static.match)
 	if key != "" {
 		pf.mu.Lock()
 		if pf.sets == nil || len(pf.sets) >= maxGateSets {
