@@ -42,6 +42,7 @@ var allowed = map[string][]string{
 	"trajectory":                            {"internal/jsondec"},
 	"internal/jsondec":                      {},
 	"internal/golden":                       {},
+	"internal/realcorpus":                   {},
 	"harness":                               {"monitor", "egress", "sandbox", "task", "trajectory", "rules", "judge", "toolcall", "decision"},
 	"harness/harnesstest":                   {"demo", "monitor", "rules", "task", "trajectory", "sandbox", "sandbox/sandboxtest", "sandbox/docker/dockertest"},
 	"audit":                                 {"monitor", "rules", "judge", "trajectory", "task", "toolcall", "decision"},

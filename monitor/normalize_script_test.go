@@ -2,7 +2,6 @@ package monitor
 
 import (
 	"encoding/json"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -11,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rollcage/rollcage/internal/realcorpus"
 	"github.com/rollcage/rollcage/rules"
 )
 
@@ -89,7 +89,7 @@ func goldenTexts(t *testing.T) []string {
 			}
 			var v any
 			if json.Unmarshal([]byte(line), &v) == nil {
-				out = append(out, jsonStrings(v, 0)...)
+				out = append(out, realcorpus.Strings(v, 0, true)...)
 			}
 			if strings.HasSuffix(p, ".json") {
 				break
@@ -103,73 +103,22 @@ func goldenTexts(t *testing.T) []string {
 }
 
 // realScriptTexts are strings of one in eight of the real trajectories
-// that a script pattern may be about, each clipped to 16 KB, 1 MB in all
-// (regexp's side of the comparison is the slow one). Outside CI
-// the real corpus may be absent; in CI it is there.
+// (strings holding JSON walked too) that a script pattern may be about,
+// each clipped to 16 KB, 1 MB in all (regexp's side of the comparison is
+// the slow one). Outside CI the real corpus may be absent; in CI it is
+// there.
 func realScriptTexts(t *testing.T) []string {
 	t.Helper()
-	dir := filepath.Join("..", "..", "shared", "corpus", "real")
-	if _, err := os.Stat(dir); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("real corpus missing at %s: %v", dir, err)
-		}
-		t.Logf("real corpus not at %s; its texts are left out", dir)
-		return nil
-	}
-	var files []string
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && (strings.HasSuffix(p, ".json") || strings.HasSuffix(p, ".traj")) {
-			files = append(files, p)
-		}
-		return nil
-	})
-	slices.Sort(files)
+	files := realcorpus.Files(t)
 	var out []string
 	budget := 1 << 20
 	for i := 0; i < len(files) && budget > 0; i += 8 {
-		data, err := os.ReadFile(files[i])
-		if err != nil {
-			t.Fatal(err)
-		}
-		var v any
-		if json.Unmarshal(data, &v) != nil {
-			continue
-		}
-		for _, s := range jsonStrings(v, 40) {
+		for _, s := range realcorpus.FileStrings(t, files[i], 40, true) {
 			if strings.ContainsAny(s, "(`") && budget > 0 {
 				s = s[:min(len(s), 16<<10)]
 				out, budget = append(out, s), budget-len(s)
 			}
 		}
 	}
-	return out
-}
-
-// jsonStrings are the strings in v at least least bytes long; strings that
-// hold JSON are also walked.
-func jsonStrings(v any, least int) []string {
-	var out []string
-	var walk func(any)
-	walk = func(v any) {
-		switch v := v.(type) {
-		case string:
-			if len(v) >= least {
-				out = append(out, v)
-			}
-			var inner any
-			if strings.HasPrefix(v, "{") && json.Unmarshal([]byte(v), &inner) == nil {
-				walk(inner)
-			}
-		case []any:
-			for _, e := range v {
-				walk(e)
-			}
-		case map[string]any:
-			for _, e := range v {
-				walk(e)
-			}
-		}
-	}
-	walk(v)
 	return out
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/topdown"
+	"github.com/rollcage/rollcage/internal/realcorpus"
 )
 
 // raceEnabled: the test binary runs under the race detector (race_test.go).
@@ -251,7 +251,7 @@ func corpusTexts(t *testing.T) []string {
 			out = append(out, sc.Text())
 			var v any
 			if json.Unmarshal(sc.Bytes(), &v) == nil {
-				out = append(out, stringsOf(v, 0)...)
+				out = append(out, realcorpus.Strings(v, 0, false)...)
 			}
 		}
 		f.Close()
@@ -266,22 +266,7 @@ func corpusTexts(t *testing.T) []string {
 // real corpus, up to budget bytes; none when it is absent.
 func realTexts(t *testing.T, budget int) []string {
 	t.Helper()
-	dir := filepath.Join("..", "..", "shared", "corpus", "real")
-	if _, err := os.Stat(dir); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("real corpus missing at %s: %v", dir, err)
-		}
-		t.Logf("real corpus not at %s; its texts are left out", dir)
-		return nil
-	}
-	var files []string
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && strings.Contains(p, ".json") || strings.HasSuffix(p, ".traj") {
-			files = append(files, p)
-		}
-		return nil
-	})
-	slices.Sort(files)
+	files := realcorpus.Files(t)
 	step := 4 // one file in four: decoding all 56 MB costs more than the comparisons
 	if raceEnabled {
 		step = 16
@@ -289,17 +274,8 @@ func realTexts(t *testing.T, budget int) []string {
 	var out []string
 	per := budget * step / max(len(files), 1)
 	for i := 0; i < len(files); i += step {
-		p := files[i]
-		data, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var v any
-		if json.Unmarshal(data, &v) != nil {
-			continue
-		}
 		used := 0
-		for _, s := range stringsOf(v, 200) {
+		for _, s := range realcorpus.FileStrings(t, files[i], 200, false) {
 			if used > per {
 				break
 			}
@@ -307,36 +283,6 @@ func realTexts(t *testing.T, budget int) []string {
 			out, used = append(out, s), used+len(s)
 		}
 	}
-	return out
-}
-
-// stringsOf lists the strings of a decoded JSON value at least min bytes
-// long.
-func stringsOf(v any, min int) []string {
-	var out []string
-	var walk func(any)
-	walk = func(v any) {
-		switch x := v.(type) {
-		case string:
-			if len(x) >= min {
-				out = append(out, x)
-			}
-		case []any:
-			for _, e := range x {
-				walk(e)
-			}
-		case map[string]any:
-			keys := make([]string, 0, len(x))
-			for k := range x {
-				keys = append(keys, k)
-			}
-			slices.Sort(keys)
-			for _, k := range keys {
-				walk(x[k])
-			}
-		}
-	}
-	walk(v)
 	return out
 }
 
