@@ -19,12 +19,13 @@ const module = "github.com/rollcage/rollcage/"
 // through the harness (TestCallPath follows one).
 var allowed = map[string][]string{
 	"sandbox":                               {},
-	"sandbox/docker":                        {"sandbox", "agent", "sandbox/internal/hostside"},
-	"sandbox/containerd":                    {"sandbox", "agent", "sandbox/internal/hostside"},
-	"sandbox/internal/hostside":             {"sandbox", "agent"},
+	"sandbox/host":                          {"sandbox"},
+	"sandbox/docker":                        {"sandbox", "agent", "sandbox/host", "sandbox/internal/hostside"},
+	"sandbox/containerd":                    {"sandbox", "agent", "sandbox/host", "sandbox/internal/hostside"},
+	"sandbox/internal/hostside":             {"sandbox", "agent", "sandbox/host"},
 	"sandbox/sandboxtest":                   {"sandbox", "internal/golden"},
 	"sandbox/fake":                          {"sandbox"},
-	"sandbox/kube":                          {"sandbox", "agent", "sandbox/internal/hostside"},
+	"sandbox/kube":                          {"sandbox", "agent", "sandbox/host", "sandbox/internal/hostside"},
 	"scripts/kube":                          {},
 	"scripts/kube/pause":                    {},
 	"sandbox/docker/dockertest":             {"sandbox", "sandbox/docker", "sandbox/sandboxtest"},

@@ -12,6 +12,7 @@ import (
 	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/sandbox/containerd"
 	"github.com/rollcage/rollcage/sandbox/docker"
+	"github.com/rollcage/rollcage/sandbox/host"
 	"github.com/rollcage/rollcage/sandbox/kube"
 )
 
@@ -61,7 +62,7 @@ func (f *backendFlags) check() error {
 
 func (f *backendFlags) kubeConfig(o backendOptions) kube.Config {
 	return kube.Config{Kubeconfig: f.kubeconfig, Namespace: f.namespace, Node: f.node, PullPolicy: f.pull, AgentImage: f.agentImage,
-		Pool: o.pool, DefaultLimits: o.limits, Logger: o.log}
+		Config: host.Config{Pool: o.pool, DefaultLimits: o.limits, Logger: o.log}} // no StateDir: pods keep none
 }
 
 // backend is what the commands need of a sandbox backend beyond
@@ -83,6 +84,11 @@ type backendOptions struct {
 	log      *slog.Logger
 }
 
+// hostConfig is the configuration of a container backend the options set.
+func (o backendOptions) hostConfig() host.Config {
+	return host.Config{StateDir: o.stateDir, Pool: o.pool, DefaultLimits: o.limits, Logger: o.log}
+}
+
 // openBackend starts the backend --backend names.
 func openBackend(ctx context.Context, o backendOptions) (backend, error) {
 	if err := o.flags.check(); err != nil {
@@ -90,13 +96,13 @@ func openBackend(ctx context.Context, o backendOptions) (backend, error) {
 	}
 	switch o.flags.kind {
 	case backendDocker, "":
-		b, err := docker.New(ctx, docker.Config{StateDir: o.stateDir, Pool: o.pool, Logger: o.log, DefaultLimits: o.limits})
+		b, err := docker.New(ctx, docker.Config(o.hostConfig()))
 		if err != nil {
 			return nil, err
 		}
 		return dockerBackend{b}, nil
 	case backendContainerd:
-		b, err := containerd.New(ctx, containerd.Config{StateDir: o.stateDir, Pool: o.pool, Logger: o.log, DefaultLimits: o.limits, ImportFromDocker: true})
+		b, err := containerd.New(ctx, containerd.Config{ImportFromDocker: true, Config: o.hostConfig()})
 		if err != nil {
 			return nil, err
 		}

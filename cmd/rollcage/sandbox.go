@@ -19,6 +19,7 @@ import (
 	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/sandbox/containerd"
 	"github.com/rollcage/rollcage/sandbox/docker"
+	"github.com/rollcage/rollcage/sandbox/host"
 	"github.com/rollcage/rollcage/sandbox/kube"
 )
 
@@ -40,7 +41,7 @@ func runGC(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	switch kind.kind {
 	case backendContainerd:
-		n, err := containerd.GC(ctx, containerd.Config{StateDir: *state})
+		n, err := containerd.GC(ctx, containerd.Config{Config: host.Config{StateDir: *state}})
 		if err != nil {
 			return err
 		}

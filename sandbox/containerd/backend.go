@@ -44,7 +44,7 @@ var _ sandbox.Backend = (*Backend)(nil)
 // New connects to containerd, removes what dead rollcage processes left
 // in its namespace and starts warming the pool.
 func New(ctx context.Context, cfg Config) (*Backend, error) {
-	shared, err := cfg.shared().Resolve("containerd")
+	shared, err := cfg.Config.Resolve("containerd")
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/sandbox/docker"
+	"github.com/rollcage/rollcage/sandbox/host"
 	"github.com/rollcage/rollcage/sandbox/sandboxtest"
 )
 
@@ -39,7 +40,7 @@ func benchEngines(b *testing.B, pool int) []engine {
 	if pool > 0 {
 		poolCfg = map[string]int{img: pool}
 	}
-	cb := newTestBackend(b, Config{Pool: poolCfg})
+	cb := newTestBackend(b, Config{Config: host.Config{Pool: poolCfg}})
 	db, err := docker.New(b.Context(), docker.Config{StateDir: b.TempDir(), Pool: poolCfg, Logger: sandboxtest.VerboseLogger(b)})
 	if err != nil {
 		b.Fatal(err)
@@ -311,7 +312,7 @@ func BenchmarkFork(b *testing.B) {
 	b.Cleanup(func() { dwarm.Close(context.Background()) })
 	engines = append(engines,
 		engine{name: "docker-warm", b: dwarm},
-		engine{name: "containerd-warm", b: newTestBackend(b, Config{Pool: pool})})
+		engine{name: "containerd-warm", b: newTestBackend(b, Config{Config: host.Config{Pool: pool}})})
 	settle := func(e engine) {
 		if strings.HasSuffix(e.name, "-warm") {
 			waitWarmBench(b, e, maxN)

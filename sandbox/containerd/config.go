@@ -1,24 +1,11 @@
 package containerd
 
-import (
-	"log/slog"
-	"time"
+import "github.com/rollcage/rollcage/sandbox/host"
 
-	"github.com/rollcage/rollcage/sandbox"
-	"github.com/rollcage/rollcage/sandbox/internal/hostside"
-)
-
-// Defaults of Config and sandbox.Limits (Docker's backend has the same).
+// Defaults of Config's own fields (host's are host.Default*).
 const (
 	DefaultNamespace   = "rollcage"
 	DefaultSnapshotter = "overlayfs"
-	DefaultLease       = hostside.DefaultLease
-	DefaultMaxCreating = hostside.DefaultMaxCreating
-	DefaultMaxAlive    = hostside.DefaultMaxAlive
-	DefaultMemoryBytes = hostside.DefaultMemoryBytes
-	DefaultCPUs        = hostside.DefaultCPUs
-	DefaultPids        = hostside.DefaultPids
-	DefaultDiskBytes   = hostside.DefaultDiskBytes
 )
 
 // AddressEnv names the environment variable with containerd's socket.
@@ -42,26 +29,14 @@ type Config struct {
 	// namespace (or rebuilt since) from the Docker engine named by
 	// DOCKER_HOST. Nothing is ever pulled.
 	ImportFromDocker bool
-	// AgentBinary, StateDir, Lease, MaxCreating, MaxAlive, Pool,
-	// DefaultLimits and Logger are as in Docker's backend.
-	AgentBinary   string
-	StateDir      string
-	Lease         time.Duration
-	MaxCreating   int
-	MaxAlive      int
-	Pool          map[string]int
-	DefaultLimits sandbox.Limits
-	Logger        *slog.Logger
+	// Config is what every backend has (the agent binary, the state
+	// directory, leases, admission, the warm pool, default limits, the
+	// logger), as in Docker's backend.
+	host.Config
 }
 
 // Validate reports a configuration that cannot work, in one line saying
 // what to change.
 func (c Config) Validate() error {
-	return hostside.ValidateConfig("containerd config", c.Lease, c.MaxCreating, c.MaxAlive, c.Pool, c.DefaultLimits)
-}
-
-// shared is the part of c every container backend has.
-func (c Config) shared() hostside.Config {
-	return hostside.Config{AgentBinary: c.AgentBinary, StateDir: c.StateDir, Lease: c.Lease, MaxCreating: c.MaxCreating,
-		MaxAlive: c.MaxAlive, Pool: c.Pool, DefaultLimits: c.DefaultLimits, Logger: c.Logger}
+	return c.Config.Check("containerd", host.DefaultMaxCreating)
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/sandbox/host"
 	"github.com/rollcage/rollcage/sandbox/internal/hostside"
 	"github.com/rollcage/rollcage/sandbox/sandboxtest"
 )
@@ -34,7 +35,7 @@ func TestConformance(t *testing.T) {
 // mounts it needs, none of the agent's capabilities.
 func TestForkWarm(t *testing.T) {
 	img := testImage()
-	b := newTestBackend(t, Config{Pool: map[string]int{img: 3}})
+	b := newTestBackend(t, Config{Config: host.Config{Pool: map[string]int{img: 3}}})
 	waitWarmN(t, b, 3)
 	sandboxtest.RunFork(t, b, sandboxtest.Options{
 		Image: img,

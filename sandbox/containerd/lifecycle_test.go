@@ -11,7 +11,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 
 	"github.com/rollcage/rollcage/sandbox"
-	"github.com/rollcage/rollcage/sandbox/internal/hostside"
+	"github.com/rollcage/rollcage/sandbox/host"
 	"github.com/rollcage/rollcage/sandbox/sandboxtest"
 )
 
@@ -33,7 +33,7 @@ func TestReaper(t *testing.T) {
 			t.Fatalf("container %s gone before the reaper ran: %v", id, err)
 		}
 	}
-	newTestBackend(t, Config{StateDir: stateDir}) // reaps at start
+	newTestBackend(t, Config{Config: host.Config{StateDir: stateDir}}) // reaps at start
 	for _, id := range ids {
 		if _, err := probe.cli.LoadContainer(ctx, id); !cerrdefs.IsNotFound(err) {
 			t.Errorf("container %s survived the reaper: %v", id, err)
@@ -45,7 +45,7 @@ func TestReaper(t *testing.T) {
 	if entries, _ := os.ReadDir(stateDir); len(entries) != 0 {
 		t.Errorf("run dirs survived the reaper: %v", entries)
 	}
-	if n, err := GC(t.Context(), Config{StateDir: stateDir}); n != 0 || err != nil {
+	if n, err := GC(t.Context(), Config{Config: host.Config{StateDir: stateDir}}); n != 0 || err != nil {
 		t.Errorf("GC after the reap: %d removed, %v; want 0, nil", n, err)
 	}
 }
@@ -55,7 +55,7 @@ func TestReaper(t *testing.T) {
 // cold one.
 func TestWarmPool(t *testing.T) {
 	img := testImage()
-	b := newTestBackend(t, Config{Pool: map[string]int{img: 1}})
+	b := newTestBackend(t, Config{Config: host.Config{Pool: map[string]int{img: 1}}})
 	waitWarm := func() *container {
 		t.Helper()
 		deadline := time.Now().Add(time.Minute)
@@ -82,7 +82,7 @@ func TestWarmPool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if labels[hostside.LabelEpisode] != "warm-1" || labels[hostside.LabelPool] != "" {
+	if labels[host.LabelEpisode] != "warm-1" || labels[host.LabelPool] != "" {
 		t.Errorf("handed-out labels %v: want episode warm-1 and no pool mark", labels)
 	}
 	if res, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: "id -u"}); err != nil || strings.TrimSpace(res.Output) != "1000" {
@@ -104,7 +104,7 @@ func TestWarmPool(t *testing.T) {
 // TestAdmission: with MaxCreating 1, eight concurrent creations run one
 // at a time, and all eight succeed.
 func TestAdmission(t *testing.T) {
-	b := newTestBackend(t, Config{MaxCreating: 1})
+	b := newTestBackend(t, Config{Config: host.Config{MaxCreating: 1}})
 	var mu sync.Mutex
 	now, peak := 0, 0
 	b.core.Slots.OnCreating = func(d int) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/sandbox/host"
 	"github.com/rollcage/rollcage/sandbox/sandboxtest"
 )
 
@@ -45,7 +46,7 @@ func newTestBackend(t testing.TB, cfg Config) *Backend {
 // waits to be killed: the victim of TestReaper.
 func reaperChild(stateDir string) int {
 	ctx := context.Background()
-	b, err := New(ctx, Config{StateDir: stateDir, ImportFromDocker: true})
+	b, err := New(ctx, Config{ImportFromDocker: true, Config: host.Config{StateDir: stateDir}})
 	if err != nil {
 		fmt.Println("ERROR", err)
 		return 1

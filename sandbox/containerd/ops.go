@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/sandbox/host"
 	"github.com/rollcage/rollcage/sandbox/internal/hostside"
 )
 
@@ -44,7 +45,7 @@ func (e ops) Start(ctx context.Context, c *container, spec sandbox.Spec) error {
 // RemoveEpisode. Its name, the container id, stays.
 func (e ops) HandOut(ctx context.Context, c *container, spec sandbox.Spec) string {
 	labels := maps.Clone(e.b.core.Labels(spec, c.RunDir, false))
-	labels[hostside.LabelPool] = ""
+	labels[host.LabelPool] = ""
 	if _, err := c.ctr.SetLabels(e.b.ctx(ctx), labels); err != nil {
 		c.Logger().Warn("label warm container", "container", c.id, "err", err)
 	}

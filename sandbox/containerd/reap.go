@@ -9,11 +9,12 @@ import (
 	"github.com/containerd/containerd/v2/client"
 	cerrdefs "github.com/containerd/errdefs"
 
+	"github.com/rollcage/rollcage/sandbox/host"
 	"github.com/rollcage/rollcage/sandbox/internal/hostside"
 )
 
 // managedFilter selects rollcage's containers.
-const managedFilter = `labels."` + hostside.LabelManaged + `"==1`
+const managedFilter = `labels."` + host.LabelManaged + `"==1`
 
 // Reap removes what rollcage processes that are gone left in the
 // namespace: every container labelled rollcage.managed=1 whose owner (pid
@@ -89,7 +90,7 @@ func (b *Backend) RemoveEpisode(ctx context.Context, episodeID string) (int, err
 	if episodeID == "" {
 		return 0, errors.New("containerd: remove episode: empty episode id")
 	}
-	l, err := b.list(ctx, managedFilter+`,labels."`+hostside.LabelEpisode+`"==`+quoteFilter(episodeID))
+	l, err := b.list(ctx, managedFilter+`,labels."`+host.LabelEpisode+`"==`+quoteFilter(episodeID))
 	if err != nil {
 		return 0, b.engineErr("remove episode "+episodeID+": list containers", err)
 	}

@@ -21,6 +21,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/sandbox/host"
 	"github.com/rollcage/rollcage/sandbox/internal/hostside"
 )
 
@@ -191,10 +192,10 @@ func (b *Backend) commitImage(ctx context.Context, base, name string, layer ocis
 	if err != nil {
 		return "", err
 	}
-	rec := images.Image{Name: name, Target: mfDesc, Labels: map[string]string{hostside.LabelManaged: "snapshot"}}
+	rec := images.Image{Name: name, Target: mfDesc, Labels: map[string]string{host.LabelManaged: "snapshot"}}
 	is := b.cli.ImageService()
 	if _, err := is.Create(ctx, rec); cerrdefs.IsAlreadyExists(err) {
-		_, err = is.Update(ctx, rec, "target", "labels."+hostside.LabelManaged)
+		_, err = is.Update(ctx, rec, "target", "labels."+host.LabelManaged)
 		if err != nil {
 			return "", b.engineErr("update image "+name, err)
 		}

@@ -14,6 +14,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/sandbox/host"
 	"github.com/rollcage/rollcage/sandbox/sandboxtest"
 )
 
@@ -31,8 +32,8 @@ func TestSpecGolden(t *testing.T) {
 		{"default", specParams{
 			RunDir: "/var/lib/rollcage/run/1.2.0a1b2c3d", HostsFile: "/var/lib/rollcage/run/1.2.0a1b2c3d/hosts",
 			AgentBinary: "/usr/local/bin/rollcage-agent", Hostname: "rollcage-ep1-0a1b2c3d",
-			Limits: sandbox.Limits{MemoryBytes: DefaultMemoryBytes, CPUs: DefaultCPUs, Pids: DefaultPids},
-			Lease:  DefaultLease,
+			Limits: sandbox.Limits{MemoryBytes: host.DefaultMemoryBytes, CPUs: host.DefaultCPUs, Pids: host.DefaultPids},
+			Lease:  host.DefaultLease,
 		}},
 		{"proxy-nonroot", specParams{
 			RunDir: "/run/user/1001/rollcage/1.2.0a1b2c3d", HostsFile: "/run/user/1001/rollcage/1.2.0a1b2c3d/hosts",
@@ -78,7 +79,7 @@ func TestConfigValidate(t *testing.T) {
 	if err := (Config{}).Validate(); err != nil {
 		t.Errorf("zero config: %v", err)
 	}
-	err := Config{MaxAlive: 2, Pool: map[string]int{"rollcage/base:latest": 2}}.Validate()
+	err := Config{Config: host.Config{MaxAlive: 2, Pool: map[string]int{"rollcage/base:latest": 2}}}.Validate()
 	if err == nil || !strings.HasPrefix(err.Error(), "containerd config: ") || !strings.Contains(err.Error(), "no room under MaxAlive") {
 		t.Errorf("pool filling MaxAlive: %v", err)
 	}

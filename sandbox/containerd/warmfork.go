@@ -9,6 +9,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/sandbox/host"
 	"github.com/rollcage/rollcage/sandbox/internal/hostside"
 )
 
@@ -34,7 +35,7 @@ func (b *Backend) adopt(ctx context.Context, k *container, base *forkBase, cs sa
 		return b.engineErr("prepare the fork's snapshot", err)
 	}
 	labels := b.core.Labels(cs, k.RunDir, false)
-	labels[hostside.LabelPool] = ""
+	labels[host.LabelPool] = ""
 	labels[b.gcRefLabel()] = key
 	if _, err := k.ctr.SetLabels(ctx, labels); err != nil {
 		sn.Remove(context.WithoutCancel(ctx), key)

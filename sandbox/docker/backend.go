@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/sandbox/host"
 	"github.com/rollcage/rollcage/sandbox/internal/hostside"
 )
 
@@ -26,7 +27,7 @@ const teardownTimeout = hostside.TeardownTimeout
 // Backend creates sandboxes as Docker containers. It is safe for concurrent
 // use; Close drains the warm pool and closes every sandbox it created.
 type Backend struct {
-	cfg  Config // resolved
+	cfg  host.Config // resolved
 	cli  *client.Client
 	log  *slog.Logger
 	core *hostside.Core[*container] // admission, pool, live set, run dirs
@@ -45,8 +46,8 @@ var _ sandbox.Backend = (*Backend)(nil)
 // New connects to the Docker engine of the environment (DOCKER_HOST and
 // friends), removes what dead rollcage processes left behind and starts
 // warming the pool.
-func New(ctx context.Context, cfg Config) (*Backend, error) {
-	cfg, err := cfg.resolve()
+func New(ctx context.Context, c Config) (*Backend, error) {
+	cfg, err := host.Config(c).Resolve("docker")
 	if err != nil {
 		return nil, err
 	}
@@ -55,7 +56,7 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		return nil, err
 	}
 	b := &Backend{cfg: cfg, cli: cli, log: cfg.Logger}
-	b.core, err = hostside.NewCore("docker", hostside.Config(cfg), ops{b}, (*container).box, hostside.ContainerName)
+	b.core, err = hostside.NewCore("docker", cfg, ops{b}, (*container).box, hostside.ContainerName)
 	if err != nil {
 		cli.Close()
 		return nil, err

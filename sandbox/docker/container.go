@@ -13,6 +13,7 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/sandbox/host"
 	"github.com/rollcage/rollcage/sandbox/internal/hostside"
 )
 
@@ -162,7 +163,7 @@ func (b *Backend) commit(ctx context.Context, id, ref, comment string, pause boo
 		// The image inherits the container's labels; without this, a
 		// container someone runs from it by hand would look like a
 		// leftover of ours to the reaper.
-		Changes: []string{"LABEL " + LabelManaged + "=snapshot"},
+		Changes: []string{"LABEL " + host.LabelManaged + "=snapshot"},
 	})
 	if err != nil {
 		return "", b.engineErr("commit", err)

@@ -4,13 +4,7 @@ import (
 	"strings"
 
 	"github.com/docker/docker/api/types/system"
-
-	"github.com/rollcage/rollcage/sandbox/internal/hostside"
 )
-
-// DefaultDiskBytes is the per-sandbox disk limit when neither the Spec nor
-// Config.DefaultLimits sets one.
-const DefaultDiskBytes = hostside.DefaultDiskBytes
 
 // storageOptSupported reports whether the engine's storage driver enforces
 // `--storage-opt size=` (overlay2 only on xfs with project quotas, which

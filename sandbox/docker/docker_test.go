@@ -17,6 +17,7 @@ import (
 	"github.com/docker/docker/api/types/filters"
 
 	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/sandbox/host"
 	"github.com/rollcage/rollcage/sandbox/internal/hostside"
 	"github.com/rollcage/rollcage/sandbox/sandboxtest"
 )
@@ -74,7 +75,7 @@ func TestWarmPool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.Config.Labels["team"] != "rl" || info.Config.Labels[LabelEpisode] != "cold-ep" {
+	if info.Config.Labels["team"] != "rl" || info.Config.Labels[host.LabelEpisode] != "cold-ep" {
 		t.Errorf("labels %v lack the spec's and the episode's", info.Config.Labels)
 	}
 
@@ -115,7 +116,7 @@ func waitWarm(t *testing.T, b *Backend, img string, n int) map[string]bool {
 func ownContainers(t *testing.T, b *Backend) []string {
 	t.Helper()
 	cli := testClient(t)
-	list, err := cli.ContainerList(context.Background(), dcontainer.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", LabelOwnerPID+"="+itoa(os.Getpid())))})
+	list, err := cli.ContainerList(context.Background(), dcontainer.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", host.LabelOwnerPID+"="+itoa(os.Getpid())))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +127,7 @@ func ownContainers(t *testing.T, b *Backend) []string {
 	}
 	var names []string
 	for _, c := range list {
-		if mine[c.Labels[LabelRunDir]] {
+		if mine[c.Labels[host.LabelRunDir]] {
 			names = append(names, c.Names...)
 		}
 	}
@@ -269,8 +270,8 @@ func TestSnapshotNotManaged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := img.Config.Labels[LabelManaged]; got == "1" {
-		t.Errorf("snapshot image carries %s=1: containers run from it by hand would be reaped", LabelManaged)
+	if got := img.Config.Labels[host.LabelManaged]; got == "1" {
+		t.Errorf("snapshot image carries %s=1: containers run from it by hand would be reaped", host.LabelManaged)
 	}
 }
 
@@ -347,7 +348,7 @@ func TestContainerSecurity(t *testing.T) {
 		t.Errorf("network %q privileged %v", hc.NetworkMode, hc.Privileged)
 	}
 	l := info.Config.Labels
-	if l[LabelManaged] != "1" || l[LabelEpisode] != "sec" || l[LabelOwnerPID] != itoa(os.Getpid()) || l[LabelOwnerStart] == "" {
+	if l[host.LabelManaged] != "1" || l[host.LabelEpisode] != "sec" || l[host.LabelOwnerPID] != itoa(os.Getpid()) || l[host.LabelOwnerStart] == "" {
 		t.Errorf("labels %v", l)
 	}
 	if !strings.HasPrefix(info.Name, "/rollcage-sec-") {
@@ -364,7 +365,7 @@ func TestContainerSecurity(t *testing.T) {
 }
 
 func TestResolveSpec(t *testing.T) {
-	b := &Backend{core: &hostside.Core[*container]{Cfg: hostside.Config{Lease: DefaultLease, DefaultLimits: sandbox.Limits{MemoryBytes: DefaultMemoryBytes, CPUs: 1, Pids: 512}}}}
+	b := &Backend{core: &hostside.Core[*container]{Cfg: host.Config{Lease: host.DefaultLease, DefaultLimits: sandbox.Limits{MemoryBytes: host.DefaultMemoryBytes, CPUs: 1, Pids: 512}}}}
 	sock := t.TempDir() + "/proxy.sock"
 	os.WriteFile(sock, nil, 0o600)
 	tests := []struct {
@@ -388,7 +389,7 @@ func TestResolveSpec(t *testing.T) {
 			if err != nil {
 				t.Errorf("%s: %v", tc.name, err)
 			}
-			if got.Workdir != "/workspace" || got.Lease != DefaultLease || got.Limits.Pids != 512 {
+			if got.Workdir != "/workspace" || got.Lease != host.DefaultLease || got.Limits.Pids != 512 {
 				t.Errorf("%s: defaults not filled: %+v", tc.name, got)
 			}
 			if got.Network == sandbox.NetworkProxy && got.Env["HTTPS_PROXY"] != "http://127.0.0.1:3128" {
@@ -400,7 +401,7 @@ func TestResolveSpec(t *testing.T) {
 			t.Errorf("%s: error %v, want one mentioning %q", tc.name, err, tc.wantErr)
 		}
 	}
-	if b.core.Poolable(sandbox.Spec{Network: sandbox.NetworkNone, Lease: DefaultLease, Limits: b.core.Cfg.DefaultLimits}) != true {
+	if b.core.Poolable(sandbox.Spec{Network: sandbox.NetworkNone, Lease: host.DefaultLease, Limits: b.core.Cfg.DefaultLimits}) != true {
 		t.Error("a default spec is not poolable")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
 
+	"github.com/rollcage/rollcage/sandbox/host"
 	"github.com/rollcage/rollcage/sandbox/internal/hostside"
 )
 
@@ -24,7 +25,7 @@ import (
 // engine) cannot be judged by pid; it is removed only once it has stopped,
 // which after a reboot it has.
 func Reap(ctx context.Context, cli client.APIClient, stateDir string, log *slog.Logger) (removed int, err error) {
-	found, err := list(ctx, cli, filters.NewArgs(filters.Arg("label", LabelManaged+"=1")))
+	found, err := list(ctx, cli, filters.NewArgs(filters.Arg("label", host.LabelManaged+"=1")))
 	if err != nil {
 		return 0, fmt.Errorf("docker: reap: list containers: %w", err)
 	}
@@ -61,7 +62,7 @@ func leftovers(cli client.APIClient, stateDir string, log *slog.Logger, found []
 // and runs Reap on cfg.StateDir: the body of `rollcage gc`.
 func GC(ctx context.Context, cfg Config) (removed int, err error) {
 	if cfg.StateDir == "" {
-		cfg.StateDir = hostside.DefaultStateDir()
+		cfg.StateDir = host.DefaultStateDir()
 	}
 	cli, err := newClient(ctx)
 	if err != nil {
@@ -80,8 +81,8 @@ func (b *Backend) RemoveEpisode(ctx context.Context, episodeID string) (int, err
 	if episodeID == "" {
 		return 0, errors.New("docker: remove episode: empty episode id")
 	}
-	found, err := list(ctx, b.cli, filters.NewArgs(filters.Arg("label", LabelManaged+"=1"),
-		filters.Arg("label", LabelEpisode+"="+episodeID)))
+	found, err := list(ctx, b.cli, filters.NewArgs(filters.Arg("label", host.LabelManaged+"=1"),
+		filters.Arg("label", host.LabelEpisode+"="+episodeID)))
 	if err != nil {
 		return 0, b.engineErr("remove episode "+episodeID+": list containers", err)
 	}

@@ -2,7 +2,6 @@ package docker
 
 import (
 	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/sandbox/host"
 	"github.com/rollcage/rollcage/sandbox/sandboxtest"
 )
 
@@ -26,15 +26,15 @@ func TestContainerConfigGolden(t *testing.T) {
 	}{
 		{"default", createParams{
 			Name: "rollcage-ep1-0a1b2c3d", Image: "rollcage/base:latest",
-			Labels:      map[string]string{LabelManaged: "1", LabelEpisode: "ep1"},
+			Labels:      map[string]string{host.LabelManaged: "1", host.LabelEpisode: "ep1"},
 			RunDir:      "/var/lib/rollcage/run/1.2.0a1b2c3d",
 			AgentBinary: "/usr/local/bin/rollcage-agent",
-			Limits:      sandbox.Limits{MemoryBytes: DefaultMemoryBytes, CPUs: DefaultCPUs, Pids: DefaultPids},
-			Lease:       DefaultLease,
+			Limits:      sandbox.Limits{MemoryBytes: host.DefaultMemoryBytes, CPUs: host.DefaultCPUs, Pids: host.DefaultPids},
+			Lease:       host.DefaultLease,
 		}},
 		{"proxy-nonroot", createParams{
 			Name: "rollcage-ep2-0a1b2c3d", Image: "rollcage/demo:latest",
-			Labels:      map[string]string{LabelManaged: "1", LabelEpisode: "ep2", "team": "rl"},
+			Labels:      map[string]string{host.LabelManaged: "1", host.LabelEpisode: "ep2", "team": "rl"},
 			RunDir:      "/run/user/1001/rollcage/1.2.0a1b2c3d",
 			AgentBinary: "/opt/rollcage/rollcage-agent",
 			ProxySocket: "/run/user/1001/rollcage/proxy-ep2.sock",
@@ -65,56 +65,16 @@ func TestContainerConfigGolden(t *testing.T) {
 	}
 }
 
+// TestConfigValidate: the shared checks (sandbox/host's tests) speak as
+// this backend's, with the container backends' default MaxCreating.
 func TestConfigValidate(t *testing.T) {
-	tests := []struct {
-		name    string
-		cfg     Config
-		wantErr string // substring; "" means valid
-	}{
-		{"zero", Config{}, ""},
-		{"pool", Config{Pool: map[string]int{"rollcage/base:latest": 4}}, ""},
-		{"negative lease", Config{Lease: -time.Second}, "Lease"},
-		{"short lease", Config{Lease: time.Second}, "at least 3s"},
-		{"negative creating", Config{MaxCreating: -1}, "MaxCreating"},
-		{"pool fills alive", Config{MaxAlive: 4, Pool: map[string]int{"a": 2, "b": 2}}, "no room under MaxAlive"},
-		{"negative pool", Config{Pool: map[string]int{"a": -1}}, "negative"},
-		{"tiny memory", Config{DefaultLimits: sandbox.Limits{MemoryBytes: 1 << 20}}, "6 MiB"},
-		{"tiny pids", Config{DefaultLimits: sandbox.Limits{Pids: 2}}, "at least 8"},
-		{"negative disk", Config{DefaultLimits: sandbox.Limits{DiskBytes: -1}}, "DiskBytes"},
-		{"tiny disk", Config{DefaultLimits: sandbox.Limits{DiskBytes: 1 << 20}}, "16 MiB"},
-		{"disk", Config{DefaultLimits: sandbox.Limits{DiskBytes: 64 << 20}}, ""},
+	if err := (Config{}).Validate(); err != nil {
+		t.Errorf("zero config: %v", err)
 	}
-	for _, tc := range tests {
-		err := tc.cfg.Validate()
-		switch {
-		case tc.wantErr == "" && err != nil:
-			t.Errorf("%s: unexpected error %v", tc.name, err)
-		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
-			t.Errorf("%s: error %v, want one mentioning %q", tc.name, err, tc.wantErr)
-		}
-	}
-}
-
-func TestResolve(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "rollcage-agent")
-	if err := os.WriteFile(bin, []byte("#!"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv(AgentBinEnv, bin)
-	got, err := Config{StateDir: "/x"}.resolve()
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := Config{
-		AgentBinary: bin, StateDir: "/x", Lease: DefaultLease, MaxCreating: DefaultMaxCreating, MaxAlive: DefaultMaxAlive,
-		DefaultLimits: sandbox.Limits{MemoryBytes: DefaultMemoryBytes, CPUs: DefaultCPUs, Pids: DefaultPids, DiskBytes: DefaultDiskBytes},
-	}
-	got.Logger = nil
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("resolve (-want +got):\n%s", diff)
-	}
-	t.Setenv(AgentBinEnv, filepath.Join(t.TempDir(), "absent"))
-	if _, err := (Config{}).resolve(); err == nil || !strings.Contains(err.Error(), "make build") {
-		t.Errorf("missing agent binary: %v, want a hint to run make build", err)
+	err := Config{Lease: time.Second, MaxCreating: -1}.Validate()
+	want := "docker config: Lease 1s is too short: use at least 3s (heartbeats go every Lease/3)\n" +
+		"docker config: MaxCreating -1 is negative: use 0 for the default (4)"
+	if err == nil || err.Error() != want {
+		t.Errorf("Validate: %v, want %q", err, want)
 	}
 }

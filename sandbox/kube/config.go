@@ -4,24 +4,17 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
-	"github.com/rollcage/rollcage/sandbox"
-	"github.com/rollcage/rollcage/sandbox/internal/hostside"
+	"github.com/rollcage/rollcage/sandbox/host"
 )
 
-// Defaults of Config and sandbox.Limits.
+// Defaults of Config's own fields, and of MaxCreating, which is this
+// backend's and not the container backends' (host.DefaultMaxCreating).
 const (
 	DefaultNamespace   = "rollcage"
 	DefaultAgentImage  = "rollcage/agent:latest"
-	DefaultLease       = hostside.DefaultLease
 	DefaultMaxCreating = 8
-	DefaultMaxAlive    = hostside.DefaultMaxAlive
-	DefaultMemoryBytes = hostside.DefaultMemoryBytes
-	DefaultCPUs        = hostside.DefaultCPUs
-	DefaultPids        = hostside.DefaultPids
-	DefaultDiskBytes   = hostside.DefaultDiskBytes
 	DefaultStart       = 2 * time.Minute
 )
 
@@ -42,27 +35,19 @@ type Config struct {
 	// PullPolicy of the pods' images. Empty: Never (the images are on the
 	// nodes already); set IfNotPresent for a cluster that pulls.
 	PullPolicy string
-	// Lease is how long an agent keeps its pod without hearing from the
-	// host; the client pings every Lease/3. Zero: 60s.
-	Lease time.Duration
 	// StartTimeout bounds one pod's start, from create to the agent's
 	// answer. Zero: 2 minutes.
 	StartTimeout time.Duration
-	// MaxCreating bounds the pods being started at once. Zero: 8.
-	MaxCreating int
-	// MaxAlive bounds the pods alive at once, warm ones included. Zero: 256.
-	MaxAlive int
-	// Pool is the number of warm pods kept per image.
-	Pool map[string]int
-	// DefaultLimits fill the zero fields of a Spec's Limits (2 GiB, 1 CPU,
-	// 512 pids, 10 GiB disk).
-	DefaultLimits sandbox.Limits
 	// Requests are each pod's resource requests, what the scheduler and
 	// the kubelet's admission count. Zero fields: 50m CPU, 64 MiB memory
-	// (limits above bound what a sandbox may use).
+	// (DefaultLimits bound what a sandbox may use).
 	Requests Requests
-	// Logger receives lifecycle logs. Nil: discard.
-	Logger *slog.Logger
+	// Config is what every backend has: the agent's lease, admission
+	// (MaxCreating's zero is 8 here), MaxAlive, the warm pool of pods, the
+	// default limits and the logger. Its AgentBinary and StateDir are the
+	// container backends' and must stay empty: the pods' agent comes from
+	// AgentImage and their state is in the cluster.
+	host.Config
 }
 
 // Requests are a pod's resource requests.
@@ -73,10 +58,12 @@ type Requests struct {
 
 // Validate reports a configuration that cannot work, in one line each.
 func (c Config) Validate() error {
-	// MaxCreating's default is not the container backends': said here.
-	errs := []error{hostside.ValidateConfig("kube config", c.Lease, max(c.MaxCreating, 0), c.MaxAlive, c.Pool, c.DefaultLimits)}
-	if c.MaxCreating < 0 {
-		errs = append(errs, fmt.Errorf("kube config: MaxCreating %d is negative: use 0 for the default (%d)", c.MaxCreating, DefaultMaxCreating))
+	errs := []error{c.Config.Check("kube", DefaultMaxCreating)}
+	if c.AgentBinary != "" {
+		errs = append(errs, errors.New("kube config: AgentBinary is the container backends': drop it (the pods' agent comes from AgentImage)"))
+	}
+	if c.StateDir != "" {
+		errs = append(errs, errors.New("kube config: StateDir is the container backends': drop it (a pod's state is in the cluster)"))
 	}
 	if c.StartTimeout < 0 {
 		errs = append(errs, errors.New("kube config: StartTimeout is negative: use 0 for the default (2m)"))
@@ -93,15 +80,9 @@ func (c Config) withDefaults() Config {
 	c.Namespace = cmp.Or(c.Namespace, DefaultNamespace)
 	c.AgentImage = cmp.Or(c.AgentImage, DefaultAgentImage)
 	c.PullPolicy = cmp.Or(c.PullPolicy, "Never")
-	c.Lease = cmp.Or(c.Lease, DefaultLease)
 	c.StartTimeout = cmp.Or(c.StartTimeout, DefaultStart)
-	c.MaxCreating = cmp.Or(c.MaxCreating, DefaultMaxCreating)
-	c.MaxAlive = cmp.Or(c.MaxAlive, DefaultMaxAlive)
-	c.DefaultLimits = hostside.ResolveLimits(c.DefaultLimits, hostside.DefaultLimits)
+	c.Config = c.Config.Fill(DefaultMaxCreating)
 	c.Requests.MilliCPU = cmp.Or(c.Requests.MilliCPU, 50)
 	c.Requests.MemoryBytes = cmp.Or(c.Requests.MemoryBytes, 64<<20)
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
 	return c
 }

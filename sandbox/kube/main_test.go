@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rollcage/rollcage/sandbox/host"
 	"github.com/rollcage/rollcage/sandbox/sandboxtest"
 )
 
@@ -28,7 +29,7 @@ func testConfig(t testing.TB) Config {
 	if os.Getenv("KUBECONFIG") == "" {
 		sandboxtest.Unavailable(t, "no cluster: KUBECONFIG is unset; run scripts/kube-up.sh and eval \"$(scripts/kube-up.sh env)\" (or make kube-test)")
 	}
-	return Config{Namespace: os.Getenv(envNamespace), Node: os.Getenv(envNode), Logger: sandboxtest.Logger(t, slog.LevelInfo)}
+	return Config{Namespace: os.Getenv(envNamespace), Node: os.Getenv(envNode), Config: host.Config{Logger: sandboxtest.Logger(t, slog.LevelInfo)}}
 }
 
 // newTestBackend connects to the cluster, failing under CI (skipping

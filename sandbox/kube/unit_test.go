@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/sandbox/host"
 	"github.com/rollcage/rollcage/sandbox/sandboxtest"
 )
 
@@ -93,16 +95,35 @@ func TestConfigValidate(t *testing.T) {
 		want string
 	}{
 		{Config{}, ""},
-		{Config{Lease: time.Second}, "use at least 3s"},
+		{Config{Config: host.Config{Lease: time.Second}}, "use at least 3s"},
 		{Config{PullPolicy: "Sometimes"}, "PullPolicy"},
-		{Config{Pool: map[string]int{"img": 300}}, "no room under MaxAlive"},
-		{Config{DefaultLimits: sandbox.Limits{Pids: 3}}, "at least 8"},
-		{Config{MaxAlive: -1}, "MaxAlive -1 is negative"},
-		{Config{MaxCreating: -2}, "MaxCreating -2 is negative: use 0 for the default (8)"},
+		{Config{Config: host.Config{Pool: map[string]int{"img": 300}}}, "no room under MaxAlive"},
+		{Config{Config: host.Config{DefaultLimits: sandbox.Limits{Pids: 3}}}, "at least 8"},
+		{Config{Config: host.Config{MaxAlive: -1}}, "MaxAlive -1 is negative"},
+		{Config{Config: host.Config{MaxCreating: -2}}, "kube config: MaxCreating -2 is negative: use 0 for the default (8)"},
+		{Config{Config: host.Config{AgentBinary: "/bin/rollcage-agent"}}, "kube config: AgentBinary is the container backends'"},
+		{Config{Config: host.Config{StateDir: "/tmp/x"}}, "kube config: StateDir is the container backends'"},
 	} {
 		err := tc.cfg.Validate()
 		if (err == nil) != (tc.want == "") || (err != nil && !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("Validate(%+v) = %v, want error containing %q", tc.cfg, err, tc.want)
 		}
+	}
+}
+
+// TestConfigDefaults: the zero Config's fields as New uses them; the
+// shared ones are host's but for MaxCreating, which is this backend's.
+func TestConfigDefaults(t *testing.T) {
+	got := Config{}.withDefaults()
+	if got.Logger == nil {
+		t.Error("withDefaults left Logger nil")
+	}
+	got.Logger = nil
+	want := Config{Namespace: "rollcage", AgentImage: "rollcage/agent:latest", PullPolicy: "Never", StartTimeout: 2 * time.Minute,
+		Requests: Requests{MilliCPU: 50, MemoryBytes: 64 << 20},
+		Config: host.Config{Lease: 60 * time.Second, MaxCreating: 8, MaxAlive: 256,
+			DefaultLimits: sandbox.Limits{MemoryBytes: 2 << 30, CPUs: 1, Pids: 512, DiskBytes: 10 << 30}}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("withDefaults (-want +got):\n%s", diff)
 	}
 }

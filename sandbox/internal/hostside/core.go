@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/sandbox/host"
 )
 
 // Timeouts of a backend's operations that the caller's ctx does not bound.
@@ -58,7 +59,7 @@ type CreateRequest struct {
 // Core is the engine-neutral part of a container backend. It is safe for
 // concurrent use.
 type Core[C Sandbox] struct {
-	Cfg   Config // resolved
+	Cfg   host.Config // resolved
 	Self  Owner
 	Pool  *Pool[C]
 	Slots *Slots[C] // admission, MaxAlive, the live set
@@ -75,10 +76,10 @@ type Core[C Sandbox] struct {
 }
 
 // NewCore is the core of a backend named prefix over eng, with cfg
-// resolved (Config.Resolve); box gives a container's Box, name a
+// resolved (host.Config.Resolve); box gives a container's Box, name a
 // container's name for an episode and a random token. It makes the state
 // directory; Run starts it.
-func NewCore[C Sandbox](prefix string, cfg Config, eng Engine[C], box func(C) *Box, name func(episode, token string) string) (*Core[C], error) {
+func NewCore[C Sandbox](prefix string, cfg host.Config, eng Engine[C], box func(C) *Box, name func(episode, token string) string) (*Core[C], error) {
 	self, err := SelfOwner()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", prefix, err)
@@ -278,12 +279,12 @@ func (k *Core[C]) Labels(spec sandbox.Spec, runDir string, warm bool) map[string
 	labels := make(map[string]string, len(spec.Labels)+8)
 	maps.Copy(labels, spec.Labels)
 	maps.Copy(labels, k.Self.Labels())
-	labels[LabelRunDir] = filepath.Base(runDir)
+	labels[host.LabelRunDir] = filepath.Base(runDir)
 	if warm {
-		labels[LabelPool] = "1"
-		labels[LabelEpisode] = ""
+		labels[host.LabelPool] = "1"
+		labels[host.LabelEpisode] = ""
 	} else {
-		labels[LabelEpisode] = spec.EpisodeID
+		labels[host.LabelEpisode] = spec.EpisodeID
 	}
 	return labels
 }

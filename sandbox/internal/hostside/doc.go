@@ -10,5 +10,7 @@
 // disk watchdog over a writable layer, and the dump and replay of shell
 // sessions a fork carries. The Kubernetes backend (sandbox/kube) shares
 // the agent connection (Conn, over a pod's attach stream), admission and
-// the live set (Slots) and the warm pool (Pool).
+// the live set (Slots) and the warm pool (Pool). What configures all of
+// it (host.Config, its defaults and checks) and the containers' labels
+// are public, in sandbox/host.
 package hostside

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 )
 
@@ -48,19 +47,6 @@ func RandomToken() string {
 		panic(fmt.Sprintf("crypto/rand: %v", err)) // never fails on Linux
 	}
 	return hex.EncodeToString(b[:])
-}
-
-// DefaultStateDir is where run directories go when the configuration
-// names none: /var/lib/rollcage/run as root, else $XDG_RUNTIME_DIR/rollcage,
-// else os.TempDir()/rollcage-<uid>.
-func DefaultStateDir() string {
-	if os.Geteuid() == 0 {
-		return "/var/lib/rollcage/run"
-	}
-	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
-		return filepath.Join(d, "rollcage")
-	}
-	return filepath.Join(os.TempDir(), "rollcage-"+strconv.Itoa(os.Getuid()))
 }
 
 // ReapDirs removes the run directories in stateDir whose owner is gone,

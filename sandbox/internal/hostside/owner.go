@@ -6,6 +6,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/rollcage/rollcage/sandbox/host"
 )
 
 // Owner identifies a host process for the reaper: a pid alone could be
@@ -84,39 +86,25 @@ func BootID() string {
 	return strings.TrimSpace(string(b))
 }
 
-// Labels every rollcage container carries.
-const (
-	LabelManaged    = "rollcage.managed"
-	LabelEpisode    = "rollcage.episode"
-	LabelOwnerPID   = "rollcage.owner.pid"
-	LabelOwnerStart = "rollcage.owner.start"
-	LabelOwnerBoot  = "rollcage.owner.boot"
-	LabelOwnerPidNS = "rollcage.owner.pidns"
-	LabelPool       = "rollcage.pool"
-	// LabelRunDir names the host directory of the container, so the reaper
-	// removes exactly the one it belongs to.
-	LabelRunDir = "rollcage.rundir"
-)
-
 func (o Owner) Labels() map[string]string {
 	return map[string]string{
-		LabelManaged:    "1",
-		LabelOwnerPID:   strconv.Itoa(o.PID),
-		LabelOwnerStart: strconv.FormatUint(o.Start, 10),
-		LabelOwnerBoot:  o.Boot,
-		LabelOwnerPidNS: o.PidNS,
+		host.LabelManaged:    "1",
+		host.LabelOwnerPID:   strconv.Itoa(o.PID),
+		host.LabelOwnerStart: strconv.FormatUint(o.Start, 10),
+		host.LabelOwnerBoot:  o.Boot,
+		host.LabelOwnerPidNS: o.PidNS,
 	}
 }
 
 // OwnerFromLabels is the inverse of Labels; ok is false when the labels do
 // not name an owner (a container someone else labelled by hand).
 func OwnerFromLabels(l map[string]string) (o Owner, ok bool) {
-	pid, err1 := strconv.Atoi(l[LabelOwnerPID])
-	start, err2 := strconv.ParseUint(l[LabelOwnerStart], 10, 64)
+	pid, err1 := strconv.Atoi(l[host.LabelOwnerPID])
+	start, err2 := strconv.ParseUint(l[host.LabelOwnerStart], 10, 64)
 	if err1 != nil || err2 != nil {
 		return Owner{}, false
 	}
-	return Owner{PID: pid, Start: start, Boot: l[LabelOwnerBoot], PidNS: l[LabelOwnerPidNS]}, true
+	return Owner{PID: pid, Start: start, Boot: l[host.LabelOwnerBoot], PidNS: l[host.LabelOwnerPidNS]}, true
 }
 
 // DirName is the name of a run directory: the owner is encoded in it so

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+
+	"github.com/rollcage/rollcage/sandbox/host"
 )
 
 // State is what an engine can say of a listed container's process.
@@ -74,7 +76,7 @@ func (l Leftovers) Reap(ctx context.Context) (int, error) {
 			keep = f.State() == StateRunning // cannot judge a running one
 		}
 		if keep {
-			inUse[f.Labels[LabelRunDir]] = true
+			inUse[f.Labels[host.LabelRunDir]] = true
 			continue
 		}
 		if err := l.remove(ctx, f, "reap", &errs); err != nil {
@@ -120,7 +122,7 @@ func (l Leftovers) remove(ctx context.Context, f Found, op string, errs *[]error
 		*errs = append(*errs, fmt.Errorf("%s: %s: remove %s: %w", l.Prefix, op, f.ID, err))
 		return err
 	}
-	if d := f.Labels[LabelRunDir]; d != "" && l.StateDir != "" && filepath.Base(d) == d {
+	if d := f.Labels[host.LabelRunDir]; d != "" && l.StateDir != "" && filepath.Base(d) == d {
 		if err := os.RemoveAll(filepath.Join(l.StateDir, d)); err != nil {
 			*errs = append(*errs, fmt.Errorf("%s: %s: %w", l.Prefix, op, err))
 		}

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/rollcage/rollcage/sandbox/host"
 )
 
 // TestLeftovers: which listed containers Reap and RemoveEpisode remove,
@@ -52,7 +54,7 @@ func TestLeftovers(t *testing.T) {
 		dir := t.TempDir()
 		l := Leftovers{Prefix: "test", StateDir: dir}
 		for _, r := range rows {
-			labels := map[string]string{LabelManaged: "1", LabelRunDir: r.id + "-dir"}
+			labels := map[string]string{host.LabelManaged: "1", host.LabelRunDir: r.id + "-dir"}
 			if r.owner != nil {
 				for k, v := range r.owner.Labels() {
 					labels[k] = v

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/sandbox/host"
 )
 
 // Paths and addresses inside every container sandbox. The agent and its
@@ -73,13 +74,13 @@ func ResolveSpec(spec sandbox.Spec, defLimits sandbox.Limits, lease time.Duratio
 	default:
 		return spec, fmt.Errorf("unknown network %q: use %q or %q", spec.Network, sandbox.NetworkNone, sandbox.NetworkProxy)
 	}
-	if err := ValidateLimits(spec.Limits); err != nil {
+	if err := host.CheckLimits(spec.Limits); err != nil {
 		return spec, fmt.Errorf("limits: %w", err)
 	}
 	if spec.Lease < 0 || (spec.Lease > 0 && spec.Lease < 3*time.Second) {
 		return spec, fmt.Errorf("lease %v: use 0 for the default or at least 3s", spec.Lease)
 	}
-	spec.Limits = ResolveLimits(spec.Limits, defLimits)
+	spec.Limits = host.FillLimits(spec.Limits, defLimits)
 	spec.Lease = cmp.Or(spec.Lease, lease)
 	if spec.Workdir == "" {
 		spec.Workdir = DefaultWorkdir
