@@ -23,7 +23,7 @@ var allowed = map[string][]string{
 	"sandbox/docker":                        {"sandbox", "agent", "sandbox/host", "sandbox/internal/hostside"},
 	"sandbox/containerd":                    {"sandbox", "agent", "sandbox/host", "sandbox/internal/hostside"},
 	"sandbox/internal/hostside":             {"sandbox", "agent", "sandbox/host"},
-	"sandbox/sandboxtest":                   {"sandbox", "internal/golden"},
+	"sandbox/sandboxtest":                   {"sandbox", "sandbox/host", "internal/golden"},
 	"sandbox/fake":                          {"sandbox"},
 	"sandbox/kube":                          {"sandbox", "agent", "sandbox/host", "sandbox/internal/hostside"},
 	"scripts/kube":                          {},

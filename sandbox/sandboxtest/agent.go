@@ -8,11 +8,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
-)
 
-// AgentBinEnv names the static rollcage-agent that backends mount into
-// sandboxes (the Makefile sets it to bin/rollcage-agent).
-const AgentBinEnv = "ROLLCAGE_AGENT_BIN"
+	"github.com/rollcage/rollcage/sandbox/host"
+)
 
 var (
 	agentOnce    sync.Once
@@ -26,7 +24,7 @@ var (
 // TestMain, after m.Run) removes what it built, and is a no-op otherwise.
 func EnsureAgent() (cleanup func(), err error) {
 	agentOnce.Do(func() {
-		if os.Getenv(AgentBinEnv) != "" {
+		if os.Getenv(host.AgentBinEnv) != "" {
 			return
 		}
 		mod, err := exec.Command("go", "env", "GOMOD").Output()
@@ -45,10 +43,10 @@ func EnsureAgent() (cleanup func(), err error) {
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			os.RemoveAll(dir)
-			agentErr = fmt.Errorf("build rollcage-agent for the tests (or set %s): %v\n%s", AgentBinEnv, err, out)
+			agentErr = fmt.Errorf("build rollcage-agent for the tests (or set %s): %v\n%s", host.AgentBinEnv, err, out)
 			return
 		}
-		os.Setenv(AgentBinEnv, bin)
+		os.Setenv(host.AgentBinEnv, bin)
 		agentCleanup = func() { os.RemoveAll(dir) }
 	})
 	return agentCleanup, agentErr
