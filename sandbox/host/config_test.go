@@ -2,10 +2,10 @@ package host
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -101,12 +101,15 @@ func TestResolve(t *testing.T) {
 	if got, err := (Config{}).Resolve("b"); err != nil || got.StateDir != DefaultStateDir() {
 		t.Errorf("Resolve of an empty StateDir: %q, %v; want %q", got.StateDir, err, DefaultStateDir())
 	}
-	if _, err := (Config{MaxCreating: -1}).Resolve("b"); err == nil || !strings.Contains(err.Error(), "default (4)") {
-		t.Errorf("Resolve of a negative MaxCreating: %v, want the container backends' default named", err)
+	wantErr := "b config: MaxCreating -1 is negative: use 0 for the default (4)"
+	if _, err := (Config{MaxCreating: -1}).Resolve("b"); err == nil || err.Error() != wantErr {
+		t.Errorf("Resolve of a negative MaxCreating: %v, want %q", err, wantErr)
 	}
-	t.Setenv(AgentBinEnv, filepath.Join(t.TempDir(), "absent"))
+	absent := filepath.Join(t.TempDir(), "absent")
+	t.Setenv(AgentBinEnv, absent)
 	_, err = (Config{}).Resolve("b")
-	if err == nil || !strings.HasPrefix(err.Error(), "b: agent binary ") || !strings.Contains(err.Error(), "make build") || !errors.Is(err, sandbox.ErrUnavailable) {
-		t.Errorf("missing agent binary: %v, want a hint to run make build wrapping ErrUnavailable", err)
+	wantErr = fmt.Sprintf("b: agent binary %s not found: run 'make build' or set ROLLCAGE_AGENT_BIN: %v", absent, sandbox.ErrUnavailable)
+	if err == nil || err.Error() != wantErr || !errors.Is(err, sandbox.ErrUnavailable) {
+		t.Errorf("missing agent binary: %v, want %q wrapping ErrUnavailable", err, wantErr)
 	}
 }
