@@ -106,14 +106,9 @@ func TestPrefilterEquivalence(t *testing.T) {
 	}
 	contexts := corpusContexts(t)
 	facts := func(l corpus.Line) (task, sb any) {
-		tj, sj := l.Task, l.Sandbox
-		if c, ok := contexts[l.TaskRef]; ok {
-			if tj == nil {
-				tj = c.Task
-			}
-			if sj == nil {
-				sj = c.Sandbox
-			}
+		tj, sj, ok := l.Facts(contexts)
+		if !ok {
+			t.Fatalf("%s: task_ref %q not in the contexts", l.ID, l.TaskRef)
 		}
 		if tj != nil {
 			if err := json.Unmarshal(tj, &task); err != nil {

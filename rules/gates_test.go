@@ -73,14 +73,9 @@ func readCorpus(tb testing.TB) []corpusLine {
 			if err := json.Unmarshal(sc.Bytes(), &l.Line); err != nil {
 				tb.Fatalf("%s: %v", name, err)
 			}
-			tj, sj := l.Task, l.Sandbox
-			if c, ok := contexts[l.TaskRef]; ok {
-				if tj == nil {
-					tj = c.Task
-				}
-				if sj == nil {
-					sj = c.Sandbox
-				}
+			tj, sj, ok := l.Facts(contexts)
+			if !ok {
+				tb.Fatalf("%s: %s: task_ref %q not in the contexts", name, l.ID, l.TaskRef)
 			}
 			for _, x := range []struct {
 				raw json.RawMessage

@@ -46,6 +46,24 @@ type Context struct {
 	Sandbox json.RawMessage `json:"sandbox"`
 }
 
+// Facts returns l's task and sandbox facts: each as given inline, or else
+// its TaskRef's in contexts. ok is false when l names a TaskRef contexts
+// does not hold.
+func (l Line) Facts(contexts map[string]Context) (task, sandbox json.RawMessage, ok bool) {
+	task, sandbox = l.Task, l.Sandbox
+	if l.TaskRef == "" {
+		return task, sandbox, true
+	}
+	c, ok := contexts[l.TaskRef]
+	if task == nil {
+		task = c.Task
+	}
+	if sandbox == nil {
+		sandbox = c.Sandbox
+	}
+	return task, sandbox, ok
+}
+
 // Report is the outcome of running a labelled corpus through
 // Normalize and the rules.
 type Report struct {
@@ -275,18 +293,9 @@ func eachLine(r io.Reader, name string, fn func(Line) error) error {
 }
 
 func (ev Evaluator) evalLine(ctx context.Context, contexts map[string]Context, l Line) ([]rules.Flag, string, error) {
-	task, sb := l.Task, l.Sandbox
-	if l.TaskRef != "" {
-		c, ok := contexts[l.TaskRef]
-		if !ok {
-			return nil, "", fmt.Errorf("task_ref %q not in the contexts file; add it there or give task and sandbox inline", l.TaskRef)
-		}
-		if task == nil {
-			task = c.Task
-		}
-		if sb == nil {
-			sb = c.Sandbox
-		}
+	task, sb, ok := l.Facts(contexts)
+	if !ok {
+		return nil, "", fmt.Errorf("task_ref %q not in the contexts file; add it there or give task and sandbox inline", l.TaskRef)
 	}
 	var taskV, sbV any
 	if err := unmarshalOpt(task, &taskV); err != nil {
