@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/rollcage/rollcage/harness/harnesstest"
 	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/sandbox/fake"
 	"github.com/rollcage/rollcage/trajectory"
@@ -282,14 +283,7 @@ func TestOpenAIRecordsTurn(t *testing.T) {
 	if body["return_token_ids"] != true || body["logprobs"] != true {
 		t.Errorf("request did not ask for token ids and logprobs: %v", body)
 	}
-	var mt trajectory.ModelTurn
-	for _, ev := range events(t, st, o.EpisodeID) {
-		if ev.Type == trajectory.TypeModelTurn {
-			if err := ev.Decode(&mt); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	mt := modelTurn(t, st, o.EpisodeID)
 	// The tools sent are monitor's registry (as the gateway and MCP offer
 	// them), and the turn records what was sent.
 	var wantTools []any
@@ -351,14 +345,7 @@ func TestOpenAIRecordsSGLang(t *testing.T) {
 	if body["return_logprob"] != true || body["logprob_start_len"] != float64(0) || body["return_text_in_logprobs"] != true {
 		t.Errorf("request did not ask SGLang for logprobs with ids: %v", body)
 	}
-	var mt trajectory.ModelTurn
-	for _, ev := range events(t, st, o.EpisodeID) {
-		if ev.Type == trajectory.TypeModelTurn {
-			if err := ev.Decode(&mt); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	mt := modelTurn(t, st, o.EpisodeID)
 	want := trajectory.ModelTurn{PromptTokenIDs: []int64{1, 2, 3}, TokenIDs: []int64{7, 8}, Logprobs: []float64{-0.5, -0.25}, Tokens: []string{"t0", "t1"}}
 	got := trajectory.ModelTurn{PromptTokenIDs: mt.PromptTokenIDs, TokenIDs: mt.TokenIDs, Logprobs: mt.Logprobs, Tokens: mt.Tokens, TopLogprobs: mt.TopLogprobs}
 	if d := cmp.Diff(want, got); d != "" {
@@ -517,4 +504,14 @@ func TestOpenAICompaction(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("exported samples (-want +got):\n%s", diff)
 	}
+}
+
+// modelTurn is the one model turn episode id recorded in st.
+func modelTurn(t *testing.T, st *trajectory.Store, id string) trajectory.ModelTurn {
+	t.Helper()
+	mts := harnesstest.Payloads[trajectory.ModelTurn](t, events(t, st, id), trajectory.TypeModelTurn)
+	if len(mts) != 1 {
+		t.Fatalf("%d model turns recorded, want 1", len(mts))
+	}
+	return mts[0]
 }

@@ -16,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/rollcage/rollcage/decision"
+	"github.com/rollcage/rollcage/harness/harnesstest"
 	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/sandbox/fake"
 	"github.com/rollcage/rollcage/toolcall"
@@ -349,16 +350,9 @@ func TestShutdownInFlight(t *testing.T) {
 	if a.code != 200 || a.res.Output != "done slow\n" {
 		t.Fatalf("in-flight call: %d %+v", a.code, a.res)
 	}
-	evs := e.events(cr.EpisodeID)
 	var outputs []string
-	for _, ev := range evs {
-		if ev.Type == trajectory.TypeToolOutput {
-			var to trajectory.ToolOutput
-			if err := ev.Decode(&to); err != nil {
-				t.Fatal(err)
-			}
-			outputs = append(outputs, to.Output)
-		}
+	for _, to := range harnesstest.Payloads[trajectory.ToolOutput](t, e.events(cr.EpisodeID), trajectory.TypeToolOutput) {
+		outputs = append(outputs, to.Output)
 	}
 	if diff := cmp.Diff([]string{"done slow\n"}, outputs); diff != "" {
 		t.Errorf("recorded outputs (-want +got):\n%s", diff)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/rollcage/rollcage/harness/harnesstest"
 	"github.com/rollcage/rollcage/sandbox/fake"
 	"github.com/rollcage/rollcage/toolcall"
 	"github.com/rollcage/rollcage/trajectory"
@@ -38,14 +39,10 @@ func TestCallChecks(t *testing.T) {
 		t.Errorf("str_replace_editor create: %d %+v", code, res)
 	}
 	var calls []string
-	for _, ev := range e.events(cr.EpisodeID) {
-		if ev.Type == trajectory.TypeToolCall {
-			var tc trajectory.ToolCall
-			ev.Decode(&tc)
-			var c toolcall.Call
-			json.Unmarshal(tc.Call, &c)
-			calls = append(calls, c.Tool+"/"+tc.ToolCallID)
-		}
+	for _, tc := range harnesstest.Payloads[trajectory.ToolCall](t, e.events(cr.EpisodeID), trajectory.TypeToolCall) {
+		var c toolcall.Call
+		json.Unmarshal(tc.Call, &c)
+		calls = append(calls, c.Tool+"/"+tc.ToolCallID)
 	}
 	if strings.Join(calls, ",") != "bash/r1,write_file/" {
 		t.Errorf("recorded calls %v, want [bash/r1 write_file/]", calls)
@@ -144,12 +141,8 @@ func TestMCPForeignAndIDs(t *testing.T) {
 		t.Errorf("reused tool_call_id: %q error=%v", resultText(t, r), r.IsError)
 	}
 	var ids []string
-	for _, ev := range e.events(cr.EpisodeID) {
-		if ev.Type == trajectory.TypeToolOutput {
-			var o trajectory.ToolOutput
-			ev.Decode(&o)
-			ids = append(ids, o.ToolCallID)
-		}
+	for _, o := range harnesstest.Payloads[trajectory.ToolOutput](t, e.events(cr.EpisodeID), trajectory.TypeToolOutput) {
+		ids = append(ids, o.ToolCallID)
 	}
 	if strings.Join(ids, ",") != "toolu_7" {
 		t.Errorf("tool outputs recorded for %v, want one for toolu_7", ids)

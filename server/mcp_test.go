@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/rollcage/rollcage/harness/harnesstest"
 	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/sandbox/fake"
 	"github.com/rollcage/rollcage/trajectory"
@@ -124,12 +125,8 @@ func TestMCP(t *testing.T) {
 		t.Errorf("after MCP episode: %+v outcome %+v", info, info.Outcome)
 	}
 	var decisions []bool
-	for _, ev := range e.events(cr.EpisodeID) {
-		if ev.Type == trajectory.TypeDecision {
-			var d trajectory.Decision
-			ev.Decode(&d)
-			decisions = append(decisions, d.Blocked)
-		}
+	for _, d := range harnesstest.Payloads[trajectory.Decision](t, e.events(cr.EpisodeID), trajectory.TypeDecision) {
+		decisions = append(decisions, d.Blocked)
 	}
 	if diff := cmp.Diff([]bool{false, true, false}, decisions); diff != "" {
 		t.Errorf("recorded blocked decisions (-want +got):\n%s", diff)

@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	openai "github.com/sashabaranov/go-openai"
 
+	"github.com/rollcage/rollcage/harness/harnesstest"
 	"github.com/rollcage/rollcage/sandbox/fake"
 	"github.com/rollcage/rollcage/trajectory"
 )
@@ -78,16 +79,9 @@ func newPolicy(t *testing.T) (*policyServer, string) {
 
 func modelTurns(t *testing.T, e *env, id string) []trajectory.ModelTurn {
 	t.Helper()
-	var out []trajectory.ModelTurn
-	for _, ev := range e.events(id) {
-		if ev.Type == trajectory.TypeModelTurn {
-			var mt trajectory.ModelTurn
-			if err := ev.Decode(&mt); err != nil {
-				t.Fatal(err)
-			}
-			mt.LatencyMS = 0
-			out = append(out, mt)
-		}
+	out := harnesstest.Payloads[trajectory.ModelTurn](t, e.events(id), trajectory.TypeModelTurn)
+	for i := range out {
+		out[i].LatencyMS = 0
 	}
 	return out
 }

@@ -72,6 +72,24 @@ func Events(t testing.TB, st *trajectory.Store, id string) []trajectory.Event {
 	return evs
 }
 
+// Payloads decodes the payloads of the events of type typ (a T is that
+// type's payload struct), in order; one that does not decode fails t.
+func Payloads[T any](t testing.TB, evs []trajectory.Event, typ string) []T {
+	t.Helper()
+	var out []T
+	for _, ev := range evs {
+		if ev.Type != typ {
+			continue
+		}
+		var p T
+		if err := ev.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
 // Types are the events' types, in order.
 func Types(evs []trajectory.Event) []string {
 	var out []string
