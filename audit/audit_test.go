@@ -132,23 +132,23 @@ func TestMapTool(t *testing.T) {
 		name, args string
 		want       toolcall.Call
 	}{
-		{"execute_bash", `{"command":"ls -la"}`, bash("ls -la")},
-		{"shell", `{"command":["bash","-lc","git log --all"]}`, bash("git log --all")},
-		{"shell", `{"command":["grep","-rn","a b","."]}`, bash("grep -rn 'a b' .")},
-		{"run_command", `{"cmd":"pwd"}`, bash("pwd")},
-		{"bash", `not json`, bash("not json")},
-		{"str_replace_editor", `{"command":"view","path":"/r/a.py"}`, call(toolcall.ReadFile, toolcall.ReadFileArgs{Path: "/r/a.py"})},
-		{"str_replace_editor", `{"command":"view","path":"/r/src"}`, call(toolcall.ListDir, toolcall.ListDirArgs{Path: "/r/src"})},
-		{"str_replace_based_edit_tool", `{"command":"create","path":"/r/b.py","file_text":"x=1"}`, call(toolcall.WriteFile, toolcall.WriteFileArgs{Path: "/r/b.py", Content: "x=1"})},
-		{"str_replace_editor", `{"command":"str_replace","path":"/r/a.py","old_str":"a","new_str":"b"}`, call(toolcall.Edit, toolcall.EditArgs{Path: "/r/a.py", Old: "a", New: "b"})},
-		{"str_replace_editor", `{"command":"insert","path":"/r/a.py","insert_line":3,"new_str":"c"}`, call(toolcall.Edit, toolcall.EditArgs{Path: "/r/a.py", New: "c"})},
-		{"read_file", `{"file_path":"x.py"}`, call(toolcall.ReadFile, toolcall.ReadFileArgs{Path: "x.py"})},
-		{"write_file", `{"path":"x.py","content":"y"}`, call(toolcall.WriteFile, toolcall.WriteFileArgs{Path: "x.py", Content: "y"})},
-		{"finish", `{}`, call(toolcall.Submit, toolcall.SubmitArgs{})},
+		{"execute_bash", `{"command":"ls -la"}`, bash("ls -la").Call},
+		{"shell", `{"command":["bash","-lc","git log --all"]}`, bash("git log --all").Call},
+		{"shell", `{"command":["grep","-rn","a b","."]}`, bash("grep -rn 'a b' .").Call},
+		{"run_command", `{"cmd":"pwd"}`, bash("pwd").Call},
+		{"bash", `not json`, bash("not json").Call},
+		{"str_replace_editor", `{"command":"view","path":"/r/a.py"}`, call(toolcall.ReadFile, toolcall.ReadFileArgs{Path: "/r/a.py"}).Call},
+		{"str_replace_editor", `{"command":"view","path":"/r/src"}`, call(toolcall.ListDir, toolcall.ListDirArgs{Path: "/r/src"}).Call},
+		{"str_replace_based_edit_tool", `{"command":"create","path":"/r/b.py","file_text":"x=1"}`, call(toolcall.WriteFile, toolcall.WriteFileArgs{Path: "/r/b.py", Content: "x=1"}).Call},
+		{"str_replace_editor", `{"command":"str_replace","path":"/r/a.py","old_str":"a","new_str":"b"}`, call(toolcall.Edit, toolcall.EditArgs{Path: "/r/a.py", Old: "a", New: "b"}).Call},
+		{"str_replace_editor", `{"command":"insert","path":"/r/a.py","insert_line":3,"new_str":"c"}`, call(toolcall.Edit, toolcall.EditArgs{Path: "/r/a.py", New: "c"}).Call},
+		{"read_file", `{"file_path":"x.py"}`, call(toolcall.ReadFile, toolcall.ReadFileArgs{Path: "x.py"}).Call},
+		{"write_file", `{"path":"x.py","content":"y"}`, call(toolcall.WriteFile, toolcall.WriteFileArgs{Path: "x.py", Content: "y"}).Call},
+		{"finish", `{}`, call(toolcall.Submit, toolcall.SubmitArgs{}).Call},
 		{"web_search", `{"query":"fix"}`, toolcall.Call{Tool: "web_search", Args: json.RawMessage(`{"query":"fix"}`)}},
 	}
 	for _, tc := range tests {
-		got := mapTool(tc.name, tc.args)
+		got := mapTool(tc.name, tc.args).Call
 		if d := cmp.Diff(tc.want, got); d != "" {
 			t.Errorf("mapTool(%s, %s) (-want +got):\n%s", tc.name, tc.args, d)
 		}
@@ -161,19 +161,19 @@ func TestSWEActions(t *testing.T) {
 		action string
 		want   toolcall.Call
 	}{
-		{"open src/a.py 20", call(toolcall.ReadFile, toolcall.ReadFileArgs{Path: "src/a.py"})},
-		{"edit 3:4\n    return 1\nend_of_edit", call(toolcall.Edit, toolcall.EditArgs{Path: "src/a.py", New: "    return 1"})},
-		{"search_file needle", bash("grep -n -- needle src/a.py")},
-		{"search_dir \"hidden test\" /", bash("grep -rn -- 'hidden test' /")},
-		{"find_file conftest.py", bash("find . -name conftest.py")},
-		{"create b.py", call(toolcall.WriteFile, toolcall.WriteFileArgs{Path: "b.py"})},
+		{"open src/a.py 20", call(toolcall.ReadFile, toolcall.ReadFileArgs{Path: "src/a.py"}).Call},
+		{"edit 3:4\n    return 1\nend_of_edit", call(toolcall.Edit, toolcall.EditArgs{Path: "src/a.py", New: "    return 1"}).Call},
+		{"search_file needle", bash("grep -n -- needle src/a.py").Call},
+		{"search_dir \"hidden test\" /", bash("grep -rn -- 'hidden test' /").Call},
+		{"find_file conftest.py", bash("find . -name conftest.py").Call},
+		{"create b.py", call(toolcall.WriteFile, toolcall.WriteFileArgs{Path: "b.py"}).Call},
 		{"scroll_down", toolcall.Call{Tool: "swe_scroll_down", Args: json.RawMessage(`{}`)}},
-		{"str_replace_editor str_replace /t/a.py --old_str 'x = 1' --new_str 'x = 2'", call(toolcall.Edit, toolcall.EditArgs{Path: "/t/a.py", Old: "x = 1", New: "x = 2"})},
-		{"submit", call(toolcall.Submit, toolcall.SubmitArgs{})},
-		{"git log --all | head", bash("git log --all | head")},
+		{"str_replace_editor str_replace /t/a.py --old_str 'x = 1' --new_str 'x = 2'", call(toolcall.Edit, toolcall.EditArgs{Path: "/t/a.py", Old: "x = 1", New: "x = 2"}).Call},
+		{"submit", call(toolcall.Submit, toolcall.SubmitArgs{}).Call},
+		{"git log --all | head", bash("git log --all | head").Call},
 	}
 	for _, tc := range tests {
-		if d := cmp.Diff(tc.want, m.action(tc.action, "")); d != "" {
+		if d := cmp.Diff(tc.want, m.action(tc.action, "").Call); d != "" {
 			t.Errorf("action %q (-want +got):\n%s", tc.action, d)
 		}
 	}

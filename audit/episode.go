@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"bytes"
 	"encoding/json"
 
 	"github.com/rollcage/rollcage/monitor"
@@ -58,6 +59,23 @@ type Step struct {
 	Cwd string `json:"cwd,omitempty"`
 	// Recorded is the online decision (rollcage format only).
 	Recorded *trajectory.Decision `json:"recorded,omitempty"`
+	// prep is Call with the arguments the reader built, typed; zero when
+	// it built none (rollcage's own records).
+	prep monitor.Prepared
+}
+
+// set makes p the step's call.
+func (s *Step) set(p monitor.Prepared) { s.Call, s.prep = p.Call, p }
+
+// prepared is the step's call with the typed arguments its reader built,
+// while Call is still the call they were built for; else Call alone, whose
+// arguments the normalizer then decodes.
+func (s Step) prepared() monitor.Prepared {
+	if p := s.prep; p.Call.Tool == s.Call.Tool && bytes.Equal(p.Call.Args, s.Call.Args) {
+		p.Call = s.Call
+		return p
+	}
+	return monitor.Prepared{Call: s.Call}
 }
 
 // Online is what an episode's own run recorded about itself.

@@ -127,7 +127,7 @@ func TestInferEvidence(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var steps []Step
 			for _, s := range tc.steps {
-				steps = append(steps, Step{Call: bash(s.cmd), Output: s.out})
+				steps = append(steps, Step{Call: bash(s.cmd).Call, Output: s.out})
 			}
 			nz := normalizeAll(steps, "")
 			inf := infer(steps, nz.norms, monitor.TaskContext{Instruction: tc.instruction})

@@ -12,6 +12,7 @@ import (
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
@@ -34,7 +35,9 @@ func sameAsRaw(t *testing.T, name string, data []byte) bool {
 	if reflect.DeepEqual(raw[0], fast) {
 		return true
 	}
-	if d := cmp.Diff(raw[0], fast); d != "" {
+	// a step's typed arguments have unexported fields: compared whole
+	samePrepared := cmp.Comparer(func(a, b monitor.Prepared) bool { return reflect.DeepEqual(a, b) })
+	if d := cmp.Diff(raw[0], fast, cmp.AllowUnexported(Step{}), samePrepared); d != "" {
 		t.Errorf("%s: parseFast differs from the raw way (-raw +fast):\n%s", name, d)
 	}
 	return true
@@ -152,5 +155,41 @@ func TestFlatText(t *testing.T) {
 		if want := oldArgs(json.RawMessage(v)); string(got.A) != want {
 			t.Errorf("arguments %s: got %q, want %q", v, got.A, want)
 		}
+	}
+}
+
+// TestPreparedNormalizesAsDecoded: a step normalized on the typed
+// arguments its reader built is normalized as on its arguments' JSON
+// decoded, on every format's test data and the real corpus; a step whose
+// call was changed after reading is normalized on the new call.
+func TestPreparedNormalizesAsDecoded(t *testing.T) {
+	dirs := []string{"testdata"}
+	if _, err := os.Stat(filepath.Join("..", "..", "shared", "corpus", "real", "MANIFEST.jsonl")); err == nil {
+		dirs = append(dirs, realCorpusDir(t))
+	}
+	typed := 0
+	for _, dir := range dirs {
+		eps, _ := Read(dir)
+		for _, ep := range eps {
+			for i, s := range ep.Steps {
+				if s.prep.Call.Tool != "" {
+					typed++
+				}
+				got := monitor.NormalizePrepared(s.prepared(), "/work", nil)
+				want := monitor.NormalizeWith(s.Call, "/work", nil)
+				if d := cmp.Diff(want, got); d != "" {
+					t.Fatalf("%s step %d (%s): typed arguments normalize otherwise (-decoded +typed):\n%s", ep.Source, i+1, s.Call.Tool, d)
+				}
+			}
+		}
+	}
+	if typed == 0 {
+		t.Fatal("no step read carries typed arguments")
+	}
+	var s Step
+	s.set(bash("ls"))
+	s.Call.Args = []byte(`{"command":"cat /etc/passwd"}`)
+	if got := monitor.NormalizePrepared(s.prepared(), "/", nil).Raw; got != "cat /etc/passwd" {
+		t.Errorf("a changed call normalizes as %q, want its new command", got)
 	}
 }

@@ -231,9 +231,11 @@ func parseMessages(base, name string, msgs []message, m *meta) (Episode, error) 
 			}
 			pending = len(ep.Steps)
 			cmd := strings.TrimSpace(blocks[0][1])
-			st := Step{Call: bash(cmd), Index: mi}
+			st := Step{Index: mi}
+			st.set(bash(cmd))
 			if isMiniSubmit(cmd) {
-				st.Call, st.Original = call(toolcall.Submit, toolcall.SubmitArgs{}), cmd
+				st.set(call(toolcall.Submit, toolcall.SubmitArgs{}))
+				st.Original = cmd
 			}
 			ep.Steps = append(ep.Steps, st)
 		case "user", "tool":
@@ -281,9 +283,9 @@ func stripObservation(s string) string {
 }
 
 func foreignStep(name, args string) Step {
-	c := mapTool(name, args)
-	st := Step{Call: c}
-	if c.Tool != strings.ToLower(name) {
+	var st Step
+	st.set(mapTool(name, args))
+	if st.Call.Tool != strings.ToLower(name) {
 		st.Original = name + " " + clip(args, 2000)
 	}
 	return st

@@ -7,6 +7,7 @@ import (
 
 	json "github.com/go-json-experiment/json/v1"
 
+	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/toolcall"
 )
 
@@ -105,7 +106,8 @@ func parseOpenHands(base, name string, obj map[string]json.RawMessage) (Episode,
 		}
 		n := ohID(ev.ID)
 		byID[n] = len(ep.Steps)
-		st := Step{Call: c, Index: n}
+		st := Step{Index: n}
+		st.set(c)
 		if ev.Action != "run" {
 			st.Original = ev.Action
 		}
@@ -119,13 +121,13 @@ func parseOpenHands(base, name string, obj map[string]json.RawMessage) (Episode,
 
 // ohCall maps an OpenHands action onto rollcage's tool model; ok is
 // false for events that run nothing (message, think, system, recall).
-func ohCall(ev ohEvent) (toolcall.Call, bool) {
+func ohCall(ev ohEvent) (monitor.Prepared, bool) {
 	a := ev.Args
 	switch ev.Action {
 	case "run":
 		return bash(a.Command), true
 	case "run_ipython":
-		return toolcall.Call{Tool: "ipython", Args: mustJSON(map[string]string{"code": a.Code})}, true
+		return monitor.Prepared{Call: toolcall.Call{Tool: "ipython", Args: mustJSON(map[string]string{"code": a.Code})}}, true
 	case "read":
 		return editorCall("view", a.Path, "", "", ""), true
 	case "edit":
@@ -140,5 +142,5 @@ func ohCall(ev ohEvent) (toolcall.Call, bool) {
 	case "browse":
 		return bash("curl " + shq(a.URL)), true // a fetch, as the rules know fetches
 	}
-	return toolcall.Call{}, false
+	return monitor.Prepared{}, false
 }

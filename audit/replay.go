@@ -83,7 +83,7 @@ func (n *normalized) rebase(steps []Step, cwd string) {
 // followed into.
 func (n *normalized) step(steps []Step, i int, cwd string, files *monitor.Files) string {
 	s := steps[i]
-	n.norms[i], n.cwds[i] = monitor.NormalizeWith(s.Call, cwd, files), cwd
+	n.norms[i], n.cwds[i] = monitor.NormalizePrepared(s.prepared(), cwd, files), cwd
 	files.Record(s.Call, n.norms[i])
 	switch {
 	case s.Cwd != "":

@@ -6,6 +6,7 @@ import (
 
 	json "github.com/go-json-experiment/json/v1"
 
+	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/toolcall"
 	"github.com/rollcage/rollcage/trajectory"
 )
@@ -76,9 +77,9 @@ func parseSWEAgent(base, name string, obj map[string]json.RawMessage, steps []sw
 		if a == "" {
 			continue
 		}
-		c := m.action(a, s.Observation)
-		st := Step{Call: c, Output: s.Observation, Index: i, Cwd: s.workingDir()}
-		if !(c.Tool == toolcall.Bash && bashText(c) == a) {
+		st := Step{Output: s.Observation, Index: i, Cwd: s.workingDir()}
+		st.set(m.action(a, s.Observation))
+		if c := st.Call; !(c.Tool == toolcall.Bash && bashText(c) == a) {
 			st.Original = clip(a, 2000)
 		}
 		ep.Steps = append(ep.Steps, st)
@@ -103,7 +104,7 @@ type sweMapper struct {
 
 // action maps one SWE-agent action. Its own commands become file tools
 // or the shell commands they stand for; anything else is a shell command.
-func (m *sweMapper) action(a, obs string) toolcall.Call {
+func (m *sweMapper) action(a, obs string) monitor.Prepared {
 	first, rest, _ := strings.Cut(a, "\n")
 	fields := shellWords(first)
 	if len(fields) == 0 {
@@ -129,7 +130,7 @@ func (m *sweMapper) action(a, obs string) toolcall.Call {
 	case "goto", "scroll_up", "scroll_down":
 		// Moves the window over the open file: what it shows was already
 		// read by open.
-		return toolcall.Call{Tool: "swe_" + fields[0], Args: []byte(`{}`)}
+		return monitor.Prepared{Call: toolcall.Call{Tool: "swe_" + fields[0], Args: []byte(`{}`)}}
 	case "edit":
 		text := strings.TrimSuffix(strings.TrimRight(rest, "\n"), "end_of_edit")
 		return call(toolcall.Edit, toolcall.EditArgs{Path: m.open, New: strings.TrimRight(text, "\n")})
@@ -152,7 +153,7 @@ func (m *sweMapper) action(a, obs string) toolcall.Call {
 
 // editor maps SWE-agent 1.x's str_replace_editor action line:
 // str_replace_editor CMD PATH [--old_str X] [--new_str Y] [--file_text Z].
-func (m *sweMapper) editor(a string) toolcall.Call {
+func (m *sweMapper) editor(a string) monitor.Prepared {
 	words := shellWords(a)
 	if len(words) < 3 {
 		return bash(a)

@@ -2,9 +2,10 @@ package monitor
 
 import (
 	"fmt"
-	"github.com/rollcage/rollcage/toolcall"
 	"strings"
 	"time"
+
+	"github.com/rollcage/rollcage/toolcall"
 )
 
 // Check prepares a call that comes from outside rollcage's own loop (the
@@ -19,7 +20,7 @@ import (
 func Check(call toolcall.Call, maxTimeout time.Duration) (Prepared, error) {
 	var p Prepared
 	if !IsTool(call.Tool) && IsForeign(call.Tool) {
-		p = fromForeign(call.Tool, string(call.Args))
+		p = PrepareForeign(call.Tool, string(call.Args))
 		p.Call.EpisodeID, p.Call.Session, p.Call.RequestID = call.EpisodeID, call.Session, call.RequestID
 	} else {
 		p = Prepare(call)

@@ -1,9 +1,10 @@
 package monitor
 
 import (
-	"github.com/rollcage/rollcage/toolcall"
 	"path"
 	"strings"
+
+	"github.com/rollcage/rollcage/toolcall"
 )
 
 // Bounds of the script files an episode keeps.
@@ -87,6 +88,18 @@ func (f *Files) Replay(call toolcall.Call, cwd string) toolcall.Normalized {
 // content of files the policy wrote (files may be nil).
 func NormalizeWith(call toolcall.Call, cwd string, files *Files) toolcall.Normalized {
 	n, _ := normalizeFiles(call, cwd, files)
+	return n
+}
+
+// NormalizePrepared is NormalizeWith on a prepared call: on the typed
+// arguments it was built with (PrepareArgs, PrepareForeign,
+// PrepareEditor), else on its arguments decoded.
+func NormalizePrepared(p Prepared, cwd string, files *Files) toolcall.Normalized {
+	d := p.args
+	if d.spec == nil {
+		d = decodeCall(p.Call)
+	}
+	n, _ := normalizeDecoded(p.Call, d, cwd, files)
 	return n
 }
 

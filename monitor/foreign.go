@@ -49,11 +49,12 @@ func (f foreignArgs) path() string { return f.str("path", "file_path", "filename
 // Unknown tools stay generic: the normalizer still picks paths and URLs
 // out of them. The audit reads foreign trajectories with it and the
 // gateway takes foreign tool names with it.
-func FromForeign(name, rawArgs string) toolcall.Call { return fromForeign(name, rawArgs).Call }
+func FromForeign(name, rawArgs string) toolcall.Call { return PrepareForeign(name, rawArgs).Call }
 
-// fromForeign is FromForeign with the typed arguments it built for one of
-// rollcage's tools, so they need no decoding again.
-func fromForeign(name, rawArgs string) Prepared {
+// PrepareForeign is FromForeign with the typed arguments it built for one
+// of rollcage's tools, so they need no decoding again (NormalizePrepared,
+// Episode.HandlePrepared).
+func PrepareForeign(name, rawArgs string) Prepared {
 	lname := strings.ToLower(strings.TrimSpace(name))
 	f := foreignArgs{raw: rawArgs}
 	if testDecodeHook != nil {
@@ -64,7 +65,7 @@ func fromForeign(name, rawArgs string) Prepared {
 		return typedCall(s.Name, s.foreign(f))
 	}
 	if slices.Contains(editorAliases, lname) {
-		return editorCall(strings.ToLower(f.str("command")), f.str("path"), f.str("file_text"), f.str("old_str"), f.str("new_str"))
+		return PrepareEditor(strings.ToLower(f.str("command")), f.str("path"), f.str("file_text"), f.str("old_str"), f.str("new_str"))
 	}
 	if !f.ok && rawArgs != "" {
 		b, _ := json.Marshal(map[string]string{"input": rawArgs})
@@ -76,10 +77,11 @@ func fromForeign(name, rawArgs string) Prepared {
 // EditorCall maps the str_replace_editor family (Anthropic's and
 // SWE-agent's) by its sub-command.
 func EditorCall(cmd, path, fileText, oldStr, newStr string) toolcall.Call {
-	return editorCall(cmd, path, fileText, oldStr, newStr).Call
+	return PrepareEditor(cmd, path, fileText, oldStr, newStr).Call
 }
 
-func editorCall(cmd, path, fileText, oldStr, newStr string) Prepared {
+// PrepareEditor is EditorCall with the typed arguments it built.
+func PrepareEditor(cmd, path, fileText, oldStr, newStr string) Prepared {
 	switch cmd {
 	case "view":
 		if looksLikeDir(path) {

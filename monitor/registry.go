@@ -35,6 +35,8 @@ type toolSpec struct {
 	dummy func(args any, n toolcall.Normalized, d decision.Decision, f Facts) (string, int)
 	// foreign builds the arguments from a foreign call's.
 	foreign func(f foreignArgs) any
+	// argsType is what decode returns: a pointer to the arguments' type.
+	argsType reflect.Type
 }
 
 // def is a toolSpec with typed arguments; spec erases the type.
@@ -57,7 +59,8 @@ func (d def[A]) spec() *toolSpec {
 		panic(fmt.Sprintf("monitor: schema of %s: %v", d.name, err))
 	}
 	ts := &toolSpec{
-		Tool: toolcall.Tool{Name: d.name, Description: d.desc, Schema: schema, Aliases: d.aliases},
+		Tool:     toolcall.Tool{Name: d.name, Description: d.desc, Schema: schema, Aliases: d.aliases},
+		argsType: reflect.TypeFor[*A](),
 		decode: func(raw json.RawMessage) (any, bool, error) {
 			if testDecodeHook != nil {
 				testDecodeHook(d.name)
@@ -307,3 +310,16 @@ type Prepared struct {
 
 // Prepare decodes the call's arguments by its tool.
 func Prepare(call toolcall.Call) Prepared { return Prepared{Call: call, args: decodeCall(call)} }
+
+// PrepareArgs is a call of tool with the arguments built for it (a
+// toolcall.BashArgs for bash, and so on), encoded for the record and kept
+// typed: NormalizePrepared and Episode.HandlePrepared read them without
+// decoding the JSON again. Arguments of another type than the tool's are
+// decoded from their JSON, as Prepare does.
+func PrepareArgs[A any](tool string, args A) Prepared {
+	if s := byName[tool]; s != nil && s.argsType == reflect.TypeFor[*A]() {
+		return typedCall(tool, &args)
+	}
+	b, _ := json.Marshal(args)
+	return Prepare(toolcall.Call{Tool: tool, Args: b})
+}

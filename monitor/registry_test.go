@@ -191,3 +191,32 @@ func TestStrictArgsAsEncodingJSON(t *testing.T) {
 }
 
 var errTrailing = errors.New("text after the object")
+
+// TestPrepareArgs: a call built with typed arguments normalizes as its
+// JSON decoded does, whether the arguments are the tool's own type (kept
+// typed) or another (decoded from their JSON, as Prepare does).
+func TestPrepareArgs(t *testing.T) {
+	tests := []struct {
+		name   string
+		p      Prepared
+		raw    string
+		failed bool // a ParseError
+	}{
+		{"bash", PrepareArgs(toolcall.Bash, toolcall.BashArgs{Command: "cat /etc/hosts"}), "cat /etc/hosts", false},
+		{"read_file", PrepareArgs(toolcall.ReadFile, toolcall.ReadFileArgs{Path: "a.py"}), "a.py", false},
+		{"another type", PrepareArgs(toolcall.Bash, map[string]string{"command": "ls"}), "ls", false},
+		{"unknown field", PrepareArgs(toolcall.Bash, toolcall.ReadFileArgs{Path: "a.py"}), "", false}, // read past, as ever
+		{"not an object", PrepareArgs(toolcall.Bash, "ls"), `"ls"`, true},
+		{"foreign", PrepareForeign("execute_bash", `{"command":"pwd"}`), "pwd", false},
+		{"editor", PrepareEditor("create", "b.py", "x", "", ""), "b.py", false},
+	}
+	for _, tc := range tests {
+		got := NormalizePrepared(tc.p, "/w", nil)
+		if d := cmp.Diff(NormalizeWith(tc.p.Call, "/w", nil), got); d != "" {
+			t.Errorf("%s: typed arguments normalize otherwise (-decoded +typed):\n%s", tc.name, d)
+		}
+		if got.Raw != tc.raw || (got.ParseError != "") != tc.failed {
+			t.Errorf("%s: Raw %q, ParseError %q; want Raw %q, an error %v", tc.name, got.Raw, got.ParseError, tc.raw, tc.failed)
+		}
+	}
+}
