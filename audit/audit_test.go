@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -20,8 +19,6 @@ import (
 	"github.com/rollcage/rollcage/rules"
 	"github.com/rollcage/rollcage/toolcall"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 var (
 	engOnce sync.Once
@@ -83,7 +80,7 @@ func TestGoldenJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join("testdata", "report.golden.json")
-	want := golden.Read(t, path, buf.Bytes(), *update, "go test ./audit -run TestGoldenJSON")
+	want := golden.Read(t, path, buf.Bytes(), "go test ./audit -run TestGoldenJSON")
 	if d := cmp.Diff(string(want), buf.String()); d != "" {
 		t.Errorf("report differs from %s (-want +got):\n%s", path, d)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/rollcage/rollcage/internal/golden"
 	"github.com/rollcage/rollcage/sandbox/sandboxtest"
 )
 
@@ -132,7 +133,7 @@ func TestHTMLReportInChromium(t *testing.T) {
 	if len(png) < 10_000 {
 		t.Errorf("screenshot is %d bytes; want a rendered page", len(png))
 	}
-	if *update { // the README's screenshot, refreshed on request only
+	if golden.Update() { // the README's screenshot, refreshed on request only
 		if err := os.WriteFile(filepath.Join("..", "docs", "audit-report.png"), png, 0o644); err != nil {
 			t.Fatal(err)
 		}

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io/fs"
 	"os"
@@ -28,8 +27,6 @@ import (
 	"github.com/rollcage/rollcage/toolcall"
 	"github.com/rollcage/rollcage/trajectory"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 func fakeTasks(n int) []task.Task {
 	var ts []task.Task
@@ -359,7 +356,7 @@ func TestSummaryWrite(t *testing.T) {
 	if err := Summarize(outs).Write(&buf); err != nil {
 		t.Fatal(err)
 	}
-	want := golden.Read(t, filepath.Join("testdata", "summary.golden"), buf.Bytes(), *update, "go test -run TestSummaryWrite")
+	want := golden.Read(t, filepath.Join("testdata", "summary.golden"), buf.Bytes(), "go test -run TestSummaryWrite")
 	if diff := cmp.Diff(string(want), buf.String()); diff != "" {
 		t.Errorf("summary table (-want +got):\n%s", diff)
 	}

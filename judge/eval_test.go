@@ -3,7 +3,6 @@ package judge
 import (
 	"bytes"
 	"context"
-	"flag"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,8 +14,6 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/rollcage/rollcage/internal/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files under testdata/")
 
 func loadShipped(t testing.TB) []EvalItem {
 	t.Helper()
@@ -205,7 +202,7 @@ func TestReportGolden(t *testing.T) {
 	if err := Score(results).Write(&buf); err != nil {
 		t.Fatal(err)
 	}
-	want := golden.Read(t, filepath.Join("testdata", "report.golden"), buf.Bytes(), *update, "go test -run TestReportGolden")
+	want := golden.Read(t, filepath.Join("testdata", "report.golden"), buf.Bytes(), "go test -run TestReportGolden")
 	if diff := cmp.Diff(string(want), buf.String()); diff != "" {
 		t.Errorf("report (-golden +got):\n%s", diff)
 	}

@@ -2,7 +2,6 @@ package monitor
 
 import (
 	"encoding/json"
-	"flag"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,28 +10,6 @@ import (
 	"github.com/rollcage/rollcage/internal/golden"
 	"github.com/rollcage/rollcage/toolcall"
 )
-
-// The -update flag may be registered by another test file of the package;
-// register it only when nobody has.
-var _ = func() bool {
-	if flag.Lookup("update") == nil {
-		flag.Bool("update", false, "rewrite golden files under testdata/")
-	}
-	return true
-}()
-
-func updating() bool {
-	f := flag.Lookup("update")
-	if f == nil {
-		return false
-	}
-	g, ok := f.Value.(flag.Getter)
-	if !ok {
-		return false
-	}
-	b, _ := g.Get().(bool)
-	return b
-}
 
 func bash(cmd string) toolcall.Call {
 	b, _ := json.Marshal(toolcall.BashArgs{Command: cmd})
@@ -206,8 +183,8 @@ func TestNormalize(t *testing.T) {
 			}
 			b = append(b, '\n')
 			path := filepath.Join("testdata", "normalize", tc.name+".json")
-			want := golden.Read(t, path, b, updating(), "go test ./monitor -run TestNormalize")
-			if updating() {
+			want := golden.Read(t, path, b, "go test ./monitor -run TestNormalize")
+			if golden.Update() {
 				return
 			}
 			var w struct {

@@ -2,7 +2,6 @@ package task
 
 import (
 	"encoding/json"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,8 +10,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/rollcage/rollcage/internal/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 // inspectTask is the demo-like task the inspection cases run against.
 var inspectTask = Task{ID: "t", Workdir: "/workspace", HiddenTestsDest: "/opt/grader/tests",
@@ -89,7 +86,7 @@ func TestInspect(t *testing.T) {
 		got[strings.TrimSuffix(filepath.Base(f), ".txt")] = fs
 	}
 	gotJSON, _ := json.MarshalIndent(got, "", "  ")
-	b := golden.Read(t, filepath.Join("testdata", "inspect", "flags.golden"), append(gotJSON, '\n'), *update, "go test -run "+t.Name())
+	b := golden.Read(t, filepath.Join("testdata", "inspect", "flags.golden"), append(gotJSON, '\n'), "go test -run "+t.Name())
 	var want map[string][]Finding
 	if err := json.Unmarshal(b, &want); err != nil {
 		t.Fatal(err)

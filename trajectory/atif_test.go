@@ -186,7 +186,7 @@ func TestATIF(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join("testdata", "atif", "export.golden.jsonl")
-	want := golden.Read(t, path, buf.Bytes(), *update, "go test -run TestATIF")
+	want := golden.Read(t, path, buf.Bytes(), "go test -run TestATIF")
 	if d := cmp.Diff(string(want), buf.String()); d != "" {
 		t.Errorf("ATIF export differs from %s (-want +got):\n%s", path, d)
 	}

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,8 +14,6 @@ import (
 	"github.com/parquet-go/parquet-go"
 	"github.com/rollcage/rollcage/internal/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files under testdata/")
 
 // writeEpisode writes a synthetic two-segment episode: segment 0 has two
 // turns, the second one's call blocked as a hack and shown dummy output;
@@ -110,7 +107,7 @@ func TestExport(t *testing.T) {
 			t.Fatal(err)
 		}
 		path := filepath.Join("testdata", "export.golden.jsonl")
-		wantText := golden.Read(t, path, buf.Bytes(), *update, "go test -run TestExport")
+		wantText := golden.Read(t, path, buf.Bytes(), "go test -run TestExport")
 		if d := cmp.Diff(string(wantText), buf.String()); d != "" {
 			t.Errorf("messages export differs from %s (-want +got):\n%s", path, d)
 		}

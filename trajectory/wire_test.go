@@ -70,7 +70,7 @@ func TestServed(t *testing.T) {
 			got.PromptLogprobs = pl
 			b, _ := json.MarshalIndent(got, "", "  ")
 			path := filepath.Join("testdata", "wire", tc.name+".golden.json")
-			want := golden.Read(t, path, append(b, '\n'), *update, "go test -run TestServed")
+			want := golden.Read(t, path, append(b, '\n'), "go test -run TestServed")
 			if d := cmp.Diff(string(want), string(b)+"\n"); d != "" {
 				t.Errorf("differs from %s (-want +got):\n%s", path, d)
 			}

@@ -1,19 +1,23 @@
-// Package golden reads the golden files tests compare their output with,
-// rewriting them first when the test runs with -update.
 package golden
 
 import (
+	"flag"
 	"os"
 	"path/filepath"
 	"testing"
 )
 
-// Read returns the golden file at path. With update it first writes got
+var update = flag.Bool("update", false, "rewrite golden files under testdata/")
+
+// Update reports whether the test runs with -update.
+func Update() bool { return *update }
+
+// Read returns the golden file at path. Under -update it first writes got
 // there (making its directory); a file that cannot be read fails t, the
 // message ending with how to create it: run says which go test command.
-func Read(t testing.TB, path string, got []byte, update bool, run string) []byte {
+func Read(t testing.TB, path string, got []byte, run string) []byte {
 	t.Helper()
-	if update {
+	if *update {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			t.Fatal(err)
 		}

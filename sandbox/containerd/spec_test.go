@@ -1,7 +1,6 @@
 package containerd
 
 import (
-	"flag"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,8 +16,6 @@ import (
 	"github.com/rollcage/rollcage/sandbox/host"
 	"github.com/rollcage/rollcage/sandbox/sandboxtest"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files under testdata/")
 
 // TestSpecGolden pins the security-relevant OCI spec (all of it but the
 // image's environment and the seccomp profile, which is containerd's copy
@@ -58,7 +55,7 @@ func TestSpecGolden(t *testing.T) {
 				}
 			}
 			s.Linux.Seccomp = nil
-			sandboxtest.GoldenJSON(t, filepath.Join("testdata", "spec-"+tc.name+".json"), s, *update)
+			sandboxtest.GoldenJSON(t, filepath.Join("testdata", "spec-"+tc.name+".json"), s)
 			if len(s.Process.Capabilities.Ambient) != 0 || !s.Process.NoNewPrivileges || s.Process.User.UID != 0 {
 				t.Errorf("agent process: caps %+v, no-new-privileges %v, uid %d", s.Process.Capabilities, s.Process.NoNewPrivileges, s.Process.User.UID)
 			}

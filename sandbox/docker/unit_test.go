@@ -1,7 +1,6 @@
 package docker
 
 import (
-	"flag"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,8 +12,6 @@ import (
 	"github.com/rollcage/rollcage/sandbox/host"
 	"github.com/rollcage/rollcage/sandbox/sandboxtest"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files under testdata/")
 
 // TestContainerConfigGolden pins the security-relevant container
 // configuration: a change here must be a decision, reviewed in the diff of
@@ -45,7 +42,7 @@ func TestContainerConfigGolden(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, host := containerConfig(tc.p)
-			sandboxtest.GoldenJSON(t, filepath.Join("testdata", tc.name+".golden.json"), map[string]any{"config": cfg, "host_config": host}, *update)
+			sandboxtest.GoldenJSON(t, filepath.Join("testdata", tc.name+".golden.json"), map[string]any{"config": cfg, "host_config": host})
 			// Invariants that must hold whatever the golden file says.
 			if host.NetworkMode != "none" {
 				t.Errorf("NetworkMode %q, want none", host.NetworkMode)

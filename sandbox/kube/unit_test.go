@@ -1,7 +1,6 @@
 package kube
 
 import (
-	"flag"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,8 +14,6 @@ import (
 	"github.com/rollcage/rollcage/sandbox/sandboxtest"
 )
 
-var update = flag.Bool("update", false, "rewrite golden files under testdata/")
-
 // TestPodFor pins the pod a sandbox runs in to the golden file, and checks
 // the security invariants whatever the golden file says.
 func TestPodFor(t *testing.T) {
@@ -27,7 +24,7 @@ func TestPodFor(t *testing.T) {
 		Episode: "ep/1", Limits: sandbox.Limits{MemoryBytes: 2 << 30, CPUs: 1, Pids: 512, DiskBytes: 10 << 30},
 		Requests: Requests{MilliCPU: 50, MemoryBytes: 64 << 20}, Lease: time.Minute, Workdir: "/workspace",
 	})
-	sandboxtest.GoldenJSON(t, filepath.Join("testdata", "pod.golden.json"), p, *update)
+	sandboxtest.GoldenJSON(t, filepath.Join("testdata", "pod.golden.json"), p)
 
 	s := p.Spec
 	if s.AutomountServiceAccountToken == nil || *s.AutomountServiceAccountToken {
