@@ -109,20 +109,6 @@ func submitFlags(t *testing.T, evs []trajectory.Event) []rules.Flag {
 	return out
 }
 
-func gradeEvent(t *testing.T, evs []trajectory.Event) (trajectory.Grade, bool) {
-	t.Helper()
-	for _, ev := range evs {
-		if ev.Type == trajectory.TypeGrade {
-			var g trajectory.Grade
-			if err := json.Unmarshal(ev.Data, &g); err != nil {
-				t.Fatal(err)
-			}
-			return g, true
-		}
-	}
-	return trajectory.Grade{}, false
-}
-
 // TestHermeticGradingInDocker plays policies the rules miss against the
 // textwrap demo task and checks that grading, in a fresh sandbox, is not
 // fooled: detached processes, modules shadowing the grader's imports,

@@ -92,15 +92,23 @@ func TestSubmitChecks(t *testing.T) {
 					t.Errorf("judge request %+v lacks the instruction or the file's change", req)
 				}
 			}
-			var g trajectory.Grade
-			for _, ev := range events(t, st, o.EpisodeID) {
-				if ev.Type == trajectory.TypeGrade {
-					_ = json.Unmarshal(ev.Data, &g)
-				}
+			g, ok := gradeEvent(t, events(t, st, o.EpisodeID))
+			if !ok {
+				t.Fatal("no grade event recorded")
 			}
 			if g.DiffBytes != len(tc.diff) || len(g.Files) != 1 || g.Mode != task.GradeDiff {
 				t.Errorf("grade record %+v does not describe the change", g)
 			}
 		})
 	}
+}
+
+// gradeEvent is the first grade event of evs; false when there is none.
+func gradeEvent(t *testing.T, evs []trajectory.Event) (trajectory.Grade, bool) {
+	t.Helper()
+	gs := harnesstest.Payloads[trajectory.Grade](t, evs, trajectory.TypeGrade)
+	if len(gs) == 0 {
+		return trajectory.Grade{}, false
+	}
+	return gs[0], true
 }
