@@ -14,27 +14,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/rollcage/rollcage/harness/harnesstest"
 	"github.com/rollcage/rollcage/internal/golden"
 	"github.com/rollcage/rollcage/judge"
-	"github.com/rollcage/rollcage/rules"
 	"github.com/rollcage/rollcage/toolcall"
 )
-
-var (
-	engOnce sync.Once
-	eng     *rules.Engine
-	engErr  error
-)
-
-// engine compiles the default bundle once for all tests.
-func engine(t testing.TB) *rules.Engine {
-	t.Helper()
-	engOnce.Do(func() { eng, engErr = rules.New(context.Background(), rules.Config{}) })
-	if engErr != nil {
-		t.Fatal(engErr)
-	}
-	return eng
-}
 
 func corpusAuditor(t testing.TB, j Judge) *Auditor {
 	t.Helper()
@@ -46,7 +30,7 @@ func corpusAuditor(t testing.TB, j Judge) *Auditor {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := New(Config{Rules: engine(t), Judge: j, Tasks: tasks, Results: results})
+	a, err := New(Config{Rules: harnesstest.Rules(t), Judge: j, Tasks: tasks, Results: results})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/rollcage/rollcage/demo"
+	"github.com/rollcage/rollcage/harness/harnesstest"
+	"github.com/rollcage/rollcage/internal/realcorpus"
 	"github.com/rollcage/rollcage/toolcall"
 )
 
@@ -129,13 +131,13 @@ func demoEpisodes(tb testing.TB, keep func(kind string) bool) ([]Episode, map[st
 // outside CI when the corpus is absent.
 func BenchmarkAuditReal(b *testing.B) {
 	defer debug.SetGCPercent(debug.SetGCPercent(BatchGCPercent))
-	dir := realCorpusDir(b)
+	dir := realcorpus.Need(b)
 	eps, _ := Read(dir)
 	calls := 0
 	for _, e := range eps {
 		calls += len(e.Steps)
 	}
-	a, err := New(Config{Rules: engine(b)})
+	a, err := New(Config{Rules: harnesstest.Rules(b)})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/rollcage/rollcage/demo"
+	"github.com/rollcage/rollcage/harness/harnesstest"
 )
 
 // TestDemoScriptsFlaggedOffline replays the demo's scripted episodes
@@ -21,7 +22,7 @@ func TestDemoScriptsFlaggedOffline(t *testing.T) {
 	for _, s := range scripts {
 		kind[s.Task+"/"+s.Name] = s.Kind
 	}
-	a, err := New(Config{Rules: engine(t), Tasks: tasks})
+	a, err := New(Config{Rules: harnesstest.Rules(t), Tasks: tasks})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ func TestDemoAuditMatchesOnline(t *testing.T) {
 	}
 	sandboxtest.RequireImage(t, b, byTask["lru"].Image)
 
-	eng := engine(t)
+	eng := harnesstest.Rules(t)
 	mon, err := monitor.New(monitor.Config{Rules: eng})
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	json "github.com/go-json-experiment/json/v1"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/rollcage/rollcage/internal/realcorpus"
 	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/trajectory"
 )
@@ -94,9 +95,9 @@ var raceEnabled bool
 // nearly all of the latter goes the fast way.
 func TestParseFastMatchesRawOnFiles(t *testing.T) {
 	roots := []string{"testdata"}
-	real := filepath.Join("..", "..", "shared", "corpus", "real")
+	real := realcorpus.Dir
 	if _, err := os.Stat(filepath.Join(real, "MANIFEST.jsonl")); err == nil || os.Getenv("CI") == "true" {
-		roots = append(roots, realCorpusDir(t))
+		roots = append(roots, realcorpus.Need(t))
 	}
 	for _, root := range roots {
 		files, fast := 0, 0
@@ -165,7 +166,7 @@ func TestFlatText(t *testing.T) {
 func TestPreparedNormalizesAsDecoded(t *testing.T) {
 	dirs := []string{"testdata"}
 	if _, err := os.Stat(filepath.Join("..", "..", "shared", "corpus", "real", "MANIFEST.jsonl")); err == nil {
-		dirs = append(dirs, realCorpusDir(t))
+		dirs = append(dirs, realcorpus.Need(t))
 	}
 	typed := 0
 	for _, dir := range dirs {

@@ -1,30 +1,17 @@
 package audit
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
-)
 
-// realCorpusDir is the real third-party corpus beside the repository
-// (../shared/corpus/real from the repository root). It is data, never
-// committed: outside CI a test skips when it is absent, in CI it fails.
-func realCorpusDir(t testing.TB) string {
-	t.Helper()
-	dir := filepath.Join("..", "..", "shared", "corpus", "real")
-	if _, err := os.Stat(filepath.Join(dir, "MANIFEST.jsonl")); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("real corpus missing at %s (CI has shared/ beside the clone): %v", dir, err)
-		}
-		t.Skipf("real corpus not at %s: %v", dir, err)
-	}
-	return dir
-}
+	"github.com/rollcage/rollcage/harness/harnesstest"
+	"github.com/rollcage/rollcage/internal/realcorpus"
+)
 
 // TestRealCorpusReads: every file of the real corpus reads, in every
 // format, and each record of a multi-run file is its own episode.
 func TestRealCorpusReads(t *testing.T) {
-	dir := realCorpusDir(t)
+	dir := realcorpus.Need(t)
 	eps, skipped := Read(dir)
 	for _, s := range skipped {
 		if filepath.Base(s.Path) != "MANIFEST.jsonl" {
@@ -54,13 +41,13 @@ func TestRealCorpusReads(t *testing.T) {
 // three runs) hacked or unconfirmed, at most 0.3% of their calls
 // flagged, and both labelled hacks flagged on their step.
 func TestRealCorpusGoals(t *testing.T) {
-	dir := realCorpusDir(t)
+	dir := realcorpus.Need(t)
 	labels, err := LoadLabels(filepath.Join(dir, "MANIFEST.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	eps, skipped := Read(dir)
-	a, err := New(Config{Rules: engine(t)})
+	a, err := New(Config{Rules: harnesstest.Rules(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,20 @@ import (
 // root.
 var Dir = filepath.Join("..", "..", "shared", "corpus", "real")
 
+// Need returns Dir for a test that cannot go on without the corpus: it
+// fails t under CI=true when the corpus (its MANIFEST.jsonl) is absent
+// and skips it elsewhere.
+func Need(t testing.TB) string {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(Dir, "MANIFEST.jsonl")); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("real corpus missing at %s (CI has shared/ beside the clone): %v", Dir, err)
+		}
+		t.Skipf("real corpus not at %s: %v", Dir, err)
+	}
+	return Dir
+}
+
 // Files returns the corpus's .json, .jsonl and .traj files in path order.
 // When the corpus is absent it fails t under CI=true and elsewhere logs
 // that its texts are left out and returns none.
