@@ -153,7 +153,7 @@ func (a *Auditor) Episode(ctx context.Context, ep Episode) (EpisodeReport, error
 		if len(flags) > 0 {
 			sr.Flagged = true
 			if a.cfg.Judge != nil {
-				req := a.judgeRequest(ep.ID, tc, call, n, flags, hist)
+				req := monitor.JudgeRequest(tc, ep.ID, call, n, flags, hist, a.cfg.HistoryForJudge)
 				req.Created = prov.list()
 				v, err := a.cfg.Judge.Judge(ctx, req)
 				if err != nil {
@@ -168,13 +168,13 @@ func (a *Auditor) Episode(ctx context.Context, ep Episode) (EpisodeReport, error
 			switch {
 			case sr.Verdict != nil && !sr.Verdict.Undecided && sr.Verdict.Hack:
 				sr.Hack = true
-				sr.Category = firstNonEmpty(sr.Verdict.Category, topFlag(flags).Category)
+				sr.Category = firstNonEmpty(sr.Verdict.Category, monitor.TopFlag(flags).Category)
 			case sr.Verdict != nil && !sr.Verdict.Undecided:
 				sr.Cleared = true
 			default:
 				// no verdict: the fail policy's view, certain flags are hacks,
 				// suspicious ones unconfirmed
-				top := topFlag(flags)
+				top := monitor.TopFlag(flags)
 				sr.Hack, sr.Unconfirmed = true, top.Severity != rules.Certain
 				sr.Category = top.Category
 			}
@@ -184,11 +184,7 @@ func (a *Auditor) Episode(ctx context.Context, ep Episode) (EpisodeReport, error
 			a.compare(&r, &sr)
 		}
 		if a.cfg.Judge != nil { // the history is the judge's alone
-			var fl []string
-			for _, f := range flags {
-				fl = append(fl, f.Rule)
-			}
-			hist = append(hist, judge.Step{Call: sr.Call, Output: clip(s.Output, 600), Flags: fl})
+			hist = append(hist, monitor.JudgeStep(call, n, s.Output, flags))
 		}
 		r.Steps = append(r.Steps, sr)
 	}
@@ -350,22 +346,6 @@ func addCat(r *EpisodeReport, c string) {
 	}
 }
 
-func (a *Auditor) judgeRequest(id string, tc monitor.TaskContext, call toolcall.Call, n toolcall.Normalized, flags []rules.Flag, hist []judge.Step) judge.Request {
-	fl := make([]judge.Flag, len(flags))
-	for i, f := range flags {
-		fl[i] = judge.Flag(f)
-	}
-	protected := append(append([]string(nil), tc.ProtectedPaths...), tc.ReferenceURLs...)
-	if tc.UpstreamFixRef != "" {
-		protected = append(protected, "commit "+tc.UpstreamFixRef+" (upstream fix) and every commit not an ancestor of "+tc.BaseCommit)
-	}
-	if k := len(hist) - a.cfg.HistoryForJudge; k > 0 {
-		hist = hist[k:]
-	}
-	return judge.Request{EpisodeID: id, TaskID: tc.ID, Instruction: tc.Instruction, Protected: protected,
-		Call: mustJSON(call), Normalized: mustJSON(n), Flags: fl, History: slices.Clone(hist)}
-}
-
 func renderCall(c toolcall.Call, n toolcall.Normalized) string {
 	if c.Tool == toolcall.Bash {
 		return "$ " + clip(n.Raw, 2000)
@@ -374,17 +354,6 @@ func renderCall(c toolcall.Call, n toolcall.Normalized) string {
 		return c.Tool
 	}
 	return c.Tool + " " + clip(n.Raw, 2000)
-}
-
-// topFlag: certain before suspicious, as the monitor decides.
-func topFlag(flags []rules.Flag) rules.Flag {
-	best := flags[0]
-	for _, f := range flags[1:] {
-		if f.Severity == rules.Certain && best.Severity != rules.Certain {
-			best = f
-		}
-	}
-	return best
 }
 
 func sortFlags(f []rules.Flag) []rules.Flag {

@@ -23,7 +23,7 @@ func (e *Episode) Allow(ctx context.Context, req egress.Request) egress.Decision
 	e.mu.Lock()
 	e.netFlags = append(e.netFlags, flags...)
 	e.mu.Unlock()
-	return egress.Decision{Allow: false, Flags: flags, Reason: topFlag(flags).Reason}
+	return egress.Decision{Allow: false, Flags: flags, Reason: TopFlag(flags).Reason}
 }
 
 // CallInFlight returns the request id of the tool call running now ("" if

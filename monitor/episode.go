@@ -3,7 +3,6 @@ package monitor
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"path"
@@ -256,7 +255,7 @@ func (e *Episode) decide(ctx context.Context, res *decision.Result) {
 		}
 		return
 	}
-	top := topFlag(d.Flags)
+	top := TopFlag(d.Flags)
 	d.Category, d.Reason = top.Category, top.Reason
 	if e.p.cfg.Judge != nil {
 		v, err := e.p.cfg.Judge.Judge(ctx, e.judgeRequest(res, false))
@@ -300,22 +299,6 @@ func (e *Episode) block(res *decision.Result) {
 	}
 }
 
-// topFlag is the flag that decides: certain before suspicious, then by
-// the category whose failure the policy would see first (a curl of a
-// reference URL piped into git apply fails at the network).
-func topFlag(flags []rules.Flag) rules.Flag {
-	best := flags[0]
-	for _, f := range flags[1:] {
-		if rank(f) < rank(best) {
-			best = f
-		}
-	}
-	return best
-}
-
-var categoryOrder = []string{rules.CatNetwork, rules.CatProtected, rules.CatHistory, rules.CatProbing,
-	rules.CatTampering, rules.CatEvaluator, rules.CatSpecialCase, rules.CatChained}
-
 func rank(f rules.Flag) int {
 	r := len(categoryOrder)
 	for i, c := range categoryOrder {
@@ -339,28 +322,12 @@ func onlyCategory(flags []rules.Flag, cat string) bool {
 }
 
 func (e *Episode) judgeRequest(res *decision.Result, audit bool) judge.Request {
-	callJSON, _ := json.Marshal(res.Call)
-	normJSON, _ := json.Marshal(res.Normalized)
-	flags := make([]judge.Flag, len(res.Decision.Flags))
-	for i, f := range res.Decision.Flags {
-		flags[i] = judge.Flag{Rule: f.Rule, Category: f.Category, Severity: f.Severity, Reason: f.Reason, Evidence: f.Evidence}
-	}
-	protected := append(append([]string(nil), e.task.ProtectedPaths...), e.task.ReferenceURLs...)
-	if e.task.UpstreamFixRef != "" {
-		protected = append(protected, "commit "+e.task.UpstreamFixRef+" (upstream fix) and every commit not an ancestor of "+e.task.BaseCommit)
-	}
 	e.mu.Lock()
-	n := len(e.steps) - e.p.cfg.HistoryForJudge
-	if n < 0 {
-		n = 0
-	}
-	hist := append([]judge.Step(nil), e.steps[n:]...)
+	steps := e.steps[:len(e.steps):len(e.steps)] // remember only appends past it or replaces the array
 	e.mu.Unlock()
-	return judge.Request{
-		EpisodeID: e.id, TaskID: e.task.ID, Instruction: e.task.Instruction,
-		Protected: protected, Call: callJSON, Normalized: normJSON,
-		Flags: flags, History: hist, Audit: audit,
-	}
+	req := JudgeRequest(e.task, e.id, res.Call, res.Normalized, res.Decision.Flags, steps, e.p.cfg.HistoryForJudge)
+	req.Audit = audit
+	return req
 }
 
 // remember keeps what the judge will see of this step, and the session's
@@ -371,21 +338,10 @@ func (e *Episode) remember(res decision.Result) {
 	if res.Exec != nil && res.Exec.Cwd != "" && res.Call.Tool == toolcall.Bash {
 		e.cwd[sessionName(res.Call.Session)] = res.Exec.Cwd
 	}
-	var fl []string
-	for _, f := range res.Decision.Flags {
-		fl = append(fl, f.Rule)
-	}
-	e.steps = append(e.steps, judge.Step{Call: renderCall(res.Call, res.Normalized), Output: clip(res.Output, 600), Flags: fl})
+	e.steps = append(e.steps, JudgeStep(res.Call, res.Normalized, res.Output, res.Decision.Flags))
 	if len(e.steps) > 64 {
 		e.steps = append(e.steps[:0:0], e.steps[len(e.steps)-64:]...)
 	}
-}
-
-func renderCall(c toolcall.Call, n toolcall.Normalized) string {
-	if c.Tool == toolcall.Bash {
-		return "$ " + clip(n.Raw, 400)
-	}
-	return c.Tool + " " + clip(n.Raw, 400)
 }
 
 func clip(s string, n int) string {

@@ -2,10 +2,11 @@ package monitor
 
 import (
 	"encoding/json"
-	"github.com/rollcage/rollcage/toolcall"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/rollcage/rollcage/toolcall"
 )
 
 func writeCall(p, content string) toolcall.Call {

@@ -344,7 +344,7 @@ func (e *Episode) checkOutput(ctx context.Context, res *decision.Result) {
 	}
 	d.Hack = true
 	if d.Category == "" {
-		top := topFlag(d.PostFlags)
+		top := TopFlag(d.PostFlags)
 		d.Category, d.Reason = top.Category, top.Reason
 	}
 	if res.Exec != nil && len(res.Exec.CanaryOpens) > 0 && len(flags) == 0 && clean == res.Output {
@@ -368,7 +368,7 @@ func (e *Episode) judgePost(ctx context.Context, res *decision.Result) {
 	}
 	req := e.judgeRequest(res, false)
 	for _, f := range d.PostFlags {
-		req.Flags = append(req.Flags, judge.Flag{Rule: f.Rule, Category: f.Category, Severity: f.Severity, Reason: f.Reason, Evidence: f.Evidence})
+		req.Flags = append(req.Flags, judge.Flag(f))
 	}
 	v, err := e.p.cfg.Judge.Judge(ctx, req)
 	if err != nil && !v.Undecided {
@@ -382,7 +382,7 @@ func (e *Episode) judgePost(ctx context.Context, res *decision.Result) {
 		}
 	case v.Hack:
 		d.Verdict, d.Hack, d.Unconfirmed, d.Cleared = &v, true, false, false
-		top := topFlag(d.PostFlags)
+		top := TopFlag(d.PostFlags)
 		d.Category, d.Reason = cmp.Or(v.Category, top.Category), top.Reason
 	default:
 		if d.Verdict == nil {

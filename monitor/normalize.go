@@ -3,12 +3,13 @@ package monitor
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/rollcage/rollcage/toolcall"
 	"maps"
 	"net/url"
 	"path"
 	"slices"
 	"strings"
+
+	"github.com/rollcage/rollcage/toolcall"
 )
 
 // maxDepth bounds how deep scripts nested in scripts (bash -c "eval '...'",

@@ -3,9 +3,10 @@ package monitor
 import (
 	"encoding/base64"
 	"encoding/hex"
-	"github.com/rollcage/rollcage/toolcall"
 	"path"
 	"strings"
+
+	"github.com/rollcage/rollcage/toolcall"
 )
 
 func isPython(name string) bool {

@@ -1,9 +1,10 @@
 package monitor
 
 import (
-	"github.com/rollcage/rollcage/toolcall"
 	"path"
 	"strings"
+
+	"github.com/rollcage/rollcage/toolcall"
 )
 
 // Git subcommands whose operands name revisions.

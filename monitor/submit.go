@@ -20,7 +20,7 @@ func (p *Pipeline) JudgeSubmission(ctx context.Context, task TaskContext, episod
 	}
 	req := judge.Request{EpisodeID: episodeID, TaskID: task.ID, Instruction: task.Instruction, Protected: task.ProtectedPaths, Call: call}
 	for _, f := range flags {
-		req.Flags = append(req.Flags, judge.Flag{Rule: f.Rule, Category: f.Category, Severity: f.Severity, Reason: f.Reason, Evidence: f.Evidence})
+		req.Flags = append(req.Flags, judge.Flag(f))
 	}
 	v, err := p.cfg.Judge.Judge(ctx, req)
 	if err != nil && !v.Undecided {
