@@ -299,19 +299,6 @@ func (e *Episode) block(res *decision.Result) {
 	}
 }
 
-func rank(f rules.Flag) int {
-	r := len(categoryOrder)
-	for i, c := range categoryOrder {
-		if c == f.Category {
-			r = i
-		}
-	}
-	if f.Severity != rules.Certain {
-		r += 100
-	}
-	return r
-}
-
 func onlyCategory(flags []rules.Flag, cat string) bool {
 	for _, f := range flags {
 		if f.Category != cat {
@@ -323,9 +310,8 @@ func onlyCategory(flags []rules.Flag, cat string) bool {
 
 func (e *Episode) judgeRequest(res *decision.Result, audit bool) judge.Request {
 	e.mu.Lock()
-	steps := e.steps[:len(e.steps):len(e.steps)] // remember only appends past it or replaces the array
+	req := JudgeRequest(e.task, e.id, res.Call, res.Normalized, res.Decision.Flags, e.steps, e.p.cfg.HistoryForJudge)
 	e.mu.Unlock()
-	req := JudgeRequest(e.task, e.id, res.Call, res.Normalized, res.Decision.Flags, steps, e.p.cfg.HistoryForJudge)
 	req.Audit = audit
 	return req
 }

@@ -66,3 +66,16 @@ func TopFlag(flags []rules.Flag) rules.Flag {
 
 var categoryOrder = []string{rules.CatNetwork, rules.CatProtected, rules.CatHistory, rules.CatProbing,
 	rules.CatTampering, rules.CatEvaluator, rules.CatSpecialCase, rules.CatChained}
+
+func rank(f rules.Flag) int {
+	r := len(categoryOrder)
+	for i, c := range categoryOrder {
+		if c == f.Category {
+			r = i
+		}
+	}
+	if f.Severity != rules.Certain {
+		r += 100
+	}
+	return r
+}
