@@ -114,7 +114,8 @@ func DemoSuite(t testing.TB) ([]task.Task, fs.FS, []task.Script) {
 	return tasks, hidden, scripts
 }
 
-// DemoTask is the demo suite's task id and the suite's hidden tests.
+// DemoTask is the demo suite's task with that id, and the suite's hidden
+// tests.
 func DemoTask(t testing.TB, id string) (task.Task, fs.FS) {
 	t.Helper()
 	tasks, hidden, err := demo.Tasks()
@@ -130,7 +131,7 @@ func DemoTask(t testing.TB, id string) (task.Task, fs.FS) {
 	return task.Task{}, nil
 }
 
-// DockerDemoTask is a Docker backend and DemoTask's id and hidden tests,
+// DockerDemoTask is a Docker backend and DemoTask(id),
 // the task's image there (the test skips or fails as dockertest.Backend
 // and sandboxtest.RequireImage say otherwise).
 func DockerDemoTask(t testing.TB, id string) (sandbox.Backend, task.Task, fs.FS) {
