@@ -94,11 +94,7 @@ var raceEnabled bool
 // where it is present, the real corpus (every seventh file under -race);
 // nearly all of the latter goes the fast way.
 func TestParseFastMatchesRawOnFiles(t *testing.T) {
-	roots := []string{"testdata"}
-	real := realcorpus.Dir
-	if _, err := os.Stat(filepath.Join(real, "MANIFEST.jsonl")); err == nil || os.Getenv("CI") == "true" {
-		roots = append(roots, realcorpus.Need(t))
-	}
+	roots := realcorpus.With(t, "testdata")
 	for _, root := range roots {
 		files, fast := 0, 0
 		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
@@ -164,10 +160,7 @@ func TestFlatText(t *testing.T) {
 // decoded, on every format's test data and the real corpus; a step whose
 // call was changed after reading is normalized on the new call.
 func TestPreparedNormalizesAsDecoded(t *testing.T) {
-	dirs := []string{"testdata"}
-	if _, err := os.Stat(filepath.Join("..", "..", "shared", "corpus", "real", "MANIFEST.jsonl")); err == nil {
-		dirs = append(dirs, realcorpus.Need(t))
-	}
+	dirs := realcorpus.With(t, "testdata")
 	typed := 0
 	for _, dir := range dirs {
 		eps, _ := Read(dir)

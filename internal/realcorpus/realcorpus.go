@@ -29,6 +29,17 @@ func Need(t testing.TB) string {
 	return Dir
 }
 
+// With is dirs and, when it is present, the corpus: for a test that
+// runs on its own data and on the corpus too. Under CI=true an absent
+// corpus fails t (Need).
+func With(t testing.TB, dirs ...string) []string {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(Dir, "MANIFEST.jsonl")); err == nil || os.Getenv("CI") == "true" {
+		dirs = append(dirs, Need(t))
+	}
+	return dirs
+}
+
 // Files returns the corpus's .json, .jsonl and .traj files in path order.
 // When the corpus is absent it fails t under CI=true and elsewhere logs
 // that its texts are left out and returns none.
