@@ -20,10 +20,16 @@ type provenance struct {
 	missing map[string]int
 	known   map[string]bool
 	seen    []string // the instruction and the outputs so far
+	// searched is, by base name, how many of seen exists has looked
+	// through without finding it; -1: one holds it. seen only grows, so a
+	// name's search goes on where it stopped: a file written at every
+	// step was looked for in every earlier output again, which made the
+	// search quadratic in a long episode.
+	searched map[string]int
 }
 
 func newProvenance(instruction string) *provenance {
-	return &provenance{created: map[string]int{}, missing: map[string]int{}, known: map[string]bool{}, seen: []string{instruction}}
+	return &provenance{created: map[string]int{}, missing: map[string]int{}, known: map[string]bool{}, seen: []string{instruction}, searched: map[string]int{}}
 }
 
 // before takes in call i's creations, so that the call that writes a
@@ -97,11 +103,17 @@ func (p *provenance) exists(f string) bool {
 		return true
 	}
 	base := path.Base(f)
-	for _, s := range p.seen {
+	from := p.searched[base]
+	if from < 0 {
+		return true
+	}
+	for _, s := range p.seen[from:] {
 		if strings.Contains(s, base) {
+			p.searched[base] = -1
 			return true
 		}
 	}
+	p.searched[base] = len(p.seen)
 	return false
 }
 
