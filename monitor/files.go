@@ -4,6 +4,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/rollcage/rollcage/rules"
 	"github.com/rollcage/rollcage/toolcall"
 )
 
@@ -21,7 +22,46 @@ const (
 // however the file was written. The zero value is ready; nil ignores
 // writes and knows no file.
 type Files struct {
-	m map[string]string
+	m     map[string]string
+	found map[string]*fileMatches // by path: the matches of its content, for runs of it
+}
+
+// fileMatches are a Python file's matches of the program patterns, kept
+// while its content stays: a script run again and again (python
+// reproduce.py after every edit of the code it tests) is searched once.
+// The matches are of the text alone; what they mean (paths against the
+// cwd, nested commands) is worked out again on every run.
+type fileMatches struct {
+	src string
+	by  map[*rules.Regexp][][]string
+}
+
+// matches is the memo of path's content src, new when src is not what
+// the memo was for.
+func (f *Files) matches(p, src string) *fileMatches {
+	if fm := f.found[p]; fm != nil && fm.src == src {
+		return fm
+	}
+	if f.found == nil {
+		f.found = map[string]*fileMatches{}
+	}
+	fm := &fileMatches{src: src, by: map[*rules.Regexp][][]string{}}
+	f.found[p] = fm
+	return fm
+}
+
+// findAll is findAll, remembered by pattern for the file's text; a nil
+// memo remembers nothing.
+func (fm *fileMatches) findAll(re *rules.Regexp, src string, anchors ...string) [][]string {
+	if fm == nil {
+		return findAll(re, src, anchors...)
+	}
+	if m, ok := fm.by[re]; ok {
+		return m
+	}
+	m := findAll(re, src, anchors...)
+	fm.by[re] = m
+	return m
 }
 
 // Set records path's content, as written by the policy; too large a file
@@ -30,6 +70,7 @@ func (f *Files) Set(p, content string) {
 	if f == nil || p == "" {
 		return
 	}
+	delete(f.found, p)
 	if len(content) > maxScriptFileSize {
 		delete(f.m, p)
 		return
@@ -47,6 +88,7 @@ func (f *Files) Set(p, content string) {
 func (f *Files) Delete(p string) {
 	if f != nil {
 		delete(f.m, p)
+		delete(f.found, p)
 	}
 }
 
@@ -142,7 +184,7 @@ func (w *walker) runFile(p, kind string) {
 		kind = scriptKind(p, src)
 	}
 	if kind == "py" {
-		w.program(src, false)
+		w.program(src, false, a.files.matches(p, src))
 		return
 	}
 	w.nested(src, "file")

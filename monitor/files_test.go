@@ -83,3 +83,35 @@ func TestFilesBounds(t *testing.T) {
 		t.Error("nil Files knows a file")
 	}
 }
+
+// TestRunFileAgain: a Python file run again is normalized as on its first
+// run (its matches remembered), against the cwd of the run, and with its
+// new text once it is written again or deleted.
+func TestRunFileAgain(t *testing.T) {
+	const first = "import os, subprocess\nopen('data/in.txt').read()\nsubprocess.run(['git', 'log', '--all'])\n"
+	const second = "import shutil\nshutil.rmtree('build')\n"
+	var files Files
+	run := func(cwd string) toolcall.Normalized {
+		return NormalizeWith(bash("python3 /tmp/r.py"), cwd, &files)
+	}
+	files.Record(writeCall("/tmp/r.py", first), NormalizeWith(writeCall("/tmp/r.py", first), "/repo", &files))
+	a, b, c := run("/repo"), run("/repo"), run("/srv/other")
+	if !slices.Contains(a.Reads, "/repo/data/in.txt") || len(a.Git) == 0 || a.Git[0].Sub != "log" {
+		t.Fatalf("first run: reads %q, git %+v; want /repo/data/in.txt read and git log run", a.Reads, a.Git)
+	}
+	if !slices.Equal(a.Reads, b.Reads) || len(b.Git) != len(a.Git) || len(b.Commands) != len(a.Commands) {
+		t.Errorf("second run differs: reads %q git %d commands %d, first %q %d %d", b.Reads, len(b.Git), len(b.Commands), a.Reads, len(a.Git), len(a.Commands))
+	}
+	if !slices.Contains(c.Reads, "/srv/other/data/in.txt") || slices.Contains(c.Reads, "/repo/data/in.txt") {
+		t.Errorf("run from /srv/other reads %q, want its own cwd's data/in.txt", c.Reads)
+	}
+	files.Record(writeCall("/tmp/r.py", second), NormalizeWith(writeCall("/tmp/r.py", second), "/repo", &files))
+	d := run("/repo")
+	if !slices.Contains(d.Deletes, "/repo/build") || slices.Contains(d.Reads, "/repo/data/in.txt") {
+		t.Errorf("after the rewrite: deletes %q reads %q, want the new text's /repo/build deleted and the old read gone", d.Deletes, d.Reads)
+	}
+	files.Delete("/tmp/r.py")
+	if e := run("/repo"); slices.Contains(e.Deletes, "/repo/build") {
+		t.Errorf("after the delete the file was still followed: deletes %q", e.Deletes)
+	}
+}

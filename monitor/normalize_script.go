@@ -28,14 +28,16 @@ var (
 )
 
 // script records an inline program and what it visibly does.
-func (w *walker) script(src string) { w.program(src, true) }
+func (w *walker) script(src string) { w.program(src, true, nil) }
 
 // program records what a program visibly does: the files it reads, writes
 // and lists and the commands it runs; an inline one (inline) also its
 // text and the URLs and hosts in it. A program file the policy wrote
 // earlier and runs now (runFile) had its text checked when it was
 // written; running it adds only what it does to the files and commands.
-func (w *walker) program(src string, inline bool) {
+// memo, for such a file, remembers its matches from one run to the next
+// (nil: none).
+func (w *walker) program(src string, inline bool, memo *fileMatches) {
 	if src == "" {
 		return
 	}
@@ -45,7 +47,7 @@ func (w *walker) program(src string, inline bool) {
 	}
 	// Each pattern runs only when its anchor text occurs: most scripts
 	// touch one or two of these APIs and the regexps are the cost.
-	for _, m := range findAll(reOpen, src, "open(") {
+	for _, m := range memo.findAll(reOpen, src, "open(") {
 		p := w.path(m[1])
 		mode := m[2]
 		if strings.ContainsAny(mode, "wax+") {
@@ -57,7 +59,7 @@ func (w *walker) program(src string, inline bool) {
 			a.add(&a.n.Reads, p)
 		}
 	}
-	for _, m := range findAll(rePathOp, src, "Path(") {
+	for _, m := range memo.findAll(rePathOp, src, "Path(") {
 		p := w.path(m[1])
 		switch m[2] {
 		case "read_text", "read_bytes", "open":
@@ -80,11 +82,11 @@ func (w *walker) program(src string, inline bool) {
 		{reFSDelete, &a.n.Deletes, []string{"os.", "shutil.", "Sync", "File.", "FileUtils."}},
 		{reFSList, &a.n.Lists, []string{"os.", "glob", "readdir", "Dir."}},
 	} {
-		for _, m := range findAll(re.re, src, re.anchors...) {
+		for _, m := range memo.findAll(re.re, src, re.anchors...) {
 			a.add(re.list, w.path(m[1]))
 		}
 	}
-	for _, m := range findAll(reCopy, src, "shutil.") {
+	for _, m := range memo.findAll(reCopy, src, "shutil.") {
 		if m[1] == "move" {
 			a.add(&a.n.Deletes, w.path(m[2]))
 		} else {
@@ -96,15 +98,15 @@ func (w *walker) program(src string, inline bool) {
 		for _, u := range urls(src) {
 			a.url(strings.TrimRight(u, ".,;"))
 		}
-		for _, m := range findAll(reHTTPConn, src, "Connection(") {
+		for _, m := range memo.findAll(reHTTPConn, src, "Connection(") {
 			a.host(m[1])
 		}
-		for _, m := range findAll(reSocket, src, "connect") {
+		for _, m := range memo.findAll(reSocket, src, "connect") {
 			a.host(m[1])
 		}
 	}
 	// subprocess under any name (import subprocess as sp)
-	for _, m := range findAll(reSubList, src, "run(", "call(", "check_", "Popen(", "os.exec", "os.spawn") {
+	for _, m := range memo.findAll(reSubList, src, "run(", "call(", "check_", "Popen(", "os.exec", "os.spawn") {
 		var argv []string
 		for _, q := range reQuoted.FindAllStringSubmatch(m[1], -1) {
 			argv = append(argv, q[1]+q[2])
@@ -113,12 +115,12 @@ func (w *walker) program(src string, inline bool) {
 			w.scriptCall(argv)
 		}
 	}
-	for _, m := range findAll(reSystem, src, "system", "popen", "subprocess", "exec", "spawn", "getoutput", "passthru") {
+	for _, m := range memo.findAll(reSystem, src, "system", "popen", "subprocess", "exec", "spawn", "getoutput", "passthru") {
 		if c := m[1] + m[2]; c != "" {
 			w.nested(c, "script")
 		}
 	}
-	for _, m := range findAll(reBacktick, src, "`", "%x{") {
+	for _, m := range memo.findAll(reBacktick, src, "`", "%x{") {
 		w.nested(m[1], "script")
 	}
 }
