@@ -134,7 +134,7 @@ var features = []feature{
 	{"git_ref_named", func(s *scan) bool { return s.gitAny(func(op gitop) bool { return len(op.refs) > 0 }) }},
 	{"workdir_write", func(s *scan) bool { return slices.ContainsFunc(s.writes, s.g.inWorkdir) }},
 	{"patch_cmd", nil},
-	{"evidence_seen", func(s *scan) bool { return containsAny(s.lower, s.evidence) }},
+	{"evidence_seen", func(s *scan) bool { return containsAny(s.text(), s.evidence) }},
 }
 
 func set(xs ...string) map[string]bool {
@@ -265,9 +265,10 @@ type gitop struct {
 // scan is what the gates read from one normalized call.
 type scan struct {
 	g             *gates
-	lower         string // every string of the call and the resolved argv paths, lowercased
-	found         found  // the keywords in lower
-	code          bool   // content or scripts: lib.code is not empty
+	hay           []string // every string of the call and the resolved argv paths, and the markers
+	lower         string   // hay lowercased, each string followed by a newline; made on first use (text)
+	found         found    // the keywords and the gates' literals in lower
+	code          bool     // content or scripts: lib.code is not empty
 	scripts       bool
 	env           bool
 	netty         bool
@@ -296,11 +297,26 @@ func (s *scan) has(kws ...string) bool {
 			if s.found.has(b) {
 				return true
 			}
-		} else if strings.Contains(s.lower, k) {
+		} else if strings.Contains(s.text(), k) {
 			return true
 		}
 	}
 	return false
+}
+
+// text is the haystack: every string of hay lowercased, each followed by
+// a newline. The gates' literals are found without it (gateSet.find);
+// only searches for other strings make it.
+func (s *scan) text() string {
+	if s.lower == "" && len(s.hay) > 0 {
+		var b strings.Builder
+		for _, x := range s.hay {
+			b.WriteString(x)
+			b.WriteByte('\n')
+		}
+		s.lower = foldASCII(b.String())
+	}
+	return s.lower
 }
 
 // keywords are the literals Go itself looks for, beside the derived gates'

@@ -1,12 +1,14 @@
 package rules
 
 import (
+	"context"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -113,23 +115,108 @@ func TestKeywordTable(t *testing.T) {
 // BenchmarkMultiMatcher: the keyword table over code, the policy's own
 // source (about the size of a long script in a call).
 func BenchmarkMultiMatcher(b *testing.B) {
-	var text strings.Builder
-	files, err := filepath.Glob(filepath.Join("policy", "*.rego"))
-	if err != nil || len(files) == 0 {
-		b.Fatalf("policy sources: %v (%d files)", err, len(files))
-	}
-	for _, f := range files {
-		src, err := os.ReadFile(f)
-		if err != nil {
-			b.Fatal(err)
-		}
-		text.Write(src)
-	}
-	s := strings.ToLower(text.String())
+	s := strings.ToLower(policyText(b))
 	f := make(found, keywords.words)
 	b.SetBytes(int64(len(s)))
 	for b.Loop() {
 		clear(f)
 		keywords.findInto(s, f, 0)
+	}
+}
+
+// BenchmarkGateMatcher: the default policy's gate literals (about 600,
+// single characters among them, so half the bytes end a literal) over the
+// policy's own sources as they are written, mixed case: lowercased first
+// and then matched (how the gates read a haystack that is not ASCII), or
+// matched through the folding class table (an ASCII one).
+func BenchmarkGateMatcher(b *testing.B) {
+	e, err := New(context.Background(), Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	m := e.pre.static.match
+	text := policyText(b)
+	f := make(found, m.words)
+	b.Run("lower", func(b *testing.B) {
+		b.SetBytes(int64(len(text)))
+		for b.Loop() {
+			clear(f)
+			m.findInto(foldASCII(text), f, 0)
+		}
+	})
+	b.Run("fold", func(b *testing.B) {
+		b.SetBytes(int64(len(text)))
+		for b.Loop() {
+			clear(f)
+			p := m.newPass()
+			p.feed(text, &m.fold)
+			p.into(f, 0)
+		}
+	})
+	b.Run("folded", func(b *testing.B) {
+		b.SetBytes(int64(len(text)))
+		for b.Loop() {
+			clear(f)
+			p := m.newPass()
+			p.feedFolded(text)
+			p.into(f, 0)
+		}
+	})
+}
+
+// policyText is the default policy's Rego sources, one after the other.
+func policyText(tb testing.TB) string {
+	tb.Helper()
+	var text strings.Builder
+	files, err := filepath.Glob(filepath.Join("policy", "*.rego"))
+	if err != nil || len(files) == 0 {
+		tb.Fatalf("policy sources: %v (%d files)", err, len(files))
+	}
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		text.Write(src)
+	}
+	return text.String()
+}
+
+// TestMultiMatcherFold holds a pass that reads texts in pieces through
+// the folding (feedFolded) to the matcher over foldASCII of the texts
+// joined, on random texts of mixed case, multi-byte runes that lowercase
+// to other lengths or to ASCII (the Kelvin sign, İ, Ⱥ), the long s, and
+// bytes that are not UTF-8.
+func TestMultiMatcherFold(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	alphabet := []string{"a", "b", "A", "B", "k", "K", "s", "S", "\u212a", "ſ", "İ", "i", "\u0307", "Ⱥ", "ⱥ", "é", "É", "\xff", "\xe2\x82", "\ufffd", "\n", " "}
+	word := func(n int) string {
+		var b strings.Builder
+		for range n {
+			b.WriteString(alphabet[r.IntN(len(alphabet))])
+		}
+		return b.String()
+	}
+	for range 2000 {
+		var lits []string
+		for range 1 + r.IntN(8) {
+			lits = append(lits, foldASCII(word(1+r.IntN(3))))
+		}
+		lits = append(lits, word(2)) // mixed case: may never match, as in lowercased text
+		m := newMultiMatcher(lits)
+		var pieces []string
+		for range r.IntN(4) {
+			pieces = append(pieces, word(r.IntN(12)))
+		}
+		want := m.find(foldASCII(strings.Join(pieces, "")))
+		got := make(found, m.words)
+		p := m.newPass()
+		for _, s := range pieces {
+			p.feedFolded(s)
+		}
+		p.into(got, 0)
+		if !slices.Equal(got, want) {
+			t.Fatalf("literals %q in %q: folded pass found %b, foldASCII then find %b", lits, pieces, got, want)
+		}
 	}
 }

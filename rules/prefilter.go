@@ -279,16 +279,29 @@ func (gs *gateSet) bit(lit string) int {
 	return -1
 }
 
-// find reports which of the gates' literals text contains.
-func (gs *gateSet) find(text string) found {
+// find reports which of the gates' literals the haystack of the strings
+// hay contains (scan.lower: each lowercased, followed by a newline).
+// It reads the strings in place, through the matchers' folding, rather
+// than the haystack made: foldASCII maps a text rune by rune, and a
+// newline is a rune of its own that no rune's decoding reads into, so
+// foldASCII(a+"\n"+b) is foldASCII(a)+"\n"+foldASCII(b) and the bytes the
+// matchers read are the haystack's, in order.
+func (gs *gateSet) find(hay []string) found {
 	n := len(gs.match.lits)
 	if gs.extra != nil {
 		n += len(gs.extra.lits)
 	}
 	f := make(found, (n+63)/64)
-	gs.match.findInto(text, f, 0)
-	if gs.extra != nil {
-		gs.extra.findInto(text, f, len(gs.match.lits))
+	for i, m := range []*multiMatcher{gs.match, gs.extra} {
+		if m == nil || len(m.lits) == 0 {
+			continue
+		}
+		p := m.newPass()
+		for _, s := range hay {
+			p.feedFolded(s)
+			p.feed("\n", &m.class)
+		}
+		p.into(f, i*len(gs.match.lits))
 	}
 	return f
 }
@@ -595,17 +608,9 @@ func (g *gates) scan(n *toolcall.Normalized, gs *gateSet, marks ...string) *scan
 	if g.allOpen || n == nil {
 		return nil
 	}
-	var hay strings.Builder
-	sc := &scan{g: g}
-	add := func(s string) {
-		hay.WriteString(s)
-		hay.WriteByte('\n')
-	}
-	addAll := func(l []string) {
-		for _, s := range l {
-			add(s)
-		}
-	}
+	sc := &scan{g: g, hay: make([]string, 0, 32)}
+	add := func(s string) { sc.hay = append(sc.hay, s) }
+	addAll := func(l []string) { sc.hay = append(sc.hay, l...) }
 	sc.raw, sc.content, sc.cwdv = n.Raw, n.Content, n.Cwd
 	add(n.Raw)
 	add(n.Content)
@@ -682,8 +687,7 @@ func (g *gates) scan(n *toolcall.Normalized, gs *gateSet, marks ...string) *scan
 	if len(sc.argPaths) > 0 {
 		add(marker("arg_paths"))
 	}
-	sc.lower = foldASCII(hay.String())
-	sc.found = gs.find(sc.lower)
+	sc.found = gs.find(sc.hay)
 	if sc.has("base64") {
 		return nil // decoded payloads join lib.text
 	}
