@@ -11,6 +11,8 @@ import (
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/util"
+
+	"github.com/rollcage/rollcage/toolcall"
 )
 
 // toValue converts plain Go data (the monitor's ToolCall and Normalized,
@@ -23,8 +25,15 @@ func toValue(x any) (ast.Value, error) {
 	if x == nil {
 		return ast.NewObject(), nil
 	}
-	if v, ok := x.(ast.Value); ok {
+	switch v := x.(type) {
+	case ast.Value:
 		return v, nil
+	case toolcall.Normalized:
+		return normalizedValue(&v), nil
+	case *toolcall.Normalized:
+		if v != nil {
+			return normalizedValue(v), nil
+		}
 	}
 	rv := reflect.ValueOf(x)
 	if rv.Kind() == reflect.Pointer && !rv.IsNil() {
@@ -36,6 +45,110 @@ func toValue(x any) (ast.Value, error) {
 		return ast.InterfaceToValue(x)
 	}
 	return fastValue(rv)
+}
+
+// normalizedValue is fastValue of a normalized call, written out: every
+// call the rules see is one, and reflection (field by field, a Value and a
+// method-set test per field) cost as much as the terms themselves. The
+// fields are encoding/json's, in order: omitempty ones left out when
+// empty, a nil list that is not omitempty null
+// (TestNormalizedValueMatchesJSON sets every field by reflection, so a
+// field added to toolcall.Normalized and not here fails it).
+func normalizedValue(n *toolcall.Normalized) ast.Value {
+	o := make(fields, 0, 8)
+	o.str("tool", n.Tool, false)
+	o.str("raw", n.Raw, false)
+	o.flag("unparsed", n.Unparsed)
+	o.str("parse_error", n.ParseError, true)
+	o.str("cwd", n.Cwd, true)
+	if len(n.Commands) > 0 {
+		o.add("commands", objects(n.Commands, func(c toolcall.Command, co *fields) {
+			co.str("name", c.Name, false)
+			co.list("argv", c.Argv, false)
+			co.str("via", c.Via, true)
+		}))
+	}
+	for _, l := range [...]struct {
+		k string
+		l []string
+	}{{"reads", n.Reads}, {"writes", n.Writes}, {"deletes", n.Deletes}, {"lists", n.Lists}, {"hosts", n.Hosts}, {"urls", n.URLs}} {
+		o.list(l.k, l.l, true)
+	}
+	if len(n.Git) > 0 {
+		o.add("git", objects(n.Git, func(g toolcall.GitOp, op *fields) {
+			op.str("sub", g.Sub, false)
+			op.list("args", g.Args, false)
+			op.list("flags", g.Flags, true)
+			op.list("refs", g.Refs, true)
+			op.flag("all_refs", g.AllRefs)
+		}))
+	}
+	o.list("packages", n.Packages, true)
+	o.str("content", n.Content, true)
+	o.str("old_content", n.OldContent, true)
+	o.list("scripts", n.Scripts, true)
+	if len(n.Env) > 0 {
+		env := make(fields, 0, len(n.Env))
+		for k, v := range n.Env {
+			env.str(k, v, false)
+		}
+		o.add("env", env.object())
+	}
+	return o.object()
+}
+
+// fields are an object's items as encoding/json writes them, in order.
+type fields [][2]*ast.Term
+
+func (f *fields) add(k string, v ast.Value) {
+	*f = append(*f, [2]*ast.Term{ast.StringTerm(k), ast.NewTerm(v)})
+}
+
+// str adds a string field; omit: omitempty.
+func (f *fields) str(k, s string, omit bool) {
+	if !omit || s != "" {
+		f.add(k, ast.String(s))
+	}
+}
+
+// list adds a list of strings; omit: omitempty.
+func (f *fields) list(k string, l []string, omit bool) {
+	if !omit || len(l) > 0 {
+		f.add(k, stringArray(l))
+	}
+}
+
+// flag adds an omitempty bool.
+func (f *fields) flag(k string, b bool) {
+	if b {
+		f.add(k, ast.Boolean(true))
+	}
+}
+
+func (f fields) object() ast.Value { return ast.NewObject(f...) }
+
+// objects is an array of one object per element of xs, its fields added
+// by fn.
+func objects[T any](xs []T, fn func(T, *fields)) ast.Value {
+	ts := make([]*ast.Term, len(xs))
+	for i, x := range xs {
+		f := make(fields, 0, 5)
+		fn(x, &f)
+		ts[i] = ast.NewTerm(f.object())
+	}
+	return ast.NewArray(ts...)
+}
+
+// stringArray is a list of strings as JSON has it: null when nil.
+func stringArray(l []string) ast.Value {
+	if l == nil {
+		return ast.Null{}
+	}
+	ts := make([]*ast.Term, len(l))
+	for i, s := range l {
+		ts[i] = ast.StringTerm(s)
+	}
+	return ast.NewArray(ts...)
 }
 
 var (

@@ -2,10 +2,12 @@ package rules
 
 import (
 	"encoding/json"
+	"reflect"
 	"testing"
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/rollcage/rollcage/toolcall"
 )
 
 // Shapes like the monitor's ToolCall and Normalized (rules may not import
@@ -88,6 +90,23 @@ func BenchmarkToValue(b *testing.B) {
 			}
 		}
 	})
+	// a normalized call: written out (normalizedValue) and by reflection
+	n := toolcall.Normalized{Tool: "bash", Raw: "cd /workspace && grep -rn wrap textkit | head -5", Cwd: "/workspace",
+		Commands: []toolcall.Command{{Name: "cd", Argv: []string{"cd", "/workspace"}}, {Name: "grep", Argv: []string{"grep", "-rn", "wrap", "textkit"}},
+			{Name: "head", Argv: []string{"head", "-5"}, Via: "pipe"}},
+		Reads: []string{"/workspace/textkit"}, Lists: []string{"/workspace/textkit"}}
+	b.Run("normalized", func(b *testing.B) {
+		for b.Loop() {
+			normalizedValue(&n)
+		}
+	})
+	b.Run("normalized-reflect", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := fastValue(reflect.ValueOf(n)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
 
 // TestRecordLast: RecordLast records the latest evaluated call once, with
@@ -111,5 +130,66 @@ func TestRecordLast(t *testing.T) {
 	ep.RecordLast(nil) // the same call is not recorded twice
 	if ep.Len() != 1 {
 		t.Fatalf("history has %d entries, want 1", ep.Len())
+	}
+}
+
+// fill sets every field of v, recursively, to a value that is not empty
+// (lists of two, maps of one entry), so a conversion that leaves a field
+// out differs.
+func fill(t *testing.T, v reflect.Value) {
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString("s-" + v.Type().String())
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Slice:
+		v.Set(reflect.MakeSlice(v.Type(), 2, 2))
+		for i := range v.Len() {
+			fill(t, v.Index(i))
+		}
+	case reflect.Map:
+		m := reflect.MakeMap(v.Type())
+		k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
+		fill(t, k)
+		fill(t, e)
+		m.SetMapIndex(k, e)
+		v.Set(m)
+	case reflect.Struct:
+		for i := range v.NumField() {
+			fill(t, v.Field(i))
+		}
+	default:
+		t.Fatalf("fill: a %s field; teach fill and normalizedValue its kind", v.Type())
+	}
+}
+
+// TestNormalizedValueMatchesJSON: the written-out conversion of a
+// normalized call gives what the JSON round trip gives, with every field
+// set, with none, and with the lists that are not omitempty nil and the
+// others empty but not nil.
+func TestNormalizedValueMatchesJSON(t *testing.T) {
+	var full toolcall.Normalized
+	fill(t, reflect.ValueOf(&full).Elem())
+	edge := toolcall.Normalized{Tool: "bash", Commands: []toolcall.Command{{Name: "ls"}, {Argv: []string{}}},
+		Git:   []toolcall.GitOp{{Sub: "log"}, {Args: []string{}, Flags: []string{}, Refs: []string{}}},
+		Reads: []string{}, Scripts: []string{""}, Env: map[string]string{}}
+	two := toolcall.Normalized{Env: map[string]string{"A": "1", "B": ""}, Cwd: "/w"}
+	for _, tc := range []struct {
+		name string
+		n    toolcall.Normalized
+	}{{"full", full}, {"zero", toolcall.Normalized{}}, {"edge", edge}, {"env", two}} {
+		want, err := ast.InterfaceToValue(tc.n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range []any{tc.n, &tc.n} {
+			got, err := toValue(x)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Compare(want) != 0 {
+				t.Errorf("%s (%T):\ngot  %v\nwant %v", tc.name, x, got, want)
+			}
+		}
 	}
 }
