@@ -76,6 +76,23 @@ func TestParseFastMatchesRaw(t *testing.T) {
 		{"no calls", `{"messages":[{"role":"user","content":"hi"}]}`, false},
 		{"one event", `{"type":"call","episode_id":"e","offset":0}`, false},
 		{"jsonl", `{"messages":[` + bashCall + `]}` + "\n" + `{"messages":[` + bashCall + `]}`, false},
+		{"trailing bytes", `{"messages":[` + bashCall + `]} x`, false},
+		{"role in another case", `{"messages":[{"Role":"user","content":"a"},` + bashCall + `]}`, false},
+		{"name without its underscore", `{"messages":[{"role":"assistant","toolcalls":[]},` + bashCall + `]}`, false},
+		{"duplicate role", `{"messages":[{"role":"user","role":"assistant","content":"a"},` + bashCall + `]}`, false},
+		{"escaped name", `{"messages":[{"r\u006fle":"user"},` + bashCall + `]}`, false},
+		{"escaped top-level name", `{"m\u0065ssages":[` + bashCall + `]}`, false},
+		{"name outside ASCII", `{"messages":[{"role":"user","\u212aey":1,"ſ":2},` + bashCall + `]}`, false},
+		{"role a number", `{"messages":[{"role":1},` + bashCall + `]}`, false},
+		{"unknown members skipped", `{"messages":[{"role":"user","content":"a","extra":{"x":[1,2.5e3,true,null,"\u00e9\ud800"],"role":7}},` + bashCall + `,` + tool + `],"info":{"submission":"p"}}`, true},
+		{"invalid skipped member", `{"messages":[{"role":"user","extra":[1,]},` + bashCall + `]}`, false},
+		{"null members", `{"messages":[{"role":"assistant","content":null,"tool_calls":null,"name":null,"function_call":{"name":"bash","arguments":"{\"command\":\"ls\"}"}},{"role":"function","content":"a"}]}`, true},
+		{"null tool call and function", `{"messages":[{"role":"assistant","tool_calls":[null,{"id":"b","function":null}]},` + bashCall + `]}`, true},
+		{"escapes and unicode", `{"messages":[{"role":"user","content":"t\u00e9st \"q\" \\ \/ \t é 日本"},` + bashCall + `,{"role":"tool","tool_call_id":"a","content":"a\nb\ud83d\ude00 \udc00"}]}`, true},
+		{"step in another case", `{"trajectory":[{"Action":"ls"}]}`, false},
+		{"step state object, query skipped", `{"trajectory":[null,{"action":"ls","observation":"a","state":{"working_dir":"/repo"},"query":[{"role":"system","content":"x\ny"}],"thought":"t"}]}`, true},
+		{"invalid query", `{"trajectory":[{"action":"ls","query":[{"role":}]}]}`, false},
+		{"observation an object", `{"trajectory":[{"action":"ls","observation":{}}]}`, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -186,4 +203,20 @@ func TestPreparedNormalizesAsDecoded(t *testing.T) {
 	if got := monitor.NormalizePrepared(s.prepared(), "/", nil).Raw; got != "cat /etc/passwd" {
 		t.Errorf("a changed call normalizes as %q, want its new command", got)
 	}
+}
+
+// FuzzParseFast: whatever the input, what parseFast reads is what the
+// raw way reads.
+func FuzzParseFast(f *testing.F) {
+	for _, seed := range []string{
+		`{"messages":[{"role":"user","content":"fix"},{"role":"assistant","tool_calls":[{"id":"a","function":{"name":"bash","arguments":"{\"command\":\"ls\"}"}}]},{"role":"tool","tool_call_id":"a","content":"x"}]}`,
+		`{"messages":[{"role":"assistant","content":"` + "```bash\\nls\\n```" + `"},{"role":"user","content":"<output>a</output>"}],"info":{"submission":"p"}}`,
+		`{"trajectory":[{"action":"ls","observation":"a","state":"{\"working_dir\": \"/r\"}","query":[1]}],"history":[{"role":"user","content":"i"}]}`,
+		`{"instance_id":"x","history":[{"id":1,"source":"agent","action":"run","args":{"command":"ls"}}]}`,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, data string) {
+		sameAsRaw(t, "fuzz.json", []byte(data))
+	})
 }

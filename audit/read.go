@@ -226,8 +226,9 @@ func ReadFile(path string) ([]Episode, []FileError) {
 // semantics (names matched case-insensitively, invalid UTF-8 replaced,
 // the last of duplicate names kept) on the v2 decoder, which reads these
 // long trajectories in about half the CPU time (BenchmarkAuditReal/read).
-// A file holding one object is decoded in one typed pass (parseFast) and
-// split into raw members only when that pass does not read it.
+// A file holding one object is read in one pass with jsondec's scanner
+// (parseFast: the members no reader needs skipped, not decoded) and split
+// into raw members only when that pass does not read it.
 func Parse(name string, data []byte) ([]Episode, []FileError) {
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 {
