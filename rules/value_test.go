@@ -3,6 +3,7 @@ package rules
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -191,5 +192,98 @@ func TestNormalizedValueMatchesJSON(t *testing.T) {
 				t.Errorf("%s (%T):\ngot  %v\nwant %v", tc.name, x, got, want)
 			}
 		}
+	}
+}
+
+// quickValidCases: JSON that quickValid accepts, and texts json.Valid
+// rejects, which it must too.
+var quickValidCases = []struct {
+	text string
+	want bool
+}{
+	{`{"command": "cat <<'EOF' > x.py\nprint(\"é\\u00e9\\/\")\nEOF"}`, true},
+	{` {"path":"/w/a.py","old":"x","new":"y","n":-1.5e+3,"ok":true,"no":false,"z":null,"l":[1,[],{}]} `, true},
+	{`[0, -0, 0.5, 1E9, 12e-1, "\b\f\n\r\t\"\\"]`, true},
+	{"\"\xff\xfe not UTF-8\"", true}, // encoding/json reads bytes, not runes
+	{``, false}, {` `, false}, {`{`, false}, {`{"a"}`, false}, {`{"a":}`, false}, {`{"a":1,}`, false},
+	{`[1,]`, false}, {`[1 2]`, false}, {`{"a":1]`, false}, {`[1}`, false}, {`01`, false}, {`1.`, false},
+	{`.5`, false}, {`-`, false}, {`1e`, false}, {`+1`, false}, {`tru`, false}, {`nul`, false}, {`"a`, false},
+	{`"\x"`, false}, {`"\u12g4"`, false}, {`"\u123"`, false}, {"\"a\tb\"", false}, {`{} {}`, false},
+	{`{1:2}`, false}, {"\ufeff{}", false}, {`'a'`, false},
+	{strings.Repeat("[", 64) + strings.Repeat("]", 64), true},
+}
+
+func TestQuickValid(t *testing.T) {
+	for _, tc := range quickValidCases {
+		if got := quickValid([]byte(tc.text)); got != tc.want {
+			t.Errorf("quickValid(%q) = %v, want %v", tc.text, got, tc.want)
+		}
+		if json.Valid([]byte(tc.text)) != tc.want {
+			t.Errorf("json.Valid(%q) != %v: the case is wrong", tc.text, tc.want)
+		}
+	}
+	// deeper than 64 is json.Valid's to read
+	deep := []byte(strings.Repeat("[", 65) + strings.Repeat("]", 65))
+	if quickValid(deep) || !json.Valid(deep) {
+		t.Errorf("nesting of 65: quickValid should give up, json.Valid accept")
+	}
+}
+
+// FuzzQuickValid: what quickValid accepts, json.Valid accepts; on JSON
+// of up to 64 levels they agree.
+func FuzzQuickValid(f *testing.F) {
+	for _, tc := range quickValidCases {
+		f.Add([]byte(tc.text))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		q, v := quickValid(b), json.Valid(b)
+		if q && !v {
+			t.Fatalf("quickValid accepts %q, json.Valid does not", b)
+		}
+		if v && !q && depth(b) <= 64 {
+			t.Fatalf("quickValid rejects %q, which json.Valid accepts", b)
+		}
+	})
+}
+
+// depth is the deepest nesting of brackets in b, strings aside.
+func depth(b []byte) int {
+	d, most, in := 0, 0, false
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
+		case in && c == '\\':
+			i++
+		case c == '"':
+			in = !in
+		case !in && (c == '[' || c == '{'):
+			d++
+			most = max(most, d)
+		case !in && (c == ']' || c == '}'):
+			d--
+		}
+	}
+	return most
+}
+
+// BenchmarkValidArgs: a call's arguments, a heredoc of 4 KB, checked by
+// quickValid and by json.Valid.
+func BenchmarkValidArgs(b *testing.B) {
+	script := strings.Repeat("    assert wrap(\"a b c\", width=3) == [\"a\", \"b\", \"c\"]  # é\n", 64)
+	args, err := json.Marshal(map[string]string{"command": "cat <<'EOF' > test_x.py\n" + script + "EOF"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, v := range []struct {
+		name  string
+		valid func([]byte) bool
+	}{{"quick", quickValid}, {"json", json.Valid}} {
+		b.Run(v.name, func(b *testing.B) {
+			b.SetBytes(int64(len(args)))
+			for b.Loop() {
+				if !v.valid(args) {
+					b.Fatal("not valid")
+				}
+			}
+		})
 	}
 }
