@@ -243,8 +243,8 @@ func scanMessage(data []byte, v int, m *message) (int, bool) {
 				m.Content = flatText(s)
 				return end, ok
 			}
-			end, ok := jsondec.Skip(data, v)
-			m.Content = flatText(trajectory.ContentText(data[v:end]))
+			text, end, ok := scanContent(data, v)
+			m.Content = text
 			return end, ok
 		case 2:
 			return scanSlice(data, v, &m.ToolCalls, scanToolCall)
@@ -261,6 +261,39 @@ func scanMessage(data []byte, v int, m *message) (int, bool) {
 		}
 		return v, false // no other field
 	})
+}
+
+var partFields = newFields("type", "text")
+
+// scanContent reads a content that is no string as
+// trajectory.ContentText flattens it. A list of parts is scanned in
+// place, its non-empty texts joined by newlines; anything else, or a list
+// the scan is unsure of, is skipped and given to ContentText.
+func scanContent(data []byte, v int) (flatText, int, bool) {
+	if data[v] == '[' {
+		var texts []string
+		end, ok := jsondec.Array(data, v, func(e int) (int, bool) {
+			if data[e] == 'n' {
+				return jsondec.Skip(data, e)
+			}
+			var typ, text string
+			end, ok := scanFields(data, e, *partFields, func(i, v int) (int, bool) {
+				if i == 0 {
+					return scanString(data, v, &typ)
+				}
+				return scanString(data, v, &text)
+			})
+			if text != "" {
+				texts = append(texts, text)
+			}
+			return end, ok
+		})
+		if ok {
+			return flatText(strings.Join(texts, "\n")), end, true
+		}
+	}
+	end, ok := jsondec.Skip(data, v)
+	return flatText(trajectory.ContentText(data[v:end])), end, ok
 }
 
 var toolCallFields = newFields("id", "function")

@@ -89,6 +89,8 @@ func TestParseFastMatchesRaw(t *testing.T) {
 		{"null members", `{"messages":[{"role":"assistant","content":null,"tool_calls":null,"name":null,"function_call":{"name":"bash","arguments":"{\"command\":\"ls\"}"}},{"role":"function","content":"a"}]}`, true},
 		{"null tool call and function", `{"messages":[{"role":"assistant","tool_calls":[null,{"id":"b","function":null}]},` + bashCall + `]}`, true},
 		{"escapes and unicode", `{"messages":[{"role":"user","content":"t\u00e9st \"q\" \\ \/ \t é 日本"},` + bashCall + `,{"role":"tool","tool_call_id":"a","content":"a\nb\ud83d\ude00 \udc00"}]}`, true},
+		{"parts scanned", `{"messages":[{"role":"user","content":[null,{"type":"image_url","image_url":{"url":"u"}},{"text":"a\nb","type":"text"},{"type":null,"text":""},{"type":"text","text":"c"}]},` + bashCall + `,{"role":"tool","tool_call_id":"a","content":[{"type":"text","text":"only"}]}]}`, true},
+		{"parts ContentText reads", `{"messages":[{"role":"user","content":[{"type":1,"text":"a"}]},{"role":"user","content":["x",{"text":"y"}]},{"role":"user","content":[{"Text":"a","text":"b"}]},{"role":"user","content":[{"text":"a","text":"b"}]},{"role":"user","content":[{"text":5}]}` + `,` + bashCall + `]}`, true},
 		{"step in another case", `{"trajectory":[{"Action":"ls"}]}`, false},
 		{"step state object, query skipped", `{"trajectory":[null,{"action":"ls","observation":"a","state":{"working_dir":"/repo"},"query":[{"role":"system","content":"x\ny"}],"thought":"t"}]}`, true},
 		{"invalid query", `{"trajectory":[{"action":"ls","query":[{"role":}]}]}`, false},
@@ -212,6 +214,7 @@ func FuzzParseFast(f *testing.F) {
 		`{"messages":[{"role":"user","content":"fix"},{"role":"assistant","tool_calls":[{"id":"a","function":{"name":"bash","arguments":"{\"command\":\"ls\"}"}}]},{"role":"tool","tool_call_id":"a","content":"x"}]}`,
 		`{"messages":[{"role":"assistant","content":"` + "```bash\\nls\\n```" + `"},{"role":"user","content":"<output>a</output>"}],"info":{"submission":"p"}}`,
 		`{"trajectory":[{"action":"ls","observation":"a","state":"{\"working_dir\": \"/r\"}","query":[1]}],"history":[{"role":"user","content":"i"}]}`,
+		`{"messages":[{"role":"user","content":[{"type":"text","text":"a"},null,{"text":"b"}]},{"role":"assistant","function_call":{"name":"bash","arguments":{"command":"ls"}}}]}`,
 		`{"instance_id":"x","history":[{"id":1,"source":"agent","action":"run","args":{"command":"ls"}}]}`,
 	} {
 		f.Add(seed)
