@@ -35,7 +35,7 @@ var allowed = map[string][]string{
 	"demo":                                  {"task", "sandbox"},
 	"toolcall":                              {},
 	"decision":                              {"toolcall", "rules", "judge", "sandbox"},
-	"rules":                                 {"toolcall"},
+	"rules":                                 {"toolcall", "internal/jsondec"},
 	"rules/corpus":                          {"rules", "toolcall"},
 	"judge":                                 {},
 	"egress":                                {"rules"},

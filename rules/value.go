@@ -12,6 +12,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/util"
 
+	"github.com/rollcage/rollcage/internal/jsondec"
 	"github.com/rollcage/rollcage/toolcall"
 )
 
@@ -328,182 +329,12 @@ func checkRaw(x any) error {
 	return nil
 }
 
-// quickValid reports whether b is one JSON value, reading it as
-// json.Valid does but in a few tight loops rather than a state function
-// per byte: every call's arguments are checked, and they are mostly long
-// strings. It is one-sided: what it accepts json.Valid accepts (the
-// grammar of RFC 8259, strings of any bytes but control characters, as
-// encoding/json's scanner reads them), and it gives up on nesting deeper
-// than 64, which json.Valid then reads (FuzzQuickValid).
+// quickValid reports whether b is one JSON value, read with jsondec's
+// scanner (strings eight bytes at a time) rather than encoding/json's
+// state function per byte: every call's arguments are checked, and they
+// are mostly long strings. It is one-sided: what it accepts json.Valid
+// accepts; what it does not (deep nesting among it), json.Valid decides.
 func quickValid(b []byte) bool {
-	var stack uint64 // a bit per open container: 1 object, 0 array
-	depth := 0
-	i := skipSpace(b, 0)
-	for {
-		// a value at i
-		if i >= len(b) {
-			return false
-		}
-		switch c := b[i]; {
-		case c == '{' || c == '[':
-			if depth == 64 {
-				return false
-			}
-			depth++
-			stack <<= 1
-			i = skipSpace(b, i+1)
-			if c == '{' {
-				stack |= 1
-				if i < len(b) && b[i] == '}' { // empty
-					i, depth, stack = i+1, depth-1, stack>>1
-					break
-				}
-				if i = member(b, i); i < 0 {
-					return false
-				}
-				continue
-			}
-			if i < len(b) && b[i] == ']' { // empty
-				i, depth, stack = i+1, depth-1, stack>>1
-				break
-			}
-			continue
-		case c == '"':
-			i = skipString(b, i)
-		case c == 't':
-			i = skipWord(b, i, "true")
-		case c == 'f':
-			i = skipWord(b, i, "false")
-		case c == 'n':
-			i = skipWord(b, i, "null")
-		case c == '-' || '0' <= c && c <= '9':
-			i = skipNumber(b, i)
-		default:
-			return false
-		}
-		if i < 0 {
-			return false
-		}
-		// after a value: close containers until one goes on
-		for {
-			i = skipSpace(b, i)
-			if depth == 0 {
-				return i == len(b)
-			}
-			if i >= len(b) {
-				return false
-			}
-			obj := stack&1 == 1
-			if b[i] == ',' {
-				i = skipSpace(b, i+1)
-				if obj {
-					if i = member(b, i); i < 0 {
-						return false
-					}
-				}
-				break
-			}
-			if obj && b[i] != '}' || !obj && b[i] != ']' {
-				return false
-			}
-			i++
-			depth--
-			stack >>= 1
-		}
-	}
-}
-
-// member reads an object member's name and colon at i, returning where
-// its value starts (-1: not JSON).
-func member(b []byte, i int) int {
-	if i >= len(b) || b[i] != '"' {
-		return -1
-	}
-	if i = skipSpace(b, skipString(b, i)); i <= 0 || i >= len(b) || b[i] != ':' {
-		return -1
-	}
-	return skipSpace(b, i+1)
-}
-
-func skipSpace(b []byte, i int) int {
-	for i >= 0 && i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipString reads the string at i (b[i] is its quote), returning the
-// index after it, -1 when it is not JSON.
-func skipString(b []byte, i int) int {
-	for i++; i < len(b); i++ {
-		switch c := b[i]; {
-		case c == '"':
-			return i + 1
-		case c < 0x20:
-			return -1
-		case c == '\\':
-			i++
-			if i >= len(b) {
-				return -1
-			}
-			switch b[i] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-			case 'u':
-				if i+4 >= len(b) {
-					return -1
-				}
-				for _, h := range b[i+1 : i+5] {
-					if !('0' <= h && h <= '9' || 'a' <= h && h <= 'f' || 'A' <= h && h <= 'F') {
-						return -1
-					}
-				}
-				i += 4
-			default:
-				return -1
-			}
-		}
-	}
-	return -1
-}
-
-func skipWord(b []byte, i int, w string) int {
-	if len(b)-i < len(w) || string(b[i:i+len(w)]) != w {
-		return -1
-	}
-	return i + len(w)
-}
-
-// skipNumber reads -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? at i.
-func skipNumber(b []byte, i int) int {
-	digits := func(i int) int { // one or more
-		j := i
-		for j < len(b) && '0' <= b[j] && b[j] <= '9' {
-			j++
-		}
-		if j == i {
-			return -1
-		}
-		return j
-	}
-	if b[i] == '-' {
-		i++
-	}
-	if i < len(b) && b[i] == '0' {
-		i++
-	} else if i = digits(i); i < 0 {
-		return -1
-	}
-	if i < len(b) && b[i] == '.' {
-		if i = digits(i + 1); i < 0 {
-			return -1
-		}
-	}
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
-		i++
-		if i < len(b) && (b[i] == '+' || b[i] == '-') {
-			i++
-		}
-		return digits(i)
-	}
-	return i
+	end, ok := jsondec.Skip(b, jsondec.Space(b, 0))
+	return ok && jsondec.Space(b, end) == len(b)
 }
