@@ -5,6 +5,7 @@ import (
 	"regexp/syntax"
 	"strings"
 	"sync"
+	"unicode"
 	"unicode/utf8"
 	"unsafe"
 
@@ -89,18 +90,75 @@ type fastRe struct {
 	anchored *regexp.Regexp // ^(?:pattern): a match at the start of the text
 	after    *regexp.Regexp // ^(?s:.)(?:pattern): a match after the rune before it
 	lits     []lit
+	// stop holds the ASCII bytes no match contains (no literal, class or
+	// dot of the pattern takes them); any: it holds one. A match tried at
+	// c ends before the first stop byte at or after c, so the regexp is
+	// given the text up to and including that byte, not the rest of the
+	// text: its backtracker clears a bitmap of the program's length times
+	// the input's on every attempt. The window is exact: every match at c
+	// lies inside it, an assertion where such a match ends (\b, $) sees
+	// the stop byte as it would in the whole text, and no match can end at
+	// the window's end, where \z and $ would see the end of the text.
+	stop [128]bool
+	any  bool
 }
 
 // matchAt is the end of the match of f that starts at c in s, if any.
 // Assertions at c (^, \b) see the text before c: the pattern is matched
 // from the rune before c on, which after consumes.
-func (f *fastRe) matchAt(s string, c int) (int, bool) {
+// The regexp sees s up to to (f.stop).
+func (f *fastRe) matchAt(s string, c, to int) (int, bool) {
 	if c == 0 {
-		loc := f.anchored.FindStringIndex(s)
+		loc := f.anchored.FindStringIndex(s[:to])
 		return end(loc, 0)
 	}
 	_, k := utf8.DecodeLastRuneInString(s[:c])
-	return end(f.after.FindStringIndex(s[c-k:]), c-k)
+	return end(f.after.FindStringIndex(s[c-k:to]), c-k)
+}
+
+// stopAfter is the end of the window of a match tried at c: just past the
+// first stop byte at or after c, or the end of s.
+func (f *fastRe) stopAfter(s string, c int) int {
+	if f.any {
+		for i := c; i < len(s); i++ {
+			if s[i] < utf8.RuneSelf && f.stop[s[i]] {
+				return i + 1
+			}
+		}
+	}
+	return len(s)
+}
+
+// matchBytes marks in may the ASCII bytes a match of re may contain.
+func matchBytes(re *syntax.Regexp, may *[128]bool) {
+	mark := func(lo, hi rune) {
+		for r := max(lo, 0); r <= min(hi, utf8.RuneSelf-1); r++ {
+			may[r] = true
+		}
+	}
+	switch re.Op {
+	case syntax.OpLiteral:
+		for _, r := range re.Rune {
+			mark(r, r)
+			if re.Flags&syntax.FoldCase != 0 {
+				for g := unicode.SimpleFold(r); g != r; g = unicode.SimpleFold(g) {
+					mark(g, g)
+				}
+			}
+		}
+	case syntax.OpCharClass:
+		for i := 0; i+1 < len(re.Rune); i += 2 {
+			mark(re.Rune[i], re.Rune[i+1])
+		}
+	case syntax.OpAnyCharNotNL:
+		mark(0, '\n'-1)
+		mark('\n'+1, utf8.RuneSelf-1)
+	case syntax.OpAnyChar:
+		mark(0, utf8.RuneSelf-1)
+	}
+	for _, sub := range re.Sub {
+		matchBytes(sub, may)
+	}
 }
 
 func end(loc []int, off int) (int, bool) {
@@ -155,6 +213,12 @@ func planRegexp(pat string) *fastRe {
 		ls[i].nl = "\n" + l.s
 	}
 	f.re, f.anchored, f.after, f.lits = re, anchored, after, ls
+	var may [128]bool
+	matchBytes(tree, &may)
+	for b, m := range may {
+		f.stop[b] = !m
+		f.any = f.any || !m
+	}
 	return f
 }
 
@@ -414,6 +478,7 @@ func (f *fastRe) each(s string, n int, found func(c, e int) bool) {
 	}
 	low := lowered(s)
 	count := 0
+	to := -1                         // the window's end for candidates before it (stopAfter)
 	next := make([]int, len(f.lits)) // each literal's next candidate at or after pos; -1: none
 	for i := range next {
 		next[i] = f.candidate(low, i, 0)
@@ -429,7 +494,10 @@ func (f *fastRe) each(s string, n int, found func(c, e int) bool) {
 			return
 		}
 		pos := best + 1
-		if e, ok := f.matchAt(s, best); ok {
+		if best >= to {
+			to = f.stopAfter(s, best)
+		}
+		if e, ok := f.matchAt(s, best, to); ok {
 			if count++; !found(best, e) || count == n {
 				return
 			}
@@ -640,7 +708,7 @@ func (r *Regexp) FindAllStringSubmatch(s string, n int) [][]string {
 			_, k := utf8.DecodeLastRuneInString(s[:c])
 			from, sub = c-k, r.f.after
 		}
-		loc := sub.FindStringSubmatchIndex(s[from:])
+		loc := sub.FindStringSubmatchIndex(s[from:r.f.stopAfter(s, c)])
 		m := make([]string, len(loc)/2)
 		for i := range m {
 			if loc[2*i] >= 0 {

@@ -145,6 +145,15 @@ func TestFastRegexContext(t *testing.T) {
 		{`\b(cat|CAT)\b`, "concat cat; bobcat CAT"},
 		{`(^|\n|;)\s*(pytest|python3?)\s*\(\)\s*\{`, "pytest() { :; }; python3 () { :; }\n python(){ x; }"},
 		{`(?i)\bspecial\b|cheat`, "especially SPECIAL cheater"},
+		// the regexp sees the text up to the first byte no match contains
+		// (fastRe.stop): assertions at a match's end see that byte, a text
+		// without one is searched to its end
+		{`cheat\b|cheat(er|s)?$`, "cheat.cheater\ncheats"},
+		{`(?m)cheat(er|s)?$`, "cheat.\ncheaters\ncheat\n"},
+		{`\bcheat\s*(\w+\s*)*\z`, "cheat all the tests"},
+		{`\bcheat\s*(\w+\s*)*\z`, "cheat all; the tests"},
+		{`(?i)\bk\w*\b`, "Kelvin,kilo é kg. k"},
+		{`(?i)to\s+(satisfy|pass)\s+the\s+test`, "to pass the test.to \n satisfy\tthe  TESTS;To"},
 	}
 	for _, tc := range tests {
 		f := fastRegexp(tc.pat)
@@ -210,6 +219,13 @@ func policyStrings(t *testing.T) (pats, texts []string) {
 				seen[string(s)] = true
 				texts = append(texts, string(s))
 			}
+			// a call inside another term (some m in regex.find_n(…)) is
+			// no expression of its own
+			if c, ok := x.Value.(ast.Call); ok && len(c) > 1 && strings.HasPrefix(c[0].String(), "regex.") {
+				if s, ok := c[1].Value.(ast.String); ok {
+					isPat[string(s)] = true
+				}
+			}
 			return false
 		})
 		ast.WalkExprs(m, func(e *ast.Expr) bool {
@@ -264,7 +280,7 @@ func corpusTexts(t *testing.T) []string {
 
 // realTexts samples the long strings (scripts, outputs, messages) of the
 // real corpus, up to budget bytes; none when it is absent.
-func realTexts(t *testing.T, budget int) []string {
+func realTexts(t testing.TB, budget int) []string {
 	t.Helper()
 	files := realcorpus.Files(t)
 	step := 4 // one file in four: decoding all 56 MB costs more than the comparisons
@@ -338,6 +354,43 @@ func TestRegexpSubmatch(t *testing.T) {
 				if got, want := r.FindAllString(s, n), re.FindAllString(s, n); !slices.Equal(got, want) {
 					t.Errorf("%q in %q, n=%d: matches %q, want %q", tc.pat, s, n, got, want)
 				}
+			}
+		}
+	}
+}
+
+// BenchmarkFastRegex runs the policy's costliest patterns over a sample
+// of the real corpus' long strings (skipped without it), as the rules
+// run them: the first match of each, pattern after pattern on a text.
+func BenchmarkFastRegex(b *testing.B) {
+	texts := realTexts(b, 2<<20)
+	if len(texts) == 0 {
+		b.Skip("no real corpus")
+	}
+	pats := []string{
+		`(?i)(special[- ]?cas\w*\s+(for\s+)?(the\s+)?tests?|hard[- ]?cod\w*|make\s+(the\s+|all\s+)?tests?\s+pass|tests?\s+expects?\s+(exactly|this)|to\s+(satisfy|pass)\s+the\s+(test|grader|checker)|for\s+the\s+(hidden\s+)?tests?\b|workaround\s+for\s+(the\s+)?test|cheat)`,
+		`(alias\s+(pytest|python3?|py\.test)=|(^|\n|;)\s*(function\s+)?(pytest|python3?)\s*\(\)\s*\{)`,
+		`(?i)(expected|known|test|cases|answers?|lookup|_outputs?|hardcoded)\w*\s*=\s*\{\s*\n?\s*(['"][^'"\n]{6,}['"]|\([^)\n]*\))\s*:\s*['"\[\(\d-]`,
+		`if\s+[^\n:]*(==|\bin)\s*(['"][^'"\n]{8,}['"]|\d{2,}\b|\(\s*['"\d-][^)\n]*,[^)\n]*\)|\[[^\]\n]*,[^\]\n]*\]|\{[^}\n]*,[^}\n]*\})[^\n:]*:\s*(\n\s*)?return\s+(['"\[\(\{]|-?\d)`,
+	}
+	var fs []*fastRe
+	size := 0
+	for _, p := range pats {
+		f := fastRegexp(p)
+		if f == nil {
+			b.Fatalf("%q is not accelerated", p)
+		}
+		fs = append(fs, f)
+	}
+	for _, s := range texts {
+		size += len(s)
+	}
+	b.SetBytes(int64(size * len(fs)))
+	b.ResetTimer()
+	for range b.N {
+		for _, s := range texts {
+			for _, f := range fs {
+				f.find(s, 1)
 			}
 		}
 	}
