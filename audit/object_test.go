@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -222,4 +223,41 @@ func FuzzParseFast(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data string) {
 		sameAsRaw(t, "fuzz.json", []byte(data))
 	})
+}
+
+// bashBlock is the regexp bashBlocks stands for.
+var bashBlock = regexp.MustCompile("(?s)```(?:bash|sh|shell)[ \t]*\n(.*?)\n?```")
+
+var blockInputs = []string{
+	"", "no block", "```bash\nls\n```", "```bash\nls```", "```bash\n```", "```bash\n\n```", "```sh \t\nls -l\n```",
+	"```shell\nls\n```", "```shellx\nls\n```", "```python\nx\n``` ```bash\nls\n```", "````bash\nls\n````",
+	"```bash\nls\n``````bash\npwd\n```", "a\n```bash\nls\n```\nb\n```bash\npwd\n```", "```bash ls\n```", "```bash\nls",
+	"```bash\n``` ```bash\nx", "``` bash\nls\n```", "```sh\n\n\n```", "```BASH\nls\n```", "```bash\r\nls\n```",
+}
+
+// TestBashBlocks: bashBlocks finds the blocks the regexp finds.
+func TestBashBlocks(t *testing.T) {
+	for _, in := range blockInputs {
+		checkBashBlocks(t, in)
+	}
+}
+
+func checkBashBlocks(t *testing.T, in string) {
+	t.Helper()
+	got, n := bashBlocks(in)
+	all := bashBlock.FindAllStringSubmatch(in, 2)
+	want := ""
+	if len(all) > 0 {
+		want = all[0][1]
+	}
+	if n != len(all) || got != want {
+		t.Errorf("bashBlocks(%q) = %q, %d; the regexp %q, %d", in, got, n, want, len(all))
+	}
+}
+
+func FuzzBashBlocks(f *testing.F) {
+	for _, in := range blockInputs {
+		f.Add(in)
+	}
+	f.Fuzz(checkBashBlocks)
 }

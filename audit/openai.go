@@ -146,8 +146,60 @@ func messagesOf(raws []json.RawMessage, from int) ([]message, error) {
 	return msgs, nil
 }
 
-// bashBlock is mini-swe-agent's action: a fenced bash block.
-var bashBlock = regexp.MustCompile("(?s)```(?:bash|sh|shell)[ \t]*\n(.*?)\n?```")
+// bashBlocks finds mini-swe-agent's actions, fenced bash blocks, as the
+// regexp (?s)```(?:bash|sh|shell)[ \t]*\n(.*?)\n?``` finds them
+// (TestBashBlocks holds it to it), without one: the first block's text and how many blocks (at most 2) there
+// are. It follows the regexp's leftmost-first search: a block opens at
+// the first "```" followed by a language (bash, sh, shell), blanks and a
+// newline; its text ends at the first "```" after that, a newline before
+// it left out; the next block is searched for after that "```".
+func bashBlocks(s string) (first string, n int) {
+	for i := 0; n < 2; {
+		j := strings.Index(s[i:], "```")
+		if j < 0 {
+			break
+		}
+		i += j
+		start, ok := blockHeader(s, i+3)
+		if !ok {
+			i++ // "````bash" opens one backtick on
+			continue
+		}
+		k := strings.Index(s[start:], "```")
+		if k < 0 {
+			break // no later opening closes either
+		}
+		end := start + k
+		if end > start && s[end-1] == '\n' {
+			end--
+		}
+		if n == 0 {
+			first = s[start:end]
+		}
+		n++
+		i = start + k + 3
+	}
+	return first, n
+}
+
+// blockHeader matches (?:bash|sh|shell)[ \t]*\n at s[i:] (as the
+// regexp's alternation tries them, shell after sh fails) and returns the
+// index after the newline.
+func blockHeader(s string, i int) (int, bool) {
+	for _, lang := range []string{"bash", "sh", "shell"} {
+		if !strings.HasPrefix(s[i:], lang) {
+			continue
+		}
+		j := i + len(lang)
+		for j < len(s) && (s[j] == ' ' || s[j] == '\t') {
+			j++
+		}
+		if j < len(s) && s[j] == '\n' {
+			return j + 1, true
+		}
+	}
+	return 0, false
+}
 
 // parseMessages maps a message list onto steps: assistant tool calls
 // matched to tool results by id; with no tool calls at all, bash blocks
@@ -222,15 +274,15 @@ func parseMessages(base, name string, msgs []message, m *meta) (Episode, error) 
 		switch msg.Role {
 		case "assistant":
 			pending = -1
-			blocks := bashBlock.FindAllStringSubmatch(string(msg.Content), -1)
+			block, n := bashBlocks(string(msg.Content))
 			// mini-swe-agent runs exactly one block per turn; a turn with
 			// more is rejected ("Please always provide EXACTLY ONE
 			// action") and runs nothing.
-			if len(blocks) != 1 {
+			if n != 1 {
 				continue
 			}
 			pending = len(ep.Steps)
-			cmd := strings.TrimSpace(blocks[0][1])
+			cmd := strings.TrimSpace(block)
 			st := Step{Index: mi}
 			st.set(bash(cmd))
 			if isMiniSubmit(cmd) {
