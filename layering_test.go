@@ -46,7 +46,7 @@ var allowed = map[string][]string{
 	"internal/realcorpus":                   {},
 	"harness":                               {"monitor", "egress", "sandbox", "task", "trajectory", "rules", "judge", "toolcall", "decision"},
 	"harness/harnesstest":                   {"demo", "monitor", "rules", "task", "trajectory", "sandbox", "sandbox/sandboxtest", "sandbox/docker/dockertest"},
-	"audit":                                 {"monitor", "rules", "judge", "trajectory", "task", "toolcall", "decision"},
+	"audit":                                 {"monitor", "rules", "judge", "trajectory", "task", "toolcall", "decision", "internal/jsondec"},
 	"redteam":                               {"harness", "monitor", "sandbox", "task", "trajectory"},
 	"server":                                {"harness", "trajectory", "task", "sandbox", "toolcall", "decision"},
 	"clients/python":                        {},
