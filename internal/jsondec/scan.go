@@ -52,40 +52,16 @@ func skip(b []byte, i, depth int) (int, bool) {
 	case '"':
 		end, _, _, ok := stringEnd(b, i)
 		return end, ok
-	case '{', '[':
+	case '{':
 		if depth >= maxDepth {
 			return i, false
 		}
-		last := byte('}')
-		if c == '[' {
-			last = ']'
+		return Object(b, i, func(_ []byte, v int) (int, bool) { return skip(b, v, depth+1) })
+	case '[':
+		if depth >= maxDepth {
+			return i, false
 		}
-		i = Space(b, i+1)
-		if i < len(b) && b[i] == last {
-			return i + 1, true
-		}
-		for {
-			var ok bool
-			if c == '{' {
-				if i >= len(b) || b[i] != '"' {
-					return i, false
-				}
-				if i, _, _, ok = stringEnd(b, i); !ok {
-					return i, false
-				}
-				if i = Space(b, i); i >= len(b) || b[i] != ':' {
-					return i, false
-				}
-				i = Space(b, i+1)
-			}
-			if i, ok = skip(b, i, depth+1); !ok {
-				return i, false
-			}
-			var more bool
-			if i, more, ok = next(b, i, last); !more {
-				return i, ok
-			}
-		}
+		return Array(b, i, func(v int) (int, bool) { return skip(b, v, depth+1) })
 	case 't':
 		return literal(b, i, "true")
 	case 'f':
