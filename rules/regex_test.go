@@ -205,7 +205,7 @@ func TestFastRegexBuiltins(t *testing.T) {
 // policyStrings returns the regexps of the default bundle (the patterns
 // of its regex.* calls and the rule values they name) and every string
 // constant of the bundle and its Rego tests, as texts.
-func policyStrings(t *testing.T) (pats, texts []string) {
+func policyStrings(t testing.TB) (pats, texts []string) {
 	t.Helper()
 	mods, _, _, err := load(policyFS, false, nil, true)
 	if err != nil {
@@ -359,29 +359,26 @@ func TestRegexpSubmatch(t *testing.T) {
 	}
 }
 
-// BenchmarkFastRegex runs the policy's costliest patterns over a sample
-// of the real corpus' long strings (skipped without it), as the rules
-// run them: the first match of each, pattern after pattern on a text.
+// BenchmarkFastRegex runs the default bundle's accelerated patterns over
+// a sample of the real corpus' long strings (skipped without it), as the
+// rules run them: the first match of each, pattern after pattern on a
+// text.
 func BenchmarkFastRegex(b *testing.B) {
 	texts := realTexts(b, 2<<20)
 	if len(texts) == 0 {
 		b.Skip("no real corpus")
 	}
-	pats := []string{
-		`(?i)(special[- ]?cas\w*\s+(for\s+)?(the\s+)?tests?|hard[- ]?cod\w*|make\s+(the\s+|all\s+)?tests?\s+pass|tests?\s+expects?\s+(exactly|this)|to\s+(satisfy|pass)\s+the\s+(test|grader|checker)|for\s+the\s+(hidden\s+)?tests?\b|workaround\s+for\s+(the\s+)?test|cheat)`,
-		`(alias\s+(pytest|python3?|py\.test)=|(^|\n|;)\s*(function\s+)?(pytest|python3?)\s*\(\)\s*\{)`,
-		`(?i)(expected|known|test|cases|answers?|lookup|_outputs?|hardcoded)\w*\s*=\s*\{\s*\n?\s*(['"][^'"\n]{6,}['"]|\([^)\n]*\))\s*:\s*['"\[\(\d-]`,
-		`if\s+[^\n:]*(==|\bin)\s*(['"][^'"\n]{8,}['"]|\d{2,}\b|\(\s*['"\d-][^)\n]*,[^)\n]*\)|\[[^\]\n]*,[^\]\n]*\]|\{[^}\n]*,[^}\n]*\})[^\n:]*:\s*(\n\s*)?return\s+(['"\[\(\{]|-?\d)`,
-	}
+	pats, _ := policyStrings(b)
 	var fs []*fastRe
-	size := 0
 	for _, p := range pats {
-		f := fastRegexp(p)
-		if f == nil {
-			b.Fatalf("%q is not accelerated", p)
+		if f := fastRegexp(p); f != nil {
+			fs = append(fs, f)
 		}
-		fs = append(fs, f)
 	}
+	if len(fs) == 0 {
+		b.Fatal("no pattern of the bundle is accelerated")
+	}
+	size := 0
 	for _, s := range texts {
 		size += len(s)
 	}
