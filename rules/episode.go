@@ -224,11 +224,12 @@ func (ep *Episode) Eval(ctx context.Context, call, normalized any) ([]Flag, erro
 			}
 			return []Flag{}, nil
 		}
-		pq, err := pre.query(set)
+		pq, err := pre.query()
 		if err != nil {
 			ep.eng.log.Error("rules: prefiltered query; evaluating every package", "err", err)
 		} else {
 			q, ft = pq, feat(fb)
+			kv = append(kv, ast.StringTerm("run"), pre.run(set))
 			if sc != nil {
 				kv = append(kv, ast.StringTerm("derived"), sc.derived())
 			}

@@ -3,6 +3,7 @@ package rules
 import (
 	"context"
 	"fmt"
+	"math/bits"
 	"slices"
 	"sort"
 	"strings"
@@ -42,7 +43,8 @@ import (
 type pkgGate struct {
 	name  string
 	feats uint64
-	uses  uint64 // every feature the package's rules read
+	uses  uint64    // every feature the package's rules read
+	term  *ast.Term // name, for input.run
 }
 
 func allClauses(cs [][]int, f found) bool {
@@ -66,15 +68,14 @@ type prefilter struct {
 	static  *gateSet  // the gates derived from the policy alone
 	plan    *gatePlan // how static was read, for deriving episodes' gates
 
-	mu   sync.Mutex
-	qs   map[uint64]*prepared // guarded by mu; by package set (bit i: pkgs[i])
-	sets map[string]*gateSet  // guarded by mu; episodes' gates by gatePlan.episode's key
-}
+	userTerms []*ast.Term // user as terms, for input.run
 
-type prepared struct {
-	once sync.Once
+	once sync.Once // prepares q
 	q    rego.PreparedEvalQuery
 	err  error
+
+	mu   sync.Mutex
+	sets map[string]*gateSet // guarded by mu; episodes' gates by gatePlan.episode's key
 }
 
 // newPrefilter plans per-package evaluation, or returns nil when the policy
@@ -113,7 +114,7 @@ func newPrefilter(c *ast.Compiler, docs map[string]any, defaults map[string]bool
 			}
 		}
 	}
-	pf := &prefilter{prep: prep, qs: map[uint64]*prepared{}, hasUser: len(userPkg) > 0, plan: newGatePlan(c, nil, nil)}
+	pf := &prefilter{prep: prep, hasUser: len(userPkg) > 0, plan: newGatePlan(c, nil, nil)}
 	dg := pf.plan.gates()
 	gates := dg.byPkg
 	for p := range defPkg {
@@ -165,6 +166,12 @@ func newPrefilter(c *ast.Compiler, docs map[string]any, defaults map[string]bool
 	}
 	slices.SortFunc(pf.pkgs, func(a, b pkgGate) int { return strings.Compare(a.name, b.name) })
 	sort.Strings(pf.user)
+	for i := range pf.pkgs {
+		pf.pkgs[i].term = ast.StringTerm(pf.pkgs[i].name)
+	}
+	for _, u := range pf.user {
+		pf.userTerms = append(pf.userTerms, ast.StringTerm(u))
+	}
 	pf.static = pf.gateSet(dg, nil)
 	return pf
 }
@@ -409,44 +416,35 @@ func (pf *prefilter) packagesWith(gs *gateSet, fbits uint64, f found) uint64 {
 // empty reports whether set runs no package at all: nothing can fire.
 func (pf *prefilter) empty(set uint64) bool { return set == 0 && len(pf.user) == 0 }
 
-// query returns the prepared query for a package set.
-func (pf *prefilter) query(set uint64) (rego.PreparedEvalQuery, error) {
-	pf.mu.Lock()
-	p := pf.qs[set]
-	if p == nil {
-		p = &prepared{}
-		pf.qs[set] = p
-	}
-	pf.mu.Unlock()
-	p.once.Do(func() {
-		q := pf.source(set)
-		p.q, p.err = pf.prep(q)
-		if p.err != nil {
-			p.err = fmt.Errorf("rules: prepare %s: %w", q, asCompileError(p.err))
+// runQuery evaluates the flags of the packages input.run names: one
+// query for every package set, so no set costs a compile of its own (the
+// real corpus needs dozens of distinct sets). Each package's flags come
+// through the comprehension, so an undefined package is empty.
+const runQuery = `{f | some name in input.run; some f in data.rollcage.rules[name].flag}`
+
+// query returns the prepared query of every package set, preparing it on
+// first use.
+func (pf *prefilter) query() (rego.PreparedEvalQuery, error) {
+	pf.once.Do(func() {
+		pf.q, pf.err = pf.prep(runQuery)
+		if pf.err != nil {
+			pf.err = fmt.Errorf("rules: prepare %s: %w", runQuery, asCompileError(pf.err))
 		}
 	})
-	return p.q, p.err
+	return pf.q, pf.err
 }
 
-// source is the query text for a package set: the union of the named
-// packages' flag sets, each through a comprehension so an undefined
-// package is empty.
-func (pf *prefilter) source(set uint64) string {
-	names := append([]string(nil), pf.user...)
-	for i, p := range pf.pkgs {
+// run is the input.run of a package set: the names of its packages and
+// of the user packages, which run on every call.
+func (pf *prefilter) run(set uint64) *ast.Term {
+	names := make([]*ast.Term, 0, len(pf.userTerms)+bits.OnesCount64(set))
+	names = append(names, pf.userTerms...)
+	for i := range pf.pkgs {
 		if set&(1<<i) != 0 {
-			names = append(names, p.name)
+			names = append(names, pf.pkgs[i].term)
 		}
 	}
-	if len(names) == 0 {
-		return "set()"
-	}
-	sort.Strings(names)
-	parts := make([]string, len(names))
-	for i, n := range names {
-		parts[i] = fmt.Sprintf("{f | some f in data.rollcage.rules[%q].flag}", n)
-	}
-	return strings.Join(parts, " | ")
+	return ast.ArrayTerm(names...)
 }
 
 // gates are the per-episode facts the gates compare a call with.
