@@ -21,8 +21,8 @@ import (
 // for these patterns), which made regex.find_n the largest single cost of
 // auditing long trajectories. Every match of such a pattern starts with
 // one of a small set of literals, so the search can instead find the
-// literals' occurrences (strings.Index) and try the pattern, anchored, at
-// each in order: the first that matches is the leftmost match, and the
+// literals' occurrences (in one pass for most of them, litGroup) and try
+// the pattern, anchored, at each in order: the first that matches is the leftmost match, and the
 // same match regexp.FindString finds, since leftmost-first preference at
 // a fixed start is the anchored regexp's own. The anchored pattern is
 // matched from the rune before the candidate on (^(?s:.)(?:pattern)), so
@@ -90,6 +90,12 @@ type fastRe struct {
 	anchored *regexp.Regexp // ^(?:pattern): a match at the start of the text
 	after    *regexp.Regexp // ^(?s:.)(?:pattern): a match after the rune before it
 	lits     []lit
+	// groups search the literals that may occur anywhere (by back) and
+	// those at a line start, each group in one pass over the text;
+	// single are the indices in lits of the others (at the start of the
+	// text; empty, after back runes), searched one by one
+	groups []litGroup
+	single []int
 	// stop holds the ASCII bytes no match contains (no literal, class or
 	// dot of the pattern takes them); any: it holds one. A match tried at
 	// c ends before the first stop byte at or after c, so the regexp is
@@ -213,6 +219,7 @@ func planRegexp(pat string) *fastRe {
 		ls[i].nl = "\n" + l.s
 	}
 	f.re, f.anchored, f.after, f.lits = re, anchored, after, ls
+	f.groups, f.single = groupLits(ls)
 	var may [128]bool
 	matchBytes(tree, &may)
 	for b, m := range may {
@@ -476,20 +483,11 @@ func (f *fastRe) each(s string, n int, found func(c, e int) bool) {
 	if n == 0 {
 		return
 	}
-	low := lowered(s)
+	cs := f.candidates(lowered(s))
 	count := 0
-	to := -1                         // the window's end for candidates before it (stopAfter)
-	next := make([]int, len(f.lits)) // each literal's next candidate at or after pos; -1: none
-	for i := range next {
-		next[i] = f.candidate(low, i, 0)
-	}
+	to := -1 // the window's end for candidates before it (stopAfter)
 	for {
-		best := -1
-		for _, c := range next {
-			if c >= 0 && (best < 0 || c < best) {
-				best = c
-			}
-		}
+		best := cs.least()
 		if best < 0 {
 			return
 		}
@@ -503,18 +501,62 @@ func (f *fastRe) each(s string, n int, found func(c, e int) bool) {
 			}
 			pos = e
 		}
-		for i, c := range next {
-			if c >= 0 && c < pos {
-				next[i] = f.candidate(low, i, pos)
-			}
+		cs.skip(pos)
+	}
+}
+
+// candidates are where matches of f may start in a lowercased text, in
+// order: next[k] is the next at or after a position of f.candidate's k
+// (the groups', then the single literals'), -1 for none.
+type candidates struct {
+	f    *fastRe
+	low  string
+	next []int
+}
+
+// candidates is f's candidates in low from its start.
+func (f *fastRe) candidates(low string) candidates {
+	cs := candidates{f, low, make([]int, len(f.groups)+len(f.single))}
+	for k := range cs.next {
+		cs.next[k] = f.candidate(low, k, 0)
+	}
+	return cs
+}
+
+// least is the next candidate, or -1.
+func (cs *candidates) least() int {
+	best := -1
+	for _, c := range cs.next {
+		if c >= 0 && (best < 0 || c < best) {
+			best = c
+		}
+	}
+	return best
+}
+
+// skip moves on to the candidates at or after pos.
+func (cs *candidates) skip(pos int) {
+	for k, c := range cs.next {
+		if c >= 0 && c < pos {
+			cs.next[k] = cs.f.candidate(cs.low, k, pos)
 		}
 	}
 }
 
-// candidate is the first position at or after from where literal i
-// occurs as it may, or -1.
-func (f *fastRe) candidate(low string, i, from int) int {
-	l := f.lits[i]
+// candidate is the first position at or after from where a match may
+// start at a literal of f.groups[k], or for k past the groups at
+// f.lits[f.single[k-len(f.groups)]]; -1 for none.
+func (f *fastRe) candidate(low string, k, from int) int {
+	if k < len(f.groups) {
+		return f.groups[k].candidate(low, from)
+	}
+	return f.lits[f.single[k-len(f.groups)]].candidate(low, from)
+}
+
+// candidate is the first position at or after from where l occurs as it
+// may in low, or -1: the search of one literal, which a litGroup does for
+// all of its literals at once.
+func (l *lit) candidate(low string, from int) int {
 	switch l.at {
 	case litTextStart:
 		if from == 0 && strings.HasPrefix(low, l.s) {

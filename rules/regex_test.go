@@ -364,6 +364,41 @@ func TestRegexpSubmatch(t *testing.T) {
 // rules run them: the first match of each, pattern after pattern on a
 // text.
 func BenchmarkFastRegex(b *testing.B) {
+	texts, fs := fastRegexBench(b)
+	b.ResetTimer()
+	for range b.N {
+		for _, s := range texts {
+			for _, f := range fs {
+				f.find(s, 1)
+			}
+		}
+	}
+}
+
+// BenchmarkFastRegexCandidates is the candidate search of
+// BenchmarkFastRegex alone: every candidate of each pattern in each
+// (lowercased) text, in order, as each finds them, none tried.
+func BenchmarkFastRegexCandidates(b *testing.B) {
+	texts, fs := fastRegexBench(b)
+	for i, s := range texts {
+		texts[i] = lowered(s)
+	}
+	b.ResetTimer()
+	for range b.N {
+		for _, low := range texts {
+			for _, f := range fs {
+				cs := f.candidates(low)
+				for c := cs.least(); c >= 0; c = cs.least() {
+					cs.skip(c + 1)
+				}
+			}
+		}
+	}
+}
+
+// fastRegexBench is the texts and patterns of BenchmarkFastRegex, with
+// b's bytes set to what a round searches.
+func fastRegexBench(b *testing.B) ([]string, []*fastRe) {
 	texts := realTexts(b, 2<<20)
 	if len(texts) == 0 {
 		b.Skip("no real corpus")
@@ -383,12 +418,37 @@ func BenchmarkFastRegex(b *testing.B) {
 		size += len(s)
 	}
 	b.SetBytes(int64(size * len(fs)))
-	b.ResetTimer()
-	for range b.N {
-		for _, s := range texts {
-			for _, f := range fs {
-				f.find(s, 1)
-			}
+	return texts, fs
+}
+
+// FuzzFastRegex holds the literal-anchored search equal to regexp's
+// FindAllString (first match and all) for every accelerated pattern of
+// the policy over a text; the seeds are texts made of the patterns' own
+// literals.
+func FuzzFastRegex(f *testing.F) {
+	pats, _ := policyStrings(f)
+	var fast []*fastRe
+	for _, p := range pats {
+		if r := fastRegexp(p); r != nil {
+			fast = append(fast, r)
 		}
 	}
+	for i, r := range fast {
+		if i%8 == 0 {
+			l := r.lits[0].s
+			f.Add("x = " + l + "\n" + strings.ToUpper(l) + " é" + l + "(){ = {'k' : 1}")
+		}
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if !usable(s) {
+			return
+		}
+		for _, r := range fast {
+			for _, n := range []int{1, -1} {
+				if got, want := r.find(s, n), r.re.FindAllString(s, n); !slices.Equal(got, want) {
+					t.Errorf("pattern %q, n=%d, text %q: got %q, want %q", r.re, n, clipTest(s), got, want)
+				}
+			}
+		}
+	})
 }
