@@ -3,6 +3,7 @@ package rules
 import (
 	"maps"
 	"math/bits"
+	"regexp"
 	"regexp/syntax"
 	"slices"
 	"strconv"
@@ -37,8 +38,18 @@ import (
 // TestPrefilterEquivalence and FuzzPrefilterEquivalence (monitor) hold the
 // gated result equal to evaluating every rule, for the default bundle and
 // a user policy.
+//
+// Literals alone leave open most gates of rules that search code for a
+// phrase ("for the hidden tests" requires "for", "the" and "test", which
+// most code holds), and such a rule's package then runs only for its
+// pattern to find nothing. So a pattern searching a text Go has exactly
+// (lib.code, lib.text, input.normalized.raw) is a clause too, which the
+// scan decides by running the pattern in Go once the gate's literal
+// clauses hold (gateSet.resolve).
 
-// clause is satisfied when the haystack contains one of its literals.
+// clause is satisfied when the haystack contains one of its literals. A
+// regexp clause's literal (regexLit) is satisfied instead when its
+// pattern matches its call text.
 type clause []string
 
 // kind is the shape of one alternative of an abstract value.
@@ -65,6 +76,9 @@ type alt struct {
 	keyed  bool // an object whose keys are in the haystack: a field exists only when its key is there
 	guard  []clause
 	doc    *docReads // the episode's facts or task document itself: reading it is noted
+	// text names the call text this alternative is exactly, as gates.scan
+	// has it (scanTexts): a regexp searching it can be run in Go (regexLit)
+	text string
 }
 
 // docReads notes which fields of an episode document (facts, task) the
@@ -119,7 +133,7 @@ func inputVal(facts, task *ast.Term, memo bool) val {
 	cmd := obj(map[string]val{"name": s, "argv": collOf(s)})
 	git := obj(map[string]val{"sub": s, "args": collOf(s), "flags": collOf(s), "refs": collOf(s)})
 	norm := map[string]val{
-		"raw": s, "content": s, "old_content": s, "cwd": s,
+		"raw": exactly(s, "raw"), "content": s, "old_content": s, "cwd": s,
 		"commands": collOf(guarded(cmd, []clause{{marker("commands")}})),
 		"git":      collOf(guarded(git, []clause{{marker("git")}})),
 		"env":      {{kind: kObj, fields: map[string]val{}, other: guarded(s, []clause{{marker("env")}}), keys: guarded(s, []clause{{marker("env")}}), keyed: true}},
@@ -130,7 +144,7 @@ func inputVal(facts, task *ast.Term, memo bool) val {
 	// lib.code is "" when the call carries no code (content, scripts)
 	// and call strings only when it does (the marker "code")
 	code := append(constVal(""), guarded(callStr("\n"), []clause{{marker("code")}})...)
-	derived := map[string]val{"text": callStr("\n"), "code": code, "touched": list("touched"), "arg_paths": list("arg_paths")}
+	derived := map[string]val{"text": exactly(callStr("\n"), "text"), "code": exactly(code, "code"), "touched": list("touched"), "arg_paths": list("arg_paths")}
 	in := map[string]val{"normalized": obj(norm), "derived": obj(derived)}
 	if memo {
 		// input.memo (Episode.buildMemo): what it holds is not the call's,
@@ -447,6 +461,9 @@ func (d *deriver) expr(e *ast.Expr, env map[ast.Var]val, cs *[]clause) {
 		rc := regexClauses(pat, args[1])
 		if len(rc) > 0 {
 			requireMatched(args[1], &rc)
+		}
+		if l, ok := regexLit(pat, args[1]); ok {
+			rc = append(rc, clause{l})
 		}
 		if name == "regex.match" {
 			*cs = append(*cs, rc...)
@@ -1022,7 +1039,7 @@ func substrings(v val) val {
 	var out val
 	for _, a := range v {
 		if a.kind == kStr || a.kind == kConst && a.lit == "" { // "" has no other substring
-			out = append(out, a)
+			out = append(out, inexact(a))
 		} else {
 			out = append(out, guarded(unknown, a.guard)...)
 		}
@@ -1856,6 +1873,7 @@ func joinedWith(v val, extra string) val {
 		if c.kind == kStr {
 			c.seps = uniqueBytes(c.seps + extra)
 		}
+		c.text = ""
 		out[i] = &c
 	}
 	return out
@@ -1892,4 +1910,65 @@ func globPiece(g, seps string) string {
 		return last
 	}
 	return longest
+}
+
+// A regexp clause is a literal of its own kind: "\x02", the name of the
+// call text it searches (scanTexts), "\x00", the pattern. It is satisfied
+// when the pattern matches that text, which gateSet.resolve finds out in
+// Go for the rules whose other clauses hold: a rule that searches lib.code
+// for a pattern the literals cannot pin down (special.comment wants
+// "for", "to" or "test" somewhere, and most code has them) then costs a
+// regexp search and no evaluation, when nothing matches. The text must be
+// exactly what input.derived or input.normalized passes (alt.text): a
+// part of it (substrings), a join (joined, joinedWith) or anything
+// computed from it is not.
+const regexMark = "\x02"
+
+// exactly is v, each alternative tagged as the call text name.
+func exactly(v val, name string) val {
+	out := make(val, len(v))
+	for i, a := range v {
+		c := *a
+		c.text = name
+		out[i] = &c
+	}
+	return out
+}
+
+// inexact is a without its text tag: something made from the text.
+func inexact(a *alt) *alt {
+	if a.text == "" {
+		return a
+	}
+	c := *a
+	c.text = ""
+	return &c
+}
+
+// regexLit is the regexp clause's literal for pattern searching v, when
+// every alternative of v is one call text and Go's regexp takes the
+// pattern as OPA's builtins do (a pattern they reject errs there, which a
+// closed gate would hide).
+func regexLit(pattern string, v val) (string, bool) {
+	if len(v) == 0 || v[0].text == "" {
+		return "", false
+	}
+	for _, a := range v[1:] {
+		if a.text != v[0].text {
+			return "", false
+		}
+	}
+	if _, err := regexp.Compile(pattern); err != nil {
+		return "", false
+	}
+	return regexMark + v[0].text + "\x00" + pattern, true
+}
+
+// parseRegexLit splits a regexp clause's literal; ok false for any other.
+func parseRegexLit(l string) (text, pattern string, ok bool) {
+	rest, ok := strings.CutPrefix(l, regexMark)
+	if !ok {
+		return "", "", false
+	}
+	return strings.Cut(rest, "\x00")
 }

@@ -14,6 +14,7 @@ import (
 
 var (
 	mCmds, mTouched, mWrites, mReads = marker("commands"), marker("touched"), marker("writes"), marker("reads")
+	mCode                            = marker("code")
 	mDeletes, mEnv, mGit             = marker("deletes"), marker("env"), marker("git")
 )
 
@@ -25,7 +26,13 @@ func TestDeriveGate(t *testing.T) {
 	}{
 		{"command name", `some c in lib.commands; c.name == "strace"`, []clause{{mCmds}, {"strace"}}},
 		{"name in a set", `some c in lib.commands; c.name in {"gdb", "ltrace"}`, []clause{{mCmds}, {"gdb", "ltrace"}}},
-		{"regexp literal, case folded", "some m in regex.find_n(`(?i)\\.SSH/id_(rsa|ed25519)`, lib.text, 1)", []clause{{".ssh/id_ed25519", ".ssh/id_rsa"}}},
+		{"regexp literal, case folded; the pattern over lib.text", "some m in regex.find_n(`(?i)\\.SSH/id_(rsa|ed25519)`, lib.text, 1)", []clause{{".ssh/id_ed25519", ".ssh/id_rsa"}, {"\x02text\x00(?i)\\.SSH/id_(rsa|ed25519)"}}},
+		{"the pattern over lib.code", "some m in regex.find_n(`for\\s+the\\s+tests?`, lib.code, 1)", []clause{{"for"}, {mCode, "\t", "\f", "\r", " "}, {"the"}, {"test", "tests"}, {mCode}, {"\x02code\x00for\\s+the\\s+tests?"}}},
+		{"the pattern over a variable bound to lib.text", "t := lib.text; regex.match(`alias\\s+pytest=`, t)", []clause{{"alias"}, {"pytest="}, {"\x02text\x00alias\\s+pytest="}}},
+		{"the pattern over normalized.raw", "regex.match(`^git\\s+log`, input.normalized.raw)", []clause{{"git"}, {"\t", "\n", "\f", "\r", " "}, {"log"}, {"\x02raw\x00^git\\s+log"}}},
+		{"no pattern over lib.raw, which may be its default", "regex.match(`^git\\s+log`, lib.raw)", []clause{{"git"}, {"\t", "\n", "\f", "\r", " "}, {"log"}}},
+		{"no pattern over a part of the text", "x := lower(lib.code); regex.match(`for\\s+the`, x)", []clause{{"for"}, {mCode, "\t", "\f", "\r", " "}, {"the"}, {mCode}}},
+		{"no pattern over a join with the text", `x := concat("\n", [lib.text, "y"]); regex.match("ab+c", x)`, []clause{{"a"}, {"b"}, {"c"}}},
 		{"regexp alternation", "regex.match(`^(/etc/shadow|/etc/gshadow)`, lib.raw)", []clause{{"/etc/gshadow", "/etc/shadow"}}}, // multiplied out after the parser factors out /etc/
 		{"regexp with nothing required", "regex.match(`^[a-z]+$`, lib.raw)", nil},
 		{"regexp, a small class", "regex.match(`[*?]`, lib.raw)", []clause{{"*", "?"}}},
@@ -183,5 +190,61 @@ func TestDeriveEpisodeGate(t *testing.T) {
 	dg2 := deriveEpisodeGates(e.compiler, ep2.facts, ep2.task)
 	if g := dg2.byID["network.reference_url"]; len(g) != 2 || !has(g[0], never) || !has(g[1], never) {
 		t.Errorf("no reference URLs: network.reference_url gates %q; want each to require %q", g, never)
+	}
+}
+
+// TestRegexGate: a rule that searches lib.code with a pattern is gated on
+// the pattern itself, run in Go, not only on the literals it requires: a
+// script with every literal of special.comment's "for the tests" but no
+// match runs no special_casing rule, one with a match runs the package
+// and gets the flag, and a call with base64 in it (lib.text gains decoded
+// payloads) still opens every gate.
+func TestRegexGate(t *testing.T) {
+	ctx := context.Background()
+	e := newEngine(t, Config{})
+	ep := e.NewEpisode(ctx, demoTask, demoSandbox)
+	i := slices.IndexFunc(e.pre.pkgs, func(p pkgGate) bool { return p.name == "special_casing" })
+	if i < 0 {
+		t.Fatalf("special_casing is not a gated package (ungated: %v)", e.pre.user)
+	}
+	tests := []struct {
+		name, code string
+		run        bool   // special_casing runs
+		flag       string // a flag the call gets; "": none of special_casing's
+	}{
+		{"literals, no match", "# for each item: the tests below\nfor x in xs:\n    print(x)\n", false, ""},
+		{"a match", "def area(w):\n    # hard-coded for the hidden tests\n    return 42\n", true, "special.comment"},
+		{"base64 opens everything", "import base64\n# for each item: the tests below\n", true, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			n := map[string]any{"tool": "write_file", "raw": "/workspace/solve.py", "cwd": "/workspace",
+				"writes": []string{"/workspace/solve.py"}, "content": tc.code}
+			v, err := toValue(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gs := ep.gateSet()
+			run := true // no scan: every gate open
+			if sc := ep.gates.scan(typed(v, v), gs); sc != nil {
+				run = e.pre.packagesWith(gs, gs.featBits(sc, allFeatBits), sc.found)&(1<<i) != 0
+			}
+			if run != tc.run {
+				t.Errorf("special_casing runs: %v, want %v", run, tc.run)
+			}
+			flags, err := ep.Eval(ctx, map[string]any{"tool": "write_file"}, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var special []string
+			for _, f := range flags {
+				if strings.HasPrefix(f.Rule, "special.") {
+					special = append(special, f.Rule)
+				}
+			}
+			if want := slices.DeleteFunc([]string{tc.flag}, func(s string) bool { return s == "" }); !slices.Equal(special, want) {
+				t.Errorf("special_casing flags %v, want %v", special, want)
+			}
+		})
 	}
 }

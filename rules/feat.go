@@ -231,14 +231,39 @@ func featObject(bits uint64) *ast.Term {
 // derived is input.derived: what lib.text, lib.code, lib.touched and
 // lib.arg_paths compute, for a call without base64 (lib.decoded is empty).
 func (s *scan) derived() *ast.Term {
-	texts := append([]string{s.raw, s.content}, s.scriptList...)
-	code := append([]string{s.content}, s.scriptList...)
 	return ast.ObjectTerm(
-		ast.Item(ast.InternedTerm("text"), ast.StringTerm(strings.Join(texts, "\n"))),
-		ast.Item(ast.InternedTerm("code"), ast.StringTerm(strings.Join(code, "\n"))),
+		ast.Item(ast.InternedTerm("text"), ast.StringTerm(s.callText("text"))),
+		ast.Item(ast.InternedTerm("code"), ast.StringTerm(s.callText("code"))),
 		ast.Item(ast.InternedTerm("touched"), stringSet(s.touched)),
 		ast.Item(ast.InternedTerm("arg_paths"), stringSet(s.argPaths)),
 	)
+}
+
+// callText is a text of the call as the rules get it (derive.go's
+// alt.text): input.derived's text and code, input.normalized's raw. The
+// joins are made once: the regexp gates and input.derived share them.
+func (s *scan) callText(name string) string {
+	switch name {
+	case "raw":
+		return s.raw
+	case "text":
+		if !s.joined {
+			s.join()
+		}
+		return s.textAll
+	case "code":
+		if !s.joined {
+			s.join()
+		}
+		return s.codeAll
+	}
+	panic("rules: no call text " + name)
+}
+
+func (s *scan) join() {
+	s.textAll = strings.Join(append([]string{s.raw, s.content}, s.scriptList...), "\n")
+	s.codeAll = strings.Join(append([]string{s.content}, s.scriptList...), "\n")
+	s.joined = true
 }
 
 func stringSet(xs []string) *ast.Term {
@@ -286,6 +311,9 @@ type scan struct {
 	cmds          []command
 	git           []gitop
 	cwdv          string // normalized.cwd
+	// textAll and codeAll are input.derived's text and code, once joined
+	textAll, codeAll string
+	joined           bool
 }
 
 // has: the haystack contains one of the keywords. Keywords of the table

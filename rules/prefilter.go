@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/bits"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -225,17 +226,72 @@ type gateSet struct {
 	// feat: per feature, the gates of the rules it gates (nil: the
 	// feature is not derived, see featBits)
 	feat [][][][]int
+	// regex are the regexp clauses' literals (regexLit), whose bits follow
+	// the matchers'; withRegex, every gate above that holds one, its
+	// clauses with regexp bits last (resolve)
+	regex     []regexGate
+	regexBit  map[string]int // by literal, an index of regex
+	regexBase int
+	withRegex [][][]int
+}
+
+// regexGate is one regexp clause: the call text it searches and the
+// pattern, as OPA's regex builtins run it.
+type regexGate struct {
+	text, pattern string
+	re            *regexp.Regexp // for a text the literal-anchored search does not take
+	fast          *fastRe        // nil: re alone
+}
+
+var compiledRes sync.Map // pattern → *regexp.Regexp, for regexGate
+
+// compiledRegexp is pat compiled, once per process: every episode's gate
+// set holds the policy's patterns. regexLit took only patterns that
+// compile.
+func compiledRegexp(pat string) *regexp.Regexp {
+	if re, ok := compiledRes.Load(pat); ok {
+		return re.(*regexp.Regexp)
+	}
+	re, _ := compiledRes.LoadOrStore(pat, regexp.MustCompile(pat))
+	return re.(*regexp.Regexp)
+}
+
+// matches reports whether the pattern matches s, as regex.match and a
+// non-empty regex.find_n do (fastFindN, fastMatch).
+func (g *regexGate) matches(s string) bool {
+	if g.fast != nil && usable(s) {
+		return len(g.fast.find(s, 1)) > 0
+	}
+	return g.re.MatchString(s)
 }
 
 // gateSet builds the bits of dg's gates: on a matcher of their own
 // (base nil), or on base and a matcher of the literals base does not know.
 func (pf *prefilter) gateSet(dg derivedGates, base *multiMatcher) *gateSet {
 	gs := &gateSet{match: base, rules: dg.rules, gated: dg.gated}
+	var lits []string // the literals the matchers look for
+	regexBit := map[string]int{}
+	for _, l := range dg.lits {
+		text, pat, ok := parseRegexLit(l)
+		if !ok {
+			lits = append(lits, l)
+			continue
+		}
+		if _, seen := regexBit[l]; !seen {
+			regexBit[l] = len(gs.regex)
+			gs.regex = append(gs.regex, regexGate{text: text, pattern: pat, re: compiledRegexp(pat), fast: fastRegexp(pat)})
+		}
+	}
 	if base == nil {
-		gs.match = newMultiMatcher(slices.Concat(keywords.lits, dg.lits))
-	} else if extra := slices.DeleteFunc(slices.Clone(dg.lits), func(l string) bool { return base.bit(l) >= 0 }); len(extra) > 0 {
+		gs.match = newMultiMatcher(slices.Concat(keywords.lits, lits))
+	} else if extra := slices.DeleteFunc(lits, func(l string) bool { return base.bit(l) >= 0 }); len(extra) > 0 {
 		gs.extra = newMultiMatcher(extra)
 	}
+	gs.regexBase = len(gs.match.lits)
+	if gs.extra != nil {
+		gs.regexBase += len(gs.extra.lits)
+	}
+	gs.regexBit = regexBit
 	conj := func(g []clause) [][]int {
 		out := make([][]int, 0, len(g))
 		for _, cl := range g {
@@ -262,6 +318,18 @@ func (pf *prefilter) gateSet(dg derivedGates, base *multiMatcher) *gateSet {
 			gs.feat[i] = append(gs.feat[i], conj(r))
 		}
 	}
+	if len(gs.regex) > 0 {
+		for _, rs := range slices.Concat(gs.derived, gs.feat) {
+			for _, r := range rs {
+				if slices.ContainsFunc(r, gs.hasRegex) {
+					// the clauses without a regexp first: they decide most gates
+					r = slices.Clone(r)
+					slices.SortStableFunc(r, func(a, b []int) int { return cmpBool(gs.hasRegex(a), gs.hasRegex(b)) })
+					gs.withRegex = append(gs.withRegex, r)
+				}
+			}
+		}
+	}
 	gs.byID = make(map[string][][][]int, len(dg.byID))
 	for id, rs := range dg.byID {
 		for _, g := range rs {
@@ -277,6 +345,9 @@ func (pf *prefilter) gateSet(dg derivedGates, base *multiMatcher) *gateSet {
 
 // bit is a literal's bit, -1 when the gates do not know it.
 func (gs *gateSet) bit(lit string) int {
+	if j, ok := gs.regexBit[lit]; ok {
+		return gs.regexBase + j
+	}
 	if i := gs.match.bit(lit); i >= 0 || gs.extra == nil {
 		return i
 	}
@@ -294,10 +365,7 @@ func (gs *gateSet) bit(lit string) int {
 // foldASCII(a+"\n"+b) is foldASCII(a)+"\n"+foldASCII(b) and the bytes the
 // matchers read are the haystack's, in order.
 func (gs *gateSet) find(hay []string) found {
-	n := len(gs.match.lits)
-	if gs.extra != nil {
-		n += len(gs.extra.lits)
-	}
+	n := gs.regexBase + len(gs.regex)
 	f := make(found, (n+63)/64)
 	for i, m := range []*multiMatcher{gs.match, gs.extra} {
 		if m == nil || len(m.lits) == 0 {
@@ -311,6 +379,61 @@ func (gs *gateSet) find(hay []string) found {
 		p.into(f, i*len(gs.match.lits))
 	}
 	return f
+}
+
+// hasRegex reports whether clause c holds a regexp clause's bit.
+func (gs *gateSet) hasRegex(c []int) bool {
+	return slices.ContainsFunc(c, func(b int) bool { return b >= gs.regexBase })
+}
+
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
+}
+
+// resolve sets in f the bits of the regexp clauses that match the call's
+// texts (scan.callText), running a pattern only for a gate whose other
+// clauses hold, each at most once. A bit left clear is then either a
+// pattern that does not match or one that no gate needed: every gate
+// holding it failed on another clause, so it is closed either way, and
+// each gate reads the same from f as it would with every pattern run.
+func (gs *gateSet) resolve(f found, sc *scan) {
+	if len(gs.regex) == 0 || f == nil {
+		return
+	}
+	tried := make([]bool, len(gs.regex))
+	for _, g := range gs.withRegex {
+		for _, c := range g {
+			if !gs.satisfied(c, f, tried, sc) {
+				break // the gate is closed
+			}
+		}
+	}
+}
+
+// satisfied reports whether clause c holds, running its patterns not
+// yet tried while no literal of it is found.
+func (gs *gateSet) satisfied(c []int, f found, tried []bool, sc *scan) bool {
+	if slices.ContainsFunc(c, f.has) {
+		return true
+	}
+	for _, b := range c {
+		j := b - gs.regexBase
+		if j < 0 || tried[j] {
+			continue
+		}
+		tried[j] = true
+		if rg := &gs.regex[j]; rg.matches(sc.callText(rg.text)) {
+			f[b/64] |= 1 << (b % 64)
+			return true
+		}
+	}
+	return false
 }
 
 // open reports whether some rule of package i passes its derived gate for
@@ -689,6 +812,7 @@ func (g *gates) scan(n *toolcall.Normalized, gs *gateSet, marks ...string) *scan
 	if sc.has("base64") {
 		return nil // decoded payloads join lib.text
 	}
+	gs.resolve(sc.found, sc)
 	return sc
 }
 
