@@ -842,16 +842,40 @@ func (d *deriver) rule(r ast.Ref) val {
 			d.reads = outerReads
 		}
 	}()
-	var out val
+	var out, dflt val
 	defs := d.c.GetRulesExact(r)
 	skipDefault := slices.ContainsFunc(defs, func(r *ast.Rule) bool { return !r.Default && d.presentOnly(r) })
 	for _, def := range defs {
-		if def.Default && skipDefault {
-			continue
+		switch {
+		case def.Default && skipDefault:
+		case def.Default:
+			dflt = append(dflt, d.ruleValue(def)...)
+		default:
+			out = append(out, d.ruleValue(def)...)
 		}
-		out = append(out, d.ruleValue(def)...)
 	}
+	out = append(out, textDefault(out, dflt)...)
 	d.vals[key] = out
+	return out
+}
+
+// textDefault is a rule's default values dflt beside its other values v:
+// a default "" of a rule whose value is otherwise exactly one call text
+// (`default raw := ""`, `raw := norm.raw`) is that text too, since the
+// text is "" in Go whenever the field is absent (scan.callText).
+func textDefault(v, dflt val) val {
+	if len(v) == 0 || v[0].text == "" || slices.ContainsFunc(v, func(a *alt) bool { return a.text != v[0].text }) {
+		return dflt
+	}
+	out := make(val, len(dflt))
+	for i, a := range dflt {
+		if a.kind == kConst && a.lit == "" && len(a.guard) == 0 {
+			c := *a
+			c.text = v[0].text
+			a = &c
+		}
+		out[i] = a
+	}
 	return out
 }
 
