@@ -22,27 +22,37 @@ type multiMatcher struct {
 	fold   [256]uint8
 	nclass int
 	// next is the transition table, row by state: next[state*nclass +
-	// class] is the next state's row offset (state*nclass), or, when
-	// literals end in that state, the state negated and less one. One
-	// load and a sign test per byte of text: the scan reads every call's
-	// whole haystack, and half its bytes end a literal (single
-	// characters, "in", "rm"), so a match costs a multiplication, not a
-	// division.
-	next  []int32
-	out   [][]int // per state, the literals that end there (their suffix links' too)
-	words int     // uint64 words of a found set
+	// class] is the next state. Its entries are 16 bits wide when the
+	// states fit, 32 bits otherwise; the other slice is nil. The default
+	// policy's gates have some 3,100 states of 65 classes: 400 KB, not
+	// 800, and a scan's loads, each waiting on the last, miss the caches
+	// less.
+	next16 []uint16
+	next32 []uint32
+	// accept is the states literals end in, by bit. A pass notes every
+	// state it enters, not only these: half a haystack's bytes end a
+	// literal, and a branch on it was mispredicted as often.
+	accept []uint64
+	out    [][]int // per state, the literals that end there (their suffix links' too)
+	words  int     // uint64 words of a found set
 }
+
+// maxStates16 is the most states a table of 16-bit entries holds; a
+// variable so that tests can build the 32-bit one from small literal sets.
+var maxStates16 = 1 << 16
 
 // newMultiMatcher builds the matcher for lits; empty literals and
 // duplicates are dropped.
 func newMultiMatcher(lits []string) *multiMatcher {
 	m := &multiMatcher{index: map[string]int{}}
+	size := 1 // states: at most one per literal byte, and the start
 	for _, l := range lits {
 		if _, dup := m.index[l]; l == "" || dup {
 			continue
 		}
 		m.index[l] = len(m.lits)
 		m.lits = append(m.lits, l)
+		size += len(l)
 	}
 	m.words = (len(m.lits) + 63) / 64
 	m.nclass = 1
@@ -58,58 +68,62 @@ func newMultiMatcher(lits []string) *multiMatcher {
 	for c := 'a'; c <= 'z'; c++ {
 		m.fold[c-'a'+'A'] = m.class[c]
 	}
-	// the trie
-	type node struct {
-		child map[uint8]int32
-		out   []int
-	}
-	nodes := []node{{child: map[uint8]int32{}}}
-	for i, l := range m.lits {
-		s := int32(0)
-		for j := 0; j < len(l); j++ {
-			c := m.class[l[j]]
-			n, ok := nodes[s].child[c]
-			if !ok {
-				n = int32(len(nodes))
-				nodes = append(nodes, node{child: map[uint8]int32{}})
-				nodes[s].child[c] = n
-			}
-			s = n
-		}
-		nodes[s].out = append(nodes[s].out, i)
-	}
-	// breadth first: suffix links and the full transition table
+	// the trie, in the table itself: 0 is no child (the start state is
+	// nobody's child)
 	nc := m.nclass
-	m.next = make([]int32, len(nodes)*nc)
-	fail := make([]int32, len(nodes))
-	m.out = make([][]int, len(nodes))
-	queue := []int32{}
+	next := make([]uint32, size*nc)
+	own := make([][]int, size) // per state, the literals that end there
+	n := uint32(1)
+	for i, l := range m.lits {
+		s := uint32(0)
+		for j := 0; j < len(l); j++ {
+			e := &next[int(s)*nc+int(m.class[l[j]])]
+			if *e == 0 {
+				*e = n
+				n++
+			}
+			s = *e
+		}
+		own[s] = append(own[s], i)
+	}
+	next = next[:int(n)*nc]
+	// breadth first: a state's suffix link is shallower, so its row is
+	// complete when the state's is filled in from it
+	fail := make([]uint32, n)
+	m.out = make([][]int, n)
+	m.out[0] = own[0]
+	queue := make([]uint32, 0, n)
 	for c := 0; c < nc; c++ {
-		if n, ok := nodes[0].child[uint8(c)]; ok {
-			m.next[c] = n
-			queue = append(queue, n)
+		if t := next[c]; t != 0 {
+			queue = append(queue, t)
 		}
 	}
-	m.out[0] = nodes[0].out
-	for len(queue) > 0 {
-		s := queue[0]
-		queue = queue[1:]
-		m.out[s] = append(append([]int(nil), nodes[s].out...), m.out[fail[s]]...)
-		for c := 0; c < nc; c++ {
-			if n, ok := nodes[s].child[uint8(c)]; ok {
-				fail[n] = m.next[int(fail[s])*nc+c]
-				m.next[int(s)*nc+c] = n
-				queue = append(queue, n)
+	for q := 0; q < len(queue); q++ {
+		s := queue[q]
+		m.out[s] = append(own[s][:len(own[s]):len(own[s])], m.out[fail[s]]...)
+		row, frow := next[int(s)*nc:][:nc], next[int(fail[s])*nc:][:nc]
+		for c, t := range row {
+			if t != 0 {
+				fail[t] = frow[c]
+				queue = append(queue, t)
 			} else {
-				m.next[int(s)*nc+c] = m.next[int(fail[s])*nc+c]
+				row[c] = frow[c]
 			}
 		}
 	}
-	for i, n := range m.next {
-		m.next[i] = n * int32(nc)
-		if len(m.out[n]) > 0 {
-			m.next[i] = -n - 1
+	m.accept = make([]uint64, (n+63)/64)
+	for s, o := range m.out {
+		if len(o) > 0 {
+			m.accept[s/64] |= 1 << (s % 64)
 		}
+	}
+	if int(n) <= maxStates16 {
+		m.next16 = make([]uint16, len(next))
+		for i, t := range next {
+			m.next16[i] = uint16(t)
+		}
+	} else {
+		m.next32 = next
 	}
 	return m
 }
@@ -136,33 +150,42 @@ func (m *multiMatcher) findInto(text string, f found, off int) {
 }
 
 // A pass reads one text, possibly in pieces, for the literals it holds.
-// It notes the states it passes that literals end in, each once, and
-// sets the literals' bits at the end: most bytes of a haystack end a
-// literal, the same few over and over, and a bit per state is cheaper
-// than the state's list of literals per byte.
+// It notes the states it passes, each once, and sets the literals' bits
+// at the end: most bytes of a haystack end a literal, the same few over
+// and over, and a bit per state is cheaper than the state's list of
+// literals per byte.
 type pass struct {
 	m    *multiMatcher
-	o    int32    // the state's row offset
-	seen []uint64 // the states passed that literals end in, by bit
+	s    uint     // the state
+	seen []uint64 // the states passed, by bit
 }
 
 func (m *multiMatcher) newPass() pass {
-	return pass{m: m, seen: make([]uint64, (len(m.out)+63)/64)}
+	return pass{m: m, seen: make([]uint64, len(m.accept))}
 }
+
+// An entry is a transition table's entry type.
+type entry interface{ uint16 | uint32 }
 
 // feed reads text on, its bytes through cls (class, or fold for a text
 // to be read lowercased).
 func (p *pass) feed(text string, cls *[256]uint8) {
-	o, nc, next, seen := p.o, int32(p.m.nclass), p.m.next, p.seen
-	for i := 0; i < len(text); i++ {
-		o = next[o+int32(cls[text[i]])]
-		if o < 0 {
-			s := uint32(-o - 1)
-			o = int32(s) * nc
-			seen[s/64] |= 1 << (s % 64)
-		}
+	if p.m.next16 != nil {
+		p.s = feed(p.m.next16, uint(p.m.nclass), p.s, p.seen, text, cls)
+	} else {
+		p.s = feed(p.m.next32, uint(p.m.nclass), p.s, p.seen, text, cls)
 	}
-	p.o = o
+}
+
+// feed runs the table next of nc classes from state s over text, its
+// bytes through cls, noting the states entered in seen; it returns the
+// state reached.
+func feed[E entry](next []E, nc, s uint, seen []uint64, text string, cls *[256]uint8) uint {
+	for i := 0; i < len(text); i++ {
+		s = uint(next[s*nc+uint(cls[text[i]])])
+		seen[s/64] |= 1 << (s % 64)
+	}
+	return s
 }
 
 // feedFolded is feed of foldASCII(text), without making it: ASCII bytes
@@ -172,29 +195,100 @@ func (p *pass) feed(text string, cls *[256]uint8) {
 // those steps reads past the rune at hand, so the bytes it feeds the
 // automaton are foldASCII(text)'s, in order (TestMultiMatcherFold).
 func (p *pass) feedFolded(text string) {
-	var buf [utf8.UTFMax]byte
-	for i := 0; i < len(text); {
-		j := i
-		for j < len(text) && text[j] < utf8.RuneSelf {
-			j++
-		}
-		p.feed(text[i:j], &p.m.fold)
-		if j == len(text) {
-			break
-		}
-		r, w := utf8.DecodeRuneInString(text[j:])
-		i = j + w
-		r = unicode.ToLower(r)
-		if r == 'ſ' {
-			r = 's'
-		}
-		p.feed(string(buf[:utf8.EncodeRune(buf[:], r)]), &p.m.class)
+	if p.m.next16 != nil {
+		p.s = feedFolded(p.m, p.m.next16, p.s, p.seen, text)
+	} else {
+		p.s = feedFolded(p.m, p.m.next32, p.s, p.seen, text)
 	}
+}
+
+// feedFolded is feed through m's folding, as pass.feedFolded describes,
+// in one loop: the test for ASCII is a branch the haystacks, nearly all
+// ASCII, predict.
+func feedFolded[E entry](m *multiMatcher, next []E, s uint, seen []uint64, text string) uint {
+	nc, fold := uint(m.nclass), &m.fold
+	for i := 0; i < len(text); i++ {
+		if c := text[i]; c < utf8.RuneSelf {
+			s = uint(next[s*nc+uint(fold[c])])
+			seen[s/64] |= 1 << (s % 64)
+			continue
+		}
+		b, n, w := foldRune(text[i:])
+		i += w - 1
+		for _, c := range b[:n] {
+			s = uint(next[s*nc+uint(m.class[c])])
+			seen[s/64] |= 1 << (s % 64)
+		}
+	}
+	return s
+}
+
+// foldRune is what foldASCII makes of the rune text starts with, one that
+// is not ASCII: its n bytes in b, and w, the rune's width in text.
+func foldRune(text string) (b [utf8.UTFMax]byte, n, w int) {
+	r, w := utf8.DecodeRuneInString(text)
+	r = unicode.ToLower(r)
+	if r == 'ſ' {
+		r = 's'
+	}
+	return b, utf8.EncodeRune(b[:], r), w
+}
+
+// feedHay reads the strings of hay through the folding, each followed by
+// a newline: a haystack as gateSet.find describes it.
+func (p *pass) feedHay(hay []string) {
+	for _, s := range hay {
+		p.feedFolded(s)
+		p.feed("\n", &p.m.class)
+	}
+}
+
+// feedHayPair is p.feedHay(hay) and q.feedHay(hay) in one loop, for two
+// matchers of 16-bit tables (it reports false, and reads nothing, for
+// others). An episode's gates are two matchers, the policy's and the
+// episode's own, and a pass apiece read every haystack twice. A pass is a
+// chain of loads, each from the row the last one found; two chains are
+// independent, and the processor runs one in the other's wait.
+func feedHayPair(p, q *pass, hay []string) bool {
+	a, b := p.m, q.m
+	an, bn := a.next16, b.next16
+	if an == nil || bn == nil {
+		return false
+	}
+	anc, bnc := uint(a.nclass), uint(b.nclass)
+	af, bf := &a.fold, &b.fold
+	sa, sb, seenA, seenB := p.s, q.s, p.seen, q.seen
+	for _, text := range hay {
+		for i := 0; i < len(text); i++ {
+			if c := text[i]; c < utf8.RuneSelf {
+				sa = uint(an[sa*anc+uint(af[c])])
+				sb = uint(bn[sb*bnc+uint(bf[c])])
+				seenA[sa/64] |= 1 << (sa % 64)
+				seenB[sb/64] |= 1 << (sb % 64)
+				continue
+			}
+			r, n, w := foldRune(text[i:])
+			i += w - 1
+			for _, c := range r[:n] {
+				sa = uint(an[sa*anc+uint(a.class[c])])
+				sb = uint(bn[sb*bnc+uint(b.class[c])])
+				seenA[sa/64] |= 1 << (sa % 64)
+				seenB[sb/64] |= 1 << (sb % 64)
+			}
+		}
+		sa = uint(an[sa*anc+uint(a.class['\n'])])
+		sb = uint(bn[sb*bnc+uint(b.class['\n'])])
+		seenA[sa/64] |= 1 << (sa % 64)
+		seenB[sb/64] |= 1 << (sb % 64)
+	}
+	p.s, q.s = sa, sb
+	return true
 }
 
 // into sets in f the bits, offset by off, of the literals read so far.
 func (p *pass) into(f found, off int) {
 	for w, word := range p.seen {
+		word &= p.m.accept[w]
 		for word != 0 {
 			s := w*64 + bits.TrailingZeros64(word)
 			word &= word - 1

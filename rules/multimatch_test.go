@@ -42,31 +42,65 @@ func TestMultiMatcher(t *testing.T) {
 	}
 }
 
+// tableWidths are the widths of transition table a matcher may get, as
+// maxStates16 values that make them; each test of the automaton runs on
+// both.
+var tableWidths = []struct {
+	name      string
+	maxStates int
+	wide      bool // next32, not next16
+}{{"16-bit", 1 << 16, false}, {"32-bit", 0, true}}
+
+// withWidth runs fn with matchers of the given width; built ones check
+// that they got it.
+func withWidth(t *testing.T, maxStates int, fn func()) {
+	t.Helper()
+	old := maxStates16
+	maxStates16 = maxStates
+	defer func() { maxStates16 = old }()
+	fn()
+}
+
+// checkWidth fails when m's table is not of the width wanted.
+func checkWidth(t *testing.T, m *multiMatcher, wide bool) {
+	t.Helper()
+	if (m.next32 != nil) != wide || (m.next16 != nil) == wide {
+		t.Fatalf("matcher of %d states: next16 %v, next32 %v; want the 32-bit one %v", len(m.out), m.next16 != nil, m.next32 != nil, wide)
+	}
+}
+
 // TestMultiMatcherRandom compares the matcher with strings.Contains on
 // random literals and texts over a small alphabet, where overlaps and
-// suffix links are frequent.
+// suffix links are frequent, with tables of either width.
 func TestMultiMatcherRandom(t *testing.T) {
-	r := rand.New(rand.NewPCG(1, 2))
-	word := func(n int) string {
-		b := make([]byte, n)
-		for i := range b {
-			b[i] = "abc/\n"[r.IntN(5)]
-		}
-		return string(b)
-	}
-	for range 300 {
-		var lits []string
-		for range 1 + r.IntN(80) {
-			lits = append(lits, word(1+r.IntN(6)))
-		}
-		m := newMultiMatcher(lits)
-		text := word(r.IntN(200))
-		f := m.find(text)
-		for _, l := range lits {
-			if got, want := f.has(m.bit(l)), strings.Contains(text, l); got != want {
-				t.Fatalf("literal %q in %q: matcher %v, strings.Contains %v", l, text, got, want)
-			}
-		}
+	for _, w := range tableWidths {
+		t.Run(w.name, func(t *testing.T) {
+			withWidth(t, w.maxStates, func() {
+				r := rand.New(rand.NewPCG(1, 2))
+				word := func(n int) string {
+					b := make([]byte, n)
+					for i := range b {
+						b[i] = "abc/\n"[r.IntN(5)]
+					}
+					return string(b)
+				}
+				for range 300 {
+					var lits []string
+					for range 1 + r.IntN(80) {
+						lits = append(lits, word(1+r.IntN(6)))
+					}
+					m := newMultiMatcher(lits)
+					checkWidth(t, m, w.wide)
+					text := word(r.IntN(200))
+					f := m.find(text)
+					for _, l := range lits {
+						if got, want := f.has(m.bit(l)), strings.Contains(text, l); got != want {
+							t.Fatalf("literal %q in %q: matcher %v, strings.Contains %v", l, text, got, want)
+						}
+					}
+				}
+			})
+		})
 	}
 }
 
@@ -127,8 +161,12 @@ func BenchmarkMultiMatcher(b *testing.B) {
 // BenchmarkGateMatcher: the default policy's gate literals (about 600,
 // single characters among them, so half the bytes end a literal) over the
 // policy's own sources as they are written, mixed case: lowercased first
-// and then matched (how the gates read a haystack that is not ASCII), or
-// matched through the folding class table (an ASCII one).
+// and then matched, matched through the folding class table (as if ASCII),
+// or read through the folding (feedFolded). hay is the gates' whole read
+// of a call (gateSet.find), with an episode's gates (the policy's matcher
+// and one of the episode's literals), of the sources' lines as the
+// strings of a haystack: a call's are short, some 46 bytes on average in
+// the real corpus.
 func BenchmarkGateMatcher(b *testing.B) {
 	e, err := New(context.Background(), Config{})
 	if err != nil {
@@ -162,6 +200,17 @@ func BenchmarkGateMatcher(b *testing.B) {
 			p.into(f, 0)
 		}
 	})
+	b.Run("hay", func(b *testing.B) {
+		gs := e.NewEpisode(b.Context(), demoTask, demoSandbox).gateSet()
+		if gs.extra == nil {
+			b.Fatal("the demo episode's gates have no literals of their own")
+		}
+		hay := strings.Split(text, "\n")
+		b.SetBytes(int64(len(text)))
+		for b.Loop() {
+			gs.find(hay)
+		}
+	})
 }
 
 // policyText is the default policy's Rego sources, one after the other.
@@ -182,41 +231,109 @@ func policyText(tb testing.TB) string {
 	return text.String()
 }
 
+// foldAlphabet is what the folding tests' random texts are made of:
+// mixed case, multi-byte runes that lowercase to other lengths or to
+// ASCII (the Kelvin sign, İ, Ⱥ), the long s, and bytes that are not
+// UTF-8.
+var foldAlphabet = []string{"a", "b", "A", "B", "k", "K", "s", "S", "\u212a", "ſ", "İ", "i", "\u0307", "Ⱥ", "ⱥ", "é", "É", "\xff", "\xe2\x82", "\ufffd", "\n", " "}
+
+// foldWord is a random text of n pieces of foldAlphabet.
+func foldWord(r *rand.Rand, n int) string {
+	var b strings.Builder
+	for range n {
+		b.WriteString(foldAlphabet[r.IntN(len(foldAlphabet))])
+	}
+	return b.String()
+}
+
+// foldLits are random literals as the gates derive them (folded), and
+// one in mixed case, which may never match, as in lowercased text.
+func foldLits(r *rand.Rand, n int) []string {
+	var lits []string
+	for range n {
+		lits = append(lits, foldASCII(foldWord(r, 1+r.IntN(3))))
+	}
+	return append(lits, foldWord(r, 2))
+}
+
 // TestMultiMatcherFold holds a pass that reads texts in pieces through
 // the folding (feedFolded) to the matcher over foldASCII of the texts
-// joined, on random texts of mixed case, multi-byte runes that lowercase
-// to other lengths or to ASCII (the Kelvin sign, İ, Ⱥ), the long s, and
-// bytes that are not UTF-8.
+// joined, on random texts of foldAlphabet, with tables of either width.
 func TestMultiMatcherFold(t *testing.T) {
-	r := rand.New(rand.NewPCG(3, 4))
-	alphabet := []string{"a", "b", "A", "B", "k", "K", "s", "S", "\u212a", "ſ", "İ", "i", "\u0307", "Ⱥ", "ⱥ", "é", "É", "\xff", "\xe2\x82", "\ufffd", "\n", " "}
-	word := func(n int) string {
-		var b strings.Builder
-		for range n {
-			b.WriteString(alphabet[r.IntN(len(alphabet))])
-		}
-		return b.String()
+	for _, w := range tableWidths {
+		t.Run(w.name, func(t *testing.T) {
+			withWidth(t, w.maxStates, func() {
+				r := rand.New(rand.NewPCG(3, 4))
+				for range 2000 {
+					m := newMultiMatcher(foldLits(r, 1+r.IntN(8)))
+					checkWidth(t, m, w.wide)
+					var pieces []string
+					for range r.IntN(4) {
+						pieces = append(pieces, foldWord(r, r.IntN(12)))
+					}
+					want := m.find(foldASCII(strings.Join(pieces, "")))
+					got := make(found, m.words)
+					p := m.newPass()
+					for _, s := range pieces {
+						p.feedFolded(s)
+					}
+					p.into(got, 0)
+					if !slices.Equal(got, want) {
+						t.Fatalf("literals %q in %q: folded pass found %b, foldASCII then find %b", m.lits, pieces, got, want)
+					}
+				}
+			})
+		})
 	}
-	for range 2000 {
-		var lits []string
-		for range 1 + r.IntN(8) {
-			lits = append(lits, foldASCII(word(1+r.IntN(3))))
-		}
-		lits = append(lits, word(2)) // mixed case: may never match, as in lowercased text
-		m := newMultiMatcher(lits)
-		var pieces []string
-		for range r.IntN(4) {
-			pieces = append(pieces, word(r.IntN(12)))
-		}
-		want := m.find(foldASCII(strings.Join(pieces, "")))
-		got := make(found, m.words)
-		p := m.newPass()
-		for _, s := range pieces {
-			p.feedFolded(s)
-		}
-		p.into(got, 0)
-		if !slices.Equal(got, want) {
-			t.Fatalf("literals %q in %q: folded pass found %b, foldASCII then find %b", lits, pieces, got, want)
-		}
+}
+
+// TestGateSetFind holds gateSet.find, the policy's matcher and an
+// episode's read in one loop (feedHayPair) or, for 32-bit tables, one
+// after the other, to each matcher over foldASCII of the haystack made
+// (every string followed by a newline), the episode's bits after the
+// policy's; and with no episode matcher, to the policy's alone.
+func TestGateSetFind(t *testing.T) {
+	for _, w := range tableWidths {
+		t.Run(w.name, func(t *testing.T) {
+			withWidth(t, w.maxStates, func() {
+				r := rand.New(rand.NewPCG(5, 6))
+				for i := range 1000 {
+					gs := &gateSet{match: newMultiMatcher(foldLits(r, 1+r.IntN(12)))}
+					gs.regexBase = len(gs.match.lits) // no regexp clauses
+					if i%4 != 0 {
+						gs.extra = newMultiMatcher(foldLits(r, 1+r.IntN(6)))
+						gs.regexBase += len(gs.extra.lits)
+					}
+					var hay []string
+					var made strings.Builder
+					for range r.IntN(5) {
+						hay = append(hay, foldWord(r, r.IntN(16)))
+						made.WriteString(hay[len(hay)-1] + "\n")
+					}
+					text := foldASCII(made.String())
+					n := len(gs.match.lits)
+					if gs.extra != nil {
+						n += len(gs.extra.lits)
+					}
+					want := make(found, (n+63)/64)
+					gs.match.findInto(text, want, 0)
+					if gs.extra != nil {
+						checkWidth(t, gs.extra, w.wide)
+						gs.extra.findInto(text, want, len(gs.match.lits))
+					}
+					if got := gs.find(hay); !slices.Equal(got, want) {
+						t.Fatalf("literals %q and %q in %q: find %b, foldASCII then find %b", gs.match.lits, gs.bitsOf(gs.extra), hay, got, want)
+					}
+				}
+			})
+		})
 	}
+}
+
+// bitsOf is m's literals, none for nil.
+func (gs *gateSet) bitsOf(m *multiMatcher) []string {
+	if m == nil {
+		return nil
+	}
+	return m.lits
 }

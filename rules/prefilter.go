@@ -367,17 +367,18 @@ func (gs *gateSet) bit(lit string) int {
 func (gs *gateSet) find(hay []string) found {
 	n := gs.regexBase + len(gs.regex)
 	f := make(found, (n+63)/64)
-	for i, m := range []*multiMatcher{gs.match, gs.extra} {
-		if m == nil || len(m.lits) == 0 {
-			continue
+	p := gs.match.newPass()
+	if x := gs.extra; x != nil {
+		q := x.newPass()
+		if !feedHayPair(&p, &q, hay) {
+			p.feedHay(hay)
+			q.feedHay(hay)
 		}
-		p := m.newPass()
-		for _, s := range hay {
-			p.feedFolded(s)
-			p.feed("\n", &m.class)
-		}
-		p.into(f, i*len(gs.match.lits))
+		q.into(f, len(gs.match.lits))
+	} else {
+		p.feedHay(hay)
 	}
+	p.into(f, 0)
 	return f
 }
 
