@@ -2,6 +2,8 @@ package rules
 
 import (
 	"math/bits"
+	"slices"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -35,6 +37,11 @@ type multiMatcher struct {
 	accept []uint64
 	out    [][]int // per state, the literals that end there (their suffix links' too)
 	words  int     // uint64 words of a found set
+	// nlLast: a newline in a literal is its last byte. No occurrence in
+	// a haystack (gateSet.find) then runs on past a newline, and the
+	// occurrences of a string followed by one are the same wherever it
+	// stands: reading it again finds nothing new.
+	nlLast bool
 }
 
 // maxStates16 is the most states a table of 16-bit entries holds; a
@@ -55,6 +62,10 @@ func newMultiMatcher(lits []string) *multiMatcher {
 		size += len(l)
 	}
 	m.words = (len(m.lits) + 63) / 64
+	m.nlLast = !slices.ContainsFunc(m.lits, func(l string) bool {
+		i := strings.IndexByte(l, '\n')
+		return i >= 0 && i < len(l)-1
+	})
 	m.nclass = 1
 	for _, l := range m.lits {
 		for i := 0; i < len(l); i++ {

@@ -297,6 +297,12 @@ func TestGateSetFind(t *testing.T) {
 		t.Run(w.name, func(t *testing.T) {
 			withWidth(t, w.maxStates, func() {
 				r := rand.New(rand.NewPCG(5, 6))
+				skipped, kept := 0, 0 // haystacks with repeats find skips, or reads for a literal's inner newline
+				defer func() {
+					if skipped == 0 || kept == 0 {
+						t.Errorf("haystacks with repeats: %d skipped, %d read again; want some of each", skipped, kept)
+					}
+				}()
 				for i := range 1000 {
 					gs := &gateSet{match: newMultiMatcher(foldLits(r, 1+r.IntN(12)))}
 					gs.regexBase = len(gs.match.lits) // no regexp clauses
@@ -306,9 +312,20 @@ func TestGateSetFind(t *testing.T) {
 					}
 					var hay []string
 					var made strings.Builder
-					for range r.IntN(5) {
-						hay = append(hay, foldWord(r, r.IntN(16)))
-						made.WriteString(hay[len(hay)-1] + "\n")
+					for range r.IntN(6) {
+						s := foldWord(r, r.IntN(16))
+						if len(hay) > 0 && r.IntN(3) == 0 {
+							s = hay[r.IntN(len(hay))] // a repeat, skipped when long
+						}
+						hay = append(hay, s)
+						made.WriteString(s + "\n")
+					}
+					if len(withoutRepeats(hay)) < len(hay) {
+						if gs.match.nlLast && (gs.extra == nil || gs.extra.nlLast) {
+							skipped++
+						} else {
+							kept++
+						}
 					}
 					text := foldASCII(made.String())
 					n := len(gs.match.lits)
@@ -327,6 +344,41 @@ func TestGateSetFind(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// TestWithoutRepeats: the strings of 16 bytes or more that an earlier
+// one equals are dropped, shorter ones kept, the order kept; hay itself
+// comes back when nothing is dropped.
+func TestWithoutRepeats(t *testing.T) {
+	long, other := strings.Repeat("x", 16), "import os; print(os.environ)"
+	tests := []struct {
+		hay, want []string
+	}{
+		{nil, nil},
+		{[]string{"ls", "ls", "-la"}, []string{"ls", "ls", "-la"}},
+		{[]string{long[:15], long[:15]}, []string{long[:15], long[:15]}},
+		{[]string{other, "python", "-c", other}, []string{other, "python", "-c"}},
+		{[]string{long, other, long, "a", other, long}, []string{long, other, "a"}},
+	}
+	for _, tc := range tests {
+		got := withoutRepeats(tc.hay)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("withoutRepeats(%q) = %q, want %q", tc.hay, got, tc.want)
+		}
+		if len(got) == len(tc.hay) && len(got) > 0 && &got[0] != &tc.hay[0] {
+			t.Errorf("withoutRepeats(%q): a copy with nothing dropped", tc.hay)
+		}
+	}
+	// the default policy's literals let find skip repeats (this guards
+	// the speed, not the result)
+	e := newEngine(t, Config{})
+	for _, gs := range []*gateSet{e.pre.static, e.NewEpisode(t.Context(), demoTask, demoSandbox).gateSet()} {
+		for _, m := range []*multiMatcher{gs.match, gs.extra} {
+			if m != nil && !m.nlLast {
+				t.Errorf("a default gate matcher has a literal with a newline before its end: find reads repeats again")
+			}
+		}
 	}
 }
 

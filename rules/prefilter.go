@@ -363,10 +363,14 @@ func (gs *gateSet) bit(lit string) int {
 // than the haystack made: foldASCII maps a text rune by rune, and a
 // newline is a rune of its own that no rune's decoding reads into, so
 // foldASCII(a+"\n"+b) is foldASCII(a)+"\n"+foldASCII(b) and the bytes the
-// matchers read are the haystack's, in order.
+// matchers read are the haystack's, in order. When the literals allow
+// (multiMatcher.nlLast), a long string already read is not read again.
 func (gs *gateSet) find(hay []string) found {
 	n := gs.regexBase + len(gs.regex)
 	f := make(found, (n+63)/64)
+	if gs.match.nlLast && (gs.extra == nil || gs.extra.nlLast) {
+		hay = withoutRepeats(hay)
+	}
 	p := gs.match.newPass()
 	if x := gs.extra; x != nil {
 		q := x.newPass()
@@ -435,6 +439,39 @@ func (gs *gateSet) satisfied(c []int, f found, tried []bool, sc *scan) bool {
 		}
 	}
 	return false
+}
+
+// withoutRepeats is hay without the strings of minRepeat bytes or more
+// that an earlier one equals (among the first maxRepeats such strings),
+// hay itself when there are none. A call's script is often one of its
+// argv as well (python -c), and long: repeats were 7% of the real
+// corpus' haystack bytes.
+func withoutRepeats(hay []string) []string {
+	const minRepeat, maxRepeats = 16, 16
+	var long [maxRepeats]int // indexes in hay of the long strings kept
+	n := 0
+	var out []string
+	for i, s := range hay {
+		if len(s) >= minRepeat {
+			if slices.ContainsFunc(long[:n], func(j int) bool { return hay[j] == s }) {
+				if out == nil {
+					out = append(make([]string, 0, len(hay)-1), hay[:i]...)
+				}
+				continue
+			}
+			if n < len(long) {
+				long[n] = i
+				n++
+			}
+		}
+		if out != nil {
+			out = append(out, s)
+		}
+	}
+	if out == nil {
+		return hay
+	}
+	return out
 }
 
 // open reports whether some rule of package i passes its derived gate for
