@@ -246,21 +246,27 @@ func foldRune(text string) (b [utf8.UTFMax]byte, n, w int) {
 }
 
 // feedHay reads the strings of hay through the folding, each followed by
-// a newline: a haystack as gateSet.find describes it.
-func (p *pass) feedHay(hay []string) {
-	for _, s := range hay {
+// a newline: a haystack as gateSet.find describes it, but for the strings
+// whose bits skip holds (by index, the first 64), which the literals let
+// it pass over (multiMatcher.nlLast).
+func (p *pass) feedHay(hay []string, skip uint64) {
+	for i, s := range hay {
+		if skip>>i&1 != 0 {
+			continue
+		}
 		p.feedFolded(s)
 		p.feed("\n", &p.m.class)
 	}
 }
 
-// feedHayPair is p.feedHay(hay) and q.feedHay(hay) in one loop, for two
-// matchers of 16-bit tables (it reports false, and reads nothing, for
-// others). An episode's gates are two matchers, the policy's and the
-// episode's own, and a pass apiece read every haystack twice. A pass is a
-// chain of loads, each from the row the last one found; two chains are
-// independent, and the processor runs one in the other's wait.
-func feedHayPair(p, q *pass, hay []string) bool {
+// feedHayPair is p.feedHay(hay, skip) and q.feedHay(hay, skip) in one
+// loop, for two matchers of 16-bit tables (it reports false, and reads
+// nothing, for others). An episode's gates are two matchers, the
+// policy's and the episode's own, and a pass apiece read every haystack
+// twice. A pass is a chain of loads, each from the row the last one
+// found; two chains are independent, and the processor runs one in the
+// other's wait.
+func feedHayPair(p, q *pass, hay []string, skip uint64) bool {
 	a, b := p.m, q.m
 	an, bn := a.next16, b.next16
 	if an == nil || bn == nil {
@@ -269,7 +275,10 @@ func feedHayPair(p, q *pass, hay []string) bool {
 	anc, bnc := uint(a.nclass), uint(b.nclass)
 	af, bf := &a.fold, &b.fold
 	sa, sb, seenA, seenB := p.s, q.s, p.seen, q.seen
-	for _, text := range hay {
+	for k, text := range hay {
+		if skip>>k&1 != 0 {
+			continue
+		}
 		for i := 0; i < len(text); i++ {
 			if c := text[i]; c < utf8.RuneSelf {
 				sa = uint(an[sa*anc+uint(af[c])])

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"context"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -320,7 +321,7 @@ func TestGateSetFind(t *testing.T) {
 						hay = append(hay, s)
 						made.WriteString(s + "\n")
 					}
-					if len(withoutRepeats(hay)) < len(hay) {
+					if repeats(hay) != 0 {
 						if gs.match.nlLast && (gs.extra == nil || gs.extra.nlLast) {
 							skipped++
 						} else {
@@ -347,27 +348,68 @@ func TestGateSetFind(t *testing.T) {
 	}
 }
 
-// TestWithoutRepeats: the strings of 16 bytes or more that an earlier
-// one equals are dropped, shorter ones kept, the order kept; hay itself
-// comes back when nothing is dropped.
-func TestWithoutRepeats(t *testing.T) {
-	long, other := strings.Repeat("x", 16), "import os; print(os.environ)"
+// TestFeedHaySkip: the reads of a haystack pass over the strings skip
+// marks, one matcher at a time and two in one loop.
+func TestFeedHaySkip(t *testing.T) {
+	hay := []string{"cat a.py", "python -c 'import os'", "ls"}
 	tests := []struct {
-		hay, want []string
+		skip uint64
+		want []string
+	}{{0, []string{"cat", "os", "ls"}}, {1 << 1, []string{"cat", "ls"}}, {1<<0 | 1<<2, []string{"os"}}}
+	for _, tc := range tests {
+		a, b := newMultiMatcher([]string{"cat", "os"}), newMultiMatcher([]string{"ls"})
+		for _, pair := range []bool{false, true} {
+			p, q := a.newPass(), b.newPass()
+			if !pair {
+				p.feedHay(hay, tc.skip)
+				q.feedHay(hay, tc.skip)
+			} else if !feedHayPair(&p, &q, hay, tc.skip) {
+				t.Fatal("feedHayPair: 16-bit matchers not read")
+			}
+			f := make(found, 1)
+			p.into(f, 0)
+			q.into(f, len(a.lits))
+			var got []string
+			for i, l := range slices.Concat(a.lits, b.lits) {
+				if f.has(i) {
+					got = append(got, l)
+				}
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("skip %b, in one loop %v: found %q, want %q", tc.skip, pair, got, tc.want)
+			}
+		}
+	}
+}
+
+// TestRepeats: the strings of 16 bytes or more that an earlier one
+// equals are marked, shorter ones not, nor those past the 64th string, nor
+// the repeats of a long string after the 16th.
+func TestRepeats(t *testing.T) {
+	long, other := strings.Repeat("x", 16), "import os; print(os.environ)"
+	distinct := func(n int) []string {
+		var l []string
+		for i := range n {
+			l = append(l, fmt.Sprintf("%016d", i))
+		}
+		return l
+	}
+	tests := []struct {
+		name string
+		hay  []string
+		want uint64
 	}{
-		{nil, nil},
-		{[]string{"ls", "ls", "-la"}, []string{"ls", "ls", "-la"}},
-		{[]string{long[:15], long[:15]}, []string{long[:15], long[:15]}},
-		{[]string{other, "python", "-c", other}, []string{other, "python", "-c"}},
-		{[]string{long, other, long, "a", other, long}, []string{long, other, "a"}},
+		{"none", nil, 0},
+		{"short", []string{"ls", "ls", "-la"}, 0},
+		{"15 bytes", []string{long[:15], long[:15]}, 0},
+		{"python -c", []string{other, "python", "-c", other}, 1 << 3},
+		{"several", []string{long, other, long, "a", other, long}, 1<<2 | 1<<4 | 1<<5},
+		{"past the 64th", append(append([]string{long}, distinct(62)...), long, long), 1 << 63},
+		{"past 16 long ones", append(distinct(16), "a", distinct(17)[16], distinct(1)[0]), 1 << 18},
 	}
 	for _, tc := range tests {
-		got := withoutRepeats(tc.hay)
-		if !slices.Equal(got, tc.want) {
-			t.Errorf("withoutRepeats(%q) = %q, want %q", tc.hay, got, tc.want)
-		}
-		if len(got) == len(tc.hay) && len(got) > 0 && &got[0] != &tc.hay[0] {
-			t.Errorf("withoutRepeats(%q): a copy with nothing dropped", tc.hay)
+		if got := repeats(tc.hay); got != tc.want {
+			t.Errorf("%s: repeats(%q) = %b, want %b", tc.name, tc.hay, got, tc.want)
 		}
 	}
 	// the default policy's literals let find skip repeats (this guards

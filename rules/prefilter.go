@@ -368,19 +368,20 @@ func (gs *gateSet) bit(lit string) int {
 func (gs *gateSet) find(hay []string) found {
 	n := gs.regexBase + len(gs.regex)
 	f := make(found, (n+63)/64)
+	var skip uint64
 	if gs.match.nlLast && (gs.extra == nil || gs.extra.nlLast) {
-		hay = withoutRepeats(hay)
+		skip = repeats(hay)
 	}
 	p := gs.match.newPass()
 	if x := gs.extra; x != nil {
 		q := x.newPass()
-		if !feedHayPair(&p, &q, hay) {
-			p.feedHay(hay)
-			q.feedHay(hay)
+		if !feedHayPair(&p, &q, hay, skip) {
+			p.feedHay(hay, skip)
+			q.feedHay(hay, skip)
 		}
 		q.into(f, len(gs.match.lits))
 	} else {
-		p.feedHay(hay)
+		p.feedHay(hay, skip)
 	}
 	p.into(f, 0)
 	return f
@@ -441,37 +442,27 @@ func (gs *gateSet) satisfied(c []int, f found, tried []bool, sc *scan) bool {
 	return false
 }
 
-// withoutRepeats is hay without the strings of minRepeat bytes or more
-// that an earlier one equals (among the first maxRepeats such strings),
-// hay itself when there are none. A call's script is often one of its
-// argv as well (python -c), and long: repeats were 7% of the real
-// corpus' haystack bytes.
-func withoutRepeats(hay []string) []string {
+// repeats is the set, by index in hay (the first 64), of the strings of
+// minRepeat bytes or more that an earlier one equals (among the first
+// maxRepeats such strings). A call's script is often one of its argv as
+// well (python -c), and long: repeats were 7% of the real corpus'
+// haystack bytes.
+func repeats(hay []string) (skip uint64) {
 	const minRepeat, maxRepeats = 16, 16
-	var long [maxRepeats]int // indexes in hay of the long strings kept
+	var long [maxRepeats]string // the long strings kept
 	n := 0
-	var out []string
-	for i, s := range hay {
-		if len(s) >= minRepeat {
-			if slices.ContainsFunc(long[:n], func(j int) bool { return hay[j] == s }) {
-				if out == nil {
-					out = append(make([]string, 0, len(hay)-1), hay[:i]...)
-				}
-				continue
-			}
-			if n < len(long) {
-				long[n] = i
-				n++
-			}
+	for i, s := range hay[:min(len(hay), 64)] {
+		if len(s) < minRepeat {
+			continue
 		}
-		if out != nil {
-			out = append(out, s)
+		if slices.Contains(long[:n], s) {
+			skip |= 1 << i
+		} else if n < len(long) {
+			long[n] = s
+			n++
 		}
 	}
-	if out == nil {
-		return hay
-	}
-	return out
+	return skip
 }
 
 // open reports whether some rule of package i passes its derived gate for
