@@ -107,6 +107,7 @@ type fastRe struct {
 	// the window's end, where \z and $ would see the end of the text.
 	stop [128]bool
 	any  bool
+	pre  *preCheck // nil: every candidate is tried
 }
 
 // matchAt is the end of the match of f that starts at c in s, if any.
@@ -219,6 +220,7 @@ func planRegexp(pat string) *fastRe {
 		ls[i].nl = "\n" + l.s
 	}
 	f.re, f.anchored, f.after, f.lits = re, anchored, after, ls
+	f.pre = newPreCheck(tree)
 	f.groups, f.single = groupLits(ls)
 	var may [128]bool
 	matchBytes(tree, &may)
@@ -478,7 +480,7 @@ func (f *fastRe) find(s string, n int) []string {
 // non-overlapping matches of f in s (all when n < 0), in order, as
 // regexp's FindAll functions find them, until found returns false. No
 // match is empty (minLen), so each search goes on where the last match
-// ended.
+// ended. A candidate the preCheck rules out is not tried.
 func (f *fastRe) each(s string, n int, found func(c, e int) bool) {
 	if n == 0 {
 		return
@@ -492,6 +494,10 @@ func (f *fastRe) each(s string, n int, found func(c, e int) bool) {
 			return
 		}
 		pos := best + 1
+		if f.pre != nil && !f.pre.may(s, best) {
+			cs.skip(pos)
+			continue
+		}
 		if best >= to {
 			to = f.stopAfter(s, best)
 		}
