@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"encoding/binary"
 	"regexp"
 	"regexp/syntax"
 	"strings"
@@ -638,22 +639,60 @@ func lowered(s string) string {
 }
 
 // lowerASCII lowercases the ASCII letters of s and keeps every other
-// byte where it is, so offsets in the result are offsets in s.
+// byte where it is, so offsets in the result are offsets in s. It reads
+// eight bytes at a time (upperMask); a text without an upper-case ASCII
+// letter is returned as it is.
 func lowerASCII(s string) string {
 	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		if upperMask(loadWord(s[i:])) != 0 {
+			break
+		}
+	}
 	for i < len(s) && !('A' <= s[i] && s[i] <= 'Z') {
 		i++
 	}
 	if i == len(s) {
 		return s
 	}
-	b := []byte(s)
-	for ; i < len(b); i++ {
-		if 'A' <= b[i] && b[i] <= 'Z' {
-			b[i] += 'a' - 'A'
-		}
+	i &^= 7
+	b := make([]byte, len(s))
+	copy(b, s[:i])
+	for ; i+8 <= len(s); i += 8 {
+		w := loadWord(s[i:])
+		binary.LittleEndian.PutUint64(b[i:], w|upperMask(w)>>2)
 	}
-	return string(b)
+	for ; i < len(s); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		b[i] = c
+	}
+	return unsafe.String(unsafe.SliceData(b), len(b)) // b is not written again
+}
+
+// upperMask has the high bit of each byte of w that is an ASCII upper-case
+// letter set, and no other bit: 'A'-'Z' is 0x41-0x5a, and for a byte b
+// below 0x80, b+0x3f reaches 0x80 from 'A' on and b+0x25 from past 'Z' on,
+// neither carrying into the next byte. Shifted right by 2 it is the 0x20
+// that lowercases each such letter.
+func upperMask(w uint64) uint64 {
+	const (
+		lo7  = 0x7f7f7f7f7f7f7f7f
+		high = 0x8080808080808080
+		geA  = 0x3f3f3f3f3f3f3f3f // 0x80 - 'A', per byte
+		gtZ  = 0x2525252525252525 // 0x80 - 'Z' - 1, per byte
+	)
+	b := w & lo7
+	return ((b + geA) ^ (b + gtZ)) &^ w & high
+}
+
+// loadWord is the first eight bytes of s, little-endian.
+func loadWord(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
 }
 
 type loweredKey struct {

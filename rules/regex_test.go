@@ -14,6 +14,7 @@ import (
 	"testing"
 	"unicode"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/topdown"
@@ -458,4 +459,68 @@ func fuzzFastPatterns(f *testing.F) []*fastRe {
 		}
 	}
 	return fast
+}
+
+// lowerBytes is lowerASCII one byte at a time, what it must equal.
+func lowerBytes(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// TestLowerASCII: lowerASCII lowercases the ASCII letters alone, every
+// byte value at every offset of the eight-byte words it reads and in the
+// bytes after the last one, and returns a text without an upper-case
+// letter as it is.
+func TestLowerASCII(t *testing.T) {
+	for _, tc := range []string{"", "a", "Z", "@[`{", "hello, world", "HELLO, WORLD", "abcdefgH", "abcdefghI", "\xc3\x89t\xc3\xa9 ÉTÉ \xff\x80Z"} {
+		if got, want := lowerASCII(tc), lowerBytes(tc); got != want {
+			t.Errorf("lowerASCII(%q) = %q, want %q", tc, got, want)
+		}
+	}
+	for b := range 256 {
+		for off := range 19 {
+			s := strings.Repeat("x", off) + string([]byte{byte(b)}) + strings.Repeat("Q", off%3)
+			if got, want := lowerASCII(s), lowerBytes(s); got != want {
+				t.Errorf("lowerASCII(%q) = %q, want %q", s, got, want)
+			}
+		}
+	}
+	s := strings.Repeat("already lower, é and \xff: 0123456789\n", 4)
+	if got := lowerASCII(s); unsafe.StringData(got) != unsafe.StringData(s) {
+		t.Errorf("lowerASCII(%q) made a copy of a text without upper-case letters", s)
+	}
+}
+
+// BenchmarkLowerASCII lowercases the real corpus' long strings
+// (skipped without it), as lowered does for the candidate search.
+func BenchmarkLowerASCII(b *testing.B) {
+	texts := realTexts(b, 2<<20)
+	if len(texts) == 0 {
+		b.Skip("no real corpus")
+	}
+	size := 0
+	for _, s := range texts {
+		size += len(s)
+	}
+	b.SetBytes(int64(size))
+	for b.Loop() {
+		for _, s := range texts {
+			lowerASCII(s)
+		}
+	}
+}
+
+// FuzzLowerASCII holds lowerASCII to lowerBytes.
+func FuzzLowerASCII(f *testing.F) {
+	f.Add("Hello, World! ÉTÉ \xff ABCDEFGHIJKLMNOPQRSTUVWXYZ @[`{")
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := lowerASCII(s), lowerBytes(s); got != want {
+			t.Errorf("lowerASCII(%q) = %q, want %q", s, got, want)
+		}
+	})
 }
