@@ -736,7 +736,7 @@ func fastFindN(bctx topdown.BuiltinContext, ops []*ast.Term, iter func(*ast.Term
 func fastMatch(bctx topdown.BuiltinContext, ops []*ast.Term, iter func(*ast.Term) error) error {
 	pat, err1 := builtins.StringOperand(ops[0].Value, 1)
 	s, err2 := builtins.StringOperand(ops[1].Value, 2)
-	if err1 != nil || err2 != nil || len(s) < 256 || !usable(string(s)) {
+	if err1 != nil || err2 != nil || !usable(string(s)) {
 		return origMatch(bctx, ops, iter)
 	}
 	f := fastRegexp(string(pat))

@@ -171,7 +171,8 @@ func TestFastRegexContext(t *testing.T) {
 }
 
 // TestFastRegexBuiltins: through OPA's builtin interface the replacements
-// give what OPA's own regex.find_n and regex.match give, errors included.
+// give what OPA's own regex.find_n and regex.match give, errors included,
+// on long texts and short ones.
 func TestFastRegexBuiltins(t *testing.T) {
 	text := "x = 1\n# hard-coded for the tests\nexpected_out = {'a' : 1}\n" + strings.Repeat("filler line\n", 40)
 	tests := [][]*ast.Term{
@@ -184,6 +185,12 @@ func TestFastRegexBuiltins(t *testing.T) {
 		{ast.StringTerm(`(?i)hard`), ast.IntNumberTerm(3), ast.IntNumberTerm(1)},            // bad operand
 		{ast.StringTerm(`(?i)hard`), ast.StringTerm(text), ast.StringTerm("1")},             // bad operand
 		{ast.StringTerm(`(?i)hard`), ast.StringTerm(text + "\u212a"), ast.IntNumberTerm(1)}, // Kelvin sign: OPA's path
+		// short texts, as the path arguments are
+		{ast.StringTerm(`(^|/)tests?/[^/]+\.py$`), ast.StringTerm("a/tests/test_x.py"), ast.IntNumberTerm(1)},
+		{ast.StringTerm(`(^|/)tests?/[^/]+\.py$`), ast.StringTerm("tests/x.pyc"), ast.IntNumberTerm(1)},
+		{ast.StringTerm(`^(/|~|\.\.)`), ast.StringTerm("~/x"), ast.IntNumberTerm(1)},
+		{ast.StringTerm(`(?i)(test|gold)`), ast.StringTerm("GOLD"), ast.IntNumberTerm(-1)},
+		{ast.StringTerm(`(?i)(test|gold)`), ast.StringTerm(""), ast.IntNumberTerm(1)},
 	}
 	run := func(fn topdown.BuiltinFunc, ops []*ast.Term) string {
 		var out *ast.Term
