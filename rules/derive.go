@@ -77,7 +77,8 @@ type alt struct {
 	guard  []clause
 	doc    *docReads // the episode's facts or task document itself: reading it is noted
 	// text names the call text this alternative is exactly, as gates.scan
-	// has it (scanTexts): a regexp searching it can be run in Go (regexLit)
+	// has it (scan.callText): a regexp searching it can be run in Go
+	// (regexLit)
 	text string
 }
 
@@ -1937,7 +1938,7 @@ func globPiece(g, seps string) string {
 }
 
 // A regexp clause is a literal of its own kind: "\x02", the name of the
-// call text it searches (scanTexts), "\x00", the pattern. It is satisfied
+// call text it searches (scan.callText), "\x00", the pattern. It is satisfied
 // when the pattern matches that text, which gateSet.resolve finds out in
 // Go for the rules whose other clauses hold: a rule that searches lib.code
 // for a pattern the literals cannot pin down (special.comment wants
@@ -1972,7 +1973,10 @@ func inexact(a *alt) *alt {
 // regexLit is the regexp clause's literal for pattern searching v, when
 // every alternative of v is one call text and Go's regexp takes the
 // pattern as OPA's builtins do (a pattern they reject errs there, which a
-// closed gate would hide).
+// closed gate would hide), and the pattern does not match "": a value
+// read as the text may be "" where the text is not (textDefault takes a
+// rule's default "" for it, whatever left the rule undefined), and a
+// pattern that cannot match "" finds nothing there either.
 func regexLit(pattern string, v val) (string, bool) {
 	if len(v) == 0 || v[0].text == "" {
 		return "", false
@@ -1982,7 +1986,8 @@ func regexLit(pattern string, v val) (string, bool) {
 			return "", false
 		}
 	}
-	if _, err := regexp.Compile(pattern); err != nil {
+	re, err := regexp.Compile(pattern)
+	if err != nil || re.MatchString("") {
 		return "", false
 	}
 	return regexMark + v[0].text + "\x00" + pattern, true

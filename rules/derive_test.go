@@ -31,6 +31,7 @@ func TestDeriveGate(t *testing.T) {
 		{"the pattern over a variable bound to lib.text", "t := lib.text; regex.match(`alias\\s+pytest=`, t)", []clause{{"alias"}, {"pytest="}, {"\x02text\x00alias\\s+pytest="}}},
 		{"the pattern over normalized.raw", "regex.match(`^git\\s+log`, input.normalized.raw)", []clause{{"git"}, {"\t", "\n", "\f", "\r", " "}, {"log"}, {"\x02raw\x00^git\\s+log"}}},
 		{"the pattern over lib.raw, whose default is the text Go has for it absent", "regex.match(`^git\\s+log`, lib.raw)", []clause{{"git"}, {"\t", "\n", "\f", "\r", " "}, {"log"}, {"\x02raw\x00^git\\s+log"}}},
+		{"no pattern that matches the empty text", "regex.match(`^\\s*$`, lib.raw)", nil},
 		{"no pattern over a value with another default", "x := object.get(input.normalized, \"raw\", \"none\"); regex.match(`^git\\s+log`, x)", nil},
 		{"no pattern over a part of the text", "x := lower(lib.code); regex.match(`for\\s+the`, x)", []clause{{"for"}, {mCode, "\t", "\f", "\r", " "}, {"the"}, {mCode}}},
 		{"no pattern over a join with the text", `x := concat("\n", [lib.text, "y"]); regex.match("ab+c", x)`, []clause{{"a"}, {"b"}, {"c"}}},
