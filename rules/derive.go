@@ -3,7 +3,6 @@ package rules
 import (
 	"maps"
 	"math/bits"
-	"regexp"
 	"regexp/syntax"
 	"slices"
 	"strconv"
@@ -134,7 +133,7 @@ func inputVal(facts, task *ast.Term, memo bool) val {
 	cmd := obj(map[string]val{"name": s, "argv": collOf(s)})
 	git := obj(map[string]val{"sub": s, "args": collOf(s), "flags": collOf(s), "refs": collOf(s)})
 	norm := map[string]val{
-		"raw": exactly(s, "raw"), "content": s, "old_content": s, "cwd": s,
+		"raw": exactly(s, callTextRaw), "content": s, "old_content": s, "cwd": s,
 		"commands": collOf(guarded(cmd, []clause{{marker("commands")}})),
 		"git":      collOf(guarded(git, []clause{{marker("git")}})),
 		"env":      {{kind: kObj, fields: map[string]val{}, other: guarded(s, []clause{{marker("env")}}), keys: guarded(s, []clause{{marker("env")}}), keyed: true}},
@@ -145,7 +144,7 @@ func inputVal(facts, task *ast.Term, memo bool) val {
 	// lib.code is "" when the call carries no code (content, scripts)
 	// and call strings only when it does (the marker "code")
 	code := append(constVal(""), guarded(callStr("\n"), []clause{{marker("code")}})...)
-	derived := map[string]val{"text": exactly(callStr("\n"), "text"), "code": exactly(code, "code"), "touched": list("touched"), "arg_paths": list("arg_paths")}
+	derived := map[string]val{"text": exactly(callStr("\n"), callTextAll), "code": exactly(code, callTextCode), "touched": list("touched"), "arg_paths": list("arg_paths")}
 	in := map[string]val{"normalized": obj(norm), "derived": obj(derived)}
 	if memo {
 		// input.memo (Episode.buildMemo): what it holds is not the call's,
@@ -1986,8 +1985,7 @@ func regexLit(pattern string, v val) (string, bool) {
 			return "", false
 		}
 	}
-	re, err := regexp.Compile(pattern)
-	if err != nil || re.MatchString("") {
+	if re := regexpPlan(pattern).re; re == nil || re.MatchString("") {
 		return "", false
 	}
 	return regexMark + v[0].text + "\x00" + pattern, true

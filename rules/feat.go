@@ -232,26 +232,32 @@ func featObject(bits uint64) *ast.Term {
 // lib.arg_paths compute, for a call without base64 (lib.decoded is empty).
 func (s *scan) derived() *ast.Term {
 	return ast.ObjectTerm(
-		ast.Item(ast.InternedTerm("text"), ast.StringTerm(s.callText("text"))),
-		ast.Item(ast.InternedTerm("code"), ast.StringTerm(s.callText("code"))),
+		ast.Item(ast.InternedTerm("text"), ast.StringTerm(s.callText(callTextAll))),
+		ast.Item(ast.InternedTerm("code"), ast.StringTerm(s.callText(callTextCode))),
 		ast.Item(ast.InternedTerm("touched"), stringSet(s.touched)),
 		ast.Item(ast.InternedTerm("arg_paths"), stringSet(s.argPaths)),
 	)
 }
 
-// callText is a text of the call as the rules get it (derive.go's
-// alt.text): input.derived's text and code, input.normalized's raw. The
-// joins are made once: the regexp gates and input.derived share them.
+// The texts of a call the regexp clauses search (derive.go's alt.text).
+const (
+	callTextRaw  = "raw"  // input.normalized.raw
+	callTextAll  = "text" // input.derived.text
+	callTextCode = "code" // input.derived.code
+)
+
+// callText is a text of the call as the rules get it. The joins are made
+// once: the regexp gates and input.derived share them.
 func (s *scan) callText(name string) string {
 	switch name {
-	case "raw":
+	case callTextRaw:
 		return s.raw
-	case "text":
+	case callTextAll:
 		if !s.joined {
 			s.join()
 		}
 		return s.textAll
-	case "code":
+	case callTextCode:
 		if !s.joined {
 			s.join()
 		}

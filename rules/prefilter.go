@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/bits"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -236,33 +235,10 @@ type gateSet struct {
 }
 
 // regexGate is one regexp clause: the call text it searches and the
-// pattern, as OPA's regex builtins run it.
+// pattern's plan (regexpPlan; regexLit took only patterns that compile).
 type regexGate struct {
-	text, pattern string
-	re            *regexp.Regexp // for a text the literal-anchored search does not take
-	fast          *fastRe        // nil: re alone
-}
-
-var compiledRes sync.Map // pattern → *regexp.Regexp, for regexGate
-
-// compiledRegexp is pat compiled, once per process: every episode's gate
-// set holds the policy's patterns. regexLit took only patterns that
-// compile.
-func compiledRegexp(pat string) *regexp.Regexp {
-	if re, ok := compiledRes.Load(pat); ok {
-		return re.(*regexp.Regexp)
-	}
-	re, _ := compiledRes.LoadOrStore(pat, regexp.MustCompile(pat))
-	return re.(*regexp.Regexp)
-}
-
-// matches reports whether the pattern matches s, as regex.match and a
-// non-empty regex.find_n do (fastFindN, fastMatch).
-func (g *regexGate) matches(s string) bool {
-	if g.fast != nil && usable(s) {
-		return len(g.fast.find(s, 1)) > 0
-	}
-	return g.re.MatchString(s)
+	text string
+	re   *fastRe
 }
 
 // gateSet builds the bits of dg's gates: on a matcher of their own
@@ -279,7 +255,7 @@ func (pf *prefilter) gateSet(dg derivedGates, base *multiMatcher) *gateSet {
 		}
 		if _, seen := regexBit[l]; !seen {
 			regexBit[l] = len(gs.regex)
-			gs.regex = append(gs.regex, regexGate{text: text, pattern: pat, re: compiledRegexp(pat), fast: fastRegexp(pat)})
+			gs.regex = append(gs.regex, regexGate{text: text, re: regexpPlan(pat)})
 		}
 	}
 	if base == nil {
@@ -319,9 +295,11 @@ func (pf *prefilter) gateSet(dg derivedGates, base *multiMatcher) *gateSet {
 		}
 	}
 	if len(gs.regex) > 0 {
+		seen := map[string]bool{} // a rule's gate is its package's and its feature's
 		for _, rs := range slices.Concat(gs.derived, gs.feat) {
 			for _, r := range rs {
-				if slices.ContainsFunc(r, gs.hasRegex) {
+				if k := fmt.Sprint(r); slices.ContainsFunc(r, gs.hasRegex) && !seen[k] {
+					seen[k] = true
 					// the clauses without a regexp first: they decide most gates
 					r = slices.Clone(r)
 					slices.SortStableFunc(r, func(a, b []int) int { return cmpBool(gs.hasRegex(a), gs.hasRegex(b)) })
@@ -412,7 +390,11 @@ func (gs *gateSet) resolve(f found, sc *scan) {
 	if len(gs.regex) == 0 || f == nil {
 		return
 	}
-	tried := make([]bool, len(gs.regex))
+	var buf [1]uint64 // the patterns run, by bit: the policy's 35 fit
+	tried := found(buf[:])
+	if len(gs.regex) > 64 {
+		tried = make(found, (len(gs.regex)+63)/64)
+	}
 	for _, g := range gs.withRegex {
 		for _, c := range g {
 			if !gs.satisfied(c, f, tried, sc) {
@@ -424,17 +406,17 @@ func (gs *gateSet) resolve(f found, sc *scan) {
 
 // satisfied reports whether clause c holds, running its patterns not
 // yet tried while no literal of it is found.
-func (gs *gateSet) satisfied(c []int, f found, tried []bool, sc *scan) bool {
+func (gs *gateSet) satisfied(c []int, f found, tried found, sc *scan) bool {
 	if slices.ContainsFunc(c, f.has) {
 		return true
 	}
 	for _, b := range c {
 		j := b - gs.regexBase
-		if j < 0 || tried[j] {
+		if j < 0 || tried.has(j) {
 			continue
 		}
-		tried[j] = true
-		if rg := &gs.regex[j]; rg.matches(sc.callText(rg.text)) {
+		tried[j/64] |= 1 << (j % 64)
+		if rg := &gs.regex[j]; rg.re.matches(sc.callText(rg.text)) {
 			f[b/64] |= 1 << (b % 64)
 			return true
 		}

@@ -87,7 +87,7 @@ const (
 
 // fastRe is a pattern's compiled forms; nil lits: not accelerated.
 type fastRe struct {
-	re       *regexp.Regexp // the pattern
+	re       *regexp.Regexp // the pattern; nil when it does not compile
 	anchored *regexp.Regexp // ^(?:pattern): a match at the start of the text
 	after    *regexp.Regexp // ^(?s:.)(?:pattern): a match after the rune before it
 	lits     []lit
@@ -181,14 +181,29 @@ var fastRes sync.Map // pattern → *fastRe
 // fastRegexp returns the accelerated form of pat, or nil when OPA's own
 // implementation must run.
 func fastRegexp(pat string) *fastRe {
+	if f := regexpPlan(pat); f.lits != nil {
+		return f
+	}
+	return nil
+}
+
+// regexpPlan is pat's plan, made once per process: accelerated or not,
+// with the compiled pattern unless it does not compile.
+func regexpPlan(pat string) *fastRe {
 	v, ok := fastRes.Load(pat)
 	if !ok {
 		v, _ = fastRes.LoadOrStore(pat, planRegexp(pat))
 	}
-	if f := v.(*fastRe); f.lits != nil {
-		return f
+	return v.(*fastRe)
+}
+
+// matches reports whether the pattern matches s, as regex.match and a
+// non-empty regex.find_n do (fastMatch, fastFindN); f.re must be set.
+func (f *fastRe) matches(s string) bool {
+	if f.lits != nil && usable(s) {
+		return len(f.find(s, 1)) > 0
 	}
-	return nil
+	return f.re.MatchString(s)
 }
 
 func planRegexp(pat string) *fastRe {
@@ -197,6 +212,7 @@ func planRegexp(pat string) *fastRe {
 	if err != nil {
 		return f // OPA reports it
 	}
+	f.re = re
 	anchored, err1 := regexp.Compile(`^(?:` + pat + `)`)
 	after, err2 := regexp.Compile(`^(?s:.)(?:` + pat + `)`)
 	if err1 != nil || err2 != nil {
@@ -220,7 +236,7 @@ func planRegexp(pat string) *fastRe {
 		}
 		ls[i].nl = "\n" + l.s
 	}
-	f.re, f.anchored, f.after, f.lits = re, anchored, after, ls
+	f.anchored, f.after, f.lits = anchored, after, ls
 	f.pre = newPreCheck(tree)
 	f.groups, f.single = groupLits(ls)
 	var may [128]bool
