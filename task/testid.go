@@ -7,13 +7,13 @@ type Status string
 
 // Statuses of a test id.
 const (
-	StatusPassed   Status = "passed"
-	StatusFailed   Status = "failed"
-	StatusError    Status = "error"
-	StatusSkipped  Status = "skipped"
-	StatusXFailed  Status = "xfailed"
-	StatusXPassed  Status = "xpassed"
-	StatusMissing  Status = "missing" // expected, but the run reported nothing for it
+	StatusPassed  Status = "passed"
+	StatusFailed  Status = "failed"
+	StatusError   Status = "error"
+	StatusSkipped Status = "skipped"
+	StatusXFailed Status = "xfailed"
+	StatusXPassed Status = "xpassed"
+	StatusMissing Status = "missing" // expected, but the run reported nothing for it
 )
 
 // Frameworks a task may name for its test report (field "framework").
