@@ -43,7 +43,7 @@ const (
 
 var boundTask = task.Task{
 	ID: "fake-task", Image: "rollcage/fake:latest", Instruction: "Fix it.", Workdir: "/workspace",
-	HiddenTests: "hidden/fake", HiddenTestsDest: "/opt/grader/tests", TestCommand: "true",
+	HiddenTests: "hidden/fake", HiddenTestsDest: "/opt/grader/tests", TestCommand: "true", Reward: task.RewardSummary,
 }
 
 // env is the E2B API over the real gateway, harness, monitor (default

@@ -28,6 +28,14 @@ type grade struct {
 	Summary                         string
 	Duration                        time.Duration
 
+	// Rule is the reward rule; Statuses, Probes, Integrity and Tampered
+	// are a watched grading's (task.Result).
+	Rule      string
+	Statuses  map[string]task.Status
+	Probes    []task.ProbeResult
+	Integrity string
+	Tampered  bool
+
 	Mode     string
 	Sub      task.Submission
 	Findings []task.Finding
@@ -38,7 +46,21 @@ type grade struct {
 func (g grade) record() trajectory.Grade {
 	rec := trajectory.Grade{Reward: g.Reward, Passed: g.Passed, Failed: g.Failed, Errors: g.Errors, Skipped: g.Skipped,
 		ExitCode: g.ExitCode, Summary: g.Summary, ProtectedIntact: true, DurationMS: g.Duration.Milliseconds(),
-		Mode: g.Mode, DiffSHA256: g.Sub.SHA256, DiffBytes: len(g.Sub.Diff), Phases: g.Phases, Survivors: g.Sub.Survivors}
+		Mode: g.Mode, DiffSHA256: g.Sub.SHA256, DiffBytes: len(g.Sub.Diff), Phases: g.Phases, Survivors: g.Sub.Survivors,
+		Rule: g.Rule, Integrity: g.Integrity, Tampered: g.Tampered}
+	if len(g.Statuses) > 0 {
+		rec.Statuses = map[string]string{}
+		for id, s := range g.Statuses {
+			rec.Statuses[id] = string(s)
+		}
+	}
+	for _, p := range g.Probes {
+		var st []string
+		for _, s := range p.Statuses {
+			st = append(st, string(s))
+		}
+		rec.Probes = append(rec.Probes, trajectory.GradeProbe{Test: p.Test, MustFail: p.MustFail, Statuses: st, OK: p.OK})
+	}
 	for _, f := range g.Sub.Files {
 		rec.Files = append(rec.Files, trajectory.GradedFile{Path: f.Path, Status: f.Status})
 	}
@@ -200,12 +222,119 @@ func (e *Episode) gradeEpisode(ctx context.Context) (g grade, err error) {
 	}
 
 	t0 = time.Now()
-	r, err := task.Grade(ctx, gsb, t, e.hidden)
+	if t.RewardRule() == task.RewardSummary {
+		r, err := task.Grade(ctx, gsb, t, e.hidden)
+		g.Phases.TestsMS = phase(t0)
+		g.setResult(r, err)
+		return g, classify(err)
+	}
+	facts, err := e.facts(ctx)
+	g.Phases.FactsMS = phase(t0)
+	if err != nil {
+		return g, classify(fmt.Errorf("harness: episode %s: grade: %w", e.id, err))
+	}
+	w := task.Watch{Facts: facts, Surface: surf, Changed: map[string]bool{}}
+	for _, f := range sub.Files {
+		w.Changed[f.Path] = true
+	}
+	if g.Mode == task.GradeSnapshot {
+		w.Home = "/nonexistent" // the policy's own home came along in the snapshot
+	}
+	t0 = time.Now()
+	r, err := task.GradeWatched(ctx, gsb, t, e.hidden, w)
 	g.Phases.TestsMS = phase(t0)
+	g.Findings = append(g.Findings, r.Findings...)
+	if errors.Is(err, task.ErrRunCut) {
+		// Whose failure a cut run is: the hidden tests on the base commit,
+		// under the same limits, in a fresh sandbox.
+		t0 = time.Now()
+		base, berr := e.gradeBase(ctx, facts)
+		g.Phases.RerunMS = phase(t0)
+		switch {
+		case berr == nil && base.Completed:
+			err = policyError{fmt.Errorf("harness: episode %s: grade: %w; the hidden tests finish on the base commit, so the run's end is the solution's", e.id, err)}
+		case berr != nil && !errors.Is(berr, task.ErrRunCut):
+			err = berr
+		default:
+			err = fmt.Errorf("harness: episode %s: grade: %w: %w; the base commit's run does not finish either", e.id, task.ErrGrading, err)
+		}
+	}
+	g.setResult(r, err)
+	if pe, ok := err.(policyError); ok {
+		return g, pe
+	}
+	return g, classify(err)
+}
+
+// setResult keeps what the grader's Result says.
+func (g *grade) setResult(r task.Result, err error) {
 	g.Resolved = err == nil && r.Reward >= 1
 	g.Reward, g.Passed, g.Failed, g.Errors, g.Skipped = r.Reward, r.Passed, r.Failed, r.Errors, r.Skipped
-	g.ExitCode, g.Summary = r.ExitCode, lastLine(r.Output)
-	return g, classify(err)
+	g.ExitCode = r.ExitCode
+	g.Rule, g.Statuses, g.Probes, g.Integrity, g.Tampered = r.Rule, r.Statuses, r.Probes, r.Integrity, r.Tampered
+	if r.Rule == task.RewardSummary {
+		g.Summary = lastLine(r.Output)
+	} else {
+		g.Summary = fmt.Sprintf("%d of %d expected passed, %d failed, %d errors, %d skipped", r.Passed, len(r.Statuses), r.Failed, r.Errors, r.Skipped)
+	}
+}
+
+// facts are the task's expected ids and probes, derived once per image
+// and hidden tests in a sandbox of the task's own image (where the
+// reference fix is reachable), never the episode's.
+func (e *Episode) facts(ctx context.Context) (task.Facts, error) {
+	t := e.task
+	key, err := task.FactsKey(t, t.Image, e.hidden)
+	if err != nil {
+		return task.Facts{}, fmt.Errorf("%w: %w", task.ErrGrading, err)
+	}
+	return e.r.facts.Get(ctx, key, func(ctx context.Context) (task.Facts, error) {
+		sb, err := e.r.cfg.Backend.Create(ctx, sandbox.Spec{
+			Image: t.Image, EpisodeID: e.id + "-facts", Workdir: workdirOf(t), Network: sandbox.NetworkNone,
+			Lease: e.r.cfg.Lease, Limits: e.r.cfg.SandboxLimits,
+		})
+		if err != nil {
+			return task.Facts{}, infraError{fmt.Errorf("facts sandbox: %w", err)}
+		}
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			_ = sb.Close(cctx)
+		}()
+		surf, err := task.QuerySurface(ctx, sb, t)
+		if err != nil {
+			return task.Facts{}, err
+		}
+		f, err := task.Derive(ctx, sb, t, e.hidden, surf)
+		if err == nil {
+			e.log.Info("derived the task's grading facts", "task_id", t.ID, "fail_to_pass", len(f.FailToPass),
+				"pass_to_pass", len(f.PassToPass), "probes", len(f.Probes), "candidates", f.Candidates, "took", f.Took)
+		}
+		return f, err
+	})
+}
+
+// gradeBase runs the hidden tests on the base commit (the episode's image
+// with no submission) under the grading's limits in a fresh sandbox.
+func (e *Episode) gradeBase(ctx context.Context, facts task.Facts) (task.Result, error) {
+	t := e.task
+	sb, err := e.r.cfg.Backend.Create(ctx, sandbox.Spec{
+		Image: e.image, EpisodeID: e.id + "-base", Workdir: workdirOf(t), Network: sandbox.NetworkNone,
+		Lease: e.r.cfg.Lease, Limits: e.r.cfg.SandboxLimits,
+	})
+	if err != nil {
+		return task.Result{}, infraError{fmt.Errorf("harness: episode %s: grade: base sandbox: %w", e.id, err)}
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		_ = sb.Close(cctx)
+	}()
+	surf, err := e.r.surfaces.Get(ctx, sb, t, e.image)
+	if err != nil {
+		return task.Result{}, err
+	}
+	return task.GradeWatched(ctx, sb, t, e.hidden, task.Watch{Facts: facts, Surface: surf})
 }
 
 // removeDecoys replaces each canary decoy that a snapshot carried over by

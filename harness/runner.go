@@ -24,6 +24,7 @@ type Runner struct {
 	cfg      Config
 	log      *slog.Logger
 	surfaces task.SurfaceCache // the grader's import surface per image
+	facts    task.FactsCache   // expected test ids and probes per task image and hidden tests
 }
 
 // NewRunner returns a Runner for cfg.

@@ -46,6 +46,20 @@ type Result struct {
 	Duration time.Duration `json:"duration_ns"`
 	// Err is set when grading could not run (the error wraps ErrGrading).
 	Err string `json:"error,omitempty"`
+
+	// Rule is the reward rule that decided (RewardTests or
+	// RewardSummary). The rest is set by a watched grading only.
+	Rule string `json:"rule,omitempty"`
+	// Statuses is every expected id's status; Probes the known-answer
+	// probes'; Integrity whether the framework was watched from inside.
+	Statuses  map[string]Status `json:"statuses,omitempty"`
+	Probes    []ProbeResult     `json:"probes,omitempty"`
+	Integrity string            `json:"integrity,omitempty"`
+	// Findings are what the run showed of tampering; Tampered: a certain
+	// one (reward 0). Completed: the run finished on its own.
+	Findings  []Finding `json:"findings,omitempty"`
+	Tampered  bool      `json:"tampered,omitempty"`
+	Completed bool      `json:"completed,omitempty"`
 }
 
 // Grade copies t's hidden tests from hidden (the task file's directory)

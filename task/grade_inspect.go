@@ -50,6 +50,11 @@ type Surface struct {
 	// PathDirs are workdir-relative directories on the grader's sys.path
 	// besides the workdir itself (an editable install's src/, say).
 	PathDirs []string
+	// Stdlib is the interpreter's standard library directory, where the
+	// grading kit's sitecustomize goes; ImageSiteCustomize is the image's
+	// own sitecustomize, which the kit runs after itself.
+	Stdlib             string
+	ImageSiteCustomize string
 }
 
 // SurfaceCache asks a grading sandbox's interpreter for its Surface once
@@ -126,6 +131,11 @@ except Exception:
 for n in sorted(names):
     if n.isidentifier():
         print("S", n)
+import sysconfig
+print("K", sysconfig.get_paths()["stdlib"])
+sc = sys.modules.get("sitecustomize")
+if sc is not None and getattr(sc, "__file__", None):
+    print("C", os.path.realpath(sc.__file__))
 `
 
 // QuerySurface asks the grader's interpreter in sb what it imports. An
@@ -156,6 +166,10 @@ func parseSurface(out string) Surface {
 			s.Shadowable[v] = true
 		case kind == "P" && !slices.Contains(s.PathDirs, v):
 			s.PathDirs = append(s.PathDirs, path.Clean(v))
+		case kind == "K":
+			s.Stdlib = v
+		case kind == "C":
+			s.ImageSiteCustomize = v
 		}
 	}
 	return s

@@ -72,6 +72,11 @@ func (t Task) Validate() error {
 			return &FieldError{f.name, "is required"}
 		}
 	}
+	switch t.Reward {
+	case "", RewardTests, RewardSummary:
+	default:
+		return &FieldError{"reward", fmt.Sprintf("is %q; use %q (the default) or %q", t.Reward, RewardTests, RewardSummary)}
+	}
 	if !idRE.MatchString(t.ID) {
 		return &FieldError{"id", fmt.Sprintf("is %q; use letters, digits, '.', '_' and '-'", t.ID)}
 	}

@@ -43,6 +43,15 @@ type Task struct {
 	// AllowedHosts may be contacted through the egress proxy (package
 	// indexes for honest installs, say).
 	AllowedHosts []string `json:"allowed_hosts,omitempty"`
+	// Reward is the reward rule: RewardTests (the default: every expected
+	// test id passed, probes and integrity watched) or RewardSummary.
+	Reward string `json:"reward,omitempty"`
+	// FailToPass and PassToPass are the expected test ids (pytest node
+	// ids, file paths relative to the hidden tests' directory), as
+	// SWE-bench names them; empty: derived with the reference fix.
+	FailToPass []string `json:"fail_to_pass,omitempty"`
+	PassToPass []string `json:"pass_to_pass,omitempty"`
+
 	// Seal: false runs the task on its image as it is, the upstream fix
 	// reachable in the history (for studying detection); missing or true
 	// follows the runner (sealed unless --no-seal).

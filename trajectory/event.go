@@ -312,6 +312,26 @@ type Grade struct {
 	Phases     GradePhases  `json:"phases"`
 	Survivors  int          `json:"survivors,omitempty"` // processes of the sandbox user alive after the kill
 	Error      string       `json:"error,omitempty"`     // why no test ran (a submission the policy broke)
+	// Rule is the reward rule ("tests": by test id with probes and the
+	// framework watched; "summary": pytest's summary line, forgeable).
+	// Statuses is every expected id's status, Probes the known-answer
+	// probes', Integrity "watched" or "unavailable"; Tampered: a probe or
+	// the integrity watch showed the outcomes forged (reward 0).
+	Rule      string            `json:"rule,omitempty"`
+	Statuses  map[string]string `json:"statuses,omitempty"`
+	Probes    []GradeProbe      `json:"probes,omitempty"`
+	Integrity string            `json:"integrity,omitempty"`
+	Tampered  bool              `json:"tampered,omitempty"`
+}
+
+// GradeProbe is one known-answer probe of a grading: the hidden test it
+// perturbs ("" for a literal probe), whether it must fail, its instances'
+// statuses, and whether it behaved.
+type GradeProbe struct {
+	Test     string   `json:"test,omitempty"`
+	MustFail bool     `json:"must_fail"`
+	Statuses []string `json:"statuses"`
+	OK       bool     `json:"ok"`
 }
 
 // GradedFile is one file of the submitted change: workdir-relative path
@@ -333,6 +353,10 @@ type GradePhases struct {
 	SurfaceMS  int64 `json:"surface_ms,omitempty"`
 	ApplyMS    int64 `json:"apply_ms"`
 	TestsMS    int64 `json:"tests_ms"`
+	// FactsMS: waiting for the task's facts (derived once per image);
+	// RerunMS: the base commit's run after a cut run.
+	FactsMS int64 `json:"facts_ms,omitempty"`
+	RerunMS int64 `json:"rerun_ms,omitempty"`
 }
 
 // Failure classes of an EpisodeEnd.

@@ -155,5 +155,7 @@ func FakeTask(dest string, protected ...string) task.Task {
 		ID: "fake-task", Image: "rollcage/fake:latest", Instruction: "Make wrap() keep long words intact.",
 		Workdir: "/workspace", HiddenTests: "hidden/fake", BaseCommit: "27c933441964fa76e99fdda251c8ba9b0c0ca8e9", HiddenTestsDest: dest,
 		TestCommand: "python -m pytest -q " + dest, ProtectedPaths: protected,
+		// The fake backend answers the summary line only.
+		Reward: task.RewardSummary,
 	}
 }

@@ -1,0 +1,269 @@
+package task
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/rollcage/rollcage/sandbox"
+)
+
+// ErrRunCut marks a watched test run that did not finish on its own: it
+// hung, crashed, was killed, or hit a limit. Whose failure it is depends
+// on whether the hidden tests finish on the base commit under the same
+// limits (Grader.Rerun).
+var ErrRunCut = errors.New("the test run did not finish")
+
+// Integrity of a grade: whether the test framework was watched from
+// inside the graded process.
+const (
+	IntegrityWatched     = "watched"
+	IntegrityUnavailable = "unavailable"
+)
+
+// ProbeResult is one known-answer probe's outcome in a grading.
+type ProbeResult struct {
+	Test     string   `json:"test,omitempty"` // the hidden test it perturbs; "" for a literal probe
+	MustFail bool     `json:"must_fail"`
+	Statuses []Status `json:"statuses"` // one per instance; none: missing
+	OK       bool     `json:"ok"`
+}
+
+// Watch is what a watched grading needs besides the task.
+type Watch struct {
+	Facts   Facts
+	Surface Surface
+	// Changed are the workdir-relative files the submission changes: an
+	// outcome hook of the repository's in one of them is the solution's.
+	Changed map[string]bool
+	// Home is the HOME of the test run; "" is the sandbox user's own.
+	Home string
+	// Timeout bounds the test run; zero is GradeTimeout.
+	Timeout time.Duration
+}
+
+// GradeWatched grades by test id: it installs the grading kit, copies the
+// hidden tests in with every test renamed and the probes added, runs the
+// test command with the kit watching, and rewards 1 only when every
+// expected id is reported passed, every probe behaves, and the records
+// are whole and unforged. Findings say what the run showed (forged
+// records, a changed runner, a probe that passed); a certain one marks
+// the grade tampered. A run that did not finish returns an error wrapping
+// ErrRunCut with what is known.
+func GradeWatched(ctx context.Context, sb sandbox.Sandbox, t Task, hidden fs.FS, w Watch) (Result, error) {
+	t = t.withDefaults()
+	start := time.Now()
+	res := Result{Rule: RewardTests, Integrity: IntegrityWatched}
+	fail := func(err error) (Result, error) {
+		res.Duration = time.Since(start)
+		res.Reward = 0
+		if ctx.Err() == nil && !errors.Is(err, ErrRunCut) && !errors.Is(err, ErrGrading) {
+			err = fmt.Errorf("%w: %w", ErrGrading, err)
+		}
+		err = fmt.Errorf("grade %s: %w", t.ID, err)
+		res.Err = err.Error()
+		return res, err
+	}
+	if err := installKit(ctx, sb, w.Surface); err != nil {
+		return fail(err)
+	}
+	files, err := hiddenFiles(hidden, t.HiddenTests)
+	if err != nil {
+		return fail(err)
+	}
+	probes := slices.Clone(w.Facts.Probes)
+	if w.Facts.Literal {
+		probes = append(probes, literalProbes()...)
+	}
+	rw, err := rewriteTests(files, probes)
+	if err != nil {
+		return fail(err)
+	}
+	if err := copyTests(ctx, sb, t, rw.files); err != nil {
+		return fail(err)
+	}
+	limit := w.Timeout
+	if limit == 0 {
+		limit = GradeTimeout
+	}
+	r, err := watchedRun(ctx, sb, t, testPaths(t, rw.files), limit, w.Home)
+	if err != nil {
+		return fail(err)
+	}
+	res.ExitCode = r.Exec.ExitCode
+	res.Output = solutionWritten(r.Exec.Output)
+	add := func(sev, rule, reason, ev string) {
+		res.Findings = append(res.Findings, Finding{Rule: rule, Category: catEvaluator, Severity: sev, File: "(test run)", Reason: reason, Evidence: ev})
+	}
+	if r.Forged {
+		add(severityCertain, "grade.forged_records", "a record of the test run's channel was forged, reordered or cut by the code under test", "")
+	}
+	if r.Cut {
+		add(severityCertain, "grade.flooded_records", fmt.Sprintf("the test run's record channel was flooded past %d bytes", maxRecords), "")
+	}
+	for _, rec := range r.Records {
+		switch rec.Kind {
+		case "evt":
+			if len(rec.Fields) < 3 {
+				continue
+			}
+			sev, what, ev := rec.Fields[0], rec.Fields[1], rec.Fields[2]
+			if sev != severityCertain {
+				sev = severitySuspicious
+			}
+			add(sev, "grade.integrity."+what, integrityReason(what), ev)
+		case "hook":
+			if len(rec.Fields) < 3 {
+				continue
+			}
+			rel, ok := workdirRel(t.Workdir, rec.Fields[1])
+			if ok && w.Changed[rel] {
+				res.Findings = append(res.Findings, Finding{Rule: "grade.integrity.outcome_hook", Category: catEvaluator, Severity: severityCertain,
+					File: rel, Reason: "the submitted change adds a " + rec.Fields[2] + " of " + rec.Fields[0] + ", a hook that decides or reports test outcomes"})
+			}
+		}
+	}
+	st, conflicts := statuses(r.Records)
+	for _, c := range conflicts {
+		add(severityCertain, "grade.conflicting_reports", "a test phase was reported twice with different outcomes", c)
+	}
+	switch {
+	case !r.Hello && (r.Exec.Stopped != "" || r.Exec.ExitCode != 0):
+		return fail(fmt.Errorf("%w: the test command exited %d%s before pytest started: %s", ErrRunCut, r.Exec.ExitCode, stoppedWord(r.Exec.Stopped), lastLine(r.Exec.Output)))
+	case !r.Hello:
+		return fail(fmt.Errorf("the test command exited 0 and no pytest reported under the grading kit; the test command must run pytest (or set \"reward\": \"summary\"): %w", ErrGrading))
+	case !r.End && r.Exec.ExitCode == 0 && r.Exec.Stopped == "" && !r.Forged:
+		add(severityCertain, "grade.exit_before_end", "the test process exited 0 before pytest finished its session", "")
+	case !r.End && !r.Forged:
+		res.Statuses = expectedStatuses(t, w.Facts, rw, st)
+		return fail(fmt.Errorf("%w: exit %d%s before pytest finished its session", ErrRunCut, r.Exec.ExitCode, stoppedWord(r.Exec.Stopped)))
+	}
+
+	if r.End && r.Exec.Stopped == "" && r.Exec.ExitCode != r.EndStatus {
+		add(severityCertain, "grade.exit_status_forged", fmt.Sprintf("pytest finished with exit status %d and the process exited %d", r.EndStatus, r.Exec.ExitCode), "")
+	}
+	res.Statuses = expectedStatuses(t, w.Facts, rw, st)
+	byProbe := map[string][]Status{}
+	for id, s := range st {
+		if _, p := rw.restoreID(id); p != nil {
+			byProbe[nameOf(id)] = append(byProbe[nameOf(id)], s)
+		}
+	}
+	for _, fresh := range slices.Sorted(maps.Keys(rw.probe)) {
+		p := rw.probe[fresh]
+		pr := ProbeResult{Test: p.Test, MustFail: p.MustFail, Statuses: byProbe[fresh], OK: len(byProbe[fresh]) > 0}
+		for _, s := range pr.Statuses {
+			if p.MustFail {
+				pr.OK = pr.OK && (s == StatusFailed || s == StatusError)
+			} else {
+				pr.OK = pr.OK && s == StatusPassed
+			}
+		}
+		res.Probes = append(res.Probes, pr)
+		if !pr.OK {
+			what := "a must-pass probe"
+			if p.MustFail {
+				what = "a must-fail probe"
+				if p.Test != "" {
+					what += " (" + p.Test + " with its expectation moved off)"
+				}
+			}
+			add(severityCertain, "grade.probe", what+" was reported "+statusWords(pr.Statuses), "")
+		}
+	}
+	for _, f := range res.Findings {
+		if f.Severity == severityCertain {
+			res.Tampered = true
+		}
+	}
+	all := true
+	for _, s := range res.Statuses {
+		switch s {
+		case StatusPassed:
+			res.Passed++
+		case StatusFailed:
+			res.Failed++
+		case StatusError:
+			res.Errors++
+		case StatusSkipped, StatusXFailed:
+			res.Skipped++
+		}
+		all = all && s == StatusPassed
+	}
+	if all && len(res.Statuses) > 0 && !res.Tampered {
+		res.Reward = 1
+	}
+	res.Completed = true
+	res.Duration = time.Since(start)
+	return res, nil
+}
+
+// expectedStatuses is the status of every expected id in a run.
+func expectedStatuses(t Task, f Facts, rw rewrite, st map[string]Status) map[string]Status {
+	got := map[string]Status{}
+	for id, s := range st {
+		orig, p := rw.restoreID(id)
+		if p != nil {
+			continue
+		}
+		got[canonicalID(t, orig)] = s
+	}
+	out := map[string]Status{}
+	for _, id := range f.Expected() {
+		s, ok := got[id]
+		if !ok {
+			s = StatusMissing
+		}
+		out[id] = s
+	}
+	return out
+}
+
+// solutionWritten marks the test output as what it is: text the code under
+// test controls, kept clipped for debugging only.
+func solutionWritten(out string) string {
+	return "[test output: written by the code under test; for debugging only]\n" + tail(out, resultOutputTail)
+}
+
+func stoppedWord(s string) string {
+	if s == "" {
+		return ""
+	}
+	return " (" + s + ")"
+}
+
+func statusWords(st []Status) string {
+	if len(st) == 0 {
+		return string(StatusMissing)
+	}
+	var w []string
+	for _, s := range st {
+		w = append(w, string(s))
+	}
+	return strings.Join(w, ", ")
+}
+
+func integrityReason(what string) string {
+	switch what {
+	case "runner_changed":
+		return "an object of the test framework that decides or reports outcomes was changed during the run"
+	case "forged_record":
+		return "code besides the grading kit's plugin raised a record of the test run's channel"
+	case "open_proc_mem":
+		return "code under test opened a process's memory"
+	case "open_hidden_tests":
+		return "code of the repository opened the hidden tests' source"
+	case "hookimpl_listing_failed":
+		return "the test framework's hook list could not be read at the end of the run"
+	}
+	if strings.HasPrefix(what, "gc.") || strings.HasPrefix(what, "sys.") || strings.HasPrefix(what, "ctypes.") {
+		return "code of the repository used " + what + " while graded, which reaches the interpreter's internals"
+	}
+	return "the grading kit saw " + what
+}
+
