@@ -47,7 +47,7 @@ func (g grade) record() trajectory.Grade {
 	rec := trajectory.Grade{Reward: g.Reward, Passed: g.Passed, Failed: g.Failed, Errors: g.Errors, Skipped: g.Skipped,
 		ExitCode: g.ExitCode, Summary: g.Summary, ProtectedIntact: true, DurationMS: g.Duration.Milliseconds(),
 		Mode: g.Mode, DiffSHA256: g.Sub.SHA256, DiffBytes: len(g.Sub.Diff), Phases: g.Phases, Survivors: g.Sub.Survivors,
-		Rule: g.Rule, Integrity: g.Integrity, Tampered: g.Tampered}
+		Rule: g.Rule, Integrity: g.Integrity, Tampered: g.Tampered, Dropped: task.BesideSource(g.Sub)}
 	if len(g.Statuses) > 0 {
 		rec.Statuses = map[string]string{}
 		for id, s := range g.Statuses {

@@ -2,9 +2,9 @@ package task
 
 import (
 	"bufio"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -347,7 +347,9 @@ func copyTests(ctx context.Context, sb sandbox.Sandbox, t Task, files map[string
 		}
 		tf = append(tf, tarFile{name, files[name], 0o644, 0})
 	}
-	sort.SliceStable(tf, func(i, j int) bool { return strings.Count(tf[i].name, "/") < strings.Count(tf[j].name, "/") && strings.HasSuffix(tf[i].name, "/") })
+	sort.SliceStable(tf, func(i, j int) bool {
+		return strings.Count(tf[i].name, "/") < strings.Count(tf[j].name, "/") && strings.HasSuffix(tf[i].name, "/")
+	})
 	if err := sb.CopyIn(ctx, t.HiddenTestsDest, strings.NewReader(string(tarFiles(tf)))); err != nil {
 		return fmt.Errorf("copy hidden tests to %s: %w", t.HiddenTestsDest, err)
 	}

@@ -201,6 +201,8 @@ func Inspect(t Task, sub Submission, surf Surface) []Finding {
 		dirs = append(dirs, rel)
 	}
 	addedLines := addedLinesByFile(sub.Diff)
+	links := symlinks(sub.Diff)
+	known := knownNames(sub.Tree, surf)
 	for _, f := range sub.Files {
 		p, base := f.Path, path.Base(f.Path)
 		for _, g := range t.VisibleTests {
@@ -230,6 +232,22 @@ func Inspect(t Task, sub Submission, surf Surface) []Finding {
 			add("grade.go_testmain", catEvaluator, p, "defines TestMain, which runs instead of the tests and decides the exit code", firstLineRE(addedLines[p], testMainRE))
 		case jsRunnerConfigRE.MatchString(base):
 			add("grade.js_runner_config", catEvaluator, p, base+" "+statusWord(f.Status)+": JavaScript test-runner configuration", "")
+		}
+		if f.Status != "D" {
+			if reason := compiledCode(p, inTree); reason != "" {
+				add("grade.compiled_code", catEvaluator, p, reason, "")
+			}
+			if ev := confusableName(p, known); ev != "" {
+				add("grade.confusable_name", catEvaluator, p, "a path whose non-ASCII letters make it look like another name", ev)
+			}
+			if ev := confusableImport(addedLines[p], known); ev != "" {
+				add("grade.confusable_import", catEvaluator, p, "an import line whose non-ASCII letters make it look like another module", ev)
+			}
+			if target, ok := links[p]; ok {
+				if reason := linkOutside(t, p, target); reason != "" {
+					add("grade.symlink", catEvaluator, p, reason, target)
+				}
+			}
 		}
 		if mod, ok := shadowModule(p, dirs, inTree); ok && surf.Shadowable[mod.name] && !existedAtBase(mod.prefix, sub, added) {
 			add("grade.shadow_module", catEvaluator, p, fmt.Sprintf("module %q in %s on the grader's sys.path shadows the grader's or the standard library's %s", mod.name, dirLabel(mod.dir), mod.name), "")

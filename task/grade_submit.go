@@ -269,7 +269,14 @@ func ApplySubmission(ctx context.Context, sb sandbox.Sandbox, t Task, sub Submis
 	if err := sb.WriteFile(ctx, patch, sub.Diff, 0o600); err != nil {
 		return fmt.Errorf("apply submission: %w", err)
 	}
-	script := "cd " + shellQuote(t.Workdir) + " && " + gitHarden + " apply --binary --whitespace=nowarn " + patch + " 2>&1"
+	// Compiled files beside their own source are left out: the
+	// interpreter compiles the source afresh, and an unchecked .pyc
+	// would run code that no check reads.
+	var exclude string
+	for _, p := range BesideSource(sub) {
+		exclude += " --exclude=" + shellQuote(globEscape(p))
+	}
+	script := "cd " + shellQuote(t.Workdir) + " && " + gitHarden + " apply --binary --whitespace=nowarn" + exclude + " " + patch + " 2>&1"
 	res, err := sb.Exec(ctx, sandbox.ExecRequest{Session: submitSession, Command: cleanEnv("/nonexistent") + " " + shellQuote(script), Timeout: submitTimeout})
 	if err != nil {
 		return fmt.Errorf("apply submission: %w", err)
@@ -278,4 +285,16 @@ func ApplySubmission(ctx context.Context, sb sandbox.Sandbox, t Task, sub Submis
 		return fmt.Errorf("apply submission: git apply failed (exit %d%s): %s: %w", res.ExitCode, res.Stopped, lastLine(res.Output), ErrSubmission)
 	}
 	return nil
+}
+
+// globEscape quotes fnmatch's special characters in p.
+func globEscape(p string) string {
+	var b strings.Builder
+	for _, r := range p {
+		if strings.ContainsRune(`*?[]\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

@@ -134,7 +134,8 @@ func GradeWatched(ctx context.Context, sb sandbox.Sandbox, t Task, hidden fs.FS,
 	}
 	switch {
 	case !r.Hello && (r.Exec.Stopped != "" || r.Exec.ExitCode != 0):
-		return fail(fmt.Errorf("%w: the test command exited %d%s before pytest started: %s", ErrRunCut, r.Exec.ExitCode, stoppedWord(r.Exec.Stopped), lastLine(r.Exec.Output)))
+		// The output is the solution's to write: it stays out of errors.
+		return fail(fmt.Errorf("%w: the test command exited %d%s before pytest started", ErrRunCut, r.Exec.ExitCode, stoppedWord(r.Exec.Stopped)))
 	case !r.Hello:
 		return fail(fmt.Errorf("the test command exited 0 and no pytest reported under the grading kit; the test command must run pytest (or set \"reward\": \"summary\"): %w", ErrGrading))
 	case !r.End && r.Exec.ExitCode == 0 && r.Exec.Stopped == "" && !r.Forged:
@@ -266,4 +267,3 @@ func integrityReason(what string) string {
 	}
 	return "the grading kit saw " + what
 }
-

@@ -322,6 +322,9 @@ type Grade struct {
 	Probes    []GradeProbe      `json:"probes,omitempty"`
 	Integrity string            `json:"integrity,omitempty"`
 	Tampered  bool              `json:"tampered,omitempty"`
+	// Dropped are compiled files of the change beside their own source,
+	// left out of the applied change (the source is compiled afresh).
+	Dropped []string `json:"dropped,omitempty"`
 }
 
 // GradeProbe is one known-answer probe of a grading: the hidden test it
