@@ -138,3 +138,92 @@ func BenchmarkGrade(b *testing.B) {
 		b.ReportMetric(float64(v[len(v)/2]), m.name+"-p50-ms")
 	}
 }
+
+// BenchmarkGradeWatched compares, side by side in one run, grading a
+// solved textwrap episode in a fresh sandbox by test id (the grading kit,
+// renamed tests, known-answer probes, the integrity watch) with grading
+// by pytest's summary line, which it replaced. The two alternate; facts
+// are derived once before the loop (once per image, not per grading). It
+// reports the p50 of the whole grade and of the test phase of each, and
+// their ratios (goal: at most 1.30 each).
+func BenchmarkGradeWatched(b *testing.B) {
+	sandboxtest.RequireDocker(b)
+	if _, err := sandboxtest.EnsureAgent(); err != nil {
+		b.Fatal(err)
+	}
+	tasks, hidden, err := demo.Tasks()
+	if err != nil {
+		b.Fatal(err)
+	}
+	tk := tasks[slices.IndexFunc(tasks, func(t task.Task) bool { return t.ID == "textwrap" })]
+	const warm = 4
+	be, err := docker.New(context.Background(), docker.Config{StateDir: b.TempDir(), Pool: map[string]int{tk.Image: warm}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		be.Close(ctx)
+	})
+	sandboxtest.RequireImage(b, be, tk.Image)
+	r, _ := testRunner(b, be, Limits{})
+	ctx := context.Background()
+	waitWarm := func() {
+		for deadline := time.Now().Add(2 * time.Minute); be.Stats().Warm < warm; {
+			if time.Now().After(deadline) {
+				b.Fatalf("warm pool stuck at %d of %d", be.Stats().Warm, warm)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	grade := func(rule string) (whole, tests time.Duration) {
+		t := tk
+		t.Reward = rule
+		sb, err := be.Create(ctx, sandbox.Spec{Image: t.Image, EpisodeID: "bench-watch", Canaries: DefaultCanaries("bench")})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer sb.Close(ctx)
+		if res, err := sb.Exec(ctx, sandbox.ExecRequest{Command: "cd /workspace && " + textwrapFix}); err != nil || res.ExitCode != 0 {
+			b.Fatalf("fix: %v %+v", err, res)
+		}
+		e := &Episode{r: r, id: "bench-watch", task: t, hidden: hidden, sb: sb, base: t.BaseCommit, image: t.Image,
+			canaries: DefaultCanaries("bench"), known: t.Instruction, log: slog.New(slog.DiscardHandler)}
+		waitWarm()
+		t0 := time.Now()
+		g, err := e.gradeEpisode(ctx)
+		whole = time.Since(t0)
+		e.closing.Wait()
+		if err != nil || !g.Resolved || len(g.Findings) > 0 {
+			b.Fatalf("%s grade: %v %+v", rule, err, g)
+		}
+		return whole, time.Duration(g.Phases.TestsMS) * time.Millisecond
+	}
+	grade(task.RewardTests) // facts and the import surface: once per image
+	grade(task.RewardSummary)
+	var sw, st, ww, wt []time.Duration
+	i := 0
+	for b.Loop() {
+		for j := range 2 {
+			if (i+j)%2 == 0 {
+				w, t := grade(task.RewardSummary)
+				sw, st = append(sw, w), append(st, t)
+			} else {
+				w, t := grade(task.RewardTests)
+				ww, wt = append(ww, w), append(wt, t)
+			}
+		}
+		i++
+	}
+	p50 := func(ds []time.Duration) float64 {
+		slices.Sort(ds)
+		return float64(ds[len(ds)/2].Microseconds()) / 1000
+	}
+	b.ReportMetric(p50(sw), "summary-grade-p50-ms")
+	b.ReportMetric(p50(st), "summary-tests-p50-ms")
+	b.ReportMetric(p50(ww), "watched-grade-p50-ms")
+	b.ReportMetric(p50(wt), "watched-tests-p50-ms")
+	b.ReportMetric(p50(ww)/p50(sw), "grade-ratio")
+	b.ReportMetric(p50(wt)/p50(st), "tests-ratio")
+}
