@@ -1,8 +1,8 @@
 // Package rollcage is a sandboxed rollout runtime for reinforcement
 // learning on LLM coding agents, with an online anti-cheating monitor.
 //
-// The code lives in the packages below this one; see README.md for the
-// data flow and ../DESIGN.md's import table, which layering_test.go
+// The code lives in the packages below this one; see docs/architecture.md
+// for the data flow and the package table, which layering_test.go
 // enforces:
 //
 //	sandbox      the contract: Backend, Sandbox, Spec, Exec request/result

@@ -26,6 +26,6 @@
 //
 // What E2B offers and rollcage does not: processes run as the sandbox's
 // non-root user whatever user the SDK names (root is mapped to it, not
-// refused); PTYs, pause and resume answer "not supported". See the
-// README's "E2B-compatible API" section.
+// refused); PTYs, pause and resume answer "not supported". See
+// docs/e2b.md.
 package e2b

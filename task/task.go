@@ -1,7 +1,8 @@
 package task
 
-// Task is one line of a task file (JSONL). Its JSON is documented in the
-// README; paths in it are relative to the task file's directory.
+// Task is one line of a task file (JSONL). Its JSON is documented in
+// docs/tasks-and-grading.md; paths in it are relative to the task file's
+// directory.
 type Task struct {
 	ID          string `json:"id"`
 	Image       string `json:"image"`       // local image reference, e.g. rollcage/demo-textwrap:latest
