@@ -21,6 +21,7 @@ var testImage = sandboxtest.TestImage
 // under CI=true and skips it elsewhere.
 func newTestBackend(t testing.TB, cfg Config) *Backend {
 	t.Helper()
+	sandboxtest.SkipShort(t, "containerd")
 	if os.Geteuid() != 0 {
 		sandboxtest.Unavailable(t, "the containerd backend needs root: run the tests as root")
 	}

@@ -26,6 +26,7 @@ var testImage = sandboxtest.TestImage
 // fails under CI=true and skips elsewhere.
 func testConfig(t testing.TB) Config {
 	t.Helper()
+	sandboxtest.SkipShort(t, "a Kubernetes cluster")
 	if os.Getenv("KUBECONFIG") == "" {
 		sandboxtest.Unavailable(t, "no cluster: KUBECONFIG is unset; run scripts/kube-up.sh and eval \"$(scripts/kube-up.sh env)\" (or make kube-test)")
 	}

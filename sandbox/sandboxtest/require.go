@@ -16,10 +16,12 @@ import (
 
 // RequireDocker fails t when CI=true and no Docker engine answers a ping
 // at DOCKER_HOST (default unix:///var/run/docker.sock), and skips t when
-// not in CI. It speaks the engine's HTTP API directly, so packages that do
-// not otherwise depend on Docker's client can use it.
+// not in CI. Under -short it skips t outside CI without asking (see
+// SkipShort). It speaks the engine's HTTP API directly, so packages that
+// do not otherwise depend on Docker's client can use it.
 func RequireDocker(t testing.TB) {
 	t.Helper()
+	SkipShort(t, "the Docker engine")
 	if err := pingDocker(); err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("Docker is required in CI: %v: run 'make docker' or start dockerd", err)
@@ -64,6 +66,18 @@ func pingDocker() error {
 		return fmt.Errorf("the Docker engine at %s answered %s to a ping", host, resp.Status)
 	}
 	return nil
+}
+
+// SkipShort skips t under go test -short unless CI=true: the fast loop
+// (make check) runs -short and needs no engine, so a test that needs one
+// (what names it: "the Docker engine") calls this before asking for it.
+// Under CI=true it does nothing, so a missing engine still fails the test
+// there, -short or not.
+func SkipShort(t testing.TB, what string) {
+	t.Helper()
+	if testing.Short() && os.Getenv("CI") != "true" {
+		t.Skipf("-short: skipping a test that needs %s (run it without -short, or make test)", what)
+	}
 }
 
 // Create creates a sandbox from spec and closes it when the test ends. A
