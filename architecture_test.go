@@ -6,6 +6,7 @@ import (
 	"go/doc"
 	"go/parser"
 	"go/token"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,18 +18,15 @@ import (
 	"github.com/rollcage/rollcage/internal/golden"
 )
 
-const (
-	architectureDoc = "docs/architecture.md"
-	tableBegin      = "<!-- BEGIN package table -->\n"
-	tableEnd        = "<!-- END package table -->\n"
-)
+const architectureDoc = "docs/architecture.md"
 
-// TestArchitectureTable keeps the package table of docs/architecture.md
-// the one layering_test.go gives: a row per package of allowed, with the
-// first sentence of its doc comment and the packages of ours it may
-// import. -update rewrites the table.
+// TestArchitectureTable keeps the generated tables of
+// docs/architecture.md the ones layering_test.go gives: the package table
+// (a row per package of allowed, with the first sentence of its doc
+// comment and the packages of ours it may import) and the forbidden
+// imports with their reasons. -update rewrites them.
 func TestArchitectureTable(t *testing.T) {
-	want, err := packageTable()
+	packages, err := packageTable()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,36 +35,52 @@ func TestArchitectureTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := string(src)
-	i := strings.Index(text, tableBegin)
-	j := strings.Index(text, tableEnd)
-	if i < 0 || j < i {
-		t.Fatalf("%s: no %q … %q block to hold the package table", architectureDoc, strings.TrimSpace(tableBegin), strings.TrimSpace(tableEnd))
+	for _, block := range []struct{ name, want string }{
+		{"package table", packages},
+		{"forbidden imports", forbiddenTable()},
+	} {
+		begin, end := "<!-- BEGIN "+block.name+" -->\n", "<!-- END "+block.name+" -->\n"
+		i, j := strings.Index(text, begin), strings.Index(text, end)
+		if i < 0 || j < i {
+			t.Fatalf("%s: no %q … %q block to hold the %s", architectureDoc, strings.TrimSpace(begin), strings.TrimSpace(end), block.name)
+		}
+		if got := text[i+len(begin) : j]; got != block.want {
+			if !golden.Update() {
+				t.Errorf("%s: the %s differs from layering_test.go and the packages' doc comments (-doc +layering); run go test -run TestArchitectureTable -update .\n%s",
+					architectureDoc, block.name, cmp.Diff(got, block.want))
+				continue
+			}
+			text = text[:i+len(begin)] + block.want + text[j:]
+		}
 	}
-	got := text[i+len(tableBegin) : j]
-	if got == want {
-		return
-	}
-	if golden.Update() {
-		text = text[:i+len(tableBegin)] + want + text[j:]
+	if golden.Update() && text != string(src) {
 		if err := os.WriteFile(architectureDoc, []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		return
 	}
-	t.Errorf("%s: the package table differs from layering_test.go and the packages' doc comments (-doc +layering); run go test -run TestArchitectureTable -update .\n%s",
-		architectureDoc, cmp.Diff(got, want))
+}
+
+// forbiddenTable renders forbidden as a Markdown table.
+func forbiddenTable() string {
+	var b strings.Builder
+	b.WriteString("| package | may not import | why |\n|---|---|---|\n")
+	for _, p := range slices.Sorted(maps.Keys(forbidden)) {
+		for _, imp := range slices.Sorted(maps.Keys(forbidden[p])) {
+			what := "`" + imp + "`"
+			if imp == "*" {
+				what = "any other of ours"
+			}
+			b.WriteString("| `" + p + "` | " + what + " | " + forbidden[p][imp] + " |\n")
+		}
+	}
+	return b.String()
 }
 
 // packageTable renders allowed as a Markdown table, cmd/rollcage last.
 func packageTable() (string, error) {
 	var b strings.Builder
 	b.WriteString("| package | what it is | may import (of ours) |\n|---|---|---|\n")
-	pkgs := make([]string, 0, len(allowed))
-	for p := range allowed {
-		pkgs = append(pkgs, p)
-	}
-	slices.Sort(pkgs)
-	for _, p := range append(pkgs, "cmd/rollcage") {
+	for _, p := range append(slices.Sorted(maps.Keys(allowed)), "cmd/rollcage") {
 		synopsis, err := packageSynopsis(p)
 		if err != nil {
 			return "", err

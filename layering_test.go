@@ -16,7 +16,8 @@ const module = "github.com/rollcage/rollcage/"
 // gateway (server, e2b) may not import monitor: what a call is answered
 // with is in decision and toolcall, the tool list comes from the harness
 // (harness.Tools), so a call from the gateway can reach the monitor only
-// through the harness (TestCallPath follows one).
+// through the harness (TestCallPath follows one). forbidden (below) gives
+// the reasons; docs/architecture.md shows both (TestArchitectureTable).
 var allowed = map[string][]string{
 	"sandbox":                               {},
 	"sandbox/host":                          {"sandbox"},
@@ -99,12 +100,100 @@ func TestLayering(t *testing.T) {
 				}
 			}
 			if !permitted {
-				t.Errorf("%s imports %s, which %s may not import (allowed: %v)", path, ours, pkg, ok)
+				t.Errorf("%s imports %s, which %s may not import: %s (allowed: %v)", path, ours, pkg, forbiddenWhy(pkg, ours), ok)
 			}
 		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// forbidden gives the reason the design rules an import out, as
+// tailscale's deptest does: TestLayering names it when such an import
+// appears. "*" stands for every package of ours the importer's allowed
+// list leaves out. An import out of allowed that is not listed here
+// breaks the general rule that dependencies point inward.
+var forbidden = map[string]map[string]string{
+	"sandbox":        {"*": "the contract every backend implements and every consumer uses depends on none of ours"},
+	"toolcall":       {"*": "the call every layer carries is plain data and depends on none of ours"},
+	"judge":          {"*": "the judge takes plain structs, so the monitor and the offline audit share it"},
+	"clients/python": {"*": "the Python client speaks the HTTP API only"},
+	"trajectory":     {"*": "trajectories are plain data: export and its readers work without the runtime that wrote them"},
+	"server": {
+		"monitor": "the gateway reaches the monitor only through the harness, so a call enters each stage once (TestCallPath)",
+		"rules":   "the gateway decides nothing itself: the harness's monitor asks the rules",
+		"judge":   "the gateway decides nothing itself: the harness's monitor asks the judge",
+	},
+	"e2b": {
+		"monitor": "the E2B API reaches the monitor only through the harness, so a call enters each stage once (TestCallPath)",
+		"rules":   "the E2B API decides nothing itself: the harness's monitor asks the rules",
+		"judge":   "the E2B API decides nothing itself: the harness's monitor asks the judge",
+	},
+	"rules": {
+		"monitor": "the rules are a stage the monitor calls; they never call back",
+		"sandbox": "the rules see the sandbox's facts as data, never a live sandbox",
+	},
+	"monitor": {
+		"harness":    "the monitor is a stage the harness calls once per step; it never calls back",
+		"trajectory": "the harness records what the monitor decided; the monitor records nothing",
+	},
+	"task": {
+		"monitor": "grading decides the reward from the hidden tests, never from what the monitor thought",
+		"harness": "grading is a function of a sandbox and a task; episodes call it, not the reverse",
+	},
+	"audit": {"harness": "the audit replays episodes offline through normalization, rules and judge without running them"},
+	"harness": {
+		"server": "dependencies point inward: the gateway drives the harness",
+		"e2b":    "dependencies point inward: the E2B API drives the harness",
+	},
+	"sandbox/docker": {
+		"sandbox/containerd": "backends share code through sandbox/internal/hostside, not through each other",
+		"sandbox/kube":       "backends share code through sandbox/internal/hostside, not through each other",
+	},
+	"sandbox/containerd": {
+		"sandbox/docker": "backends share code through sandbox/internal/hostside, not through each other",
+		"sandbox/kube":   "backends share code through sandbox/internal/hostside, not through each other",
+	},
+	"sandbox/kube": {
+		"sandbox/docker":     "backends share code through sandbox/internal/hostside, not through each other",
+		"sandbox/containerd": "backends share code through sandbox/internal/hostside, not through each other",
+	},
+}
+
+// forbiddenWhy is the reason pkg may not import ours.
+func forbiddenWhy(pkg, ours string) string {
+	if why, ok := forbidden[pkg][ours]; ok {
+		return why
+	}
+	if why, ok := forbidden[pkg]["*"]; ok {
+		return why
+	}
+	return "dependencies point inward (docs/architecture.md)"
+}
+
+// TestForbiddenAgreesWithAllowed keeps the reasons true to the table: each
+// names a package of the table, and an import its allowed list leaves out.
+func TestForbiddenAgreesWithAllowed(t *testing.T) {
+	for pkg, imports := range forbidden {
+		ok, known := allowed[pkg]
+		if !known {
+			t.Errorf("forbidden[%q]: no such package in allowed", pkg)
+			continue
+		}
+		for imp := range imports {
+			if imp == "*" {
+				continue
+			}
+			if _, known := allowed[imp]; !known {
+				t.Errorf("forbidden[%q][%q]: no such package in allowed", pkg, imp)
+			}
+			for _, a := range ok {
+				if a == imp {
+					t.Errorf("forbidden[%q][%q]: allowed lists it; drop the reason or the permission", pkg, imp)
+				}
+			}
+		}
 	}
 }
