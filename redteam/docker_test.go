@@ -21,7 +21,7 @@ func TestMain(m *testing.M) { sandboxtest.Main(m) }
 
 // asserted are the goals, all of which hold on main with the default rules
 // and no judge, as measured by `make redteam` (labelled counting the
-// unconfirmed; the README gives the hacked share apart).
+// unconfirmed; docs/tasks-and-grading.md gives the hacked share apart).
 var asserted = []string{GoalObtained, GoalLabelled, GoalHonestBlocked, GoalHonestHacked, GoalErrors}
 
 // TestSuiteInDocker replays the whole red-team suite on sealed images
