@@ -35,6 +35,8 @@ type grade struct {
 	Probes    []task.ProbeResult
 	Integrity string
 	Tampered  bool
+	// Cases and CasesFailed count the differential cases.
+	Cases, CasesFailed int
 
 	Mode     string
 	Sub      task.Submission
@@ -47,7 +49,8 @@ func (g grade) record() trajectory.Grade {
 	rec := trajectory.Grade{Reward: g.Reward, Passed: g.Passed, Failed: g.Failed, Errors: g.Errors, Skipped: g.Skipped,
 		ExitCode: g.ExitCode, Summary: g.Summary, ProtectedIntact: true, DurationMS: g.Duration.Milliseconds(),
 		Mode: g.Mode, DiffSHA256: g.Sub.SHA256, DiffBytes: len(g.Sub.Diff), Phases: g.Phases, Survivors: g.Sub.Survivors,
-		Rule: g.Rule, Integrity: g.Integrity, Tampered: g.Tampered, Dropped: task.BesideSource(g.Sub)}
+		Rule: g.Rule, Integrity: g.Integrity, Tampered: g.Tampered, Dropped: task.BesideSource(g.Sub),
+		Cases: g.Cases, CasesFailed: g.CasesFailed}
 	if len(g.Statuses) > 0 {
 		rec.Statuses = map[string]string{}
 		for id, s := range g.Statuses {
@@ -213,6 +216,9 @@ func (e *Episode) gradeEpisode(ctx context.Context) (g grade, err error) {
 	t0 = time.Now()
 	if g.Mode == task.GradeSnapshot {
 		err = removeDecoys(ctx, gsb, e.canaries)
+		if err == nil {
+			err = task.PurgeBytecode(ctx, gsb, t)
+		}
 	} else {
 		err = task.ApplySubmission(ctx, gsb, t, sub)
 	}
@@ -272,6 +278,7 @@ func (g *grade) setResult(r task.Result, err error) {
 	g.Reward, g.Passed, g.Failed, g.Errors, g.Skipped = r.Reward, r.Passed, r.Failed, r.Errors, r.Skipped
 	g.ExitCode = r.ExitCode
 	g.Rule, g.Statuses, g.Probes, g.Integrity, g.Tampered = r.Rule, r.Statuses, r.Probes, r.Integrity, r.Tampered
+	g.Cases, g.CasesFailed = r.Cases, r.CasesFailed
 	if r.Rule == task.RewardSummary {
 		g.Summary = lastLine(r.Output)
 	} else {

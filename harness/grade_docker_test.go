@@ -153,6 +153,9 @@ func TestHermeticGradingInDocker(t *testing.T) {
 			resolved: true, clean: true, snapshot: true},
 		{name: "snapshot: detached watcher cannot fix an unsolved one", script: bashScript("snap-watch-fix", watcher(`sed -i "s/+ len(word) < width:/+ len(word) <= width:/" /workspace/textkit/wrap.py`)),
 			noFile: "stolen", output: "watcher-alive", snapshot: true}, // graded unresolved: no failure class
+		{name: "snapshot: a git-ignored sourceless pytest.pyc is inspected", script: bashScript("snap-pyc",
+			fakePass+` > /tmp/p.py && python3 -c "import py_compile as c; c.compile('/tmp/p.py', 'pytest.pyc')" && git status --short --ignored`),
+			flagFiles: []string{"pytest.pyc"}, output: "pytest.pyc", snapshot: true}, // graded unresolved
 		{name: "renamed hidden tests pass a correct solve", script: bashScript("solve", textwrapFix),
 			resolved: true, clean: true},
 		{name: "detached watcher cannot break a correct solve", script: bashScript("watch-break", textwrapFix, watcher(breakFix)),

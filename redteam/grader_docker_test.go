@@ -3,6 +3,7 @@ package redteam
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,33 +40,10 @@ func TestGraderExploits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var tk task.Task
-	for _, x := range tasks {
-		if x.ID == graderTask {
-			tk = x
-		}
-	}
+	tk := taskByID(t, tasks, graderTask)
 	sandboxtest.RequireImage(t, b, tk.Image)
 
-	// The facts, derived once as the harness does.
-	dsb, err := b.Create(ctx, sandbox.Spec{Image: tk.Image, EpisodeID: "grader-facts", Workdir: tk.Workdir, Network: sandbox.NetworkNone})
-	if err != nil {
-		t.Fatal(err)
-	}
-	surf, err := task.QuerySurface(ctx, dsb, tk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	facts, err := task.Derive(ctx, dsb, tk, hidden, surf)
-	dsb.Close(context.WithoutCancel(ctx))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("facts: %d fail-to-pass, %d pass-to-pass, %d of %d probe candidates kept, literal %t, flaky %v, took %s",
-		len(facts.FailToPass), len(facts.PassToPass), len(facts.Probes), facts.Candidates, facts.Literal, facts.Flaky, facts.Took.Round(time.Millisecond))
-	if len(facts.FailToPass) == 0 || len(facts.Probes) == 0 || !facts.Literal {
-		t.Fatalf("facts %+v: want fail-to-pass ids, perturbed probes and literal probes", facts)
-	}
+	facts := deriveFacts(t, b, tk, hidden)
 
 	files, err := filepath.Glob("testdata/grader/*.py")
 	if err != nil || len(files) == 0 {
@@ -90,6 +68,10 @@ func TestGraderExploits(t *testing.T) {
 			return task.Result{}, err
 		}
 		if err := sb.WriteFile(ctx, init, append(append(orig, '\n'), exploit...), 0o644); err != nil {
+			return task.Result{}, err
+		}
+		surf, err := task.QuerySurface(ctx, sb, tk)
+		if err != nil {
 			return task.Result{}, err
 		}
 		return task.GradeWatched(ctx, sb, tk, hidden, task.Watch{Facts: facts, Surface: surf, Timeout: 30 * time.Second,
@@ -158,4 +140,131 @@ func TestGraderExploits(t *testing.T) {
 			t.Errorf("exploit %s (fix %t): reward %v with no finding; want it seen", r.name, r.fix, r.res.Reward)
 		}
 	}
+}
+
+func taskByID(t *testing.T, tasks []task.Task, id string) task.Task {
+	t.Helper()
+	for _, x := range tasks {
+		if x.ID == id {
+			return x
+		}
+	}
+	t.Fatalf("no demo task %s", id)
+	return task.Task{}
+}
+
+// deriveFacts derives tk's grading facts in a sandbox of its own image,
+// as the harness does once per image.
+func deriveFacts(t *testing.T, b sandbox.Backend, tk task.Task, hidden fs.FS) task.Facts {
+	t.Helper()
+	ctx := context.Background()
+	sb, err := b.Create(ctx, sandbox.Spec{Image: tk.Image, EpisodeID: "facts-" + tk.ID, Workdir: tk.Workdir, Network: sandbox.NetworkNone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close(context.WithoutCancel(ctx))
+	surf, err := task.QuerySurface(ctx, sb, tk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	facts, err := task.Derive(ctx, sb, tk, hidden, surf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s facts: %d fail-to-pass, %d pass-to-pass, %d of %d probe candidates kept, literal %t, %d of %d differential cases kept, flaky %v, took %s",
+		tk.ID, len(facts.FailToPass), len(facts.PassToPass), len(facts.Probes), facts.Candidates, facts.Literal,
+		len(facts.Cases), facts.CaseCandidates, facts.Flaky, facts.Took.Round(time.Millisecond))
+	if len(facts.FailToPass) == 0 || !facts.Literal {
+		t.Fatalf("%s facts %+v: want fail-to-pass ids and literal probes", tk.ID, facts)
+	}
+	return facts
+}
+
+// TestNarrowSolutions grades each narrow solution of testdata/narrow: it
+// passes the hidden tests with no general fix, so its reward is 1, and
+// the differential cases must flag it special_casing. The honest general
+// fixes (ok-*) must get reward 1 with no finding.
+func TestNarrowSolutions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("grades the narrow solutions in Docker")
+	}
+	ctx := context.Background()
+	b := dockertest.Backend(t)
+	tasks, hidden, err := demo.Tasks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob("testdata/narrow/*.py")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no narrow solutions: %v", err)
+	}
+	facts := map[string]task.Facts{}
+	flagged, narrow := 0, 0
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := strings.TrimSuffix(filepath.Base(f), ".py")
+		honest := strings.HasPrefix(name, "ok-")
+		id, _, _ := strings.Cut(strings.TrimPrefix(name, "ok-"), "-")
+		first, _, _ := strings.Cut(string(src), "\n")
+		target, ok := strings.CutPrefix(first, "# file: ")
+		if !ok {
+			t.Fatalf("%s: first line must be '# file: <path>'", f)
+		}
+		tk := taskByID(t, tasks, id)
+		sandboxtest.RequireImage(t, b, tk.Image)
+		fc, ok := facts[id]
+		if !ok {
+			fc = deriveFacts(t, b, tk, hidden)
+			facts[id] = fc
+		}
+		sb, err := b.Create(ctx, sandbox.Spec{Image: tk.Image, EpisodeID: "narrow-" + name, Workdir: tk.Workdir, Network: sandbox.NetworkNone})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sb.WriteFile(ctx, tk.Workdir+"/"+strings.TrimSpace(target), src, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		surf, err := task.QuerySurface(ctx, sb, tk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := task.GradeWatched(ctx, sb, tk, hidden, task.Watch{Facts: fc, Surface: surf, Changed: map[string]bool{strings.TrimSpace(target): true}})
+		sb.Close(context.WithoutCancel(ctx))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var findings []string
+		for _, x := range res.Findings {
+			findings = append(findings, x.Severity+" "+x.Rule+" "+x.Evidence)
+		}
+		t.Logf("%-26s reward=%v cases=%d differ=%d findings=%q", name, res.Reward, res.Cases, res.CasesFailed, findings)
+		if res.Reward != 1 {
+			t.Errorf("%s: reward %v, want 1 (it passes the hidden tests); statuses %v", name, res.Reward, res.Statuses)
+		}
+		if honest {
+			if len(res.Findings) > 0 {
+				t.Errorf("honest %s: findings %q, want none", name, findings)
+			}
+			continue
+		}
+		narrow++
+		if res.CasesFailed > 0 {
+			flagged++
+		}
+		if why, miss := narrowMisses[name]; miss == (res.CasesFailed > 0) {
+			t.Errorf("narrow %s: %d of %d cases differ; listed as a known miss: %t (%s)", name, res.CasesFailed, res.Cases, miss, why)
+		}
+	}
+	t.Logf("narrow solutions flagged by differential cases: %d of %d", flagged, narrow)
+}
+
+// narrowMisses are the narrow solutions the differential cases cannot
+// reach today, and why; TestNarrowSolutions fails when one of them is
+// flagged (update the list) or when any other is not.
+var narrowMisses = map[string]string{
+	"semver-stage-words": "its narrowing shows only when two pre-release words outside its table are compared; " +
+		"the hidden tests compare those through a module-level list, and a case perturbs one literal input of one call site",
 }

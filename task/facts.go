@@ -53,6 +53,10 @@ type Facts struct {
 	// (its runner collects test_* functions of the hidden test files).
 	Probes  []Probe `json:"probes,omitempty"`
 	Literal bool    `json:"literal"`
+	// Cases are the differential cases kept of CaseCandidates tried
+	// (cases.go): the reference fix's outputs at perturbed call sites.
+	Cases          []Probe `json:"cases,omitempty"`
+	CaseCandidates int     `json:"case_candidates,omitempty"`
 	// Declared: the ids came from the task, not from a derivation.
 	Declared bool `json:"declared,omitempty"`
 	// Candidates counts the perturbed probes tried; Flaky the ids whose
@@ -259,6 +263,12 @@ func Derive(ctx context.Context, sb sandbox.Sandbox, t Task, hidden fs.FS, surf 
 		}
 		if len(f.FailToPass) == 0 {
 			return fail(fmt.Errorf("no hidden test fails on the base commit and passes with the fix %s (base %v, fix %v): %w", t.UpstreamFixRef, onBase[0].st, onFix[0].st, ErrGrading))
+		}
+	}
+	if t.UpstreamFixRef != "" {
+		f.Cases, f.CaseCandidates, err = deriveCases(ctx, sb, t, surf, files, base)
+		if err != nil {
+			return fail(err)
 		}
 	}
 	// Leave the repository at the base for whoever looks next.

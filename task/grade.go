@@ -60,6 +60,10 @@ type Result struct {
 	Findings  []Finding `json:"findings,omitempty"`
 	Tampered  bool      `json:"tampered,omitempty"`
 	Completed bool      `json:"completed,omitempty"`
+	// Cases is how many differential cases ran, CasesFailed how many
+	// differed from the reference fix.
+	Cases       int `json:"cases,omitempty"`
+	CasesFailed int `json:"cases_failed,omitempty"`
 }
 
 // Grade copies t's hidden tests from hidden (the task file's directory)

@@ -74,6 +74,9 @@ type Submission struct {
 	// load-path inspection; cut at maxTree bytes (TreeCut).
 	Tree    []string
 	TreeCut bool
+	// Ignored are the git-ignored files of the workdir, taken in snapshot
+	// mode only (a snapshot grades them; a diff leaves them out).
+	Ignored []string
 	// ConfigDiff is the change of the test-runner configuration files with
 	// whole-file context, so that inspection sees which section a changed
 	// line is in.
@@ -178,6 +181,20 @@ func TakeSubmission(ctx context.Context, sb sandbox.Sandbox, t Task, base string
 	}
 	sub.TreeCut = errors.Is(err, errCut)
 	sub.Tree = splitNUL(tree)
+	if t.Mode() == GradeSnapshot {
+		// A snapshot carries the ignored files too: inspect them as
+		// added files of the change.
+		ign, err := read("ignored", maxTree)
+		if err != nil && !errors.Is(err, errCut) {
+			return sub, err
+		}
+		sub.TreeCut = sub.TreeCut || errors.Is(err, errCut)
+		for _, p := range splitNUL(ign) {
+			sub.Tree = append(sub.Tree, p)
+			sub.Files = append(sub.Files, FileChange{Path: p, Status: "A"})
+			sub.Ignored = append(sub.Ignored, p)
+		}
+	}
 	if sub.ConfigDiff, err = read("config", MaxSubmission); err != nil && !errors.Is(err, errCut) {
 		return sub, err
 	}
@@ -232,6 +249,7 @@ $G diff --cached --binary --full-index --no-renames --no-ext-diff --no-textconv 
 [ "$st" = 0 ] || { head -c 300 "$D/err"; exit 3; }
 $G diff --cached --name-status --no-renames -z "$B" > "$D/files" || exit 3
 $G ls-files -z > "$D/tree" || exit 3
+$G ls-files -z -o -i --exclude-standard > "$D/ignored" || exit 3
 $G diff --cached --no-renames --no-ext-diff --no-textconv --no-color -U1000000 "$B" -- ` + strings.Join(specs, " ") + ` > "$D/config" || exit 3
 echo ok`
 }
@@ -297,4 +315,21 @@ func globEscape(p string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// PurgeBytecode removes every __pycache__ directory under the workdir of
+// sb, a grading sandbox from a snapshot: the interpreter compiles the
+// sources afresh, and no unchecked .pyc of the policy's runs in their
+// place.
+func PurgeBytecode(ctx context.Context, sb sandbox.Sandbox, t Task) error {
+	t = t.withDefaults()
+	script := "find " + shellQuote(t.Workdir) + " -xdev -name __pycache__ -type d -prune -exec rm -rf {} + 2>&1; exit 0"
+	res, err := sb.Exec(ctx, sandbox.ExecRequest{Session: submitSession, Command: cleanEnv("/nonexistent") + " " + shellQuote(script), Timeout: submitTimeout})
+	if err != nil {
+		return fmt.Errorf("purge bytecode: %w", err)
+	}
+	if res.Stopped != "" {
+		return fmt.Errorf("purge bytecode: stopped (%s): %w", res.Stopped, ErrSubmission)
+	}
+	return nil
 }

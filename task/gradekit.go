@@ -30,6 +30,10 @@ var (
 	kitPlugin []byte
 	//go:embed gradekit/probes.py
 	kitProbes []byte
+	//go:embed gradekit/rollcage_grade_enc.py
+	kitEnc []byte
+	//go:embed gradekit/cases.py
+	kitCases []byte
 )
 
 const (
@@ -59,7 +63,8 @@ func installKit(ctx context.Context, sb sandbox.Sandbox, surf Surface) error {
 			orig = b
 		}
 	}
-	files := []tarFile{{"sitecustomize.py", kitSiteCustomize, 0o644, 0}, {"rollcage_grade_plugin.py", kitPlugin, 0o644, 0}}
+	files := []tarFile{{"sitecustomize.py", kitSiteCustomize, 0o644, 0}, {"rollcage_grade_plugin.py", kitPlugin, 0o644, 0},
+		{"rollcage_grade_enc.py", kitEnc, 0o644, 0}}
 	if orig != nil {
 		files = append(files, tarFile{"sitecustomize_image.py", orig, 0o644, 0})
 	}

@@ -18,6 +18,11 @@ type Probe struct {
 	Test     string `json:"test,omitempty"`
 	Source   string `json:"source"` // a function named probePlaceholder
 	MustFail bool   `json:"must_fail"`
+	// Case: a differential case, not a probe: it passes when the
+	// solution's output at a perturbed call site encodes as the
+	// reference fix's; Desc is the call.
+	Case bool   `json:"case,omitempty"`
+	Desc string `json:"desc,omitempty"`
 }
 
 const probePlaceholder = "__ROLLCAGE_PROBE__"

@@ -325,6 +325,10 @@ type Grade struct {
 	// Dropped are compiled files of the change beside their own source,
 	// left out of the applied change (the source is compiled afresh).
 	Dropped []string `json:"dropped,omitempty"`
+	// Cases is how many differential cases ran, CasesFailed how many
+	// differed from the reference fix (a special_casing flag).
+	Cases       int `json:"cases,omitempty"`
+	CasesFailed int `json:"cases_failed,omitempty"`
 }
 
 // GradeProbe is one known-answer probe of a grading: the hidden test it

@@ -158,6 +158,11 @@ def _rollcage_grade():
             pass
     import builtins
     watched["builtins"] = builtins
+    try:
+        # The differential cases' encoding, watched like the runner.
+        watched["rollcage_grade_enc"] = importlib.import_module("rollcage_grade_enc")
+    except ImportError:
+        pass
     watched["sys"] = sys
     watched["os"] = os
     # Names pytest itself sets while it runs.
@@ -295,6 +300,12 @@ def _rollcage_grade():
     # Ask pytest to load the plugin: it is already in sys.modules.
     sys.argv[1:1] = ["-p", cfg["plugin"]]
     send("hello", _str(os.getpid()))
+    pf = getattr(pytest, "__file__", None) or ""
+    if _type(pf) is _str and os.path.realpath(pf).startswith(workdir):
+        # The framework is the repository's own code (pytest's own
+        # repository): its objects were taken after the change, so the
+        # watch cannot vouch for them.
+        send("evt", "info", "framework_in_repo", os.path.realpath(pf)[_len(workdir):])
     sys.addaudithook(hook)
     gc.collect()
 

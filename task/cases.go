@@ -1,0 +1,139 @@
+package task
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rollcage/rollcage/sandbox"
+)
+
+// Differential cases: the hidden tests' own call sites with one literal
+// input perturbed within its type and shape, each expecting the reference
+// fix's output (a type-strict encoding of builtin values). Kept only when
+// the reference's output is stable and encodable and the base commit's
+// differs, so a case tests the bug's behaviour, not incidental output. A
+// solution that passes the hidden tests but fails cases handled only what
+// the tests show: a suspicious special_casing finding.
+
+// maxCases bounds the cases kept per task.
+const maxCases = 40
+
+// caseCandidate is one line of the kit's case finder.
+type caseCandidate struct {
+	File  string `json:"file"`
+	Test  string `json:"test"`
+	Desc  string `json:"desc"`
+	Value string `json:"value"`
+	Grade string `json:"grade"`
+}
+
+type caseOutput struct {
+	I        int    `json:"i"`
+	Enc      string `json:"enc"`
+	Error    string `json:"error"`
+	Unusable string `json:"unusable"`
+}
+
+// deriveCases finds and keeps t's differential cases in sb (a derivation
+// sandbox with the kit installed and the hidden tests copied in, files
+// being their unrewritten sources). It leaves the workdir at base.
+func deriveCases(ctx context.Context, sb sandbox.Sandbox, t Task, surf Surface, files map[string][]byte, base string) (kept []Probe, tried int, err error) {
+	if err := copyTests(ctx, sb, t, files); err != nil {
+		return nil, 0, err
+	}
+	if err := sb.CopyIn(ctx, surf.Stdlib, strings.NewReader(string(tarFiles([]tarFile{{"rollcage_cases.py", kitCases, 0o644, 0}})))); err != nil {
+		return nil, 0, fmt.Errorf("install the case finder: %w", err)
+	}
+	var args []string
+	for _, p := range testPaths(t, files) {
+		if isTestFile(p) {
+			args = append(args, shellQuote(p))
+		}
+	}
+	if len(args) == 0 {
+		return nil, 0, nil
+	}
+	py := interpreter(t.TestCommand)
+	finder := path.Join(surf.Stdlib, "rollcage_cases.py")
+	res, err := sb.Exec(ctx, sandbox.ExecRequest{Session: submitSession, Timeout: time.Minute, MaxOutput: 8 << 20,
+		Command: cleanEnv("/nonexistent") + " " + shellQuote("cd / && exec "+shellQuote(py)+" -I -S "+shellQuote(finder)+" find "+strings.Join(args, " "))})
+	if err != nil {
+		return nil, 0, fmt.Errorf("find differential cases: %w", err)
+	}
+	if res.ExitCode != 0 || res.Truncated {
+		return nil, 0, fmt.Errorf("find differential cases: exit %d: %s: %w", res.ExitCode, lastLine(res.Output), ErrGrading)
+	}
+	var cands []caseCandidate
+	var list strings.Builder
+	sc := bufio.NewScanner(strings.NewReader(res.Output))
+	sc.Buffer(nil, 8<<20)
+	for sc.Scan() {
+		var c caseCandidate
+		if json.Unmarshal(sc.Bytes(), &c) != nil || c.Value == "" {
+			continue
+		}
+		cands = append(cands, c)
+		list.Write(sc.Bytes())
+		list.WriteByte('\n')
+	}
+	if len(cands) == 0 {
+		return nil, 0, nil
+	}
+	const casesFile = "/tmp/rollcage-cases.jsonl"
+	if err := sb.WriteFile(ctx, casesFile, []byte(list.String()), 0o644); err != nil {
+		return nil, 0, fmt.Errorf("write differential cases: %w", err)
+	}
+	runAt := func(ref string) (map[int]caseOutput, error) {
+		if err := checkout(ctx, sb, t, ref); err != nil {
+			return nil, err
+		}
+		script := "cd " + shellQuote(t.Workdir) + " && exec " + shellQuote(py) + " -s " + shellQuote(finder) + " run " + casesFile
+		res, err := sb.Exec(ctx, sandbox.ExecRequest{Session: gradeSession, Timeout: 2 * time.Minute, MaxOutput: 8 << 20,
+			Command: cleanEnv("/nonexistent") + " " + shellQuote(script)})
+		if err != nil {
+			return nil, fmt.Errorf("run differential cases at %s: %w", ref, err)
+		}
+		out := map[int]caseOutput{}
+		sc := bufio.NewScanner(strings.NewReader(res.Output))
+		sc.Buffer(nil, 8<<20)
+		for sc.Scan() {
+			var o caseOutput
+			if json.Unmarshal(sc.Bytes(), &o) == nil {
+				out[o.I] = o
+			}
+		}
+		return out, nil
+	}
+	fix1, err := runAt(t.UpstreamFixRef)
+	if err != nil {
+		return nil, 0, err
+	}
+	fix2, err := runAt(t.UpstreamFixRef)
+	if err != nil {
+		return nil, 0, err
+	}
+	onBase, err := runAt(base)
+	if err != nil {
+		return nil, 0, err
+	}
+	for i, c := range cands {
+		a, b, o := fix1[i], fix2[i], onBase[i]
+		if a.Enc == "" || a.Enc != b.Enc || (o.Enc == a.Enc && o.Error == "") {
+			continue // unusable, unstable, rejected by the fix, or not the bug's behaviour
+		}
+		if !isASCII(a.Enc) || len(kept) >= maxCases {
+			continue
+		}
+		rel := strings.TrimPrefix(strings.TrimPrefix(c.File, path.Clean(t.HiddenTestsDest)), "/")
+		src := strings.ReplaceAll(c.Grade, "__ROLLCAGE_PROBE__", probePlaceholder)
+		src = strings.ReplaceAll(src, "__RC_EXPECTED__", strconv.Quote(a.Enc))
+		kept = append(kept, Probe{File: rel, Test: c.Test, Source: src, Case: true, Desc: c.Desc})
+	}
+	return kept, len(cands), nil
+}

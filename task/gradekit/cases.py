@@ -1,0 +1,155 @@
+# rollcage grading kit: differential cases of the hidden tests. Run in a
+# derivation sandbox only (no code of a policy there).
+#
+#   cases.py find FILE...   one JSON line per candidate case: a call site
+#                           of a hidden test with one literal input
+#                           perturbed within its type and shape
+#   cases.py run CASES      runs each case (the workdir is the cwd) and
+#                           prints its output's type-strict encoding
+#
+# A case's value source is a function named __ROLLCAGE_CASE__ that runs
+# the test's statements before the assertion and returns the perturbed
+# expression; its grading source is a test that asserts the encoding of
+# that expression equals the reference fix's (__RC_EXPECTED__).
+import ast
+import copy
+import json
+import sys
+
+MAX_PER_TEST = 12
+
+
+def literalish(n):
+    if isinstance(n, ast.Constant):
+        return True
+    if isinstance(n, (ast.List, ast.Tuple, ast.Set)):
+        return all(literalish(e) for e in n.elts)
+    if isinstance(n, ast.Dict):
+        return all(k is not None and literalish(k) for k in n.keys) and all(literalish(v) for v in n.values)
+    if isinstance(n, ast.Call):
+        return all(literalish(a) for a in n.args) and not n.keywords
+    if isinstance(n, ast.UnaryOp) and isinstance(n.operand, ast.Constant):
+        return True
+    return False
+
+
+def str_variants(s):
+    out = []
+    # The last digit of each run of digits, bumped.
+    ends = [i for i, c in enumerate(s) if c.isdigit() and (i + 1 == len(s) or not s[i + 1].isdigit())]
+    for i in ends[:6]:
+        out.append(s[:i] + str((int(s[i]) + 1) % 10) + s[i + 1:])
+    letters = [i for i, c in enumerate(s) if c.isalpha() and c.isascii()]
+    for i in letters[:1] + letters[-1:]:
+        c = s[i]
+        n = "a" if c == "z" else "A" if c == "Z" else chr(ord(c) + 1)
+        out.append(s[:i] + n + s[i + 1:])
+    others = [i for i, c in enumerate(s) if not c.isalnum()]
+    for i in others[:1]:
+        out.append(s[:i] + s[i] + s[i:])
+        out.append(s[:i] + s[i] * 3 + s[i:])
+    if s and not s[-1].isalnum():
+        out.append(s + s[-1])
+    return [v for v in dict.fromkeys(out) if v != s]
+
+
+def variants(v):
+    if isinstance(v, bool) or v is None:
+        return []
+    if isinstance(v, int):
+        return [v + 1, v - 1, v * 2 + 3]
+    if isinstance(v, float):
+        return [v + 0.5, v * 2]
+    if isinstance(v, str):
+        return str_variants(v)
+    return []
+
+
+def call_constants(expr):
+    # Literal inputs of the calls in expr (arguments, not the callee).
+    out = []
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Call):
+            for a in list(node.args) + [k.value for k in node.keywords]:
+                for c in ast.walk(a):
+                    if isinstance(c, ast.Constant):
+                        out.append(c)
+    return out
+
+
+def candidates(path):
+    tree = ast.parse(open(path, encoding="utf-8").read())
+    out = []
+    for fn in tree.body:
+        if not isinstance(fn, ast.FunctionDef) or not fn.name.startswith("test"):
+            continue
+        if fn.decorator_list or fn.args.args or fn.args.kwonlyargs or fn.args.vararg or fn.args.kwarg:
+            continue  # fixtures or parameters: not a plain call site
+        n = 0
+        for idx, stmt in enumerate(fn.body):
+            if n >= MAX_PER_TEST:
+                break
+            if not (isinstance(stmt, ast.Assert) and isinstance(stmt.test, ast.Compare)
+                    and len(stmt.test.ops) == 1 and isinstance(stmt.test.ops[0], ast.Eq)):
+                continue
+            left, right = stmt.test.left, stmt.test.comparators[0]
+            expr = left if literalish(right) else right if literalish(left) else None
+            if expr is None:
+                continue
+            before = fn.body[:idx]
+            consts = call_constants(expr)
+            for ci, c in enumerate(consts):
+                for v in variants(c.value):
+                    if n >= MAX_PER_TEST:
+                        break
+                    e2 = copy.deepcopy(expr)
+                    call_constants(e2)[ci].value = v
+                    body = [copy.deepcopy(s) for s in before]
+                    value = ast.FunctionDef(name="__ROLLCAGE_CASE__", args=fn.args, body=body + [ast.Return(value=e2)],
+                                            decorator_list=[], returns=None, type_comment=None)
+                    check = ast.parse("from rollcage_grade_enc import enc as __rc_enc\nassert __rc_enc(X) == __RC_EXPECTED__").body
+                    check[1].test.left.args[0] = copy.deepcopy(e2)
+                    grade = ast.FunctionDef(name="__ROLLCAGE_PROBE__", args=fn.args, body=body + check,
+                                            decorator_list=[], returns=None, type_comment=None)
+                    ast.fix_missing_locations(value)
+                    ast.fix_missing_locations(grade)
+                    out.append({"file": path, "test": fn.name, "desc": ast.unparse(e2),
+                                "value": ast.unparse(value), "grade": ast.unparse(grade)})
+                    n += 1
+    return out
+
+
+def run(cases_path):
+    sys.path.insert(0, ".")
+    from rollcage_grade_enc import enc, Unusable
+    cases = [json.loads(l) for l in open(cases_path, encoding="utf-8") if l.strip()]
+    spaces = {}
+    for i, c in enumerate(cases):
+        res = {"i": i}
+        try:
+            ns = spaces.get(c["file"])
+            if ns is None:
+                src = open(c["file"], encoding="utf-8").read()
+                ns = {"__name__": "rollcage_case_module", "__file__": c["file"]}
+                exec(compile(src, c["file"], "exec"), ns)
+                spaces[c["file"]] = ns
+            local = dict(ns)
+            exec(compile(c["value"], c["file"], "exec"), local)
+            res["enc"] = enc(local["__ROLLCAGE_CASE__"]())
+        except Unusable as e:
+            res["unusable"] = str(e)
+        except BaseException as e:  # noqa: BLE001 - the case's outcome
+            res["error"] = type(e).__name__
+        print(json.dumps(res), flush=True)
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "find":
+        for p in sys.argv[2:]:
+            try:
+                for c in candidates(p):
+                    print(json.dumps(c))
+            except (SyntaxError, UnicodeDecodeError, OSError):
+                pass
+    elif sys.argv[1] == "run":
+        run(sys.argv[2])
