@@ -1,0 +1,88 @@
+package task
+
+import (
+	"regexp"
+	"strings"
+)
+
+// pytestStatus maps the words pytest prints for an outcome to a Status.
+var pytestStatus = map[string]Status{
+	"PASSED":  StatusPassed,
+	"FAILED":  StatusFailed,
+	"ERROR":   StatusError,
+	"SKIPPED": StatusSkipped,
+	"XFAIL":   StatusXFailed,
+	"XPASS":   StatusXPassed,
+}
+
+var (
+	// pytestVerboseRE is a verbose per-test line: "id PASSED [ 10%]",
+	// "id SKIPPED (reason) [ 50%]", old pytest's "id PASSED". Only an id
+	// with "::" counts, so "____ ERROR at setup of x ____" or a test's own
+	// output ("converted PASSED") names no test.
+	pytestVerboseRE = regexp.MustCompile(`^(\S+)\s+(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)(?:\s|$)`)
+	// pytestTrailRE is old pytest's verbose line whose id holds spaces,
+	// "id with spaces PASSED", once its progress "[ 10%]" is cut.
+	pytestTrailRE   = regexp.MustCompile(`^(.+?)\s+(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)$`)
+	pytestPercentRE = regexp.MustCompile(`\s+\[\s*\d+%\]$`)
+	// skipCountRE is the "[N]" of "SKIPPED [N] path:line: reason", pytest's
+	// summary of N skips, which names no test.
+	skipCountRE = regexp.MustCompile(`^\[\d+\]$`)
+)
+
+// parsePytestLog reads pytest's -rA short test summary and verbose lines.
+func parsePytestLog(log []byte) map[string]Status {
+	m := map[string]Status{}
+	for _, line := range logLines(log) {
+		line = strings.TrimRight(line, " \t\r")
+		word, rest, ok := strings.Cut(line, " ")
+		if st, known := pytestStatus[word]; ok && known {
+			rest = strings.TrimLeft(rest, " ")
+			if first, _, _ := strings.Cut(rest, " "); st == StatusSkipped && skipCountRE.MatchString(first) {
+				continue
+			}
+			record(m, pytestIDPrefix(rest), st)
+			continue
+		}
+		if sm := pytestVerboseRE.FindStringSubmatch(line); sm != nil && strings.Contains(sm[1], "::") {
+			record(m, sm[1], pytestStatus[sm[2]])
+			continue
+		}
+		if sm := pytestTrailRE.FindStringSubmatch(pytestPercentRE.ReplaceAllString(line, "")); sm != nil && strings.Contains(sm[1], "::") {
+			record(m, strings.Join(strings.Fields(sm[1]), " "), pytestStatus[sm[2]])
+		}
+	}
+	return m
+}
+
+// pytestIDPrefix is the node id at the start of what follows a summary
+// line's status word: up to the first space outside the id's parameter
+// brackets, so "id - message" (pytest's failure message, XFAIL reason) and
+// old pytest's "id reason" lose their text, and "test[a b] - msg" keeps
+// its parameter.
+func pytestIDPrefix(s string) string { return cutOutsideBrackets(s, " ") }
+
+// cutMessage cuts the " - message" pytest appends to a summary line's
+// test id. A " - " inside the id's parameter brackets is part of the id.
+func cutMessage(s string) string { return cutOutsideBrackets(s, " - ") }
+
+// cutOutsideBrackets returns s up to the first sep that is not inside
+// square brackets, or all of s.
+func cutOutsideBrackets(s, sep string) string {
+	depth := 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '[':
+			depth++
+		case ']':
+			if depth > 0 {
+				depth--
+			}
+		default:
+			if depth == 0 && strings.HasPrefix(s[i:], sep) {
+				return s[:i]
+			}
+		}
+	}
+	return s
+}
