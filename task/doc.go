@@ -12,6 +12,17 @@
 // a [Result]. A grading that could not run wraps [ErrGrading], so trainers
 // can tell "the policy failed" from "the grader failed".
 //
+// A task file may instead hold benchmark instances of the SWE-bench
+// family (SWE-bench, SWE-Gym, SWE-smith; JSONL, or a .json array as the
+// Hugging Face exports write it): [LoadWith] turns each into a Task whose
+// hidden tests are the instance's test patch, whose reference fix never
+// enters the sandbox, and which is graded by test id (FailToPass,
+// PassToPass) with the test command the benchmark's harness runs for that
+// repository. [Check] reports every problem of a file, one line each.
+// [ParseTestLog] and [ParseJUnitXML] read per-id statuses from a test run's
+// output, [StatusOf] matches an expected id as SWE-bench does, and
+// [Task.ApplyTestPatchScript] puts a test patch in place for grading.
+//
 // [Script] is a scripted trajectory (a clean solve, a no-op or a hacked
 // solve) used to exercise the monitor end to end; [HashFiles] fingerprints
 // the visible tests so tampering shows at submit.

@@ -12,6 +12,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -67,6 +68,10 @@ func (t Task) Validate() error {
 		{"hidden_tests", t.HiddenTests},
 		{"test_command", t.TestCommand},
 	}
+	if t.HiddenTests == "" && (t.TestPatch != "" || t.GradesByID()) {
+		// The hidden tests come as a patch, or are the repository's own.
+		required = slices.Delete(required, 3, 4)
+	}
 	for _, f := range required {
 		if strings.TrimSpace(f.val) == "" {
 			return &FieldError{f.name, "is required"}
@@ -85,7 +90,10 @@ func (t Task) Validate() error {
 			return &FieldError{f.name, fmt.Sprintf("is %q; give an absolute path inside the sandbox", f.val)}
 		}
 	}
-	if !fs.ValidPath(t.HiddenTests) || t.HiddenTests == "." {
+	if err := t.validateByID(); err != nil {
+		return err
+	}
+	if t.HiddenTests != "" && (!fs.ValidPath(t.HiddenTests) || t.HiddenTests == ".") {
 		return &FieldError{"hidden_tests", fmt.Sprintf("is %q; give a directory relative to the task file, without ..", t.HiddenTests)}
 	}
 	if d := path.Clean(t.HiddenTestsDest); d == path.Clean(t.Workdir) {
@@ -120,29 +128,61 @@ func (t Task) Validate() error {
 // LoadFile reads the task file at path. The returned FS is the file's
 // directory, the root that Task.HiddenTests is relative to and that Grade
 // takes.
-func LoadFile(p string) ([]Task, fs.FS, error) {
+func LoadFile(p string) ([]Task, fs.FS, error) { return LoadFileWith(p, LoadOptions{}) }
+
+// LoadFileWith is LoadFile with options for benchmark instances.
+func LoadFileWith(p string, o LoadOptions) ([]Task, fs.FS, error) {
+	tasks, fsys, problems := CheckFile(p, o)
+	if len(problems) > 0 {
+		return nil, nil, problems[0]
+	}
+	return tasks, fsys, nil
+}
+
+// CheckFile is Check on the file at path p; problems name the file as p.
+func CheckFile(p string, o LoadOptions) ([]Task, fs.FS, []*LoadError) {
 	dir, name := filepath.Split(p)
 	if dir == "" {
 		dir = "."
 	}
 	fsys := os.DirFS(dir)
-	tasks, err := Load(fsys, name)
-	if err != nil {
-		var le *LoadError
-		if errors.As(err, &le) {
-			le.File = p // name the file as the user gave it
-		}
-		return nil, nil, err
+	tasks, problems := Check(fsys, name, o)
+	for _, le := range problems {
+		le.File = p // name the file as the user gave it
 	}
-	return tasks, fsys, nil
+	return tasks, fsys, problems
 }
 
-// Load reads the JSONL task file name from fsys. Blank lines and lines
-// starting with # are skipped; unknown fields and duplicate ids are
-// errors; defaults are applied. Hidden test directories are resolved
-// relative to name's directory and must exist in fsys.
-func Load(fsys fs.FS, name string) ([]Task, error) {
-	f, err := fsys.Open(name)
+// Load reads the task file name from fsys: rollcage's JSONL tasks, or
+// benchmark instances (see LoadWith). Blank lines and lines starting with
+// # are skipped; unknown fields and duplicate ids are errors; defaults are
+// applied. Hidden test directories are resolved relative to name's
+// directory and must exist in fsys.
+func Load(fsys fs.FS, name string) ([]Task, error) { return LoadWith(fsys, name, LoadOptions{}) }
+
+// LoadWith is Load with options. Besides rollcage's tasks, a line may be
+// a benchmark instance (an object with "instance_id" and no "id"): from
+// SWE-bench, SWE-Gym or SWE-smith, as JSONL or, in a file named *.json, a
+// JSON array (or one object) over many lines; FAIL_TO_PASS and
+// PASS_TO_PASS may be lists or JSON strings holding lists, as in the
+// Hugging Face exports. See instanceTask for how an instance becomes a
+// Task. It returns the first problem Check finds.
+func LoadWith(fsys fs.FS, name string, o LoadOptions) ([]Task, error) {
+	tasks, problems := Check(fsys, name, o)
+	if len(problems) > 0 {
+		return nil, problems[0]
+	}
+	return tasks, nil
+}
+
+// Check reads the task file name as LoadWith does but goes on past a bad
+// task, returning every problem (one line each) and the tasks that have
+// none.
+func Check(fsys fs.FS, name string, o LoadOptions) ([]Task, []*LoadError) {
+	if err := o.Validate(); err != nil {
+		return nil, []*LoadError{{File: name, Err: err}}
+	}
+	data, err := fs.ReadFile(fsys, name)
 	if err != nil {
 		// The LoadError names the file; the PathError's own "open NAME"
 		// would say it again (relative to the directory, at that).
@@ -150,26 +190,36 @@ func Load(fsys fs.FS, name string) ([]Task, error) {
 		if errors.As(err, &pe) {
 			err = pe.Err
 		}
-		return nil, &LoadError{File: name, Err: fmt.Errorf("cannot open the task file: %w", err)}
+		return nil, []*LoadError{{File: name, Err: fmt.Errorf("cannot open the task file: %w", err)}}
 	}
-	defer f.Close()
 	base := path.Dir(name)
 	var tasks []Task
+	var problems []*LoadError
 	seen := map[string]int{}
-	err = eachLine(f, func(line int, data []byte) error {
-		var t Task
-		if err := decodeStrict(data, &t); err != nil {
-			return &LoadError{File: name, Line: line, Err: err}
+	each := eachLine
+	if strings.HasSuffix(name, ".json") {
+		each = eachJSONValue
+	}
+	err = each(bytes.NewReader(data), func(line int, data []byte) error {
+		problem := func(err error) error {
+			problems = append(problems, &LoadError{File: name, Line: line, Err: err})
+			return nil
+		}
+		t, err := decodeTask(data, o)
+		if err != nil {
+			return problem(err)
 		}
 		if err := t.Validate(); err != nil {
-			return &LoadError{File: name, Line: line, Err: err}
+			return problem(err)
 		}
 		if first, ok := seen[t.ID]; ok {
-			return &LoadError{File: name, Line: line, Err: fmt.Errorf("duplicate id %q (first on line %d)", t.ID, first)}
+			return problem(fmt.Errorf("duplicate id %q (first on line %d)", t.ID, first))
 		}
 		seen[t.ID] = line
-		if st, err := fs.Stat(fsys, path.Join(base, t.HiddenTests)); err != nil || !st.IsDir() {
-			return &LoadError{File: name, Line: line, Err: &FieldError{"hidden_tests", fmt.Sprintf("names %q, which is not a directory next to the task file", t.HiddenTests)}}
+		if t.HiddenTests != "" {
+			if st, err := fs.Stat(fsys, path.Join(base, t.HiddenTests)); err != nil || !st.IsDir() {
+				return problem(&FieldError{"hidden_tests", fmt.Sprintf("names %q, which is not a directory next to the task file", t.HiddenTests)})
+			}
 		}
 		tasks = append(tasks, t.withDefaults())
 		return nil
@@ -177,14 +227,34 @@ func Load(fsys fs.FS, name string) ([]Task, error) {
 	if err != nil {
 		var le *LoadError
 		if !errors.As(err, &le) {
-			err = &LoadError{File: name, Err: err}
+			le = &LoadError{Err: err}
 		}
-		return nil, err
+		if le.File == "" {
+			le.File = name
+		}
+		problems = append(problems, le)
 	}
-	if len(tasks) == 0 {
-		return nil, &LoadError{File: name, Err: errors.New("no tasks; write one JSON object per line")}
+	if len(tasks) == 0 && len(problems) == 0 {
+		problems = append(problems, &LoadError{File: name, Err: errors.New("no tasks; write one JSON object per line")})
 	}
-	return tasks, nil
+	return tasks, problems
+}
+
+// decodeTask decodes one task: rollcage's own (strictly), or a benchmark
+// instance.
+func decodeTask(data []byte, o LoadOptions) (Task, error) {
+	var keys map[string]json.RawMessage
+	if json.Unmarshal(data, &keys) == nil && keys["id"] == nil {
+		if err := foreignFormat(keys); err != nil {
+			return Task{}, err
+		}
+		if keys["instance_id"] != nil {
+			return instanceTask(data, o)
+		}
+	}
+	var t Task
+	err := decodeStrict(data, &t)
+	return t, err
 }
 
 // eachLine calls fn with every line that is neither blank nor a # comment.
@@ -237,4 +307,41 @@ func jsonError(err error) error {
 		return fmt.Errorf("unknown field %s; see the task file format in the README", s)
 	}
 	return fmt.Errorf("invalid JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
+}
+
+// eachJSONValue calls fn with each element of a JSON array, or with the
+// one object the input holds, and the line each starts on.
+func eachJSONValue(r io.Reader, fn func(line int, data []byte) error) error {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	lineAt := func(off int64) int {
+		for off < int64(len(data)) && strings.ContainsRune(" \t\r\n,", rune(data[off])) {
+			off++
+		}
+		return 1 + bytes.Count(data[:off], []byte("\n"))
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	tok, err := dec.Token()
+	if err != nil {
+		return fmt.Errorf("invalid JSON: %w; give a JSON array of instances, or one object", jsonError(err))
+	}
+	if tok == json.Delim('{') {
+		return fn(lineAt(0), bytes.TrimSpace(data))
+	}
+	if tok != json.Delim('[') {
+		return errors.New("a .json task file must hold a JSON array of tasks or instances, or one object")
+	}
+	for dec.More() {
+		line := lineAt(dec.InputOffset())
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return &LoadError{Line: line, Err: jsonError(err)}
+		}
+		if err := fn(line, raw); err != nil {
+			return err
+		}
+	}
+	return nil
 }

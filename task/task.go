@@ -57,7 +57,48 @@ type Task struct {
 	// reachable in the history (for studying detection); missing or true
 	// follows the runner (sealed unless --no-seal).
 	Seal *bool `json:"seal,omitempty"`
+
+	// The fields below come from a benchmark instance (SWE-bench and its
+	// family, see LoadWith); a task of rollcage's own may set them too.
+
+	// InstanceID is the benchmark's own id of the task, which its tooling
+	// joins results on (ID is the same id, or the id made safe).
+	InstanceID string `json:"instance_id,omitempty"`
+	// Benchmark names the family the task came from: BenchmarkSWEBench,
+	// BenchmarkSWEGym or BenchmarkSWESmith.
+	Benchmark string `json:"benchmark,omitempty"`
+	// Version and EnvironmentSetupCommit are the instance's own, kept so
+	// exports join with the benchmark's tooling.
+	Version                string `json:"version,omitempty"`
+	EnvironmentSetupCommit string `json:"environment_setup_commit,omitempty"`
+	// TestPatch holds hidden tests as a diff against BaseCommit: applied
+	// only in grading, after the files it touches are reset to BaseCommit
+	// (see ApplyTestPatchScript). Its added lines are hidden-test content.
+	TestPatch string `json:"test_patch,omitempty"`
+	// FixPatch is the reference fix. It never enters the episode's
+	// sandbox; its added lines are fix content for the leak checks.
+	FixPatch string `json:"fix_patch,omitempty"`
+	// BugPatch is how a synthetic bug was made (SWE-smith's "patch"): it
+	// is already applied at BaseCommit, and its reverse is a fix, so its
+	// removed lines are fix content.
+	BugPatch string `json:"bug_patch,omitempty"`
+	// FailToPass and PassToPass are the test ids the solution must make
+	// pass and keep passing, as Framework's log names them: the reward is
+	// 1 only when every one of them is reported passed.
+	FailToPass []string `json:"fail_to_pass,omitempty"`
+	PassToPass []string `json:"pass_to_pass,omitempty"`
+	// Framework is the runner whose output TestCommand prints (a Framework
+	// constant), which ParseTestLog reads; required with FailToPass.
+	Framework string `json:"framework,omitempty"`
+	// Hints is an instance's hints_text. It is not shown to the policy
+	// unless the task was loaded with LoadOptions.Hints, which puts it in
+	// Instruction.
+	Hints string `json:"hints,omitempty"`
 }
+
+// GradesByID reports whether the task is graded by test id (FailToPass
+// and PassToPass) rather than by pytest's summary line.
+func (t Task) GradesByID() bool { return len(t.FailToPass) > 0 || len(t.PassToPass) > 0 }
 
 // Sealed reports whether the task may run on a sealed image.
 func (t Task) Sealed() bool { return t.Seal == nil || *t.Seal }

@@ -1,0 +1,208 @@
+package task
+
+import (
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+func TestLoadInstances(t *testing.T) {
+	swe, _, err := LoadFileWith("testdata/instances/swebench.jsonl", LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	family, _, err := LoadFileWith("testdata/instances/gym_smith.json", LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := append(swe, family...)
+	want := []Task{{
+		ID: "django__django-11099", InstanceID: "django__django-11099", Benchmark: BenchmarkSWEBench,
+		Image:       "swebench/sweb.eval.x86_64.django_1776_django-11099:latest",
+		Instruction: "UsernameValidator allows trailing newline in usernames\n",
+		Workdir:     "/testbed", HiddenTestsDest: DefaultHiddenTestsDest,
+		BaseCommit: "d26b2424437dabeeca94d7900b37d2df4410da0c", UpstreamRepo: "github.com/django/django",
+		Version: "3.0", EnvironmentSetupCommit: "419a78300f7cd27611196e1e464d50fd0385ff27",
+		FailToPass: []string{"test_history_view_custom_qs (admin_views.tests.AdminViewBasicTest)"},
+		PassToPass: []string{"test_add_view (admin_views.tests.AdminViewBasicTest)"},
+		Framework:  FrameworkDjango, Hints: "See ticket #30302.",
+		TestCommand: "source /opt/miniconda3/bin/activate\nconda activate testbed\n" +
+			"sed -i '/en_US.UTF-8/s/^# //g' /etc/locale.gen && locale-gen\nexport LANG=en_US.UTF-8\nexport LANGUAGE=en_US:en\nexport LC_ALL=en_US.UTF-8\n" +
+			"python -m pip install -e .\n" +
+			"./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1 admin_views.tests admin_views.test_history",
+	}, {
+		ID: "sympy__sympy-20590", InstanceID: "sympy__sympy-20590", Benchmark: BenchmarkSWEBench,
+		Image:       "swebench/sweb.eval.x86_64.sympy_1776_sympy-20590:latest",
+		Instruction: "Symbol instances have __dict__ since 1.7?",
+		Workdir:     "/testbed", HiddenTestsDest: DefaultHiddenTestsDest,
+		BaseCommit: "cffd4e0f86fefd4802349a9f9b19ed70934ea354", UpstreamRepo: "github.com/sympy/sympy",
+		Version: "1.7", EnvironmentSetupCommit: "cffd4e0f86fefd4802349a9f9b19ed70934ea354",
+		FailToPass: []string{"test_latex_basic"}, PassToPass: []string{},
+		Framework: FrameworkSympy,
+		TestCommand: "source /opt/miniconda3/bin/activate\nconda activate testbed\npython -m pip install -e .\n" +
+			"PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning' bin/test -C --verbose sympy/printing/tests/test_latex.py",
+	}, {
+		ID: "getmoto__moto-5406", InstanceID: "getmoto__moto-5406", Benchmark: BenchmarkSWEGym,
+		Image:       "xingyaoww/sweb.eval.x86_64.getmoto_s_moto-5406:latest",
+		Instruction: "DynamoDB put_item accepts an empty key",
+		Workdir:     "/testbed", HiddenTestsDest: DefaultHiddenTestsDest,
+		BaseCommit: "87683a786f0d3a0280c92ea01fecce8a3bd5cde2", UpstreamRepo: "github.com/getmoto/moto",
+		Version: "4.0", EnvironmentSetupCommit: "87683a786f0d3a0280c92ea01fecce8a3bd5cde2",
+		FailToPass: []string{"tests/test_dynamodb/test_dynamodb.py::test_put_item_with_empty_key"},
+		PassToPass: []string{"tests/test_dynamodb/test_dynamodb.py::test_list_tables[no args]"},
+		Framework:  FrameworkPytest,
+		TestCommand: "source /opt/miniconda3/bin/activate\nconda activate testbed\nmake init\n" +
+			"pytest -n0 -rA tests/test_dynamodb/test_dynamodb.py",
+	}, {
+		ID: "pandas-dev__pandas.95280573.pr_53652", InstanceID: "pandas-dev__pandas.95280573.pr_53652", Benchmark: BenchmarkSWESmith,
+		Image:       "jyangballin/swesmith.x86_64.pandas-dev_1776_pandas.95280573",
+		Instruction: "DataFrame.copy returns the wrong type",
+		Workdir:     "/testbed", HiddenTestsDest: DefaultHiddenTestsDest,
+		BaseCommit: "5d2b3c1f0a9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c", UpstreamRepo: "github.com/swesmith/pandas-dev__pandas.95280573",
+		FailToPass: []string{"pandas/tests/frame/test_api.py::test_a", "pandas/tests/frame/test_api.py::test_b[x-1]", "pandas/tests/io/test_csv.py::test_c"},
+		PassToPass: []string{"pandas/tests/frame/test_api.py::test_d"},
+		Framework:  FrameworkPytest,
+		TestCommand: "source /opt/miniconda3/bin/activate\nconda activate testbed\n" +
+			"pytest --disable-warnings --color=no --tb=no --verbose pandas/tests/frame/test_api.py pandas/tests/io/test_csv.py",
+	}}
+	// The patches are checked apart: long, and only where they went matters.
+	ignore := cmpopts.IgnoreFields(Task{}, "TestPatch", "FixPatch", "BugPatch")
+	if diff := cmp.Diff(want, got, ignore); diff != "" {
+		t.Errorf("tasks (-want +got):\n%s", diff)
+	}
+	for _, tk := range got {
+		if err := tk.Validate(); err != nil {
+			t.Errorf("%s: Validate: %v", tk.ID, err)
+		}
+	}
+	// SWE-bench's and SWE-Gym's patch is the fix; SWE-smith's made the bug.
+	for i, wantFix := range []bool{true, true, true, false} {
+		tk := got[i]
+		if (tk.FixPatch != "") != wantFix || (tk.BugPatch != "") == wantFix {
+			t.Errorf("%s: fix patch %d bytes, bug patch %d bytes; want the patch as the %s", tk.ID, len(tk.FixPatch), len(tk.BugPatch), map[bool]string{true: "fix", false: "bug"}[wantFix])
+		}
+		if wantFix && !strings.HasPrefix(tk.TestPatch, "diff --git a/") {
+			t.Errorf("%s: test patch %q", tk.ID, tk.TestPatch)
+		}
+	}
+	if strings.Contains(got[0].Instruction, "ticket") {
+		t.Errorf("hints shown without LoadOptions.Hints: %q", got[0].Instruction)
+	}
+}
+
+func TestLoadInstanceOptions(t *testing.T) {
+	tasks, _, err := LoadFileWith("testdata/instances/swebench.jsonl", LoadOptions{Hints: true, ImageTemplate: "local/{instance_id}-{id_s}:dev"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := tasks[0].Image, "local/django__django-11099-django_s_django-11099:dev"; got != want {
+		t.Errorf("image %q, want %q", got, want)
+	}
+	if got, want := tasks[0].Instruction, "UsernameValidator allows trailing newline in usernames\n\n\nHints:\nSee ticket #30302."; got != want {
+		t.Errorf("instruction %q, want %q", got, want)
+	}
+	if got := tasks[1].Instruction; strings.Contains(got, "Hints:") {
+		t.Errorf("empty hints_text still added: %q", got)
+	}
+	_, _, err = LoadFileWith("testdata/instances/swebench.jsonl", LoadOptions{ImageTemplate: "x/{name}"})
+	if want := `testdata/instances/swebench.jsonl: image template "x/{name}": unknown placeholder {name}; use {id}, {id_s} or {instance_id}`; err == nil || err.Error() != want {
+		t.Errorf("bad template: error %v, want %q", err, want)
+	}
+}
+
+// instanceLine is a valid SWE-bench instance line with fields replaced.
+func instanceLine(repl ...string) string {
+	s := `{"repo":"psf/requests","instance_id":"psf__requests-2317","base_commit":"091991be0da19de9108dbe5e3752917fea3d7fdc",` +
+		`"patch":"diff --git a/requests/sessions.py b/requests/sessions.py\n","test_patch":"diff --git a/test_requests.py b/test_requests.py\n",` +
+		`"problem_statement":"method = builtin_str(method) problem","version":"2.4",` +
+		`"FAIL_TO_PASS":["test_requests.py::RequestsTestCase::test_HTTP_200_OK_GET_ALTERNATIVE"],"PASS_TO_PASS":[]}`
+	return strings.NewReplacer(repl...).Replace(s)
+}
+
+func TestLoadInstanceErrors(t *testing.T) {
+	tests := []struct {
+		name, file, want string
+	}{
+		{"F2P a number", instanceLine(`"FAIL_TO_PASS":[`, `"FAIL_TO_PASS":7,"x":[`),
+			`instances.jsonl:1: FAIL_TO_PASS is not a list of test ids`},
+		{"P2P a string not a list", instanceLine(`"PASS_TO_PASS":[]`, `"PASS_TO_PASS":"test_a"`),
+			`instances.jsonl:1: PASS_TO_PASS is not a list of test ids (a string, but not a JSON list of strings)`},
+		{"F2P empty", instanceLine(`["test_requests.py::RequestsTestCase::test_HTTP_200_OK_GET_ALTERNATIVE"]`, `[]`),
+			`instances.jsonl:1: FAIL_TO_PASS is empty, so nothing would show the instance solved; give the ids of the tests the fix makes pass`},
+		{"empty id", instanceLine(`"PASS_TO_PASS":[]`, `"PASS_TO_PASS":["a"," "]`),
+			`instances.jsonl:1: field "pass_to_pass" has an empty test id (entry 2)`},
+		{"no problem statement", instanceLine(`method = builtin_str(method) problem`, ``),
+			`instances.jsonl:1: problem_statement is required`},
+		{"no test patch", instanceLine(`"test_patch":"diff --git a/test_requests.py b/test_requests.py\n"`, `"test_patch":""`),
+			`instances.jsonl:1: test_patch is empty; a SWE-bench instance's hidden tests come as its test patch`},
+		{"test patch of data files", instanceLine(`b/test_requests.py\n`, `b/data.json\n`),
+			`instances.jsonl:1: test_patch touches no test file, so there is nothing to run`},
+		{"unknown repo", instanceLine(`"repo":"psf/requests"`, `"repo":"acme/widgets"`),
+			`instances.jsonl:1: no test command is known for repository "acme/widgets"; add test_command and framework to the instance`},
+		{"unknown version", instanceLine(`"version":"2.4"`, `"version":"9.9"`),
+			`instances.jsonl:1: version "9.9" of psf/requests is not in the benchmark's specs; add test_command and framework to the instance`},
+		{"own command without framework", instanceLine(`"repo":"psf/requests"`, `"repo":"acme/widgets","test_command":"make test"`),
+			`instances.jsonl:1: test_command is given without framework; say which runner's output it prints: pytest, django, sympy, go, jest`},
+		{"unknown framework", instanceLine(`"repo":"psf/requests"`, `"repo":"acme/widgets","test_command":"make test","framework":"nose"`),
+			`instances.jsonl:1: field "framework" is "nose"; use one of pytest, django, sympy, go, jest`},
+		{"wrong type", instanceLine(`"repo":"psf/requests"`, `"repo":5`),
+			`instances.jsonl:1: field "repo" must be string, not number`},
+		{"bad base commit", instanceLine(`091991be0da19de9108dbe5e3752917fea3d7fdc`, `HEAD`),
+			`instances.jsonl:1: field "base_commit" is "HEAD"; give a full lowercase commit id`},
+		{"duplicate", instanceLine() + "\n" + instanceLine(),
+			`instances.jsonl:2: duplicate id "psf__requests-2317" (first on line 1)`},
+		{"Multi-SWE-bench", `{"org":"cli","repo":"cli","number":513,"instance_id":"cli__cli-513","fix_patch":"","test_patch":"","f2p_tests":{}}`,
+			`instances.jsonl:1: a Multi-SWE-bench instance: not supported yet, as its test commands and log parsers live in Multi-SWE-bench's harness per repository; write a rollcage task or a SWE-bench instance with test_command and framework`},
+		{"R2E-Gym", `{"repo_name":"aiohttp","docker_image":"namanjain12/aiohttp_final:abc","expected_output_json":"{}"}`,
+			`instances.jsonl:1: an R2E-Gym instance: not supported, as R2E-Gym keeps the hidden tests inside the image (/r2e_tests), where the agent could read them; rebuild the image without them and write a rollcage task`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Load(fstest.MapFS{"instances.jsonl": {Data: []byte(tc.file)}}, "instances.jsonl")
+			if err == nil || err.Error() != tc.want {
+				t.Errorf("Load: error %v\nwant %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestCheckAllProblems: Check goes past a bad line and names each, with
+// the line numbers of a multi-line .json array.
+func TestCheckAllProblems(t *testing.T) {
+	file := "[\n" + instanceLine() + ",\n" +
+		instanceLine(`"instance_id":"psf__requests-2317"`, `"instance_id":"psf__requests-1"`, `"FAIL_TO_PASS":[`, `"FAIL_TO_PASS":{},"x":[`) + ",\n\n" +
+		instanceLine(`"instance_id":"psf__requests-2317"`, `"instance_id":"psf__requests-2"`) + ",\n" +
+		instanceLine(`"instance_id":"psf__requests-2317"`, `"instance_id":"psf__requests-3"`, `"version":"2.4"`, `"version":"0.1"`) + "\n]\n"
+	tasks, problems := Check(fstest.MapFS{"instances.json": {Data: []byte(file)}}, "instances.json", LoadOptions{})
+	var got []string
+	for _, p := range problems {
+		got = append(got, p.Error())
+	}
+	want := []string{
+		`instances.json:3: FAIL_TO_PASS is not a list of test ids`,
+		`instances.json:6: version "0.1" of psf/requests is not in the benchmark's specs; add test_command and framework to the instance`,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("problems (-want +got):\n%s", diff)
+	}
+	if len(tasks) != 2 || tasks[0].ID != "psf__requests-2317" || tasks[1].ID != "psf__requests-2" {
+		t.Errorf("tasks without problems: %v", tasks)
+	}
+}
+
+func TestRollcageTaskByID(t *testing.T) {
+	// A task of rollcage's own graded by test id needs no hidden_tests
+	// directory, but needs its framework.
+	line := `{"id":"t1","image":"i","instruction":"x","test_command":"go test -json ./...","fail_to_pass":["TestA"],"framework":"go"}`
+	tasks, err := Load(fstest.MapFS{"tasks.jsonl": {Data: []byte(line)}}, "tasks.jsonl")
+	if err != nil || len(tasks) != 1 || !tasks[0].GradesByID() {
+		t.Fatalf("Load: %v, %v", tasks, err)
+	}
+	_, err = Load(fstest.MapFS{"tasks.jsonl": {Data: []byte(strings.Replace(line, `,"framework":"go"`, "", 1))}}, "tasks.jsonl")
+	if want := `tasks.jsonl:1: field "framework" is required with fail_to_pass or pass_to_pass: it says how the test log names the tests`; err == nil || err.Error() != want {
+		t.Errorf("no framework: error %v, want %q", err, want)
+	}
+}
