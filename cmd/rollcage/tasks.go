@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/rollcage/rollcage/task"
+)
+
+func init() {
+	register(command{Name: "tasks", Summary: "check task files: rollcage's own or SWE-bench-family instances (tasks check FILE|DIR)", Run: runTasks})
+}
+
+const tasksUsage = "usage: rollcage tasks check [--image-template T] [--hints] FILE|DIR"
+
+func runTasks(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if err := subcommand(args, "check", tasksUsage, stderr); err != nil {
+		return err
+	}
+	fs := newFlags("tasks check", "[--image-template T] [--hints] FILE|DIR", stderr)
+	var o task.LoadOptions
+	fs.StringVar(&o.ImageTemplate, "image-template", "", "image of every instance, with {id} (SWE-bench's naming), {id_s} (SWE-Gym's) or {instance_id}; default: each benchmark's own")
+	fs.BoolVar(&o.Hints, "hints", false, "show instances' hints_text to the policy, after the problem statement")
+	if err := parse(fs, args[1:]); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(stderr, tasksUsage)
+		return errUsage
+	}
+	files, err := taskFiles(fs.Arg(0))
+	if err != nil {
+		fmt.Fprintf(stderr, "rollcage tasks check: %v\n", err)
+		return errUsage
+	}
+	ntasks, nproblems := 0, 0
+	for _, f := range files {
+		tasks, _, problems := task.CheckFile(f, o)
+		for _, t := range tasks {
+			fmt.Fprintf(stdout, "%s: %s\n", f, t.ID)
+			for _, it := range t.Plan() {
+				fmt.Fprintf(stdout, "  %-12s %s\n", it.Key, it.Value)
+			}
+		}
+		for _, p := range problems {
+			fmt.Fprintln(stdout, p.Error())
+		}
+		ntasks += len(tasks)
+		nproblems += len(problems)
+	}
+	fmt.Fprintf(stdout, "%d tasks ready, %d problems\n", ntasks, nproblems)
+	if nproblems > 0 {
+		return &exitError{Code: 1}
+	}
+	return nil
+}
+
+// taskFiles is the file p, or the *.jsonl and *.json files directly in the
+// directory p.
+func taskFiles(p string) ([]string, error) {
+	st, err := os.Stat(p)
+	if err != nil {
+		return nil, err
+	}
+	if !st.IsDir() {
+		return []string{p}, nil
+	}
+	entries, err := os.ReadDir(p)
+	if err != nil {
+		return nil, err
+	}
+	var files []string
+	for _, e := range entries {
+		if !e.IsDir() && (strings.HasSuffix(e.Name(), ".jsonl") || strings.HasSuffix(e.Name(), ".json")) {
+			files = append(files, filepath.Join(p, e.Name()))
+		}
+	}
+	if len(files) == 0 {
+		return nil, errors.New(p + " holds no task file (*.jsonl, *.json)")
+	}
+	sort.Strings(files)
+	return files, nil
+}

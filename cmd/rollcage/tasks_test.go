@@ -1,0 +1,71 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestTasksCheck(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "instances.jsonl")
+	lines := `{"instance_id":"x__y-1","repo":"x/y","base_commit":"0123456","problem_statement":"p","test_patch":"diff --git a/t.py b/t.py\n","FAIL_TO_PASS":["t.py::test_a"]}` + "\n" +
+		`{"instance_id":"x__y-2","repo":"x/y","base_commit":"0123456","problem_statement":"p","test_patch":"diff --git a/t.py b/t.py\n","FAIL_TO_PASS":3}` + "\n"
+	if err := os.WriteFile(bad, []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		args     []string
+		code     int
+		out, err []string // lines stdout / stderr must hold
+		notInOut string
+	}{
+		{[]string{"tasks", "check", "../../task/testdata/instances"}, 0, []string{
+			"../../task/testdata/instances/swebench.jsonl: django__django-11099",
+			"  image        swebench/sweb.eval.x86_64.django_1776_django-11099:latest (never pulled; sealed at d26b2424437d: nothing beyond it in the history)",
+			"  reward       1 when every one of 2 expected test ids (1 FAIL_TO_PASS, 1 PASS_TO_PASS) is reported passed in django's output",
+			"  protected    bug patch (1 removed line, which a fix restores)",
+			"4 tasks ready, 0 problems",
+		}, nil, "See ticket"},
+		{[]string{"tasks", "check", "--hints", "--image-template", "local/{id}", "../../task/testdata/instances/swebench.jsonl"}, 0, []string{
+			"  image        local/django_1776_django-11099 (never pulled; sealed at d26b2424437d: nothing beyond it in the history)",
+			"2 tasks ready, 0 problems",
+		}, nil, "hints_text not shown"},
+		{[]string{"tasks", "check", "../../demo/tasks.jsonl"}, 0, []string{"../../demo/tasks.jsonl: textwrap", "8 tasks ready, 0 problems"}, nil, ""},
+		{[]string{"tasks", "check", bad}, 1, []string{
+			bad + `:1: no test command is known for repository "x/y"; add test_command and framework to the instance`,
+			bad + ":2: FAIL_TO_PASS is not a list of test ids",
+			"0 tasks ready, 2 problems",
+		}, nil, ""},
+		{[]string{"tasks", "check", "--image-template", "{nope}", bad}, 1, []string{bad + `: image template "{nope}": unknown placeholder {nope}; use {id}, {id_s} or {instance_id}`}, nil, ""},
+		{[]string{"tasks"}, 2, nil, []string{"usage: rollcage tasks check"}, ""},
+		{[]string{"tasks", "check"}, 2, nil, []string{"usage: rollcage tasks check"}, ""},
+		{[]string{"tasks", "check", filepath.Join(dir, "missing.jsonl")}, 2, nil, []string{"no such file or directory"}, ""},
+		{[]string{"tasks", "check", t.TempDir()}, 2, nil, []string{"holds no task file (*.jsonl, *.json)"}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := run(context.Background(), tc.args, &out, &errb)
+			if code != tc.code {
+				t.Errorf("exit %d, want %d\nstdout: %s\nstderr: %s", code, tc.code, out.String(), errb.String())
+			}
+			for _, line := range tc.out {
+				if !strings.Contains("\n"+out.String(), "\n"+line+"\n") {
+					t.Errorf("stdout lacks the line %q:\n%s", line, out.String())
+				}
+			}
+			for _, s := range tc.err {
+				if !strings.Contains(errb.String(), s) || strings.Count(strings.TrimSpace(errb.String()), "\n") != 0 {
+					t.Errorf("stderr is not one line holding %q:\n%s", s, errb.String())
+				}
+			}
+			if tc.notInOut != "" && strings.Contains(out.String(), tc.notInOut) {
+				t.Errorf("output holds %q:\n%s", tc.notInOut, out.String())
+			}
+		})
+	}
+}

@@ -1,0 +1,106 @@
+package task
+
+import (
+	"fmt"
+	"strings"
+)
+
+// PlanItem is one line of what rollcage will do with a task.
+type PlanItem struct {
+	Key, Value string
+}
+
+// Plan says what rollcage will do with t, for `rollcage tasks check`:
+// the image and workdir, what the policy is told, how the submission is
+// graded, the test command, and what is kept from the policy.
+func (t Task) Plan() []PlanItem {
+	t = t.withDefaults()
+	var p []PlanItem
+	add := func(k, format string, args ...any) { p = append(p, PlanItem{k, fmt.Sprintf(format, args...)}) }
+	if t.Benchmark != "" {
+		add("benchmark", "%s instance %s", t.Benchmark, t.InstanceID)
+	}
+	seal := "run as it is (seal: false)"
+	if t.Sealed() {
+		seal = "sealed: nothing beyond the base commit in its history"
+		if t.BaseCommit != "" {
+			seal = "sealed at " + short(t.BaseCommit) + ": nothing beyond it in the history"
+		}
+	}
+	add("image", "%s (never pulled; %s)", t.Image, seal)
+	add("workdir", "%s", t.Workdir)
+	first, _, _ := strings.Cut(strings.TrimSpace(t.Instruction), "\n")
+	if len(first) > 72 {
+		first = first[:72] + "..."
+	}
+	add("instruction", "%q (%d chars)%s", first, len(t.Instruction), map[bool]string{true: "; hints_text not shown", false: ""}[t.Hints != "" && !strings.Contains(t.Instruction, t.Hints)])
+
+	var tests string
+	switch {
+	case t.TestPatch != "":
+		existing, created := PatchFiles(t.TestPatch)
+		tests = fmt.Sprintf("the test patch (%s: %d reset to the base commit first, %d created)", plural(len(existing)+len(created), "file"), len(existing), len(created))
+	case t.HiddenTests != "":
+		tests = fmt.Sprintf("the hidden tests of %s, copied to %s", t.HiddenTests, t.HiddenTestsDest)
+	default:
+		tests = "the repository's own tests"
+	}
+	how := "the submitted diff applied"
+	if t.Grade == GradeSnapshot {
+		how = "a snapshot of the episode's files"
+	}
+	add("grading", "in a fresh sandbox from the image, where no process of the policy runs: %s, then %s, then the test command", how, tests)
+	if t.GradesByID() {
+		add("reward", "1 when every one of %d expected test ids (%d FAIL_TO_PASS, %d PASS_TO_PASS) is reported passed in %s's output", len(t.FailToPass)+len(t.PassToPass), len(t.FailToPass), len(t.PassToPass), t.Framework)
+	} else {
+		add("reward", "1 when the test command exits 0 and pytest's summary shows passes and no failures")
+	}
+	lines := strings.Split(strings.TrimSpace(t.TestCommand), "\n")
+	cmd := lines[len(lines)-1]
+	if len(lines) > 1 {
+		cmd += fmt.Sprintf(" (after %d setup lines: %s)", len(lines)-1, strings.Join(lines[:len(lines)-1], "; "))
+	}
+	add("command", "%s", cmd)
+
+	var kept []string
+	if t.TestPatch != "" {
+		kept = append(kept, fmt.Sprintf("test patch (%s, hidden-test content)", plural(len(AddedLines(t.TestPatch)), "added line")))
+	}
+	if t.FixPatch != "" {
+		kept = append(kept, fmt.Sprintf("reference fix (%s, never in the sandbox)", plural(len(AddedLines(t.FixPatch)), "added line")))
+	}
+	if t.BugPatch != "" {
+		kept = append(kept, fmt.Sprintf("bug patch (%s, which a fix restores)", plural(len(RemovedLines(t.BugPatch)), "removed line")))
+	}
+	if t.HiddenTests != "" {
+		kept = append(kept, "hidden tests outside the sandbox until grading")
+	}
+	if len(t.ProtectedPaths) > 0 {
+		kept = append(kept, "protected paths "+strings.Join(t.ProtectedPaths, " "))
+	}
+	if len(t.VisibleTests) > 0 {
+		kept = append(kept, "visible tests unchanged: "+strings.Join(t.VisibleTests, " "))
+	}
+	if t.UpstreamFixRef != "" {
+		kept = append(kept, "upstream fix "+t.UpstreamFixRef)
+	}
+	if len(kept) == 0 {
+		kept = append(kept, "nothing beyond canaries")
+	}
+	add("protected", "%s", strings.Join(kept, "; "))
+	return p
+}
+
+func short(commit string) string {
+	if len(commit) > 12 {
+		return commit[:12]
+	}
+	return commit
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
