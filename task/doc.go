@@ -23,6 +23,12 @@
 // output, [StatusOf] matches an expected id as SWE-bench does, and
 // [Task.ApplyTestPatchScript] puts a test patch in place for grading.
 //
+// A Harbor task directory (instruction.md, task.toml, environment/,
+// tests/test.sh, optional solution/) or a dataset of them is read by
+// [CheckHarborDir] and [LoadHarbor]: its image is built locally from its
+// Dockerfile, its tests go in only at grading, and [ParseReward] reads the
+// reward its test script writes.
+//
 // [Script] is a scripted trajectory (a clean solve, a no-op or a hacked
 // solve) used to exercise the monitor end to end; [HashFiles] fingerprints
 // the visible tests so tampering shows at submit.

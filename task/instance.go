@@ -385,9 +385,9 @@ func (t Task) validateByID() error {
 		}
 	}
 	switch t.Benchmark {
-	case "", BenchmarkSWEBench, BenchmarkSWEGym, BenchmarkSWESmith:
+	case "", BenchmarkSWEBench, BenchmarkSWEGym, BenchmarkSWESmith, BenchmarkHarbor:
 	default:
-		return &FieldError{"benchmark", fmt.Sprintf("is %q; use %s, %s or %s", t.Benchmark, BenchmarkSWEBench, BenchmarkSWEGym, BenchmarkSWESmith)}
+		return &FieldError{"benchmark", fmt.Sprintf("is %q; use %s, %s, %s or %s", t.Benchmark, BenchmarkSWEBench, BenchmarkSWEGym, BenchmarkSWESmith, BenchmarkHarbor)}
 	}
 	return nil
 }

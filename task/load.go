@@ -96,6 +96,14 @@ func (t Task) Validate() error {
 	if t.HiddenTests != "" && (!fs.ValidPath(t.HiddenTests) || t.HiddenTests == ".") {
 		return &FieldError{"hidden_tests", fmt.Sprintf("is %q; give a directory relative to the task file, without ..", t.HiddenTests)}
 	}
+	for _, f := range []struct{ name, val string }{{"build_context", t.BuildContext}, {"solution_dir", t.SolutionDir}} {
+		if f.val != "" && (!fs.ValidPath(f.val) || f.val == ".") {
+			return &FieldError{f.name, fmt.Sprintf("is %q; give a directory relative to the task file, without ..", f.val)}
+		}
+	}
+	if t.RewardFile != "" && !path.IsAbs(t.RewardFile) {
+		return &FieldError{"reward_file", fmt.Sprintf("is %q; give an absolute path inside the sandbox", t.RewardFile)}
+	}
 	if d := path.Clean(t.HiddenTestsDest); d == path.Clean(t.Workdir) {
 		return &FieldError{"hidden_tests_dest", "must not be the workdir itself; use a directory of its own such as /opt/grader/tests"}
 	}

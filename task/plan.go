@@ -20,14 +20,18 @@ func (t Task) Plan() []PlanItem {
 	if t.Benchmark != "" {
 		add("benchmark", "%s instance %s", t.Benchmark, t.InstanceID)
 	}
-	seal := "run as it is (seal: false)"
+	seal := "not sealed (seal: false)"
 	if t.Sealed() {
 		seal = "sealed: nothing beyond the base commit in its history"
 		if t.BaseCommit != "" {
 			seal = "sealed at " + short(t.BaseCommit) + ": nothing beyond it in the history"
 		}
 	}
-	add("image", "%s (never pulled; %s)", t.Image, seal)
+	if t.BuildContext != "" {
+		add("image", "%s (built from %s/Dockerfile when missing, never pulled; %s)", t.Image, t.BuildContext, seal)
+	} else {
+		add("image", "%s (never pulled; %s)", t.Image, seal)
+	}
 	add("workdir", "%s", t.Workdir)
 	first, _, _ := strings.Cut(strings.TrimSpace(t.Instruction), "\n")
 	if len(first) > 72 {
@@ -50,10 +54,16 @@ func (t Task) Plan() []PlanItem {
 		how = "a snapshot of the episode's files"
 	}
 	add("grading", "in a fresh sandbox from the image, where no process of the policy runs: %s, then %s, then the test command", how, tests)
-	if t.GradesByID() {
+	switch {
+	case t.RewardFile != "":
+		add("reward", "what the test command writes to %s (or reward.json beside it), a number in [0, 1]", t.RewardFile)
+	case t.GradesByID():
 		add("reward", "1 when every one of %d expected test ids (%d FAIL_TO_PASS, %d PASS_TO_PASS) is reported passed in %s's output", len(t.FailToPass)+len(t.PassToPass), len(t.FailToPass), len(t.PassToPass), t.Framework)
-	} else {
+	default:
 		add("reward", "1 when the test command exits 0 and pytest's summary shows passes and no failures")
+	}
+	if l := t.Limits; l != nil {
+		add("limits", "agent %gs, verifier %gs, build %gs, CPUs %g, memory %d MB, storage %d MB (0: rollcage's default)", l.AgentTimeoutSec, l.VerifierTimeoutSec, l.BuildTimeoutSec, l.CPUs, l.MemoryMB, l.StorageMB)
 	}
 	lines := strings.Split(strings.TrimSpace(t.TestCommand), "\n")
 	cmd := lines[len(lines)-1]
@@ -74,6 +84,9 @@ func (t Task) Plan() []PlanItem {
 	}
 	if t.HiddenTests != "" {
 		kept = append(kept, "hidden tests outside the sandbox until grading")
+	}
+	if t.SolutionDir != "" {
+		kept = append(kept, "reference solution "+t.SolutionDir+" (never in the sandbox)")
 	}
 	if len(t.ProtectedPaths) > 0 {
 		kept = append(kept, "protected paths "+strings.Join(t.ProtectedPaths, " "))

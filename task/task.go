@@ -94,6 +94,34 @@ type Task struct {
 	// unless the task was loaded with LoadOptions.Hints, which puts it in
 	// Instruction.
 	Hints string `json:"hints,omitempty"`
+
+	// The fields below come from a Harbor task directory (LoadHarbor).
+
+	// RewardFile is where the test command writes the reward (Harbor's
+	// /logs/verifier/reward.txt; ParseReward reads it and reward.json):
+	// set, the reward is read there rather than from the test output.
+	RewardFile string `json:"reward_file,omitempty"`
+	// BuildContext is a directory (relative to the task file) whose
+	// Dockerfile builds Image where it is missing; Image's tag is then the
+	// hash of the directory's content, so an edit makes a new image.
+	BuildContext string `json:"build_context,omitempty"`
+	// SolutionDir is a directory (relative to the task file) holding a
+	// reference solution (Harbor's solution/): never in the sandbox, its
+	// text is fix content for the leak checks.
+	SolutionDir string `json:"solution_dir,omitempty"`
+	// Limits are the task's own timeouts and resources; nil: rollcage's.
+	Limits *Limits `json:"limits,omitempty"`
+}
+
+// Limits are a task's own timeouts (in seconds) and resources, as
+// Harbor's task.toml gives them; zero means not set.
+type Limits struct {
+	AgentTimeoutSec    float64 `json:"agent_timeout_sec,omitempty"`
+	VerifierTimeoutSec float64 `json:"verifier_timeout_sec,omitempty"`
+	BuildTimeoutSec    float64 `json:"build_timeout_sec,omitempty"`
+	CPUs               float64 `json:"cpus,omitempty"`
+	MemoryMB           int     `json:"memory_mb,omitempty"`
+	StorageMB          int     `json:"storage_mb,omitempty"`
 }
 
 // GradesByID reports whether the task is graded by test id (FailToPass

@@ -14,7 +14,7 @@ import (
 )
 
 func init() {
-	register(command{Name: "tasks", Summary: "check task files: rollcage's own or SWE-bench-family instances (tasks check FILE|DIR)", Run: runTasks})
+	register(command{Name: "tasks", Summary: "check task files (rollcage's own, SWE-bench-family instances) or Harbor task directories (tasks check FILE|DIR)", Run: runTasks})
 }
 
 const tasksUsage = "usage: rollcage tasks check [--image-template T] [--hints] FILE|DIR"
@@ -34,16 +34,32 @@ func runTasks(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stderr, tasksUsage)
 		return errUsage
 	}
-	files, err := taskFiles(fs.Arg(0))
-	if err != nil {
-		fmt.Fprintf(stderr, "rollcage tasks check: %v\n", err)
-		return errUsage
+	arg := fs.Arg(0)
+	// Each check returns what to name its tasks by, and what it found.
+	var check []func() (string, []task.Task, []*task.LoadError)
+	if st, err := os.Stat(arg); err == nil && st.IsDir() && task.IsHarborDir(os.DirFS(arg), ".") {
+		check = append(check, func() (string, []task.Task, []*task.LoadError) {
+			tasks, _, problems := task.CheckHarborDir(arg)
+			return arg, tasks, problems
+		})
+	} else {
+		files, err := taskFiles(arg)
+		if err != nil {
+			fmt.Fprintf(stderr, "rollcage tasks check: %v\n", err)
+			return errUsage
+		}
+		for _, f := range files {
+			check = append(check, func() (string, []task.Task, []*task.LoadError) {
+				tasks, _, problems := task.CheckFile(f, o)
+				return f, tasks, problems
+			})
+		}
 	}
 	ntasks, nproblems := 0, 0
-	for _, f := range files {
-		tasks, _, problems := task.CheckFile(f, o)
+	for _, c := range check {
+		from, tasks, problems := c()
 		for _, t := range tasks {
-			fmt.Fprintf(stdout, "%s: %s\n", f, t.ID)
+			fmt.Fprintf(stdout, "%s: %s\n", from, t.ID)
 			for _, it := range t.Plan() {
 				fmt.Fprintf(stdout, "  %-12s %s\n", it.Key, it.Value)
 			}
@@ -62,7 +78,7 @@ func runTasks(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 // taskFiles is the file p, or the *.jsonl and *.json files directly in the
-// directory p.
+// directory p (a Harbor task or dataset directory is read apart).
 func taskFiles(p string) ([]string, error) {
 	st, err := os.Stat(p)
 	if err != nil {
