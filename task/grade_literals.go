@@ -26,11 +26,14 @@ var (
 )
 
 // HiddenLiterals reads the literals of every file under t.HiddenTests in
-// hidden.
+// hidden, and of the lines t.TestPatch adds.
 func HiddenLiterals(hidden fs.FS, t Task) (Literals, error) {
 	var lit Literals
-	if hidden == nil {
-		return lit, nil
+	if t.TestPatch != "" {
+		lit.Strings, lit.Numbers = literalsOf(strings.Join(AddedLines(t.TestPatch), "\n"))
+	}
+	if hidden == nil || t.HiddenTests == "" {
+		return compactLiterals(lit), nil
 	}
 	err := fs.WalkDir(hidden, path.Clean(t.HiddenTests), func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -48,10 +51,14 @@ func HiddenLiterals(hidden fs.FS, t Task) (Literals, error) {
 	if err != nil {
 		return lit, fmt.Errorf("hidden tests %s: literals: %w", t.HiddenTests, err)
 	}
+	return compactLiterals(lit), nil
+}
+
+func compactLiterals(lit Literals) Literals {
 	slices.Sort(lit.Strings)
 	slices.Sort(lit.Numbers)
 	lit.Strings, lit.Numbers = slices.Compact(lit.Strings), slices.Compact(lit.Numbers)
-	return lit, nil
+	return lit
 }
 
 // literalsOf extracts the distinctive literals of one source file.

@@ -137,3 +137,21 @@ func TestApplyTestPatchScriptGit(t *testing.T) {
 		t.Errorf("tests/test_gone.py still there (%v)", err)
 	}
 }
+
+// TestHiddenLiteralsOfTestPatch: an instance's hidden tests are its test
+// patch's added lines; the task file's directory is not read.
+func TestHiddenLiteralsOfTestPatch(t *testing.T) {
+	patch := "diff --git a/t.py b/t.py\n--- a/t.py\n+++ b/t.py\n@@ -1 +1,2 @@\n-assert f() == 'old value here'\n+assert wrap('a long hidden expected line') == 31337\n"
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "instances.jsonl"), []byte(`{"x": "a string in the task file"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lit, err := HiddenLiterals(os.DirFS(dir), Task{TestPatch: patch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Literals{Strings: []string{"a long hidden expected line"}, Numbers: []string{"31337"}}
+	if diff := cmp.Diff(want, lit); diff != "" {
+		t.Errorf("literals (-want +got):\n%s", diff)
+	}
+}
