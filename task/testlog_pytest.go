@@ -28,13 +28,20 @@ var (
 	// skipCountRE is the "[N]" of "SKIPPED [N] path:line: reason", pytest's
 	// summary of N skips, which names no test.
 	skipCountRE = regexp.MustCompile(`^\[\d+\]$`)
+	// xdistRE is the worker and progress pytest-xdist puts before a
+	// verbose line's status: "[gw0] [ 50%] PASSED id".
+	xdistRE = regexp.MustCompile(`^\[gw\d+\]\s+(?:\[\s*\d+%\]\s+)?`)
 )
 
-// parsePytestLog reads pytest's -rA short test summary and verbose lines.
+// parsePytestLog reads pytest's -rA short test summary and verbose lines
+// (pytest-xdist's too).
 func parsePytestLog(log []byte) map[string]Status {
 	m := map[string]Status{}
 	for _, line := range logLines(log) {
 		line = strings.TrimRight(line, " \t\r")
+		if strings.HasPrefix(line, "[gw") {
+			line = xdistRE.ReplaceAllString(line, "")
+		}
 		word, rest, ok := strings.Cut(line, " ")
 		if st, known := pytestStatus[word]; ok && known {
 			rest = strings.TrimLeft(rest, " ")
