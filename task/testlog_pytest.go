@@ -16,15 +16,6 @@ var pytestStatus = map[string]Status{
 }
 
 var (
-	// pytestVerboseRE is a verbose per-test line: "id PASSED [ 10%]",
-	// "id SKIPPED (reason) [ 50%]", old pytest's "id PASSED". Only an id
-	// with "::" counts, so "____ ERROR at setup of x ____" or a test's own
-	// output ("converted PASSED") names no test.
-	pytestVerboseRE = regexp.MustCompile(`^(\S+)\s+(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)(?:\s|$)`)
-	// pytestTrailRE is old pytest's verbose line whose id holds spaces,
-	// "id with spaces PASSED", once its progress "[ 10%]" is cut.
-	pytestTrailRE   = regexp.MustCompile(`^(.+?)\s+(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)$`)
-	pytestPercentRE = regexp.MustCompile(`\s+\[\s*\d+%\]$`)
 	// skipCountRE is the "[N]" of "SKIPPED [N] path:line: reason", pytest's
 	// summary of N skips, which names no test.
 	skipCountRE = regexp.MustCompile(`^\[\d+\]$`)
@@ -33,8 +24,12 @@ var (
 	xdistRE = regexp.MustCompile(`^\[gw\d+\]\s+(?:\[\s*\d+%\]\s+)?`)
 )
 
-// parsePytestLog reads pytest's -rA short test summary and verbose lines
-// (pytest-xdist's too).
+// parsePytestLog reads pytest's -rA short test summary ("STATUS id",
+// "STATUS id - message") and its verbose lines ("id STATUS [ 10%]", "id
+// SKIPPED (reason) [ 50%]", old pytest's "id PASSED", pytest-xdist's
+// "[gw0] [ 50%] PASSED id"). A verbose line counts only when its id has
+// "::", so "____ ERROR at setup of x ____" or a test's own output
+// ("converted PASSED") names no test.
 func parsePytestLog(log []byte) map[string]Status {
 	m := map[string]Status{}
 	for _, line := range logLines(log) {
@@ -42,8 +37,8 @@ func parsePytestLog(log []byte) map[string]Status {
 		if strings.HasPrefix(line, "[gw") {
 			line = xdistRE.ReplaceAllString(line, "")
 		}
-		word, rest, ok := strings.Cut(line, " ")
-		if st, known := pytestStatus[word]; ok && known {
+		word, rest, _ := strings.Cut(line, " ")
+		if st, ok := pytestStatus[word]; ok {
 			rest = strings.TrimLeft(rest, " ")
 			if first, _, _ := strings.Cut(rest, " "); st == StatusSkipped && skipCountRE.MatchString(first) {
 				continue
@@ -51,12 +46,10 @@ func parsePytestLog(log []byte) map[string]Status {
 			record(m, pytestIDPrefix(rest), st)
 			continue
 		}
-		if sm := pytestVerboseRE.FindStringSubmatch(line); sm != nil && strings.Contains(sm[1], "::") {
-			record(m, sm[1], pytestStatus[sm[2]])
-			continue
-		}
-		if sm := pytestTrailRE.FindStringSubmatch(pytestPercentRE.ReplaceAllString(line, "")); sm != nil && strings.Contains(sm[1], "::") {
-			record(m, strings.Join(strings.Fields(sm[1]), " "), pytestStatus[sm[2]])
+		id := pytestIDPrefix(line)
+		word, _, _ = strings.Cut(strings.TrimLeft(line[len(id):], " "), " ")
+		if st, ok := pytestStatus[word]; ok && strings.Contains(id, "::") {
+			record(m, id, st)
 		}
 	}
 	return m

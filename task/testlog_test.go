@@ -90,6 +90,25 @@ var deliberate = map[string]string{
 	// id, so the id itself stays PASSED there. A test whose teardown
 	// errors did not pass.
 	"pytest_teardown_error.parse_log_pytest_v2 testing/test_tmpdir.py::test_tmpdir_factory": "error",
+	"pytest_real_ra.parse_log_pytest_v2 test_rec.py::test_teardown_error":                   "error",
+	"pytest_real_verbose_color.parse_log_pytest_v2 test_rec.py::test_teardown_error":        "error",
+}
+
+// TestPytestLogForgery: a test's own output can name tests in pytest's
+// log (test_prints prints "PASSED test_rec.py::test_forged"), as in
+// SWE-bench's parsers; junit XML, whose test cases are elements the
+// output cannot make, cannot be so forged. Recorded from pytest 7.2.1.
+func TestPytestLogForgery(t *testing.T) {
+	log := parseCase(t, "testdata/testlog/pytest_real_ra.log")
+	junit := parseCase(t, "testdata/testlog/junit_real.xml")
+	for _, id := range []string{"test_rec.py::test_forged", "test_rec.py::test_forged2"} {
+		if log[id] != StatusPassed {
+			t.Errorf("log: %s is %q; the recording shows it forged as passed", id, log[id])
+		}
+		if st, ok := junit[id]; ok {
+			t.Errorf("junit XML: %s is %q, want absent", id, st)
+		}
+	}
 }
 
 // TestParseTestLogAgreesWithSWEBench checks every id SWE-bench's own log
