@@ -371,9 +371,6 @@ func (t Task) validateByID() error {
 	if t.Framework != "" && !slices.Contains(Frameworks(), t.Framework) {
 		return &FieldError{"framework", fmt.Sprintf("is %q; use one of %s", t.Framework, strings.Join(Frameworks(), ", "))}
 	}
-	if t.GradesByID() && t.Framework == "" {
-		return &FieldError{"framework", "is required with fail_to_pass or pass_to_pass: it says how the test log names the tests"}
-	}
 	for _, f := range []struct {
 		name string
 		ids  []string

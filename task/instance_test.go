@@ -194,15 +194,22 @@ func TestCheckAllProblems(t *testing.T) {
 }
 
 func TestRollcageTaskByID(t *testing.T) {
-	// A task of rollcage's own graded by test id needs no hidden_tests
-	// directory, but needs its framework.
-	line := `{"id":"t1","image":"i","instruction":"x","test_command":"go test -json ./...","fail_to_pass":["TestA"],"framework":"go"}`
-	tasks, err := Load(fstest.MapFS{"tasks.jsonl": {Data: []byte(line)}}, "tasks.jsonl")
-	if err != nil || len(tasks) != 1 || !tasks[0].GradesByID() {
+	// A task of rollcage's own may name its framework; an unknown one is
+	// refused, and none means pytest.
+	line := `{"id":"t1","image":"i","instruction":"x","hidden_tests":"hidden/t1","test_command":"go test -json ./...","fail_to_pass":["TestA"],"framework":"go"}`
+	fsys := fstest.MapFS{"tasks.jsonl": {Data: []byte(line)}, "hidden/t1/a_test.go": {Data: []byte("package a")}}
+	tasks, err := Load(fsys, "tasks.jsonl")
+	if err != nil || len(tasks) != 1 || tasks[0].TestFramework() != FrameworkGo {
 		t.Fatalf("Load: %v, %v", tasks, err)
 	}
-	_, err = Load(fstest.MapFS{"tasks.jsonl": {Data: []byte(strings.Replace(line, `,"framework":"go"`, "", 1))}}, "tasks.jsonl")
-	if want := `tasks.jsonl:1: field "framework" is required with fail_to_pass or pass_to_pass: it says how the test log names the tests`; err == nil || err.Error() != want {
-		t.Errorf("no framework: error %v, want %q", err, want)
+	fsys["tasks.jsonl"] = &fstest.MapFile{Data: []byte(strings.Replace(line, `"framework":"go"`, `"framework":"mocha"`, 1))}
+	_, err = Load(fsys, "tasks.jsonl")
+	if want := `tasks.jsonl:1: field "framework" is "mocha"; use one of pytest, django, sympy, go, jest`; err == nil || err.Error() != want {
+		t.Errorf("unknown framework: error %v, want %q", err, want)
+	}
+	fsys["tasks.jsonl"] = &fstest.MapFile{Data: []byte(strings.Replace(line, `,"framework":"go"`, "", 1))}
+	tasks, err = Load(fsys, "tasks.jsonl")
+	if err != nil || tasks[0].TestFramework() != FrameworkPytest {
+		t.Errorf("no framework: %v, %v; want pytest", tasks, err)
 	}
 }

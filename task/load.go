@@ -68,7 +68,7 @@ func (t Task) Validate() error {
 		{"hidden_tests", t.HiddenTests},
 		{"test_command", t.TestCommand},
 	}
-	if t.HiddenTests == "" && (t.TestPatch != "" || t.GradesByID()) {
+	if t.HiddenTests == "" && (t.TestPatch != "" || t.Benchmark == BenchmarkSWESmith) {
 		// The hidden tests come as a patch, or are the repository's own.
 		required = slices.Delete(required, 3, 4)
 	}

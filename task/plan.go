@@ -57,10 +57,12 @@ func (t Task) Plan() []PlanItem {
 	switch {
 	case t.RewardFile != "":
 		add("reward", "what the test command writes to %s (or reward.json beside it), a number in [0, 1]", t.RewardFile)
-	case t.GradesByID():
-		add("reward", "1 when every one of %d expected test ids (%d FAIL_TO_PASS, %d PASS_TO_PASS) is reported passed in %s's output", len(t.FailToPass)+len(t.PassToPass), len(t.FailToPass), len(t.PassToPass), t.Framework)
-	default:
+	case t.Reward == RewardSummary:
 		add("reward", "1 when the test command exits 0 and pytest's summary shows passes and no failures")
+	case len(t.FailToPass)+len(t.PassToPass) > 0:
+		add("reward", "1 when every one of %d expected test ids (%d FAIL_TO_PASS, %d PASS_TO_PASS) is reported passed in %s's output", len(t.FailToPass)+len(t.PassToPass), len(t.FailToPass), len(t.PassToPass), t.TestFramework())
+	default:
+		add("reward", "1 when every test id the reference fix makes pass (FAIL_TO_PASS and PASS_TO_PASS, derived at the first grading) is reported passed")
 	}
 	if l := t.Limits; l != nil {
 		add("limits", "agent %gs, verifier %gs, build %gs, CPUs %g, memory %d MB, storage %d MB (0: rollcage's default)", l.AgentTimeoutSec, l.VerifierTimeoutSec, l.BuildTimeoutSec, l.CPUs, l.MemoryMB, l.StorageMB)

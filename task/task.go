@@ -49,7 +49,9 @@ type Task struct {
 	Reward string `json:"reward,omitempty"`
 	// FailToPass and PassToPass are the expected test ids (pytest node
 	// ids, file paths relative to the hidden tests' directory), as
-	// SWE-bench names them; empty: derived with the reference fix.
+	// SWE-bench names them; empty: derived with the reference fix. For a
+	// task with a TestPatch (a benchmark instance), the ids are the
+	// benchmark's, relative to Workdir, in Framework's naming.
 	FailToPass []string `json:"fail_to_pass,omitempty"`
 	PassToPass []string `json:"pass_to_pass,omitempty"`
 
@@ -82,13 +84,9 @@ type Task struct {
 	// is already applied at BaseCommit, and its reverse is a fix, so its
 	// removed lines are fix content.
 	BugPatch string `json:"bug_patch,omitempty"`
-	// FailToPass and PassToPass are the test ids the solution must make
-	// pass and keep passing, as Framework's log names them: the reward is
-	// 1 only when every one of them is reported passed.
-	FailToPass []string `json:"fail_to_pass,omitempty"`
-	PassToPass []string `json:"pass_to_pass,omitempty"`
 	// Framework is the runner whose output TestCommand prints (a Framework
-	// constant), which ParseTestLog reads; required with FailToPass.
+	// constant), which ParseTestLog reads, and so how FailToPass and
+	// PassToPass name tests; empty: pytest (see TestFramework).
 	Framework string `json:"framework,omitempty"`
 	// Hints is an instance's hints_text. It is not shown to the policy
 	// unless the task was loaded with LoadOptions.Hints, which puts it in
@@ -124,9 +122,14 @@ type Limits struct {
 	StorageMB          int     `json:"storage_mb,omitempty"`
 }
 
-// GradesByID reports whether the task is graded by test id (FailToPass
-// and PassToPass) rather than by pytest's summary line.
-func (t Task) GradesByID() bool { return len(t.FailToPass) > 0 || len(t.PassToPass) > 0 }
+// TestFramework is the framework of the test command's output: Framework,
+// or pytest when it is empty.
+func (t Task) TestFramework() string {
+	if t.Framework == "" {
+		return FrameworkPytest
+	}
+	return t.Framework
+}
 
 // Sealed reports whether the task may run on a sealed image.
 func (t Task) Sealed() bool { return t.Seal == nil || *t.Seal }

@@ -61,8 +61,8 @@ var statusRank = map[Status]int{
 	StatusError:   6,
 }
 
-// record sets m[id] to st unless m already holds a worse status for it.
-func record(m map[string]Status, id string, st Status) {
+// recordStatus sets m[id] to st unless m already holds a worse status for it.
+func recordStatus(m map[string]Status, id string, st Status) {
 	if id == "" {
 		return
 	}

@@ -36,7 +36,7 @@ func parseDjangoLog(log []byte) map[string]Status {
 		if i := strings.LastIndex(line, " ... "); i >= 0 {
 			name := djangoName(line[:i])
 			if st, ok := djangoStatus(line[i+len(" ... "):]); ok {
-				record(m, name, st)
+				recordStatus(m, name, st)
 				pending = ""
 			} else {
 				pending = djangoName(line[:strings.Index(line, " ... ")])
@@ -45,7 +45,7 @@ func parseDjangoLog(log []byte) map[string]Status {
 		}
 		if pending != "" {
 			if st, ok := djangoStatus(line); ok {
-				record(m, pending, st)
+				recordStatus(m, pending, st)
 				pending = ""
 				continue
 			}
@@ -55,7 +55,7 @@ func parseDjangoLog(log []byte) map[string]Status {
 			st     Status
 		}{{"FAIL: ", StatusFailed}, {"ERROR: ", StatusError}} {
 			if name, ok := strings.CutPrefix(line, h.prefix); ok {
-				record(m, strings.TrimSpace(name), h.st)
+				recordStatus(m, strings.TrimSpace(name), h.st)
 			}
 		}
 	}

@@ -34,7 +34,7 @@ func parseGoTestLog(log []byte) map[string]Status {
 		}
 		sawJSON = true
 		if st, ok := goStatus[ev.Action]; ok && ev.Test != "" {
-			record(m, ev.Test, st)
+			recordStatus(m, ev.Test, st)
 		}
 	}
 	if sawJSON {
@@ -42,7 +42,7 @@ func parseGoTestLog(log []byte) map[string]Status {
 	}
 	for _, line := range lines {
 		if sm := goTextRE.FindStringSubmatch(strings.TrimSpace(line)); sm != nil {
-			record(m, sm[2], goStatus[sm[1]])
+			recordStatus(m, sm[2], goStatus[sm[1]])
 		}
 	}
 	return m

@@ -63,7 +63,7 @@ func parseJestJSON(log []byte) (map[string]Status, error) {
 				if !ok {
 					st = StatusError
 				}
-				record(m, id, st)
+				recordStatus(m, id, st)
 			}
 		}
 		return m, nil

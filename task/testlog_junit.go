@@ -62,7 +62,7 @@ func ParseJUnitXML(report []byte) (map[string]Status, error) {
 		case c.Skipped != nil:
 			st = StatusSkipped
 		}
-		record(m, pytestNodeID(c.Classname, c.Name, c.File), st)
+		recordStatus(m, pytestNodeID(c.Classname, c.Name, c.File), st)
 	}
 	return m, nil
 }

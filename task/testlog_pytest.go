@@ -43,13 +43,13 @@ func parsePytestLog(log []byte) map[string]Status {
 			if first, _, _ := strings.Cut(rest, " "); st == StatusSkipped && skipCountRE.MatchString(first) {
 				continue
 			}
-			record(m, pytestIDPrefix(rest), st)
+			recordStatus(m, pytestIDPrefix(rest), st)
 			continue
 		}
 		id := pytestIDPrefix(line)
 		word, _, _ = strings.Cut(strings.TrimLeft(line[len(id):], " "), " ")
 		if st, ok := pytestStatus[word]; ok && strings.Contains(id, "::") {
-			record(m, id, st)
+			recordStatus(m, id, st)
 		}
 	}
 	return m

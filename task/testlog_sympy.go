@@ -33,11 +33,11 @@ func parseSympyLog(log []byte) map[string]Status {
 	for _, line := range logLines(log) {
 		line = strings.TrimSpace(line)
 		if sm := sympyLineRE.FindStringSubmatch(line); sm != nil {
-			record(m, sm[1], sympyStatus[sm[2]])
+			recordStatus(m, sm[1], sympyStatus[sm[2]])
 			continue
 		}
 		if sm := sympyHeaderRE.FindStringSubmatch(line); sm != nil {
-			record(m, sm[1], StatusFailed)
+			recordStatus(m, sm[1], StatusFailed)
 		}
 	}
 	return m
