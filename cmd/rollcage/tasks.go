@@ -10,6 +10,10 @@ import (
 	"sort"
 	"strings"
 
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/client"
+
+	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/task"
 )
 
@@ -17,16 +21,17 @@ func init() {
 	register(command{Name: "tasks", Summary: "check task files (rollcage's own, SWE-bench-family instances) or Harbor task directories (tasks check FILE|DIR)", Run: runTasks})
 }
 
-const tasksUsage = "usage: rollcage tasks check [--image-template T] [--hints] FILE|DIR"
+const tasksUsage = "usage: rollcage tasks check [--image-template T] [--hints] [--images] FILE|DIR"
 
 func runTasks(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := subcommand(args, "check", tasksUsage, stderr); err != nil {
 		return err
 	}
-	fs := newFlags("tasks check", "[--image-template T] [--hints] FILE|DIR", stderr)
+	fs := newFlags("tasks check", "[--image-template T] [--hints] [--images] FILE|DIR", stderr)
 	var o task.LoadOptions
 	fs.StringVar(&o.ImageTemplate, "image-template", "", "image of every instance, with {id} (SWE-bench's naming), {id_s} (SWE-Gym's) or {instance_id}; default: each benchmark's own")
 	fs.BoolVar(&o.Hints, "hints", false, "show instances' hints_text to the policy, after the problem statement")
+	images := fs.Bool("images", false, "also ask the local Docker engine for each task's image: a missing one is a problem (rollcage never pulls), unless the task builds it")
 	if err := parse(fs, args[1:]); err != nil {
 		return err
 	}
@@ -69,6 +74,16 @@ func runTasks(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		ntasks += len(tasks)
 		nproblems += len(problems)
+		if *images {
+			missing, err := missingImages(ctx, tasks)
+			if err != nil {
+				return err
+			}
+			for _, t := range missing {
+				fmt.Fprintf(stdout, "%s: %s: image %s is not present locally; rollcage never pulls: pull or build it first\n", from, t.ID, t.Image)
+			}
+			nproblems += len(missing)
+		}
 	}
 	fmt.Fprintf(stdout, "%d tasks ready, %d problems\n", ntasks, nproblems)
 	if nproblems > 0 {
@@ -102,4 +117,30 @@ func taskFiles(p string) ([]string, error) {
 	}
 	sort.Strings(files)
 	return files, nil
+}
+
+// missingImages are the tasks whose image the local Docker engine does
+// not have and that do not build it themselves.
+func missingImages(ctx context.Context, tasks []task.Task) ([]task.Task, error) {
+	if len(tasks) == 0 {
+		return nil, nil
+	}
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return nil, err
+	}
+	defer cli.Close()
+	var missing []task.Task
+	for _, t := range tasks {
+		_, err := cli.ImageInspect(ctx, t.Image)
+		switch {
+		case cerrdefs.IsNotFound(err):
+			if t.BuildContext == "" {
+				missing = append(missing, t)
+			}
+		case err != nil:
+			return nil, fmt.Errorf("%w: no Docker engine reachable for --images: start dockerd or drop the flag (%v)", sandbox.ErrUnavailable, err)
+		}
+	}
+	return missing, nil
 }

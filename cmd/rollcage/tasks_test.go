@@ -49,6 +49,11 @@ func TestTasksCheck(t *testing.T) {
 			"1 tasks ready, 4 problems",
 		}, nil, ""},
 		{[]string{"tasks", "check", "../../task/testdata/harbor/csv-sum"}, 0, []string{"../../task/testdata/harbor/csv-sum: rollcage__csv-sum", "1 tasks ready, 0 problems"}, nil, ""},
+		// Asks the local Docker engine; no one has these benchmark images here.
+		{[]string{"tasks", "check", "--images", "../../task/testdata/instances/swebench.jsonl"}, 1, []string{
+			"../../task/testdata/instances/swebench.jsonl: django__django-11099: image swebench/sweb.eval.x86_64.django_1776_django-11099:latest is not present locally; rollcage never pulls: pull or build it first",
+			"2 tasks ready, 2 problems",
+		}, nil, ""},
 		{[]string{"tasks"}, 2, nil, []string{"usage: rollcage tasks check"}, ""},
 		{[]string{"tasks", "check"}, 2, nil, []string{"usage: rollcage tasks check"}, ""},
 		{[]string{"tasks", "check", filepath.Join(dir, "missing.jsonl")}, 2, nil, []string{"no such file or directory"}, ""},
