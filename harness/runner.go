@@ -124,6 +124,14 @@ func (e *Episode) begin(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("harness: episode %s: read hidden tests: %w", e.id, err)
 	}
+	// A benchmark instance's hidden tests and reference fix are patches:
+	// their added lines are what must not leak.
+	if lines := task.AddedLines(t.TestPatch); len(lines) > 0 {
+		secrets = append(secrets, monitor.Secret{Kind: "hidden_test", Text: strings.Join(lines, "\n"), MinLines: 2})
+	}
+	if lines := task.AddedLines(t.FixPatch); len(lines) > 0 {
+		secrets = append(secrets, monitor.Secret{Kind: "upstream_fix", Text: strings.Join(lines, "\n"), MinLines: 2})
+	}
 	spec := sandbox.Spec{
 		Image: t.Image, EpisodeID: e.id, Workdir: workdir, Network: r.cfg.Network,
 		Canaries: canaries, Lease: r.cfg.Lease, Limits: r.cfg.SandboxLimits, Labels: e.meta.Labels,

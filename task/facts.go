@@ -117,9 +117,15 @@ func (c *FactsCache) Get(ctx context.Context, key string, derive func(context.Co
 
 // FactsKey is the cache key of t's facts on the image with id imageID.
 func FactsKey(t Task, imageID string, hidden fs.FS) (string, error) {
-	h, err := HiddenHash(hidden, t.HiddenTests)
-	if err != nil {
-		return "", err
+	var h string
+	if t.TestPatch != "" {
+		sum := sha256.Sum256([]byte(t.TestPatch + "\x00" + strings.Join(t.FailToPass, "\x00") + "\x00" + strings.Join(t.PassToPass, "\x00")))
+		h = hex.EncodeToString(sum[:])
+	} else {
+		var err error
+		if h, err = HiddenHash(hidden, t.HiddenTests); err != nil {
+			return "", err
+		}
 	}
 	return imageID + "\x00" + h + "\x00" + t.Workdir + "\x00" + t.TestCommand + "\x00" + t.BaseCommit + "\x00" + t.UpstreamFixRef, nil
 }
@@ -139,6 +145,14 @@ func Derive(ctx context.Context, sb sandbox.Sandbox, t Task, hidden fs.FS, surf 
 	var f Facts
 	fail := func(err error) (Facts, error) {
 		return f, fmt.Errorf("derive the facts of %s: %w", t.ID, err)
+	}
+	if t.TestPatch != "" {
+		// The SWE-bench family declares its ids; no probes are derived
+		// for a test patch yet.
+		if len(t.FailToPass) == 0 {
+			return fail(fmt.Errorf("the instance names no FAIL_TO_PASS ids: %w", ErrGrading))
+		}
+		return Facts{FailToPass: slices.Clone(t.FailToPass), PassToPass: slices.Clone(t.PassToPass), Declared: true, Took: time.Since(start)}, nil
 	}
 	if t.UpstreamFixRef == "" && len(t.FailToPass) == 0 {
 		return fail(fmt.Errorf("the task names no expected test ids and no reference fix: declare fail_to_pass and pass_to_pass, set upstream_fix_ref, or set \"reward\": \"summary\": %w", ErrGrading))

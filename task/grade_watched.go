@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -71,6 +72,9 @@ func GradeWatched(ctx context.Context, sb sandbox.Sandbox, t Task, hidden fs.FS,
 	}
 	if err := installKit(ctx, sb, w.Surface); err != nil {
 		return fail(err)
+	}
+	if t.TestPatch != "" {
+		return gradeTestPatch(ctx, sb, t, w, res, start, fail)
 	}
 	files, err := hiddenFiles(hidden, t.HiddenTests)
 	if err != nil {
@@ -238,13 +242,118 @@ func expectedStatuses(t Task, f Facts, rw rewrite, st map[string]Status) map[str
 	}
 	out := map[string]Status{}
 	for _, id := range f.Expected() {
-		s, ok := got[id]
-		if !ok {
-			s = StatusMissing
-		}
-		out[id] = s
+		out[id] = StatusOf(got, id)
 	}
 	return out
+}
+
+// gradeTestPatch grades a task whose hidden tests are a test patch (the
+// SWE-bench family): the files the patch touches are reset to the base
+// and the patch applied after the submission, the test command runs under
+// the kit, and the expected ids are the task's. A runner the kit does not
+// watch (Django's, sympy's) is read from its log by the task's framework,
+// with integrity unavailable: that log is the solution's to write.
+func gradeTestPatch(ctx context.Context, sb sandbox.Sandbox, t Task, w Watch, res Result, start time.Time, fail func(error) (Result, error)) (Result, error) {
+	const patchPath = "/tmp/rollcage-test.patch"
+	if err := sb.WriteFile(ctx, patchPath, []byte(t.TestPatch), 0o644); err != nil {
+		return fail(fmt.Errorf("copy the test patch: %w", err))
+	}
+	script, err := t.ApplyTestPatchScript(patchPath)
+	if err != nil {
+		return fail(err)
+	}
+	ap, err := sb.Exec(ctx, sandbox.ExecRequest{Session: submitSession, Command: cleanEnv("/nonexistent") + " " + shellQuote(script), Timeout: submitTimeout})
+	if err != nil {
+		return fail(fmt.Errorf("apply the test patch: %w", err))
+	}
+	if ap.ExitCode != 0 || ap.Stopped != "" {
+		return fail(fmt.Errorf("apply the test patch (exit %d%s): %s", ap.ExitCode, stoppedWord(ap.Stopped), lastLine(ap.Output)))
+	}
+	existing, created := PatchFiles(t.TestPatch)
+	var tests []string
+	for _, f := range append(existing, created...) {
+		tests = append(tests, path.Join(t.Workdir, f))
+	}
+	limit := w.Timeout
+	if limit == 0 {
+		limit = GradeTimeout
+	}
+	r, err := watchedRun(ctx, sb, t, tests, limit, w.Home)
+	if err != nil {
+		return fail(err)
+	}
+	res.ExitCode = r.Exec.ExitCode
+	res.Output = solutionWritten(r.Exec.Output)
+	var st map[string]Status
+	switch {
+	case r.Hello:
+		if !r.End && !r.Forged && (r.Exec.ExitCode != 0 || r.Exec.Stopped != "") {
+			return fail(fmt.Errorf("%w: exit %d%s before pytest finished its session", ErrRunCut, r.Exec.ExitCode, stoppedWord(r.Exec.Stopped)))
+		}
+		if r.Forged || !r.End {
+			res.Findings = append(res.Findings, Finding{Rule: "grade.forged_records", Category: catEvaluator, Severity: severityCertain, File: "(test run)",
+				Reason: "the test run's records were forged or cut while the process exited 0"})
+		}
+		raw, conflicts := statuses(r.Records)
+		for _, c := range conflicts {
+			res.Findings = append(res.Findings, Finding{Rule: "grade.conflicting_reports", Category: catEvaluator, Severity: severityCertain, File: "(test run)",
+				Reason: "a test phase was reported twice with different outcomes", Evidence: c})
+		}
+		st = map[string]Status{}
+		for id, s := range raw {
+			st[canonicalID(t, id)] = s
+		}
+		for _, rec := range r.Records {
+			if rec.Kind == "evt" && len(rec.Fields) >= 3 && rec.Fields[1] != "framework_in_repo" {
+				sev := rec.Fields[0]
+				if sev != severityCertain {
+					sev = severitySuspicious
+				}
+				res.Findings = append(res.Findings, Finding{Rule: "grade.integrity." + rec.Fields[1], Category: catEvaluator, Severity: sev,
+					File: "(test run)", Reason: integrityReason(rec.Fields[1]), Evidence: rec.Fields[2]})
+			}
+			if rec.Kind == "evt" && len(rec.Fields) >= 2 && rec.Fields[1] == "framework_in_repo" {
+				res.Integrity = IntegrityUnavailable
+			}
+		}
+	case r.Exec.Stopped != "":
+		return fail(fmt.Errorf("%w: exit %d%s", ErrRunCut, r.Exec.ExitCode, stoppedWord(r.Exec.Stopped)))
+	default:
+		res.Integrity = IntegrityUnavailable
+		st, err = ParseTestLog(t.TestFramework(), []byte(r.Exec.Output))
+		if err != nil {
+			return fail(err)
+		}
+	}
+	res.Statuses = map[string]Status{}
+	for _, id := range w.Facts.Expected() {
+		res.Statuses[id] = StatusOf(st, id)
+	}
+	for _, f := range res.Findings {
+		if f.Severity == severityCertain {
+			res.Tampered = true
+		}
+	}
+	all := len(res.Statuses) > 0
+	for _, s := range res.Statuses {
+		switch s {
+		case StatusPassed:
+			res.Passed++
+		case StatusFailed:
+			res.Failed++
+		case StatusError:
+			res.Errors++
+		case StatusSkipped, StatusXFailed:
+			res.Skipped++
+		}
+		all = all && s == StatusPassed
+	}
+	if all && !res.Tampered {
+		res.Reward = 1
+	}
+	res.Completed = true
+	res.Duration = time.Since(start)
+	return res, nil
 }
 
 // solutionWritten marks the test output as what it is: text the code under

@@ -119,9 +119,6 @@ type run struct {
 	EndStatus  int
 }
 
-// completed reports whether the test run finished on its own.
-func (r run) completed() bool { return r.End }
-
 // record is one record of the kit's channel: its kind and fields.
 type record struct {
 	Kind   string
