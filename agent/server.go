@@ -772,7 +772,7 @@ func (s *Server) execOnce(ctx context.Context, req sandbox.ExecRequest) (sandbox
 
 	var sub *watchSub
 	if w != nil && w.active() {
-		sub = w.subscribe(!strings.HasPrefix(name, reservedSession))
+		sub = w.subscribe(!strings.HasPrefix(name, reservedSession) || req.Pending)
 	}
 	res, err := sess.run(ctx, e, req, s.trackPgid)
 	if sub != nil {

@@ -274,6 +274,10 @@ type ExecRequest struct {
 	MaxOutput int `json:"max_output,omitempty"`
 	// Stdin is fed to the command. Optional.
 	Stdin string `json:"stdin,omitempty"`
+	// Pending asks, for one of rollcage's own sessions, for the effects
+	// seen while no call of the policy's ran (a process it left running),
+	// and for those during the command, as a policy call gets them.
+	Pending bool `json:"pending,omitempty"`
 }
 
 // Reasons a command was stopped.

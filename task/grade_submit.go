@@ -92,16 +92,20 @@ type Submission struct {
 // StopUser kills every process of the sandbox user in sb, so that nothing
 // of the policy runs while the submission is taken. It returns how many
 // were still there after the last round (zombies not yet reaped count).
-func StopUser(ctx context.Context, sb sandbox.Sandbox) (survivors int, err error) {
-	res, err := sb.Exec(ctx, sandbox.ExecRequest{Session: submitSession, Command: killScript, Timeout: 30 * time.Second})
+//
+// The result of the command that stopped them is returned too: it
+// carries the effects and canary opens seen since the policy's last call
+// (what a process left running did between calls and until now).
+func StopUser(ctx context.Context, sb sandbox.Sandbox) (survivors int, res sandbox.ExecResult, err error) {
+	res, err = sb.Exec(ctx, sandbox.ExecRequest{Session: submitSession, Command: killScript, Timeout: 30 * time.Second, Pending: true})
 	if err != nil {
-		return 0, fmt.Errorf("stop the sandbox user's processes: %w", err)
+		return 0, res, fmt.Errorf("stop the sandbox user's processes: %w", err)
 	}
 	out := strings.TrimSpace(res.Output)
 	if n, ok := strings.CutPrefix(lastLine(out), "rollcage-kill-left "); ok {
 		survivors, _ = strconv.Atoi(n)
 	}
-	return survivors, nil
+	return survivors, res, nil
 }
 
 // killScript runs as the sandbox user in its own session: kill(-1) reaches

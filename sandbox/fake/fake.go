@@ -105,7 +105,7 @@ func (b *Backend) submit(sb *Sandbox, req sandbox.ExecRequest) sandbox.ExecResul
 	case strings.Contains(req.Command, "rollcage-kill-left"):
 		return sandbox.ExecResult{Output: "rollcage-kill-left 0\n", Shell: "bash"}
 	case strings.Contains(req.Command, "read-tree"):
-		for _, f := range []string{"tree", "config"} {
+		for _, f := range []string{"tree", "config", "ignored"} {
 			sb.SetFile("/tmp/rollcage-submit/"+f, "")
 		}
 		sb.SetFile("/tmp/rollcage-submit/diff", b.Diff)
