@@ -67,6 +67,7 @@ func (t Task) Plan() []PlanItem {
 	if l := t.Limits; l != nil {
 		add("limits", "agent %gs, verifier %gs, build %gs, CPUs %g, memory %d MB, storage %d MB (0: rollcage's default)", l.AgentTimeoutSec, l.VerifierTimeoutSec, l.BuildTimeoutSec, l.CPUs, l.MemoryMB, l.StorageMB)
 	}
+	add("watch", "%s", t.watchPlan())
 	lines := strings.Split(strings.TrimSpace(t.TestCommand), "\n")
 	cmd := lines[len(lines)-1]
 	if len(lines) > 1 {
@@ -118,4 +119,26 @@ func plural(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// watchPlan says what of the grading's protections apply to t: the
+// integrity watch, known-answer probes and differential cases.
+func (t Task) watchPlan() string {
+	switch {
+	case t.RewardFile != "":
+		return "integrity unavailable: the verifier's reward file is written inside the submitted filesystem; no probes or differential cases"
+	case t.Reward == RewardSummary:
+		return "none: the summary line is the solution's to write (reward: summary)"
+	case t.TestFramework() != FrameworkPytest:
+		return "integrity unavailable: " + t.TestFramework() + "'s log is read, which the solution's code can write; no probes or differential cases for " + t.TestFramework()
+	case t.TestPatch != "":
+		return "integrity watched (the grading kit in the pytest process); no probes or differential cases for a test patch yet"
+	}
+	probes := "known-answer probes from the hidden tests' == assertions, kept when they fail with the reference fix"
+	cases := "differential cases from the hidden tests' call sites, kept where the reference fix and the base commit differ"
+	if t.UpstreamFixRef == "" {
+		probes = "literal known-answer probes only (no reference fix to check perturbed ones against)"
+		cases = "no differential cases (no reference fix)"
+	}
+	return "integrity watched (the grading kit in the pytest process); " + probes + "; " + cases + " (Python test files only; a test with parameters or fixtures gives no cases)"
 }
