@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -142,7 +143,7 @@ func TestGraderExploits(t *testing.T) {
 	}
 }
 
-func taskByID(t *testing.T, tasks []task.Task, id string) task.Task {
+func taskByID(t testing.TB, tasks []task.Task, id string) task.Task {
 	t.Helper()
 	for _, x := range tasks {
 		if x.ID == id {
@@ -155,7 +156,7 @@ func taskByID(t *testing.T, tasks []task.Task, id string) task.Task {
 
 // deriveFacts derives tk's grading facts in a sandbox of its own image,
 // as the harness does once per image.
-func deriveFacts(t *testing.T, b sandbox.Backend, tk task.Task, hidden fs.FS) task.Facts {
+func deriveFacts(t testing.TB, b sandbox.Backend, tk task.Task, hidden fs.FS) task.Facts {
 	t.Helper()
 	ctx := context.Background()
 	sb, err := b.Create(ctx, sandbox.Spec{Image: tk.Image, EpisodeID: "facts-" + tk.ID, Workdir: tk.Workdir, Network: sandbox.NetworkNone})
@@ -267,4 +268,63 @@ func TestNarrowSolutions(t *testing.T) {
 var narrowMisses = map[string]string{
 	"semver-stage-words": "its narrowing shows only when two pre-release words outside its table are compared; " +
 		"the hidden tests compare those through a module-level list, and a case perturbs one literal input of one call site",
+}
+
+// BenchmarkDifferentialCases measures, side by side in one run, grading a
+// fixed daterange solution with its differential cases and without them
+// (same facts otherwise), in fresh sandboxes, alternating. It reports the
+// p50 of each whole GradeWatched and the cases' share of the grade (goal:
+// under 20%).
+func BenchmarkDifferentialCases(b *testing.B) {
+	ctx := context.Background()
+	be := dockertest.Backend(b)
+	tasks, hidden, err := demo.Tasks()
+	if err != nil {
+		b.Fatal(err)
+	}
+	tk := taskByID(b, tasks, "daterange")
+	sandboxtest.RequireImage(b, be, tk.Image)
+	full := deriveFacts(b, be, tk, hidden)
+	bare := full
+	bare.Cases = nil
+	grade := func(f task.Facts) time.Duration {
+		sb, err := be.Create(ctx, sandbox.Spec{Image: tk.Image, EpisodeID: "bench-cases", Workdir: tk.Workdir, Network: sandbox.NetworkNone})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer sb.Close(context.WithoutCancel(ctx))
+		if _, err := sb.Exec(ctx, sandbox.ExecRequest{Command: "cd " + tk.Workdir + " && git checkout -q " + tk.UpstreamFixRef + " -- dayrange"}); err != nil {
+			b.Fatal(err)
+		}
+		surf, err := task.QuerySurface(ctx, sb, tk)
+		if err != nil {
+			b.Fatal(err)
+		}
+		t0 := time.Now()
+		res, err := task.GradeWatched(ctx, sb, tk, hidden, task.Watch{Facts: f, Surface: surf})
+		d := time.Since(t0)
+		if err != nil || res.Reward != 1 || len(res.Findings) > 0 {
+			b.Fatalf("grade: %v %+v", err, res)
+		}
+		return d
+	}
+	grade(full)
+	var with, without []time.Duration
+	i := 0
+	for b.Loop() {
+		if i%2 == 0 {
+			with, without = append(with, grade(full)), append(without, grade(bare))
+		} else {
+			without, with = append(without, grade(bare)), append(with, grade(full))
+		}
+		i++
+	}
+	p50 := func(ds []time.Duration) float64 {
+		slices.Sort(ds)
+		return float64(ds[len(ds)/2].Microseconds()) / 1000
+	}
+	b.ReportMetric(float64(len(full.Cases)), "cases")
+	b.ReportMetric(p50(with), "with-cases-p50-ms")
+	b.ReportMetric(p50(without), "without-cases-p50-ms")
+	b.ReportMetric((p50(with)-p50(without))/p50(with), "cases-share")
 }

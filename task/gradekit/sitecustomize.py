@@ -181,7 +181,7 @@ def _rollcage_grade():
     def snap_obj(obj):
         s = {}
         for k, v in _tuple(vars(obj).items()):
-            s[k] = (v, getattr(v, "__code__", None) if _isinstance(v, types.FunctionType) else None)
+            s[k] = (v, v.__code__ if _type(v) is types.FunctionType else None)
         return s
 
     base = {}
@@ -207,74 +207,86 @@ def _rollcage_grade():
 
     reported = set()
     sys_modules = sys.modules
-    dict_get = dict.get
-    own_dirs = tuple(os.path.dirname(os.path.realpath(m.__file__)) + os.sep
-                     for m in (watched.get("_pytest.main"), watched.get("pluggy._hooks"), pytest) if m is not None)
+    dict_get, dict_items, dict_keys = dict.get, dict.items, dict.keys
+    mp_get = type(vars(type)).get  # mappingproxy.get
+    _vars, _id, _frozenset, _list = vars, id, frozenset, list
+    startswith, endswith = str.startswith, str.endswith
+    own_dirs = tuple(d for m in (watched.get("_pytest.main"), watched.get("pluggy._hooks"), pytest) if m is not None
+                     for d in (os.path.dirname(m.__file__) + os.sep, os.path.dirname(os.path.realpath(m.__file__)) + os.sep))
     plain = (bool, int, float, str, bytes, type(None), tuple, frozenset)
     FunctionType, ModuleType = types.FunctionType, types.ModuleType
+    own_seen = {}  # id → (object, answer): the object is held, so the id stays its
+
+    # Everything below runs inside the audit hook: it reads only exact
+    # types, C-level attributes and functions captured here, so no object
+    # or function the repository's code could have replaced is called.
+    def dunder(k):
+        return startswith(k, "__") and endswith(k, "__")
 
     def own(v):
+        hit = dict_get(own_seen, _id(v))
+        if hit is not None and hit[0] is v:
+            return hit[1]
+        ans = own_uncached(v)
+        own_seen[_id(v)] = (v, ans)
+        return ans
+
+    def own_uncached(v):
         # Whether v is pytest's or pluggy's own doing (pytest sets lazy
-        # attributes on its classes while it runs) or plain data. Only
-        # type identities and C-level attributes are read: no object of
-        # the repository's is called here.
+        # attributes on its classes while it runs) or plain data.
         t = _type(v)
         if t in plain:
             return True
         if t is ModuleType:
-            n = dict_get(vars(v), "__name__", "")
-            return _type(n) is _str and n.split(".")[0] in ("_pytest", "pytest", "pluggy", "py")
+            n = dict_get(_vars(v), "__name__", "")
+            return _type(n) is _str and startswith(n, ("_pytest", "pytest", "pluggy", "py."))
         if t is property:
             v = v.fget
             t = _type(v)
-        if t in (classmethod, staticmethod):
+        if t is classmethod or t is staticmethod:
             v = v.__func__
             t = _type(v)
         if t is FunctionType:
             f = v.__code__.co_filename
-            return _type(f) is _str and os.path.realpath(f).startswith(own_dirs)
+            return _type(f) is _str and startswith(f, own_dirs)
         return False
+
+    def scan(out, name, cur, snap, get, added_ok, sev_of):
+        for k, (v, code) in dict_items(snap):
+            if dunder(k) and name != "builtins":
+                continue
+            now = get(cur, k, cur)
+            if now is cur:
+                sev = sev_of(k)
+                if sev:
+                    out.append((sev, name + "." + k, "removed"))
+            elif now is not v:
+                sev = sev_of(k)
+                if sev and not (sev == "certain" and own(now)):
+                    out.append((sev, name + "." + k, "replaced"))
+            elif code is not None and v.__code__ is not code:
+                out.append(("certain", name + "." + k, "code replaced"))
+        if not added_ok:
+            for k in _list(cur):
+                if _type(k) is not _str:
+                    out.append(("certain", name + ".?", "a key that is not a str added"))
+                elif dict_get(snap, k) is None and not dunder(k) and not own(get(cur, k)):
+                    out.append(("certain", name + "." + k, "added"))
+
+    skip_cls = _frozenset(("__dict__", "__weakref__", "__doc__", "__annotations__", "__abstractmethods__", "_abc_impl", "__parameters__"))
 
     def check():
         out = []
-        for name, (mod, snap) in base.items():
-            if dict_get(sys_modules, name) is not mod and name not in ("builtins", "sys", "os"):
+        for name, (mod, snap) in dict_items(base):
+            core = name in ("builtins", "sys", "os")
+            if not core and dict_get(sys_modules, name) is not mod:
                 out.append(("certain", name, "module replaced in sys.modules"))
-            cur = vars(mod)
             vol = volatile.get(name, ())
-            for k, (v, code) in snap.items():
-                if k in vol or (k.startswith("__") and k.endswith("__") and name not in ("builtins",)):
-                    continue
-                now = dict_get(cur, k, cur)
-                if now is cur:
-                    sev = severity(name, k)
-                    if sev:
-                        out.append((sev, name + "." + k, "removed"))
-                elif now is not v:
-                    sev = severity(name, k)
-                    if sev and not (sev == "certain" and name.startswith(("_pytest", "pluggy")) and own(now)):
-                        out.append((sev, name + "." + k, "replaced"))
-                elif code is not None and _type(v) is FunctionType and v.__code__ is not code:
-                    out.append(("certain", name + "." + k, "code replaced"))
-            if name not in ("builtins", "sys", "os"):
-                for k in _tuple(cur):
-                    if k not in snap and k not in vol and not (k.startswith("__") and k.endswith("__")) and not own(dict_get(cur, k)):
-                        out.append(("certain", name + "." + k, "added"))
-        for name, (cls, snap) in classes.items():
-            cur = vars(cls)
-            for k, (v, code) in snap.items():
-                if k in ("__dict__", "__weakref__", "__doc__", "__annotations__", "__abstractmethods__", "_abc_impl", "__parameters__"):
-                    continue
-                now = dict_get(cur, k, cur) if _type(cur) is dict else cur.get(k, cur)
-                if now is cur:
-                    out.append(("certain", name + "." + k, "removed"))
-                elif now is not v and not own(now):
-                    out.append(("certain", name + "." + k, "replaced"))
-                elif code is not None and _type(v) is FunctionType and v.__code__ is not code:
-                    out.append(("certain", name + "." + k, "code replaced"))
-            for k in _tuple(cur):
-                if k not in snap and k not in ("_abc_impl", "__annotations__", "__abstractmethods__") and not own(cur.get(k)):
-                    out.append(("certain", name + "." + k, "added"))
+            scan(out, name, _vars(mod), snap, dict_get, core,
+                 lambda k, name=name, vol=vol: "" if k in vol else severity(name, k))
+        for name, (cls, snap) in dict_items(classes):
+            scan(out, name, _vars(cls), snap, mp_get, False,
+                 lambda k: "" if k in skip_cls else "certain")
         for sev, what, how in out:
             if what not in reported:
                 reported.add(what)
