@@ -42,6 +42,7 @@ var allowed = map[string][]string{
 	"egress":                                {"rules"},
 	"monitor":                               {"rules", "judge", "sandbox", "egress", "toolcall", "decision", "internal/jsondec"},
 	"trajectory":                            {"internal/jsondec"},
+	"trajectory/trajectorytest":             {},
 	"internal/jsondec":                      {},
 	"internal/golden":                       {},
 	"internal/realcorpus":                   {},

@@ -1,7 +1,11 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -34,13 +38,12 @@ func (r *recordingRemover) RemoveEpisode(ctx context.Context, id string) (int, e
 func TestRestartEndsUnfinished(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	// The crashed gateway: its store and runner are dropped without a
-	// Close, as a SIGKILL would.
+	// The crashed gateway: its episodes are dropped without a Close, as
+	// a SIGKILL would.
 	old, err := trajectory.OpenStore(ctx, trajectory.Config{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { old.Close() })
 	r, err := harness.NewRunner(harness.Config{Backend: &fake.Backend{}, Monitor: testMonitor(t), Store: old})
 	if err != nil {
 		t.Fatal(err)
@@ -59,14 +62,25 @@ func TestRestartEndsUnfinished(t *testing.T) {
 	if err := done.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// Its death closes its files and gives up the directory's lock;
+	// nothing more is written.
+	old.Close()
+	// A log the crash left with a corrupt line costs only itself.
+	corrupt := filepath.Join(dir, "crashed-2.jsonl")
+	if err := os.WriteFile(corrupt, []byte(`{"offset":0,"episode_id":"crashed-2","type":"episode_start","data":{}}`+"\n{torn\n"+
+		`{"offset":2,"episode_id":"crashed-2","type":"tool_call","data":{}}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 
+	var logs bytes.Buffer
 	st, err := trajectory.OpenStore(ctx, trajectory.Config{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
 	rm := &recordingRemover{}
-	srv, err := New(Config{Runner: r, Store: st, Tasks: nil, AdminToken: testAdmin, Sandboxes: rm})
+	srv, err := New(Config{Runner: r, Store: st, Tasks: nil, AdminToken: testAdmin, Sandboxes: rm,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,8 +99,11 @@ func TestRestartEndsUnfinished(t *testing.T) {
 		end.Counts.ToolCalls != 1 || end.Resolved || end.Reward != 0 {
 		t.Errorf("episode_end of the crashed episode: %+v", end)
 	}
-	if !slices.Equal(rm.ids, []string{"crashed-1"}) {
-		t.Errorf("sandboxes removed for %v, want [crashed-1]", rm.ids)
+	if !slices.Equal(rm.ids, []string{"crashed-1", "crashed-2"}) {
+		t.Errorf("sandboxes removed for %v, want [crashed-1 crashed-2]", rm.ids)
+	}
+	if !strings.Contains(logs.String(), "file="+corrupt) || !strings.Contains(logs.String(), "corrupt") {
+		t.Errorf("the logs do not name %s as corrupt:\n%s", corrupt, logs.String())
 	}
 	var feed []string
 	if err := st.ReadFinished(ctx, 0, func(ev trajectory.Event) error {
@@ -101,14 +118,15 @@ func TestRestartEndsUnfinished(t *testing.T) {
 		t.Errorf("finished feed episode_end items %v, want crashed-1 and done-1 once each", feed)
 	}
 
-	// A second start finds nothing left to end.
+	// A second start finds nothing left to end but the corrupt log,
+	// still unfinished.
 	rm2 := &recordingRemover{}
 	srv2, err := New(Config{Runner: r, Store: st, AdminToken: testAdmin, Sandboxes: rm2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv2.Shutdown(ctx)
-	if len(rm2.ids) != 0 {
-		t.Errorf("second start removed sandboxes of %v", rm2.ids)
+	if !slices.Equal(rm2.ids, []string{"crashed-2"}) {
+		t.Errorf("second start removed sandboxes of %v, want [crashed-2] (the corrupt log's) only", rm2.ids)
 	}
 }

@@ -159,11 +159,15 @@ func (s *Server) recoverStore(ctx context.Context) error {
 			continue
 		}
 		ended, err := harness.AbandonStored(ctx, s.cfg.Store, fi.ID, "gateway restart")
-		if err != nil {
+		switch {
+		case errors.Is(err, trajectory.ErrCorrupt):
+			// One bad log must not keep the gateway down: it stays
+			// unfinished, and says so; its sandboxes still go.
+			s.log.Warn("cannot end a corrupt log the previous gateway left: repair or remove it", "episode_id", fi.ID, "file", s.cfg.Store.File(fi.ID), "err", err)
+		case err != nil:
 			errs = append(errs, err)
 			continue
-		}
-		if ended {
+		case ended:
 			s.metrics.abandoned.Inc()
 			s.log.Info("ended an episode the previous gateway left unfinished", "episode_id", fi.ID)
 		}

@@ -49,6 +49,11 @@ type ExportOptions struct {
 	Format      string // FormatMessages (default), FormatParquet or FormatATIF
 	Granularity string // GranularitySegment (default) or GranularityTurn; not for ATIF
 	Prefix      string // PrefixMask (default) or PrefixOnce; not for ATIF
+	// Skip, when set, makes Export leave out a log it cannot read or
+	// build samples from (a corrupt line, an unreadable file) and go on
+	// with the others; it is told the log's path and why. Nil: such a
+	// log fails the export. A write error fails it either way.
+	Skip func(path string, err error)
 }
 
 func (o ExportOptions) withDefaults() (ExportOptions, error) {
@@ -92,11 +97,17 @@ func Export(ctx context.Context, dir string, w io.Writer, opts ExportOptions) er
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("trajectory: export: %w", err)
 		}
-		evs, err := readFile(filepath.Join(dir, id+".jsonl"))
-		if err != nil {
-			return fmt.Errorf("trajectory: export %s: %w", id, err)
+		p := filepath.Join(dir, id+".jsonl")
+		evs, err := readFile(p)
+		if err == nil {
+			err = x.Episode(evs)
 		}
-		if err := x.Episode(evs); err != nil {
+		var we *writeError
+		if err != nil && opts.Skip != nil && !errors.As(err, &we) {
+			opts.Skip(p, err)
+			continue
+		}
+		if err != nil {
 			return fmt.Errorf("trajectory: export %s: %w", id, err)
 		}
 	}
@@ -144,7 +155,7 @@ func (x *Exporter) Episode(evs []Event) error {
 		for i := range ts {
 			if x.once(ts[i].SessionID) {
 				if err := x.enc.Encode(&ts[i]); err != nil {
-					return fmt.Errorf("write: %w", err)
+					return &writeError{err}
 				}
 			}
 		}
@@ -170,10 +181,17 @@ func (x *Exporter) Episode(evs []Event) error {
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("write: %w", err)
+		return &writeError{err}
 	}
 	return nil
 }
+
+// writeError is the Exporter's writer failing, as opposed to an episode
+// whose data cannot be built.
+type writeError struct{ err error }
+
+func (e *writeError) Error() string { return "write: " + e.err.Error() }
+func (e *writeError) Unwrap() error { return e.err }
 
 func (x *Exporter) once(key string) bool {
 	if x.seen[key] {
@@ -211,6 +229,12 @@ func episodeFiles(dir string) ([]string, error) {
 
 // readFile reads a log's events; a torn last line is ignored.
 func readFile(path string) ([]Event, error) {
+	// A FIFO would block the open; a device never ends.
+	if fi, err := os.Stat(path); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
+	}
 	t, err := openTail(path, 0)
 	if err != nil {
 		return nil, err

@@ -5,14 +5,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/parquet-go/parquet-go"
 	"github.com/rollcage/rollcage/internal/golden"
+	"github.com/rollcage/rollcage/trajectory/trajectorytest"
 )
 
 // writeEpisode writes a synthetic two-segment episode: segment 0 has two
@@ -226,5 +229,82 @@ func TestSamplesLabel(t *testing.T) {
 		if len(got) != 1 || got[0].Label != tc.want {
 			t.Errorf("%s: samples %+v, want label %q", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestExportSkipsBadLog: one bad log in a directory (a corrupt line in
+// the middle, data its samples cannot be built from, a FIFO with no
+// writer) costs its own samples only: with Skip set, the export writes
+// every other episode, names the bad file and says why; without it, the
+// bad file fails the export and the error names it.
+func TestExportSkipsBadLog(t *testing.T) {
+	tests := []struct {
+		name string
+		// spoil turns the finished log at path into a bad one.
+		spoil func(t *testing.T, path string)
+		why   string
+	}{
+		{"corrupt line", func(t *testing.T, path string) { trajectorytest.CorruptLine(t, path, 3) }, "trajectory log corrupt"},
+		{"undecodable data", func(t *testing.T, path string) {
+			writeFile(t, path, `{"offset":0,"episode_id":"ep-bad","type":"model_turn","data":"not a turn"}`+"\n"+
+				`{"offset":1,"episode_id":"ep-bad","type":"episode_end","data":{}}`+"\n")
+		}, "cannot unmarshal"},
+		{"fifo", func(t *testing.T, path string) {
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+			if err := syscall.Mkfifo(path, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, "not a regular file"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := openStore(t, dir)
+			writeEpisode(t, s, "ep-a")
+			writeEpisode(t, s, "ep-bad")
+			writeEpisode(t, s, "ep-c")
+			s.Close()
+			var want bytes.Buffer
+			only := t.TempDir()
+			for _, id := range []string{"ep-a", "ep-c"} {
+				b, err := os.ReadFile(filepath.Join(dir, id+".jsonl"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				writeFile(t, filepath.Join(only, id+".jsonl"), string(b))
+			}
+			if err := Export(context.Background(), only, &want, ExportOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			bad := filepath.Join(dir, "ep-bad.jsonl")
+			tc.spoil(t, bad)
+
+			err := Export(context.Background(), dir, &bytes.Buffer{}, ExportOptions{})
+			if err == nil || !strings.Contains(err.Error(), "ep-bad") || !strings.Contains(err.Error(), tc.why) {
+				t.Errorf("Export without Skip: %v; want an error naming ep-bad and saying %q", err, tc.why)
+			}
+
+			var got bytes.Buffer
+			var skipped []string
+			skip := func(path string, err error) { skipped = append(skipped, path+": "+err.Error()) }
+			if err := Export(context.Background(), dir, &got, ExportOptions{Skip: skip}); err != nil {
+				t.Fatalf("Export with Skip: %v", err)
+			}
+			if len(skipped) != 1 || !strings.HasPrefix(skipped[0], bad+": ") || !strings.Contains(skipped[0], tc.why) {
+				t.Errorf("skipped %q; want just %s, saying %q", skipped, bad, tc.why)
+			}
+			if d := cmp.Diff(want.String(), got.String()); d != "" {
+				t.Errorf("export with a bad log differs from the good logs' export (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func writeFile(t *testing.T, path, s string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

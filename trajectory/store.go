@@ -82,6 +82,7 @@ type Store struct {
 	cfg      Config
 	log      *slog.Logger
 	finished *Log
+	lock     *os.File // the directory's lock file, held until Close
 
 	mu        sync.Mutex
 	open      map[string]*Log // guarded by mu
@@ -92,6 +93,10 @@ type Store struct {
 // OpenStore opens (or creates) the store in cfg.Dir. It drops torn last
 // lines left by a crash and adds to the finished feed any finished episode
 // the crash kept out of it.
+//
+// One Store owns a directory at a time: OpenStore locks it until Close
+// (or the process's death), and refuses a directory another Store holds,
+// in this process or another, with a *LockedError naming the holder.
 func OpenStore(ctx context.Context, cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -99,6 +104,20 @@ func OpenStore(ctx context.Context, cfg Config) (*Store, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("trajectory: open store: %w", err)
 	}
+	lock, err := lockDir(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	s, err := recoverStore(ctx, cfg)
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
+	s.lock = lock
+	return s, nil
+}
+
+func recoverStore(ctx context.Context, cfg Config) (*Store, error) {
 	lg := cfg.Logger
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
@@ -143,6 +162,9 @@ func ValidID(id string) error {
 }
 
 func (s *Store) path(id string) string { return filepath.Join(s.dir, id+".jsonl") }
+
+// File is the path of the episode's log, for messages that name it.
+func (s *Store) File(episodeID string) string { return s.path(episodeID) }
 
 // names lists the episode ids with a log file, sorted.
 func (s *Store) names() ([]string, error) {
@@ -347,7 +369,8 @@ func (s *Store) publish(items []Event) error {
 	return nil
 }
 
-// Close closes every open Log (fsyncing it) and the finished feed.
+// Close closes every open Log (fsyncing it) and the finished feed, and
+// gives up the directory.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -365,6 +388,8 @@ func (s *Store) Close() error {
 		errs = append(errs, l.Close())
 	}
 	errs = append(errs, s.finished.Close())
+	// The lock goes last: a new owner must find every log closed.
+	errs = append(errs, s.lock.Close())
 	return errors.Join(errs...)
 }
 
@@ -451,6 +476,12 @@ func (s *Store) reconcile(ctx context.Context, ids []string) error {
 			items = append(items, tr.observe(ev)...)
 			return nil
 		})
+		if errors.Is(err, ErrCorrupt) {
+			// One bad log must not keep the store shut: it stays off
+			// the feed, and says so.
+			s.log.Warn("leaving a corrupt log off the finished feed", "episode_id", id, "file", s.path(id), "err", err)
+			continue
+		}
 		if err != nil {
 			return err
 		}

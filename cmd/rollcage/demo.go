@@ -253,38 +253,49 @@ func newEnv(ctx context.Context, o envOptions) (*env, error) {
 		level = slog.LevelInfo
 	}
 	log := slog.New(slog.NewTextHandler(o.stderr, &slog.HandlerOptions{Level: level}))
-	eng, err := o.rules.engine(ctx, log)
+	// The store first: a directory another process owns is refused
+	// before anything is built or started.
+	st, err := trajectory.OpenStore(ctx, trajectory.Config{Dir: o.storeDir, Logger: log})
 	if err != nil {
 		return nil, err
+	}
+	r, be, err := o.runner(ctx, st, log)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	return &env{backend: be, store: st, runner: r}, nil
+}
+
+// runner builds the monitor, the sandbox backend and the runner that
+// records into st.
+func (o envOptions) runner(ctx context.Context, st *trajectory.Store, log *slog.Logger) (*harness.Runner, backend, error) {
+	eng, err := o.rules.engine(ctx, log)
+	if err != nil {
+		return nil, nil, err
 	}
 	mcfg := monitor.Config{Rules: eng, FailPolicy: o.judge.policy, Logger: log}
 	j, err := o.judge.build()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if j != nil { // a nil *judge.OpenAI in the interface would not be nil
 		mcfg.Judge = j
 	}
 	mon, err := monitor.New(mcfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	be, err := openBackend(ctx, backendOptions{flags: o.backend, log: log, limits: sandbox.Limits{DiskBytes: o.disk}})
 	if err != nil {
-		return nil, err
-	}
-	st, err := trajectory.OpenStore(ctx, trajectory.Config{Dir: o.storeDir, Logger: log})
-	if err != nil {
-		be.Close(context.WithoutCancel(ctx))
-		return nil, err
+		return nil, nil, err
 	}
 	r, err := harness.NewRunner(harness.Config{Backend: be, Monitor: mon, Store: st, Limits: o.limits, Network: o.network, Seal: !o.noSeal, Logger: log})
 	if err != nil {
-		st.Close()
 		be.Close(context.WithoutCancel(ctx))
-		return nil, err
+		return nil, nil, err
 	}
-	return &env{backend: be, store: st, runner: r}, nil
+	return r, be, nil
 }
 
 func (e *env) close() error {

@@ -60,7 +60,11 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		w = f
 	}
-	err := trajectory.Export(ctx, dir, w, trajectory.ExportOptions{Format: *format, Granularity: *granularity, Prefix: *prefix})
+	// One bad log costs its own samples, not the directory's.
+	skip := func(path string, err error) {
+		fmt.Fprintf(stderr, "rollcage export: warning: skipped %s: %v\n", path, err)
+	}
+	err := trajectory.Export(ctx, dir, w, trajectory.ExportOptions{Format: *format, Granularity: *granularity, Prefix: *prefix, Skip: skip})
 	if f != nil {
 		if cerr := f.Close(); err == nil {
 			err = cerr

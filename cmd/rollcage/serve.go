@@ -82,10 +82,16 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	// The store first: a directory another gateway or run owns is refused
+	// before anything is built or started.
+	store, err := trajectory.OpenStore(ctx, trajectory.Config{Dir: *dir, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
 
 	var tasks []task.Task
 	var hidden iofs.FS
-	var err error
 	if *tasksFile != "" {
 		tasks, hidden, err = task.LoadFile(*tasksFile)
 	} else {
@@ -127,11 +133,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer backend.Close(context.WithoutCancel(ctx))
-	store, err := trajectory.OpenStore(ctx, trajectory.Config{Dir: *dir, Logger: log})
-	if err != nil {
-		return err
-	}
-	defer store.Close()
 	runner, err := harness.NewRunner(harness.Config{Backend: backend, Monitor: mon, Store: store, Network: *network,
 		Limits: harness.Limits{MaxSteps: *maxSteps, WallTime: *wall}, Seal: !*noSeal, Logger: log})
 	if err != nil {
