@@ -27,9 +27,16 @@ import (
 // OutcomesFile is the name of a batch's outcome log in its OutDir.
 const OutcomesFile = "outcomes.jsonl"
 
-// LabelBatch is the episode label naming the batch (its OutDir, absolute)
-// an episode of RunBatch belongs to.
+// LabelBatch is the episode label naming the batch an episode of
+// RunBatch belongs to: the id in its OutDir's BatchIDFile (before that
+// file, the OutDir's absolute path, which a copied or moved OutDir no
+// longer matched).
 const LabelBatch = "rollcage.batch"
+
+// BatchIDFile, in a batch's OutDir, holds the batch's id: it goes where
+// the directory goes, so a resume from a copy or a new place still knows
+// its finished episodes.
+const BatchIDFile = "batch.id"
 
 // Defaults of BatchOptions.
 const (
@@ -106,16 +113,22 @@ func (r *Runner) RunBatch(ctx context.Context, tasks []task.Task, hidden fs.FS, 
 	}
 	defer ol.Close()
 
-	batchID, err := filepath.Abs(opts.OutDir)
+	batchID, err := batchIdentity(opts.OutDir)
 	if err != nil {
-		return Summary{}, fmt.Errorf("harness: batch: %w", err)
+		return Summary{}, err
 	}
 	labels := maps.Clone(opts.Labels)
 	if labels == nil {
 		labels = map[string]string{}
 	}
 	labels[LabelBatch] = batchID
-	if err := r.adoptFinished(ctx, ol, done, batchID); err != nil {
+	// A batch from before BatchIDFile labelled its episodes with its
+	// OutDir's absolute path.
+	legacy, err := filepath.Abs(opts.OutDir)
+	if err != nil {
+		return Summary{}, fmt.Errorf("harness: batch: %w", err)
+	}
+	if err := r.adoptFinished(ctx, ol, done, batchID, legacy); err != nil {
 		return Summary{}, err
 	}
 
@@ -198,7 +211,7 @@ func (r *Runner) RunBatch(ctx context.Context, tasks []task.Task, hidden fs.FS, 
 // episode's end and its outcome line. The outcome is rebuilt from the
 // trajectory (Outcome.Recovered), so a resume neither runs the pair again
 // nor leaves two finished episodes of one (task, attempt) for export.
-func (r *Runner) adoptFinished(ctx context.Context, ol *outcomeLog, done map[episodeKey]Outcome, batchID string) error {
+func (r *Runner) adoptFinished(ctx context.Context, ol *outcomeLog, done map[episodeKey]Outcome, batchIDs ...string) error {
 	infos, err := r.cfg.Store.Episodes(ctx)
 	if err != nil {
 		return fmt.Errorf("harness: batch: adopt finished episodes: %w", err)
@@ -211,7 +224,13 @@ func (r *Runner) adoptFinished(ctx context.Context, ol *outcomeLog, done map[epi
 		if !info.Finished || known[info.ID] {
 			continue
 		}
-		o, ok, err := r.recoveredOutcome(ctx, info.ID, batchID)
+		o, ok, err := r.recoveredOutcome(ctx, info.ID, batchIDs)
+		if errors.Is(err, trajectory.ErrCorrupt) {
+			// One bad log must not stop the batch; if it was this
+			// batch's, its pair runs again.
+			r.log.Warn("batch: skipping a corrupt trajectory", "episode_id", info.ID, "file", r.cfg.Store.File(info.ID), "err", err)
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -229,8 +248,8 @@ func (r *Runner) adoptFinished(ctx context.Context, ol *outcomeLog, done map[epi
 }
 
 // recoveredOutcome rebuilds an episode's Outcome from its log; ok is false
-// for an episode of another batch.
-func (r *Runner) recoveredOutcome(ctx context.Context, id, batchID string) (Outcome, bool, error) {
+// for an episode of another batch (labelled with none of batchIDs).
+func (r *Runner) recoveredOutcome(ctx context.Context, id string, batchIDs []string) (Outcome, bool, error) {
 	var (
 		start trajectory.EpisodeStart
 		end   trajectory.EpisodeEnd
@@ -263,7 +282,7 @@ func (r *Runner) recoveredOutcome(ctx context.Context, id, batchID string) (Outc
 		Labels map[string]string `json:"labels"`
 	}
 	_ = json.Unmarshal(start.Config, &cfg)
-	if cfg.Labels[LabelBatch] != batchID {
+	if !slices.Contains(batchIDs, cfg.Labels[LabelBatch]) {
 		return Outcome{}, false, nil
 	}
 	slices.Sort(cats)
@@ -308,6 +327,56 @@ type outcomeLog struct {
 // holds. A torn last line (the process was killed mid-write) is cut off.
 // Forks' outcomes (of tree rollouts) are returned apart: they share their
 // root's (task, attempt).
+// batchIdentity returns the id in outDir's BatchIDFile, making one when
+// there is none. The file is synced before any episode carries the id.
+func batchIdentity(outDir string) (string, error) {
+	p := filepath.Join(outDir, BatchIDFile)
+	b, err := os.ReadFile(p)
+	if err == nil {
+		id := strings.TrimSpace(string(b))
+		if id == "" {
+			return "", fmt.Errorf("harness: batch: %s is empty: remove it (a resume then may run again what a crash left without an outcome line)", p)
+		}
+		return id, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("harness: batch: %w", err)
+	}
+	id := "batch-" + randomHex(8)
+	tmp := p + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return "", fmt.Errorf("harness: batch: %w", err)
+	}
+	_, err = f.WriteString(id + "\n")
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, p)
+	}
+	if err == nil {
+		err = syncDir(outDir)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return "", fmt.Errorf("harness: batch: write %s: %w", p, err)
+	}
+	return id, nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
 func openOutcomes(p string) (*outcomeLog, map[episodeKey]Outcome, []Outcome, error) {
 	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {

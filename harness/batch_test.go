@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/rollcage/rollcage/internal/golden"
 	"github.com/rollcage/rollcage/sandbox"
@@ -26,6 +28,7 @@ import (
 	"github.com/rollcage/rollcage/task"
 	"github.com/rollcage/rollcage/toolcall"
 	"github.com/rollcage/rollcage/trajectory"
+	"github.com/rollcage/rollcage/trajectory/trajectorytest"
 )
 
 func fakeTasks(n int) []task.Task {
@@ -132,14 +135,7 @@ func TestRunBatchResumes(t *testing.T) {
 	// The resume rebuilds that outcome from the trajectory instead of
 	// running the pair again, so export sees one episode per (task,
 	// attempt).
-	outs := readOutcomes(t, out)
-	b, _ := json.Marshal(outs[len(outs)-1])
-	body, _ := os.ReadFile(filepath.Join(out, OutcomesFile))
-	body = bytes.TrimSuffix(body, append(b, '\n'))
-	torn := append(body, b[:len(b)/2]...)
-	if err := os.WriteFile(filepath.Join(out, OutcomesFile), torn, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	last := tearLastOutcome(t, out)
 	var second countingPolicies
 	sum2, err := r.RunBatch(context.Background(), tasks, fakeHidden, second.policyFor(echoScript),
 		BatchOptions{Concurrency: 2, Attempts: 2, OutDir: out})
@@ -153,7 +149,7 @@ func TestRunBatchResumes(t *testing.T) {
 	if diff := cmp.Diff(all, keysOf(after)); diff != "" {
 		t.Errorf("outcomes after resume (-want +got):\n%s", diff)
 	}
-	last, rec := outs[len(outs)-1], after[len(after)-1]
+	rec := after[len(after)-1]
 	if !rec.Recovered || rec.EpisodeID != last.EpisodeID {
 		t.Errorf("recovered outcome %+v, want episode %s marked recovered", rec, last.EpisodeID)
 	}
@@ -192,6 +188,99 @@ func TestRunBatchResumes(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"t1#0"}, third.got()); diff != "" {
 		t.Errorf("another batch ran (-want +got):\n%s", diff)
+	}
+}
+
+// tearLastOutcome cuts the last outcome line in half, as a crash between
+// an episode's end and its outcome line leaves it, and returns the
+// outcome lost.
+func tearLastOutcome(t *testing.T, out string) Outcome {
+	t.Helper()
+	outs := readOutcomes(t, out)
+	b, _ := json.Marshal(outs[len(outs)-1])
+	p := filepath.Join(out, OutcomesFile)
+	body, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body = bytes.TrimSuffix(body, append(b, '\n'))
+	if err := os.WriteFile(p, append(body, b[:len(b)/2]...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return outs[len(outs)-1]
+}
+
+// TestRunBatchResumesElsewhere: a batch whose last outcome line a crash
+// lost, resumed from its output directory moved or copied elsewhere,
+// recovers that outcome from the trajectory instead of running the pair
+// again; a trajectory the crash left corrupt is skipped with a warning
+// (its pair runs again) instead of failing the resume.
+func TestRunBatchResumesElsewhere(t *testing.T) {
+	tests := []struct {
+		name    string
+		move    func(t *testing.T, from, to string)
+		corrupt bool // spoil the lost outcome's trajectory
+	}{
+		{"moved", func(t *testing.T, from, to string) {
+			if err := os.Rename(from, to); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"copied", func(t *testing.T, from, to string) {
+			if err := os.CopyFS(to, os.DirFS(from)); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"moved, trajectory corrupt", func(t *testing.T, from, to string) {
+			if err := os.Rename(from, to); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r, st := testRunner(t, &fake.Backend{}, Limits{})
+			var logs bytes.Buffer
+			r.log = slog.New(slog.NewTextHandler(&logs, nil))
+			tasks := fakeTasks(2)
+			root := t.TempDir()
+			from, to := filepath.Join(root, "out"), filepath.Join(root, "elsewhere")
+			var first countingPolicies
+			if _, err := r.RunBatch(context.Background(), tasks, fakeHidden, first.policyFor(echoScript),
+				BatchOptions{Concurrency: 1, OutDir: from}); err != nil {
+				t.Fatal(err)
+			}
+			lost := tearLastOutcome(t, from)
+			tc.move(t, from, to)
+			want := []string{}
+			if tc.corrupt {
+				trajectorytest.CorruptLine(t, st.File(lost.EpisodeID), 1)
+				want = []string{lost.TaskID + "#0"}
+			}
+			var resume countingPolicies
+			if _, err := r.RunBatch(context.Background(), tasks, fakeHidden, resume.policyFor(echoScript),
+				BatchOptions{Concurrency: 1, OutDir: to}); err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(want, resume.got(), cmpopts.EquateEmpty()); d != "" {
+				t.Errorf("resume ran (-want +got):\n%s", d)
+			}
+			after := readOutcomes(t, to)
+			if d := cmp.Diff([]string{"t1#0", "t2#0"}, keysOf(after)); d != "" {
+				t.Errorf("outcomes after resume (-want +got):\n%s", d)
+			}
+			last := after[len(after)-1]
+			if tc.corrupt {
+				if last.Recovered || last.EpisodeID == lost.EpisodeID {
+					t.Errorf("last outcome %+v: want a new episode of %s", last, lost.TaskID)
+				}
+				if !strings.Contains(logs.String(), "file="+st.File(lost.EpisodeID)) {
+					t.Errorf("no warning names the corrupt trajectory:\n%s", logs.String())
+				}
+			} else if !last.Recovered || last.EpisodeID != lost.EpisodeID {
+				t.Errorf("last outcome %+v: want %s recovered", last, lost.EpisodeID)
+			}
+		})
 	}
 }
 
