@@ -2,8 +2,10 @@ package audit
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -11,6 +13,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
+	"time"
 
 	json "github.com/go-json-experiment/json/v1"
 
@@ -38,6 +42,35 @@ func (e FileError) Error() string {
 
 // maxFile bounds one trajectory file read into memory.
 const maxFile = 512 << 20
+
+// MaxValue bounds one JSON value the audit decodes: a file holding one
+// object or array, or one line of a JSONL file. Decoding holds several
+// times a value's size, so a larger one is refused, not read; the
+// largest file of the real corpus is 4 MB.
+const MaxValue = 64 << 20
+
+// NotRegular says why the audit will not read what fi describes (a named
+// pipe would block the read, a device never ends); nil for a regular
+// file or a directory.
+func NotRegular(fi fs.FileInfo) error {
+	m := fi.Mode()
+	var kind string
+	switch {
+	case m.IsRegular(), m.IsDir():
+		return nil
+	case m&fs.ModeNamedPipe != 0:
+		kind = "a named pipe (FIFO)"
+	case m&fs.ModeCharDevice != 0:
+		kind = "a character device"
+	case m&fs.ModeDevice != 0:
+		kind = "a block device"
+	case m&fs.ModeSocket != 0:
+		kind = "a socket"
+	default:
+		kind = "not a regular file (" + m.Type().String() + ")"
+	}
+	return fmt.Errorf("%s, not a trajectory file: give regular files or directories", kind)
+}
 
 // Read reads every trajectory under paths (files or directories, walked
 // recursively). Files it cannot read are returned as FileErrors, never
@@ -154,6 +187,10 @@ func listUnits(paths []string) []unit {
 			fail(FileError{Path: p, Err: oneLine(err) + "; give an existing file or directory"})
 			continue
 		}
+		if err := NotRegular(fi); err != nil {
+			fail(FileError{Path: p, Err: err.Error()})
+			continue
+		}
 		if !fi.IsDir() {
 			us = append(us, unit{path: p, size: fi.Size()})
 			continue
@@ -172,6 +209,10 @@ func listUnits(paths []string) []unit {
 				return nil
 			}
 			if d.IsDir() || skipName(name) {
+				return nil
+			}
+			if !d.Type().IsRegular() && d.Type()&fs.ModeSymlink == 0 {
+				fail(FileError{Path: path, Err: NotRegular(modeInfo{d}).Error()})
 				return nil
 			}
 			var size int64
@@ -203,20 +244,71 @@ func skipName(name string) bool {
 	return false
 }
 
-// ReadFile reads one file, detecting its format by content.
+// modeInfo is a DirEntry's type as the fs.FileInfo NotRegular takes,
+// without the stat d.Info would make.
+type modeInfo struct{ fs.DirEntry }
+
+func (m modeInfo) Mode() fs.FileMode  { return m.Type() }
+func (m modeInfo) Size() int64        { return 0 }
+func (m modeInfo) ModTime() time.Time { return time.Time{} }
+func (m modeInfo) Sys() any           { return nil }
+
+// ReadFile reads one file, detecting its format by content. Only a
+// regular file is read, and at most maxFile bytes of it.
 func ReadFile(path string) ([]Episode, []FileError) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return nil, []FileError{{Path: path, Err: oneLine(err)}}
-	}
-	if fi.Size() > maxFile {
-		return nil, []FileError{{Path: path, Err: fmt.Sprintf("file is %d bytes, over the %d limit; split it", fi.Size(), maxFile)}}
-	}
-	data, err := os.ReadFile(path)
+	data, err := readRegular(path)
 	if err != nil {
 		return nil, []FileError{{Path: path, Err: oneLine(err)}}
 	}
 	return Parse(path, data)
+}
+
+// readRegular reads a regular file of at most maxFile bytes. It opens
+// without blocking (a FIFO with no writer would block a plain open) and
+// checks what it opened before reading a byte.
+func readRegular(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if err := NotRegular(fi); err != nil || fi.IsDir() {
+		return nil, cmp.Or(err, errors.New("a directory"))
+	}
+	if fi.Size() > maxFile {
+		return nil, fmt.Errorf("file is %d bytes, over the %d MiB limit of one file; split it", fi.Size(), maxFile>>20)
+	}
+	// It may grow while it is read: no more than the limit is held.
+	data := make([]byte, 0, fi.Size()+1)
+	data, err = readAll(io.LimitReader(f, maxFile+1), data)
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxFile {
+		return nil, fmt.Errorf("file grew past the %d MiB limit of one file while it was read; split it", maxFile>>20)
+	}
+	return data, nil
+}
+
+// readAll is io.ReadAll into buf's spare capacity.
+func readAll(r io.Reader, buf []byte) ([]byte, error) {
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if errors.Is(err, io.EOF) {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
 }
 
 // Parse reads trajectories from data; name is used in sources and
@@ -229,12 +321,28 @@ func ReadFile(path string) ([]Episode, []FileError) {
 // A file holding one object is read in one pass with jsondec's scanner
 // (parseFast: the members no reader needs skipped, not decoded) and split
 // into raw members only when that pass does not read it.
+//
+// One JSON value (the whole of a file holding one, or a line of JSONL)
+// over MaxValue bytes is an error naming the limit.
 func Parse(name string, data []byte) ([]Episode, []FileError) {
+	return parse(name, data, MaxValue)
+}
+
+func parse(name string, data []byte, maxValue int) ([]Episode, []FileError) {
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 {
 		return nil, []FileError{{Path: name, Err: "empty file"}}
 	}
 	base := strings.TrimSuffix(filepath.Base(name), filepath.Ext(name))
+	if len(trimmed) > maxValue {
+		// Too large for one value: only JSONL whose lines each fit is
+		// read (parseLines checks each line).
+		first, _, _ := bytes.Cut(trimmed, []byte{'\n'})
+		if trimmed[0] != '{' || len(first) > maxValue || !json.Valid(bytes.TrimSpace(first)) {
+			return nil, []FileError{{Path: name, Err: overValue(len(trimmed), maxValue) + "; split it (JSONL: one episode or event per line)"}}
+		}
+		return parseLines(base, name, trimmed, maxValue)
+	}
 	switch trimmed[0] {
 	case '[':
 		msgs, err := decodeMessages(trimmed, "JSON array")
@@ -270,7 +378,20 @@ func parseRaw(base, name string, trimmed []byte) ([]Episode, []FileError) {
 			return nil, []FileError{{Path: name, Err: oneLine(err)}}
 		}
 	}
-	return parseLines(base, name, trimmed)
+	// The whole is within the limit (parse), so every line is.
+	return parseLines(base, name, trimmed, len(trimmed))
+}
+
+func overValue(n, maxValue int) string {
+	return fmt.Sprintf("a JSON value of %d bytes, over the %s limit of one value", n, byteSize(maxValue))
+}
+
+// byteSize is n in MiB when it is a whole number of them (the limits).
+func byteSize(n int) string {
+	if n >= 1<<20 && n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d-byte", n)
 }
 
 // errOneEvent: the object is a single rollcage event; read it as JSONL.
@@ -306,7 +427,7 @@ func has(obj map[string]json.RawMessage, k string) bool {
 
 // parseLines reads JSONL: rollcage events, one OpenAI episode per line,
 // or one message per line (the whole file one episode).
-func parseLines(base, name string, data []byte) ([]Episode, []FileError) {
+func parseLines(base, name string, data []byte, maxValue int) ([]Episode, []FileError) {
 	type line struct {
 		n   int
 		obj map[string]json.RawMessage
@@ -325,6 +446,10 @@ func parseLines(base, name string, data []byte) ([]Episode, []FileError) {
 		}
 		b = bytes.TrimSpace(b)
 		if len(b) == 0 {
+			continue
+		}
+		if len(b) > maxValue {
+			errs = append(errs, FileError{Path: name, Line: n, Err: overValue(len(b), maxValue)})
 			continue
 		}
 		var obj map[string]json.RawMessage

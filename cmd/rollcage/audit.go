@@ -43,6 +43,15 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stderr, "rollcage audit: --concurrency must be >= 0")
 		return errUsage
 	}
+	// A device or a FIFO named outright is refused before anything is
+	// read or compiled (a FIFO would block, /dev/zero never ends).
+	for _, p := range fs.Args() {
+		if fi, err := os.Stat(p); err == nil {
+			if err := audit.NotRegular(fi); err != nil {
+				return fmt.Errorf("%s: %w", p, err)
+			}
+		}
+	}
 	for _, d := range devProfiles {
 		if p := os.Getenv(d.env); p != "" {
 			stop, err := d.start(p)

@@ -54,6 +54,7 @@ func TestCLI(t *testing.T) {
 		{[]string{"run", "--tasks", "t.jsonl", "--policy", "replay:x", "--branch-at", "3"}, 3, "", "give 2 to 65"},
 		{[]string{"run", "--tasks", "t.jsonl", "--policy", "replay:x", "--branches", "4", "--network", "proxy"}, 3, "", "use --network none"},
 		{[]string{"export", "--prefix", "twice", "x"}, 3, "", "--prefix \"twice\": use mask or once"},
+		{[]string{"audit", "/dev/zero"}, 3, "", "rollcage audit: /dev/zero: a character device, not a trajectory file: give regular files or directories"},
 		{[]string{"sandbox", "exec", "--backend", "podman", "true"}, 3, "", `--backend "podman": use docker, containerd or kubernetes`},
 		{[]string{"gc", "--kubeconfig", deadKC}, 3, "", "--kubeconfig is for --backend kubernetes (the backend is docker)"},
 		{[]string{"sandbox", "exec", "--backend", "kubernetes", "--kubeconfig", missingKC, "true"}, 3, "", "kube: kubeconfig " + missingKC + ": stat " + missingKC + ": no such file or directory: pass --kubeconfig FILE"},
