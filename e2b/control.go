@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rollcage/rollcage/harness"
+	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/server"
 	"github.com/rollcage/rollcage/task"
 )
@@ -208,6 +209,11 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, client str
 	op, err := s.cfg.Episodes.Open(r.Context(), t, harness.EpisodeMeta{ID: id})
 	if errors.Is(err, server.ErrShuttingDown) {
 		apiError(w, http.StatusServiceUnavailable, "rollcage is shutting down: retry against another instance")
+		return
+	}
+	if errors.Is(err, sandbox.ErrImageMissing) {
+		// The image the request chose is not there: the client's to fix.
+		apiError(w, http.StatusBadRequest, server.MissingImage(t.Image, fmt.Sprintf("set metadata[%q] to one that is", MetaImage), err))
 		return
 	}
 	if err != nil {

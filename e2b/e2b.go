@@ -177,6 +177,12 @@ var hostRE = regexp.MustCompile(`^([0-9]+)-([a-z0-9]+)\.`)
 // ServeHTTP routes envd traffic (by the E2b-Sandbox-Id header or the
 // host name) and the control plane; their paths do not collide.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// The muxes would redirect a path with a '.', '..' or empty segment
+	// to its clean form, in HTML.
+	if !server.CleanPath(r.URL.Path) {
+		apiError(w, http.StatusBadRequest, fmt.Sprintf("path %q has an empty, '.' or '..' segment: sandbox ids are letters and digits", r.URL.Path))
+		return
+	}
 	if id := sandboxIDOf(r); id != "" || isEnvdPath(r.URL.Path) {
 		s.envd.ServeHTTP(w, r)
 		return

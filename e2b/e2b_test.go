@@ -722,6 +722,51 @@ func TestControlPlane(t *testing.T) {
 	}
 }
 
+// TestControlPlaneClientErrors: a create naming an image the host does
+// not have, and a path with a '.', '..' or empty segment, are client
+// errors (400) in E2B's JSON, not a 502 or the mux's HTML redirect.
+func TestControlPlaneClientErrors(t *testing.T) {
+	e := newEnv(t)
+	img := missingImages + "nope:latest"
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	tests := []struct {
+		name, method, path string
+		body               any
+		msg                []string
+	}{
+		{"missing image", "POST", "/v2/sandboxes", map[string]any{"templateID": "base", "metadata": map[string]string{e2b.MetaImage: img}},
+			[]string{"image " + img + " is not on the sandbox host", "docker build -t " + img}},
+		{"id ..", "GET", "/sandboxes/..", nil, []string{"has an empty, '.' or '..' segment"}},
+		{"id .. then a verb", "POST", "/sandboxes/../timeout", map[string]int{"timeout": 1}, []string{"has an empty, '.' or '..' segment"}},
+		{"empty segment", "DELETE", "/sandboxes//x", nil, []string{"has an empty, '.' or '..' segment"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b, _ := json.Marshal(tc.body)
+			req, err := http.NewRequest(tc.method, e.url+tc.path, bytes.NewReader(b))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("X-API-KEY", keyA)
+			resp, err := noRedirect.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var got created
+			derr := json.NewDecoder(resp.Body).Decode(&got)
+			if resp.StatusCode != http.StatusBadRequest || derr != nil || got.Code != http.StatusBadRequest {
+				t.Fatalf("%d %s (Location %q): %+v (%v); want 400 in E2B's JSON", resp.StatusCode, resp.Header.Get("Content-Type"), resp.Header.Get("Location"), got, derr)
+			}
+			for _, m := range tc.msg {
+				if !strings.Contains(got.Message, m) {
+					t.Errorf("message %q does not say %q", got.Message, m)
+				}
+			}
+		})
+	}
+}
+
 func TestSubmit(t *testing.T) {
 	e := newEnv(t)
 	plain := e.create(keyA, map[string]string{e2b.MetaImage: "rollcage/plain:latest"})

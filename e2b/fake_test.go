@@ -29,8 +29,15 @@ type hostBackend struct{ dir string }
 var _ sandbox.Backend = (*hostBackend)(nil)
 
 func (b *hostBackend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	if strings.HasPrefix(spec.Image, missingImages) {
+		// As the Docker backend answers an image it does not have.
+		return nil, fmt.Errorf("host: create %s: image %s not found locally: %w", spec.EpisodeID, spec.Image, sandbox.ErrImageMissing)
+	}
 	return &hostSandbox{dir: b.dir, spec: spec}, nil
 }
+
+// missingImages prefixes the images hostBackend does not have.
+const missingImages = "missing/"
 
 type hostSandbox struct {
 	dir  string

@@ -17,6 +17,7 @@ import (
 
 	"github.com/rollcage/rollcage/decision"
 	"github.com/rollcage/rollcage/harness"
+	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/task"
 	"github.com/rollcage/rollcage/toolcall"
 	"github.com/rollcage/rollcage/trajectory"
@@ -333,6 +334,13 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, _ caller) 
 	writeJSON(w, http.StatusCreated, cr)
 }
 
+// MissingImage is the client error for a create whose image the sandbox
+// host does not have (sandbox.ErrImageMissing): it names the image, how
+// to build it, and other, the alternative the API offers.
+func MissingImage(image, other string, err error) string {
+	return fmt.Sprintf("image %s is not on the sandbox host: build or load it there (docker build -t %s DIR, or 'make images' for rollcage's own), or %s: %v", image, image, other, err)
+}
+
 // createEpisode starts an episode of t and registers its session. On
 // failure it returns the status and message to answer with.
 func (s *Server) createEpisode(ctx context.Context, t task.Task, meta harness.EpisodeMeta, base string) (CreateResponse, int, string) {
@@ -341,6 +349,10 @@ func (s *Server) createEpisode(ctx context.Context, t task.Task, meta harness.Ep
 		return CreateResponse{}, http.StatusServiceUnavailable, "gateway shutting down: retry against another instance"
 	}
 	if err != nil {
+		if errors.Is(err, sandbox.ErrImageMissing) {
+			// Retrying will not help: the image must be built first.
+			return CreateResponse{}, http.StatusBadRequest, MissingImage(t.Image, "use a task whose image is", err)
+		}
 		return CreateResponse{}, http.StatusBadGateway, "starting the episode failed (sandbox or recording): " + err.Error()
 	}
 	return created(se, t, base), 0, ""

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -221,6 +222,53 @@ func TestBadInput(t *testing.T) {
 				t.Errorf("error is not one line: %q", ae.Error)
 			}
 		})
+	}
+}
+
+// TestUncleanPath: a path with a '.', '..' or empty segment (an id of
+// "..") is a 400 with a JSON error, never the mux's HTML redirect.
+func TestUncleanPath(t *testing.T) {
+	e := newEnv(t, &fake.Backend{}, nil)
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, tc := range []struct{ method, path string }{
+		{"GET", "/v1/episodes/.."},
+		{"POST", "/v1/episodes/../calls"},
+		{"POST", "/v1/episodes/%2e%2e/calls"},
+		{"GET", "/v1/episodes/./x"},
+		{"POST", "/v1/episodes//calls"},
+		{"DELETE", "/v1/groups/.."},
+	} {
+		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
+			req, err := http.NewRequest(tc.method, e.http.URL+tc.path, strings.NewReader(`{}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Authorization", "Bearer "+testAdmin)
+			resp, err := noRedirect.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var ae apiError
+			b, _ := io.ReadAll(resp.Body)
+			derr := jsonUnmarshal(b, &ae)
+			if resp.StatusCode != http.StatusBadRequest || derr != nil || !strings.Contains(ae.Error, "has an empty, '.' or '..' segment") {
+				t.Errorf("%d %s (Location %q), error %q (%v); want 400 with a JSON error", resp.StatusCode, resp.Header.Get("Content-Type"), resp.Header.Get("Location"), ae.Error, derr)
+			}
+		})
+	}
+}
+
+// TestCreateMissingImage: a task whose image the sandbox host does not
+// have is a client error naming the image and how to build it, not 502.
+func TestCreateMissingImage(t *testing.T) {
+	missing := fmt.Errorf("docker: create ep: image %s not found locally: %w", fakeTask.Image, sandbox.ErrImageMissing)
+	e := newEnv(t, &fake.Backend{CreateErr: missing}, nil)
+	var ae apiError
+	code, _ := e.do("POST", "/v1/episodes", testAdmin, CreateRequest{TaskID: fakeTask.ID}, &ae)
+	want := "image " + fakeTask.Image + " is not on the sandbox host: build or load it there (docker build -t " + fakeTask.Image + " DIR"
+	if code != http.StatusBadRequest || !strings.HasPrefix(ae.Error, want) {
+		t.Errorf("got %d %q, want 400 starting %q", code, ae.Error, want)
 	}
 }
 

@@ -58,7 +58,7 @@ func (s *Server) open(ctx context.Context, t task.Task, hidden fs.FS, meta harne
 // register gives a started episode its session and token. During
 // Shutdown it closes the episode and returns ErrShuttingDown.
 func (s *Server) register(ctx context.Context, ep started, taskID, groupID string) (*session, error) {
-	tok := "rce_" + randomHex(24)
+	tok := tokenPrefix + s.instance + randomHex(tokenRandomLen/2)
 	se := &session{id: ep.ID(), taskID: taskID, groupID: groupID, task: ep.Task(), deadline: ep.Deadline(), ep: ep, token: tok, tokHash: sha256.Sum256([]byte(tok)),
 		limiter: s.newLimiter(), created: time.Now(), state: StateRunning, ended: make(chan struct{})}
 	se.touch(se.created)

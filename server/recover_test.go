@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/rollcage/rollcage/harness"
 	"github.com/rollcage/rollcage/sandbox/fake"
+	"github.com/rollcage/rollcage/task"
 	"github.com/rollcage/rollcage/toolcall"
 	"github.com/rollcage/rollcage/trajectory"
 )
@@ -128,5 +131,62 @@ func TestRestartEndsUnfinished(t *testing.T) {
 	srv2.Shutdown(ctx)
 	if !slices.Equal(rm2.ids, []string{"crashed-2"}) {
 		t.Errorf("second start removed sandboxes of %v, want [crashed-2] (the corrupt log's) only", rm2.ids)
+	}
+}
+
+// TestRestartOrphanedToken: a client whose episode a gateway restart
+// ended is told so (410), not that its token is unknown; a token this
+// gateway never issued is still 401.
+func TestRestartOrphanedToken(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	start := func() (*Server, *trajectory.Store) {
+		st, err := trajectory.OpenStore(ctx, trajectory.Config{Dir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := harness.NewRunner(harness.Config{Backend: &fake.Backend{}, Monitor: testMonitor(t), Store: st})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv, err := New(Config{Runner: r, Store: st, Tasks: []task.Task{fakeTask}, Hidden: fakeHidden, AdminToken: testAdmin})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return srv, st
+	}
+	old, oldStore := start()
+	op, err := old.Open(ctx, fakeTask, harness.EpisodeMeta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old.Shutdown(ctx)
+	oldStore.Close()
+
+	srv, st := start()
+	t.Cleanup(func() { srv.Shutdown(ctx); st.Close() })
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	e := &env{t: t, srv: srv, http: hs, store: st}
+	fresh := e.create()
+	call := toolcall.Call{Tool: "bash", Args: []byte(`{"command":"echo x"}`)}
+	tests := []struct {
+		name, token string
+		want        int
+		msg         string
+	}{
+		{"token from before the restart", op.Token, http.StatusGone, "episode ended by a gateway restart"},
+		{"token never issued", "rce_" + strings.Repeat("0", 64), http.StatusGone, "episode ended by a gateway restart"},
+		{"this run's token, altered", fresh.Token[:len(fresh.Token)-1] + "x", http.StatusUnauthorized, "unknown token"},
+		{"not a token", "nonsense", http.StatusUnauthorized, "unknown token"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var ae apiError
+			code, _ := e.do("POST", "/v1/episodes/"+op.ID+"/calls", tc.token, call, &ae)
+			if code != tc.want || !strings.HasPrefix(ae.Error, tc.msg) {
+				t.Errorf("got %d %q, want %d starting %q", code, ae.Error, tc.want, tc.msg)
+			}
+		})
 	}
 }

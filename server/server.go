@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,6 +48,9 @@ type Server struct {
 	mux     *http.ServeMux
 	metrics *metrics
 	admin   session // the admin token's rate limiter lives here
+	// instance names this run of the gateway in the tokens it issues,
+	// so a token from before a restart is told apart from a wrong one.
+	instance string
 
 	mu       sync.Mutex
 	episodes map[string]*session // guarded by mu; by episode id
@@ -116,7 +120,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.AdminToken = "rca_" + randomHex(24)
 	}
 	s := &Server{
-		cfg: cfg, log: cfg.Logger, hub: hub,
+		cfg: cfg, log: cfg.Logger, hub: hub, instance: randomHex(tokenInstanceLen / 2),
 		tasks:    map[string]task.Task{},
 		episodes: map[string]*session{},
 		byToken:  map[[32]byte]*session{},
@@ -203,7 +207,27 @@ func randomHex(n int) string {
 
 // ServeHTTP serves the API.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// The mux would answer a path with a '.', '..' or empty segment with
+	// an HTML redirect to its clean form: a client's bad id, not a move.
+	if !CleanPath(r.URL.Path) {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("path %q has an empty, '.' or '..' segment: ids are letters, digits, '.', '-' and '_', starting with a letter or digit (see /openapi.yaml)", r.URL.Path))
+		return
+	}
 	s.mux.ServeHTTP(&jsonErrors{ResponseWriter: w}, r)
+}
+
+// CleanPath reports whether p is what http.ServeMux serves without
+// redirecting: rooted, with no empty, '.' or '..' segment (a trailing
+// slash aside).
+func CleanPath(p string) bool {
+	if p == "" || p[0] != '/' {
+		return false
+	}
+	np := path.Clean(p)
+	if p[len(p)-1] == '/' && np != "/" {
+		np += "/"
+	}
+	return np == p
 }
 
 // Serve accepts connections on ln until Shutdown. It returns
@@ -390,7 +414,29 @@ func bearer(r *http.Request) string {
 	return ""
 }
 
-// authenticate finds the caller of a request, or answers 401.
+// An episode token is tokenPrefix, the issuing gateway's instance
+// (tokenInstanceLen hex digits) and 48 random hex digits.
+const (
+	tokenPrefix      = "rce_"
+	tokenInstanceLen = 16
+	tokenRandomLen   = 48
+)
+
+// tokenInstance returns the instance of the gateway that issued tok, if
+// tok has an episode token's form.
+func tokenInstance(tok string) (string, bool) {
+	rest, ok := strings.CutPrefix(tok, tokenPrefix)
+	if !ok || len(rest) != tokenInstanceLen+tokenRandomLen {
+		return "", false
+	}
+	if _, err := hex.DecodeString(rest); err != nil {
+		return "", false
+	}
+	return rest[:tokenInstanceLen], true
+}
+
+// authenticate finds the caller of a request, or answers 401 (410 for a
+// token an earlier run of the gateway issued).
 func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (caller, bool) {
 	tok := bearer(r)
 	if tok == "" {
@@ -407,6 +453,10 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (caller, b
 	se := s.byToken[h]
 	s.mu.Unlock()
 	if se == nil || subtle.ConstantTimeCompare([]byte(tok), []byte(se.token)) != 1 {
+		if inst, ok := tokenInstance(tok); ok && inst != s.instance {
+			writeError(w, http.StatusGone, "episode ended by a gateway restart: this token is from an earlier run of the gateway, whose restart ended its episode (the trajectory is kept, ended as abandoned): create a new episode")
+			return caller{}, false
+		}
 		writeError(w, http.StatusUnauthorized, "unknown token: use the token returned when the episode was created, or the admin token")
 		return caller{}, false
 	}
