@@ -94,6 +94,34 @@ func (q *requests) do(call toolcall.Call, run func() (CallResponse, error)) (Cal
 	}
 }
 
+// inherit copies into q, a fork child's, the calls of from that have
+// answered: they are the child's history too, so a retry there gets the
+// same answer and their ids are refused for a different call.
+func (q *requests) inherit(from *requests) {
+	from.mu.Lock()
+	defer from.mu.Unlock()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.byID == nil {
+		q.byID = map[string]*callRecord{}
+	}
+	for _, id := range from.order {
+		rec, ok := from.byID[id]
+		if !ok {
+			continue
+		}
+		select {
+		case <-rec.done:
+		default:
+			continue // still running: not in the prefix
+		}
+		if rec.ok {
+			q.byID[id] = rec // answered: never written again
+			q.order = append(q.order, id)
+		}
+	}
+}
+
 // runCall is one tool call of the API or MCP, deduplicated by request
 // id, through the episode, checked (harness.Checked: foreign tool names
 // mapped, arguments that cannot run refused). code is 409 for a reused

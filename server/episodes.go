@@ -47,7 +47,7 @@ func (s *Server) open(ctx context.Context, t task.Task, hidden fs.FS, meta harne
 		s.log.Warn("episode start failed", "task_id", t.ID, "err", err)
 		return nil, err
 	}
-	se, err := s.register(ctx, ep, t.ID, meta.GroupID)
+	se, err := s.register(ctx, ep, t.ID, meta.GroupID, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -55,12 +55,17 @@ func (s *Server) open(ctx context.Context, t task.Task, hidden fs.FS, meta harne
 	return se, nil
 }
 
-// register gives a started episode its session and token. During
-// Shutdown it closes the episode and returns ErrShuttingDown.
-func (s *Server) register(ctx context.Context, ep started, taskID, groupID string) (*session, error) {
+// register gives a started episode its session and token. A fork child
+// takes calls, its parent's request ids (the calls of the prefix they
+// share). During Shutdown it closes the episode and returns
+// ErrShuttingDown.
+func (s *Server) register(ctx context.Context, ep started, taskID, groupID string, calls *requests) (*session, error) {
 	tok := tokenPrefix + s.instance + randomHex(tokenRandomLen/2)
 	se := &session{id: ep.ID(), taskID: taskID, groupID: groupID, task: ep.Task(), deadline: ep.Deadline(), ep: ep, token: tok, tokHash: sha256.Sum256([]byte(tok)),
 		limiter: s.newLimiter(), created: time.Now(), state: StateRunning, ended: make(chan struct{})}
+	if calls != nil {
+		se.reqs.inherit(calls)
+	}
 	se.touch(se.created)
 	se.mcp = s.newMCPHandler(se)
 	s.mu.Lock()

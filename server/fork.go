@@ -49,6 +49,11 @@ func (s *Server) handleFork(w http.ResponseWriter, r *http.Request, c caller) {
 		writeError(w, http.StatusNotImplemented, fmt.Sprintf("episode %s cannot fork: its runner does not support forking", se.id))
 		return
 	}
+	// The request ids the children inherit: the calls of the prefix.
+	// Taken before the fork, so a call the parent takes meanwhile is
+	// none of theirs.
+	var prefix requests
+	prefix.inherit(&se.reqs)
 	kids, err := f.Fork(r.Context(), req.N)
 	switch {
 	case errors.Is(err, harness.ErrFinished):
@@ -74,7 +79,7 @@ func (s *Server) handleFork(w http.ResponseWriter, r *http.Request, c caller) {
 	_, resp.BranchStep = kids[0].Parent()
 	base := s.baseURL(r)
 	for i, k := range kids {
-		ks, err := s.register(r.Context(), k, se.taskID, se.groupID)
+		ks, err := s.register(r.Context(), k, se.taskID, se.groupID, &prefix)
 		if err != nil {
 			for _, rest := range kids[i+1:] {
 				_ = rest.Close(context.WithoutCancel(r.Context()))

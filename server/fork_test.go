@@ -113,3 +113,65 @@ func TestForkUnsupported(t *testing.T) {
 		t.Errorf("fork: %d %q; want 501 saying it is not supported", code, ae.Error)
 	}
 }
+
+// TestForkRequestIDs: a fork child knows the request ids of the prefix
+// it shares with its parent: one of them with a different call is
+// refused (409), a retry of the same call gets the parent's answer
+// without running again, and the parent's ids after the fork are none of
+// the child's.
+func TestForkRequestIDs(t *testing.T) {
+	e := newEnv(t, &fake.Backend{}, nil)
+	a := e.create()
+	calls := func(id string) string { return "/v1/episodes/" + id + "/calls" }
+	echo := func(id, word string) string {
+		return `{"tool":"bash","args":{"command":"echo ` + word + `"},"request_id":"` + id + `"}`
+	}
+	var first CallResponse
+	if code, _ := e.do("POST", calls(a.EpisodeID), a.Token, echo("r1", "before"), &first); code != http.StatusOK {
+		t.Fatalf("parent's call: %d", code)
+	}
+	var fr ForkResponse
+	if code, _ := e.do("POST", "/v1/episodes/"+a.EpisodeID+"/fork", a.Token, ForkRequest{N: 1}, &fr); code != http.StatusCreated {
+		t.Fatalf("fork: %d", code)
+	}
+	if code, _ := e.do("POST", calls(a.EpisodeID), a.Token, echo("r2", "parent-after"), nil); code != http.StatusOK {
+		t.Fatalf("parent's call after the fork: %d", code)
+	}
+	kid := fr.Episodes[0]
+	tests := []struct {
+		name, body string
+		want       int
+		step       int    // of the answer, when 200
+		output     string // of the answer, when 200
+		msg        string // in the error, otherwise
+	}{
+		{"prefix id, other call", echo("r1", "different"), http.StatusConflict, 0, "", `request_id "r1" was already used for a different call`},
+		{"prefix id, same call", echo("r1", "before"), http.StatusOK, first.Step, first.Output, ""},
+		{"parent's id after the fork", echo("r2", "child"), http.StatusOK, 2, "child\n", ""},
+		{"new id", echo("r3", "child-new"), http.StatusOK, 3, "child-new\n", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var res CallResponse
+			var ae apiError
+			out := any(&res)
+			if tc.want != http.StatusOK {
+				out = &ae
+			}
+			code, _ := e.do("POST", calls(kid.EpisodeID), kid.Token, tc.body, out)
+			if code != tc.want || (code == http.StatusOK && (res.Step != tc.step || res.Output != tc.output)) ||
+				(code != http.StatusOK && !strings.Contains(ae.Error, tc.msg)) {
+				t.Errorf("got %d step %d output %q error %q; want %d step %d output %q error %q", code, res.Step, res.Output, ae.Error, tc.want, tc.step, tc.output, tc.msg)
+			}
+		})
+	}
+	var steps int
+	for _, ev := range e.events(kid.EpisodeID) {
+		if ev.Type == trajectory.TypeToolCall && ev.Step > 1 {
+			steps++
+		}
+	}
+	if steps != 2 {
+		t.Errorf("the child ran %d calls of its own, want 2 (r2 and r3; the r1 retry must not run)", steps)
+	}
+}
