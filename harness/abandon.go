@@ -14,7 +14,10 @@ import (
 // (reason abandoned, failure class infrastructure, no reward), with the
 // counts read from the log, so the episode reaches the finished feed and
 // the export like any other. why says what happened ("gateway restart").
-// A log that has ended already is left alone: it returns false.
+// A log that has ended already is left alone: it returns false. A log
+// with no event (its episode was killed while starting, before its
+// episode_start) is removed, not given an episode_end alone: it returns
+// false too.
 func AbandonStored(ctx context.Context, st *trajectory.Store, id, why string) (bool, error) {
 	// The store's and the log's errors name the episode; the ones
 	// wrapped here without it say so once.
@@ -23,6 +26,12 @@ func AbandonStored(ctx context.Context, st *trajectory.Store, id, why string) (b
 		return false, fmt.Errorf("harness: abandon: %w", err)
 	}
 	if info.Finished {
+		return false, nil
+	}
+	if info.Events == 0 {
+		if _, err := st.DiscardEmpty(id); err != nil {
+			return false, fmt.Errorf("harness: abandon: %w", err)
+		}
 		return false, nil
 	}
 	var (

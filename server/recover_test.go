@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +15,8 @@ import (
 	"testing"
 
 	"github.com/rollcage/rollcage/harness"
+	"github.com/rollcage/rollcage/harness/harnesstest"
+	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/sandbox/fake"
 	"github.com/rollcage/rollcage/task"
 	"github.com/rollcage/rollcage/toolcall"
@@ -108,15 +111,7 @@ func TestRestartEndsUnfinished(t *testing.T) {
 	if !strings.Contains(logs.String(), "file="+corrupt) || !strings.Contains(logs.String(), "corrupt") {
 		t.Errorf("the logs do not name %s as corrupt:\n%s", corrupt, logs.String())
 	}
-	var feed []string
-	if err := st.ReadFinished(ctx, 0, func(ev trajectory.Event) error {
-		if ev.Type == trajectory.TypeEpisodeEnd {
-			feed = append(feed, ev.EpisodeID)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	feed := harnesstest.Ended(t, st)
 	if !slices.Contains(feed, "crashed-1") || !slices.Contains(feed, "done-1") || len(feed) != 2 {
 		t.Errorf("finished feed episode_end items %v, want crashed-1 and done-1 once each", feed)
 	}
@@ -188,5 +183,87 @@ func TestRestartOrphanedToken(t *testing.T) {
 				t.Errorf("got %d %q, want %d starting %q", code, ae.Error, tc.want, tc.msg)
 			}
 		})
+	}
+}
+
+// blockingBackend's Create waits until released (or its ctx ends), then
+// fails: sandboxes still being created when a gateway is killed.
+type blockingBackend struct {
+	entered chan string // each Create's episode id, as it starts waiting
+	release chan struct{}
+}
+
+func (b *blockingBackend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	b.entered <- spec.EpisodeID
+	select {
+	case <-b.release:
+	case <-ctx.Done():
+	}
+	return nil, errors.New("blockingBackend: not created")
+}
+
+// TestRestartAfterGroupKilledMidCreation: a gateway killed while a
+// group's sandboxes were being created leaves their logs empty; the next
+// start removes them (and their sandboxes) instead of leaving logs that
+// hold only an episode_end.
+func TestRestartAfterGroupKilledMidCreation(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	old, err := trajectory.OpenStore(ctx, trajectory.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bb := &blockingBackend{entered: make(chan string, 3), release: make(chan struct{})}
+	r, err := harness.NewRunner(harness.Config{Backend: bb, Monitor: testMonitor(t), Store: old})
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldSrv, err := New(Config{Runner: r, Store: old, Tasks: []task.Task{fakeTask}, Hidden: fakeHidden, AdminToken: testAdmin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(oldSrv)
+	posted := make(chan struct{})
+	go func() {
+		defer close(posted)
+		(&env{t: t, srv: oldSrv, http: hs, store: old}).do("POST", "/v1/groups", testAdmin, GroupRequest{TaskID: fakeTask.ID, N: 3}, nil)
+	}()
+	var ids []string
+	for range 3 {
+		ids = append(ids, <-bb.entered)
+	}
+	// The kill: nothing more reaches the logs; the directory is free.
+	old.Close()
+	t.Cleanup(func() {
+		close(bb.release)
+		<-posted
+		oldSrv.Shutdown(ctx)
+		hs.Close()
+	})
+
+	st, err := trajectory.OpenStore(ctx, trajectory.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	rm := &recordingRemover{}
+	srv, err := New(Config{Runner: r, Store: st, AdminToken: testAdmin, Sandboxes: rm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(ctx) })
+	slices.Sort(ids)
+	slices.Sort(rm.ids)
+	if !slices.Equal(rm.ids, ids) {
+		t.Errorf("sandboxes removed for %v, want the group's %v", rm.ids, ids)
+	}
+	eps, err := st.Episodes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fi := range eps {
+		if slices.Contains(ids, fi.ID) {
+			t.Errorf("log of %s left after the restart (%d events)", fi.ID, fi.Events)
+		}
 	}
 }

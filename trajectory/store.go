@@ -206,6 +206,35 @@ func (s *Store) Log(episodeID string) (*Log, error) {
 	return l, nil
 }
 
+// DiscardEmpty removes the log of an episode that recorded no event: one
+// a crash left between the log's creation and its first event (a
+// gateway killed while sandboxes were being created). It reports whether
+// it removed it; a log holding an event, or open, is left alone.
+func (s *Store) DiscardEmpty(episodeID string) (bool, error) {
+	if err := ValidID(episodeID); err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false, fmt.Errorf("trajectory: discard %s: %w", episodeID, ErrClosed)
+	}
+	if _, open := s.open[episodeID]; open {
+		return false, nil
+	}
+	n, _, err := countLines(s.path(episodeID))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, fmt.Errorf("trajectory: discard %s: %w", episodeID, ErrNotFound)
+	}
+	if err != nil || n > 0 {
+		return false, err
+	}
+	if err := os.Remove(s.path(episodeID)); err != nil {
+		return false, fmt.Errorf("trajectory: discard %s: %w", episodeID, err)
+	}
+	return true, nil
+}
+
 func (s *Store) forget(l *Log) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -494,3 +494,38 @@ func cpuTime(tb testing.TB) time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// TestDiscardEmpty: only a log with no event, and not open, is removed.
+func TestDiscardEmpty(t *testing.T) {
+	dir := t.TempDir()
+	s := openStore(t, dir)
+	open, _ := s.Log("ep-open")
+	defer open.Close()
+	closed, _ := s.Log("ep-closed")
+	closed.Close()
+	full, _ := s.Log("ep-full")
+	if _, err := full.Append(Event{Type: TypeToolCall}); err != nil {
+		t.Fatal(err)
+	}
+	full.Close()
+	tests := []struct {
+		id      string
+		removed bool
+		err     error
+	}{
+		{"ep-open", false, nil},
+		{"ep-full", false, nil},
+		{"ep-closed", true, nil},
+		{"ep-none", false, ErrNotFound},
+	}
+	for _, tc := range tests {
+		removed, err := s.DiscardEmpty(tc.id)
+		if removed != tc.removed || !errors.Is(err, tc.err) {
+			t.Errorf("DiscardEmpty(%s) = %v, %v; want %v, %v", tc.id, removed, err, tc.removed, tc.err)
+		}
+		_, serr := os.Stat(filepath.Join(dir, tc.id+".jsonl"))
+		if exists := serr == nil; exists != (tc.err == nil && !tc.removed) {
+			t.Errorf("%s: file exists %v after DiscardEmpty", tc.id, exists)
+		}
+	}
+}

@@ -72,6 +72,22 @@ func Events(t testing.TB, st *trajectory.Store, id string) []trajectory.Event {
 	return evs
 }
 
+// Ended lists the episodes whose episode_end is on st's finished feed,
+// in the feed's order.
+func Ended(t testing.TB, st *trajectory.Store) []string {
+	t.Helper()
+	var ids []string
+	if err := st.ReadFinished(context.Background(), 0, func(ev trajectory.Event) error {
+		if ev.Type == trajectory.TypeEpisodeEnd {
+			ids = append(ids, ev.EpisodeID)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
 // Payloads decodes the payloads of the events of type typ (a T is that
 // type's payload struct), in order; one that does not decode fails t.
 func Payloads[T any](t testing.TB, evs []trajectory.Event, typ string) []T {
