@@ -267,6 +267,25 @@ func timeLeft(ctx context.Context) time.Duration {
 	return max(time.Until(d), time.Millisecond)
 }
 
+// KillAll kills every process of the sandbox but the agent's own, of
+// any uid, without the agent starting a process or a thread: it works
+// with the sandbox's pid table full, where no shell can start. It stops
+// at ctx's deadline (DefaultKillTimeout without one) and then reports
+// the processes still alive in KillResult.Survivors; none is left when
+// it returns with no survivors. Session shells die too (the next Exec
+// starts a fresh one). An agent that is not under its own reaper at
+// PID 1 of the sandbox's pid namespace refuses.
+func (c *Client) KillAll(ctx context.Context) (KillResult, error) {
+	resp, err := c.call(ctx, request{Op: opKillAll, Timeout: timeLeft(ctx)}, true)
+	if err != nil {
+		return KillResult{}, err
+	}
+	if resp.Kill == nil {
+		return KillResult{}, fmt.Errorf("agent kill_all: response without result: %w", sandbox.ErrAgent)
+	}
+	return *resp.Kill, nil
+}
+
 // CopyIn extracts a tar stream into dir as root; entries keep the tar's
 // ownership and modes.
 func (c *Client) CopyIn(ctx context.Context, dir string, tar io.Reader) error {

@@ -32,6 +32,9 @@ const (
 	// opTunnelData is the host's side of one connection, unanswered.
 	opTunnel     = "tunnel"
 	opTunnelData = "tunnel_data"
+	// opKillAll kills every process of the sandbox but the agent's own,
+	// without forking (killall.go); Timeout bounds it.
+	opKillAll = "kill_all"
 )
 
 // Error codes of the protocol.
@@ -108,6 +111,7 @@ type response struct {
 	Data      []byte              `json:"data,omitempty"`
 	Truncated bool                `json:"truncated,omitempty"`
 	Info      *Info               `json:"info,omitempty"`
+	Kill      *KillResult         `json:"kill,omitempty"`
 	// More marks a frame of a streamed command that is not its last:
 	// the first carries PID, the others Stream and Data.
 	More   bool   `json:"more,omitempty"`

@@ -427,7 +427,7 @@ func (c *serverConn) dispatch(req request) {
 	default:
 	}
 	ctx, cancel := context.WithCancel(s.base)
-	cancellable := req.Op == opExec || req.Op == opReadFile || req.Op == opWriteFile || req.Op == opStart || req.Op == opTunnel
+	cancellable := req.Op == opExec || req.Op == opReadFile || req.Op == opWriteFile || req.Op == opStart || req.Op == opTunnel || req.Op == opKillAll
 	if cancellable {
 		c.mu.Lock()
 		c.inflight[req.ID] = cancel
@@ -587,6 +587,13 @@ func (s *Server) handle(ctx context.Context, req request) response {
 		done()
 	case opCopyOut:
 		resp.Data, err = s.copyOut(req.Path)
+	case opKillAll:
+		ctx, cancel := context.WithTimeout(ctx, cmp.Or(req.Timeout, DefaultKillTimeout))
+		defer cancel()
+		var res KillResult
+		if res, err = s.killAll(ctx); err == nil {
+			resp.Kill = &res
+		}
 	case opShutdown:
 	default:
 		err = badRequest("unknown op %q; this agent speaks %s", req.Op, Version)
