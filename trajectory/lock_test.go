@@ -12,7 +12,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rollcage/rollcage/trajectory/trajectorytest"
 )
@@ -149,5 +151,42 @@ func TestOpenStoreCorruptLog(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "file="+bad) || !strings.Contains(logs.String(), "corrupt") {
 		t.Errorf("logs do not name %s as corrupt:\n%s", bad, logs.String())
+	}
+}
+
+// TestOpenStoreFIFO: a FIFO named like a log neither hangs OpenStore (a
+// FIFO with no writer blocks an open) nor shows as an episode.
+func TestOpenStoreFIFO(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "ep-fifo.jsonl")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	type opened struct {
+		s   *Store
+		err error
+	}
+	done := make(chan opened, 1)
+	var logs bytes.Buffer
+	go func() {
+		s, err := OpenStore(context.Background(), Config{Dir: dir, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		done <- opened{s, err}
+	}()
+	var o opened
+	select {
+	case o = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("OpenStore hung on a FIFO")
+	}
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	defer o.s.Close()
+	eps, err := o.s.Episodes(context.Background())
+	if err != nil || len(eps) != 0 {
+		t.Errorf("Episodes = %+v, %v; want none", eps, err)
+	}
+	if !strings.Contains(logs.String(), "file="+fifo) {
+		t.Errorf("no warning names %s:\n%s", fifo, logs.String())
 	}
 }

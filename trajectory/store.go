@@ -166,7 +166,9 @@ func (s *Store) path(id string) string { return filepath.Join(s.dir, id+".jsonl"
 // File is the path of the episode's log, for messages that name it.
 func (s *Store) File(episodeID string) string { return s.path(episodeID) }
 
-// names lists the episode ids with a log file, sorted.
+// names lists the episode ids with a log file, sorted. A FIFO, socket or
+// device named like a log is no log (opening a FIFO would block): it is
+// left out, with a warning.
 func (s *Store) names() ([]string, error) {
 	ents, err := os.ReadDir(s.dir)
 	if err != nil {
@@ -176,6 +178,10 @@ func (s *Store) names() ([]string, error) {
 	for _, e := range ents {
 		id, ok := strings.CutSuffix(e.Name(), ".jsonl")
 		if !ok || e.IsDir() || ValidID(id) != nil {
+			continue
+		}
+		if e.Type()&(fs.ModeNamedPipe|fs.ModeSocket|fs.ModeDevice|fs.ModeCharDevice|fs.ModeIrregular) != 0 {
+			s.log.Warn("skipping a file named like a log that is not a regular file", "file", filepath.Join(s.dir, e.Name()), "type", e.Type().String())
 			continue
 		}
 		ids = append(ids, id)
