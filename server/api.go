@@ -10,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -689,6 +690,10 @@ func (s *Server) handleSamples(w http.ResponseWriter, r *http.Request, c caller)
 	}
 	var evs []trajectory.Event
 	if err := s.cfg.Store.Read(r.Context(), id, 0, func(ev trajectory.Event) error { evs = append(evs, ev); return nil }); err != nil {
+		if errors.Is(err, trajectory.ErrCorrupt) {
+			writeError(w, http.StatusInternalServerError, fmt.Sprintf("episode %s has no samples: its log %s is corrupt (%v); other episodes are unaffected", id, filepath.Base(s.cfg.Store.File(id)), err))
+			return
+		}
 		writeError(w, http.StatusInternalServerError, "reading the trajectory: "+err.Error())
 		return
 	}

@@ -10,7 +10,9 @@ import (
 	"testing"
 
 	"github.com/rollcage/rollcage/sandbox/fake"
+	"github.com/rollcage/rollcage/toolcall"
 	"github.com/rollcage/rollcage/trajectory"
+	"github.com/rollcage/rollcage/trajectory/trajectorytest"
 )
 
 // TestGroup: POST /v1/groups starts n episodes of a task with their own
@@ -101,6 +103,31 @@ func TestGroup(t *testing.T) {
 // TestSamplesEndpoint: an ended episode's samples come as JSONL with the
 // recorded tokens; a running one's are refused, as is an unknown
 // parameter.
+// TestSamplesCorruptLog: an episode whose log is corrupt answers an
+// error naming the log and why; the other episodes' samples are served.
+func TestSamplesCorruptLog(t *testing.T) {
+	e := newEnv(t, &fake.Backend{}, nil)
+	good, bad := e.create(), e.create()
+	for _, cr := range []CreateResponse{good, bad} {
+		if code, _ := e.do("POST", "/v1/episodes/"+cr.EpisodeID+"/calls", cr.Token, toolcall.Call{Tool: "bash", Args: []byte(`{"command":"echo x"}`)}, nil); code != http.StatusOK {
+			t.Fatalf("call: %d", code)
+		}
+		if code, _ := e.do("DELETE", "/v1/episodes/"+cr.EpisodeID, testAdmin, nil, nil); code != http.StatusOK {
+			t.Fatalf("delete: %d", code)
+		}
+	}
+	trajectorytest.CorruptLine(t, e.store.File(bad.EpisodeID), 1)
+	var ae apiError
+	code, _ := e.do("GET", "/v1/episodes/"+bad.EpisodeID+"/samples", testAdmin, nil, &ae)
+	want := "episode " + bad.EpisodeID + " has no samples: its log " + bad.EpisodeID + ".jsonl is corrupt ("
+	if code != http.StatusInternalServerError || !strings.HasPrefix(ae.Error, want) || !strings.Contains(ae.Error, "trajectory log corrupt") {
+		t.Errorf("samples of the corrupt log: %d %q; want 500 starting %q", code, ae.Error, want)
+	}
+	if code, _ := e.do("GET", "/v1/episodes/"+good.EpisodeID+"/samples", testAdmin, nil, nil); code != http.StatusOK {
+		t.Errorf("samples of the good log: %d, want 200", code)
+	}
+}
+
 func TestSamplesEndpoint(t *testing.T) {
 	p, url := newPolicy(t)
 	e := newEnv(t, &fake.Backend{}, func(c *Config) { c.PolicyURL = url })
