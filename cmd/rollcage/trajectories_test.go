@@ -5,11 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/rollcage/rollcage/cmd/rollcage/servetest"
+	"github.com/rollcage/rollcage/sandbox/sandboxtest"
 	"github.com/rollcage/rollcage/trajectory"
 	"github.com/rollcage/rollcage/trajectory/trajectorytest"
 )
@@ -50,6 +53,37 @@ func TestOwnedDirectoryRefused(t *testing.T) {
 				t.Errorf("exit %d, want 3 with one line saying %q\nstdout: %s\nstderr: %s", code, want, stdout.String(), stderr.String())
 			}
 		})
+	}
+}
+
+// TestMain removes the agent servetest built, if it did.
+func TestMain(m *testing.M) { sandboxtest.Main(m) }
+
+// TestSecondGatewayRefused: a second gateway on the trajectory directory
+// of a running one (a real `rollcage serve` process) is refused, in one
+// line naming the first, and the first serves on.
+func TestSecondGatewayRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds rollcage and starts a gateway")
+	}
+	dir := t.TempDir()
+	addr := servetest.FreeAddr(t)
+	servetest.Serve(t, "listening on http://", "--addr", addr, "--admin-token", "x", "--trajectories", dir)
+
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"serve", "--addr", "127.0.0.1:0", "--admin-token", "x", "--trajectories", dir}, &stdout, &stderr)
+	msg := strings.TrimSpace(stderr.String())
+	want := "rollcage serve: trajectory: " + dir + " is in use by pid "
+	if code != 3 || !strings.HasPrefix(msg, want) || !strings.Contains(msg, "(rollcage serve), started ") || strings.Contains(msg, "\n") {
+		t.Errorf("second gateway: exit %d, stderr %q; want 3 and one line starting %q naming the first", code, msg, want)
+	}
+	resp, err := http.Get("http://" + addr + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("the first gateway after the refusal: healthz %d", resp.StatusCode)
 	}
 }
 
