@@ -33,6 +33,31 @@ type taskJSON struct {
 	FixPatch      string `json:"fix_patch"`
 	// ProblemStatement is SWE-bench's instruction.
 	ProblemStatement string `json:"problem_statement"`
+	// SWE-bench's expected ids: a list, or (Hugging Face exports) a JSON
+	// string holding one. They shadow Task's fail_to_pass, which JSON
+	// would otherwise match without regard to case.
+	FailToPass idList `json:"FAIL_TO_PASS"`
+	PassToPass idList `json:"PASS_TO_PASS"`
+}
+
+// idList is a list of test ids, or a JSON string holding one.
+type idList []string
+
+func (l *idList) UnmarshalJSON(b []byte) error {
+	var s string
+	if json.Unmarshal(b, &s) == nil {
+		if s == "" {
+			*l = nil
+			return nil
+		}
+		b = []byte(s)
+	}
+	var ids []string
+	if err := json.Unmarshal(b, &ids); err != nil {
+		return fmt.Errorf("not a list of test ids: %w", err)
+	}
+	*l = ids
+	return nil
 }
 
 func (tj taskJSON) task() Task {
@@ -41,6 +66,12 @@ func (tj taskJSON) task() Task {
 	t.UpstreamRepo = firstNonEmpty(t.UpstreamRepo, tj.Repo)
 	t.Patch = firstNonEmpty(tj.UpstreamPatch, tj.FixPatch, tj.Patch)
 	t.Instruction = firstNonEmpty(t.Instruction, tj.ProblemStatement)
+	if len(t.FailToPass) == 0 {
+		t.FailToPass = tj.FailToPass
+	}
+	if len(t.PassToPass) == 0 {
+		t.PassToPass = tj.PassToPass
+	}
 	return t
 }
 
