@@ -247,3 +247,28 @@ func TestHermeticGradingInDocker(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestSubmitUnderFullPidTable: the policy fixes the task, then fills the
+// sandbox's pid table with processes that fork whenever they can and
+// submits. The submit stops them by the sandbox's pid namespace without
+// forking, the diff is taken, and the correct fix is graded resolved with
+// no survivor.
+func TestSubmitUnderFullPidTable(t *testing.T) {
+	tk, hidden := harnesstest.DemoTask(t, "textwrap")
+	r, st := blindRunner(t)
+	r.cfg.SandboxLimits.Pids = 64
+	sandboxtest.RequireImage(t, r.cfg.Backend, tk.Image)
+	bomb := `printf 'import os, time\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        time.sleep(0.01)\n' > /tmp/b.py && (setsid python3 /tmp/b.py >/dev/null 2>&1 &) ; sleep 3; echo started`
+	o, err := r.Run(context.Background(), tk, hidden, EpisodeMeta{}, Replay{Script: bashScript("pid-bomb", textwrapFix, bomb)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := events(t, st, o.EpisodeID)
+	g, graded := gradeEvent(t, evs)
+	if !graded || !o.Resolved || o.FailureClass != "" {
+		t.Fatalf("resolved %v failure %q error %q graded %v: want a resolved grade (grade %+v)", o.Resolved, o.FailureClass, o.Error, graded, g)
+	}
+	if g.Survivors != 0 {
+		t.Errorf("%d survivors recorded", g.Survivors)
+	}
+}

@@ -319,3 +319,25 @@ type ExecResult struct {
 	// Replayed is true when the result came from the request-id cache.
 	Replayed bool `json:"replayed,omitempty"`
 }
+
+// ProcessKiller is a sandbox that stops every process in it but its agent
+// without starting a process (so a full pid table cannot starve it), by
+// the sandbox's pid namespace rather than by uid.
+type ProcessKiller interface {
+	KillAll(ctx context.Context) (KillResult, error)
+}
+
+// KillResult is what KillAll did: how many sweeps it took and the
+// processes still alive when it gave up (none when it is done).
+type KillResult struct {
+	Rounds    int        `json:"rounds"`
+	Survivors []Survivor `json:"survivors,omitempty"`
+}
+
+// Survivor is a process KillAll could not kill in time.
+type Survivor struct {
+	PID   int    `json:"pid"`
+	UID   int    `json:"uid"`
+	State string `json:"state"`
+	Comm  string `json:"comm"`
+}

@@ -96,7 +96,22 @@ type Submission struct {
 // The result of the command that stopped them is returned too: it
 // carries the effects and canary opens seen since the policy's last call
 // (what a process left running did between calls and until now).
+//
+// A sandbox that can (sandbox.ProcessKiller) stops them without forking,
+// by its pid namespace, so a full pid table cannot keep a correct fix
+// from being taken; the command that collects the effects runs after.
 func StopUser(ctx context.Context, sb sandbox.Sandbox) (survivors int, res sandbox.ExecResult, err error) {
+	if pk, ok := sb.(sandbox.ProcessKiller); ok {
+		kr, err := pk.KillAll(ctx)
+		if err != nil {
+			return 0, res, fmt.Errorf("stop the sandbox's processes: %w", err)
+		}
+		res, err = sb.Exec(ctx, sandbox.ExecRequest{Session: submitSession, Command: "true", Timeout: 30 * time.Second, Pending: true})
+		if err != nil {
+			return len(kr.Survivors), res, fmt.Errorf("collect the effects of the policy's processes: %w", err)
+		}
+		return len(kr.Survivors), res, nil
+	}
 	res, err = sb.Exec(ctx, sandbox.ExecRequest{Session: submitSession, Command: killScript, Timeout: 30 * time.Second, Pending: true})
 	if err != nil {
 		return 0, res, fmt.Errorf("stop the sandbox user's processes: %w", err)

@@ -39,8 +39,9 @@ type container struct {
 }
 
 var (
-	_ sandbox.Sandbox  = (*container)(nil)
-	_ sandbox.Streamer = (*container)(nil) // through hostside.Conn
+	_ sandbox.Sandbox       = (*container)(nil)
+	_ sandbox.Streamer      = (*container)(nil) // through hostside.Conn
+	_ sandbox.ProcessKiller = (*container)(nil) // through hostside.Conn
 )
 
 func (c *container) box() *hostside.Box { return c.Box }

@@ -34,8 +34,9 @@ type pod struct {
 }
 
 var (
-	_ sandbox.Sandbox  = (*pod)(nil)
-	_ sandbox.Streamer = (*pod)(nil)
+	_ sandbox.Sandbox       = (*pod)(nil)
+	_ sandbox.Streamer      = (*pod)(nil)
+	_ sandbox.ProcessKiller = (*pod)(nil) // through hostside.Conn
 )
 
 func newPod(b *Backend, name, image string, log *slog.Logger) *pod {

@@ -221,6 +221,20 @@ func (c *Conn) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecR
 	return res, c.Wrap("exec", err)
 }
 
+// KillAll stops every process of the sandbox but the agent, without
+// starting one (sandbox.ProcessKiller).
+func (c *Conn) KillAll(ctx context.Context) (sandbox.KillResult, error) {
+	if c.closed.Load() {
+		return sandbox.KillResult{}, c.ErrClosed("kill all")
+	}
+	r, err := c.agent.KillAll(ctx)
+	out := sandbox.KillResult{Rounds: r.Rounds}
+	for _, s := range r.Survivors {
+		out.Survivors = append(out.Survivors, sandbox.Survivor{PID: s.PID, UID: s.UID, State: s.State, Comm: s.Comm})
+	}
+	return out, c.Wrap("kill all", err)
+}
+
 // ReadFile reads a file through the agent.
 func (c *Conn) ReadFile(ctx context.Context, path string, max int64) ([]byte, bool, error) {
 	if c.closed.Load() {
