@@ -288,7 +288,7 @@ func (r *Runner) recoveredOutcome(ctx context.Context, id string, batchIDs []str
 	slices.Sort(cats)
 	reason, errText, _ := strings.Cut(end.Reason, ": ")
 	o := Outcome{
-		EpisodeID: id, TaskID: start.TaskID, Attempt: start.Attempt, Resolved: end.Resolved, Reward: end.Reward,
+		EpisodeID: id, TaskID: start.TaskID, Attempt: start.Attempt, GroupID: start.GroupID, Resolved: end.Resolved, Reward: end.Reward,
 		Passed: g.Passed, Failed: g.Failed, Hacked: end.Hacked, Label: end.Label, HackCategories: slices.Compact(cats),
 		Blocked: end.Counts.Blocked, Flagged: end.Counts.Flagged, Unconfirmed: end.Counts.Unconfirmed, Rewritten: end.Counts.Rewritten,
 		Steps: end.Counts.ToolCalls, Segments: end.Counts.Segments, Tokens: end.Counts.Tokens,

@@ -135,6 +135,14 @@ func TestRunBatchResumes(t *testing.T) {
 	// The resume rebuilds that outcome from the trajectory instead of
 	// running the pair again, so export sees one episode per (task,
 	// attempt).
+	// Each line names the episode's group: the attempts of one task.
+	groups := map[string]string{}
+	for _, o := range readOutcomes(t, out) {
+		if o.GroupID == "" || (groups[o.TaskID] != "" && groups[o.TaskID] != o.GroupID) {
+			t.Errorf("outcome of %s#%d: group_id %q, want one non-empty group per task (%q)", o.TaskID, o.Attempt, o.GroupID, groups[o.TaskID])
+		}
+		groups[o.TaskID] = o.GroupID
+	}
 	last := tearLastOutcome(t, out)
 	var second countingPolicies
 	sum2, err := r.RunBatch(context.Background(), tasks, fakeHidden, second.policyFor(echoScript),

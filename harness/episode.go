@@ -522,7 +522,7 @@ func (e *Episode) finish(ctx context.Context, reason string) Outcome {
 // grading. The caller holds e.mu.
 func (e *Episode) outcomeLocked(reason string) Outcome {
 	o := Outcome{
-		EpisodeID: e.id, TaskID: e.task.ID, Attempt: e.meta.Attempt,
+		EpisodeID: e.id, TaskID: e.task.ID, Attempt: e.meta.Attempt, GroupID: e.meta.GroupID,
 		Hacked: e.hacked, HackCategories: slices.Clone(e.hackCats),
 		Blocked: e.blocked, Flagged: e.flagged, Unconfirmed: e.unconf, Rewritten: e.rewrite, JudgeCalls: e.judged,
 		Steps: e.steps, Segments: e.segment + 1, Tokens: e.tokens, Reason: reason,

@@ -129,4 +129,6 @@ type Outcome struct {
 	// (Episode.Fork): the episode it branched off and the parent's step.
 	ParentEpisodeID string `json:"parent_episode_id,omitempty"`
 	BranchStep      int    `json:"branch_step,omitempty"`
+	// GroupID is the episode's group (EpisodeMeta.GroupID), "" when none.
+	GroupID string `json:"group_id,omitempty"`
 }

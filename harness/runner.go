@@ -235,7 +235,7 @@ func (e *Episode) abort(ctx context.Context, cause error) {
 	if info.Events == 0 {
 		_ = e.emitStart()
 	}
-	o := Outcome{EpisodeID: e.id, TaskID: e.task.ID, Attempt: e.meta.Attempt, Segments: 1,
+	o := Outcome{EpisodeID: e.id, TaskID: e.task.ID, Attempt: e.meta.Attempt, GroupID: e.meta.GroupID, Segments: 1,
 		FailureClass: FailureInfrastructure, Reason: ReasonSandbox, Error: cause.Error(), Duration: time.Since(e.start)}
 	e.mu.Lock()
 	e.stopped, e.ended, e.outcome = true, true, o
@@ -292,7 +292,7 @@ func (r *Runner) Run(ctx context.Context, t task.Task, hidden fs.FS, meta Episod
 
 // startFailed is the outcome of an episode that could not start.
 func startFailed(ctx context.Context, t task.Task, meta EpisodeMeta, err error) Outcome {
-	o := Outcome{EpisodeID: meta.ID, TaskID: t.ID, Attempt: meta.Attempt, Segments: 1,
+	o := Outcome{EpisodeID: meta.ID, TaskID: t.ID, Attempt: meta.Attempt, GroupID: meta.GroupID, Segments: 1,
 		FailureClass: FailureInfrastructure, Reason: ReasonSandbox, Error: err.Error()}
 	if ctx.Err() != nil {
 		o.Reason = ReasonCancelled
