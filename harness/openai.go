@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -131,10 +132,8 @@ func NewOpenAI(cfg OpenAIConfig) (*OpenAI, error) {
 	}
 	oc := openai.DefaultConfig(cfg.APIKey)
 	oc.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
-	extra, _ := trajectory.TokenFields(cfg.TokenIDs)
-	if extra == nil && len(cfg.Extra) > 0 {
-		extra = map[string]json.RawMessage{}
-	}
+	tokens, _ := trajectory.TokenFields(cfg.TokenIDs)
+	extra := map[string]json.RawMessage{}
 	for k, v := range cfg.Extra {
 		b, err := json.Marshal(v)
 		if err != nil {
@@ -142,11 +141,11 @@ func NewOpenAI(cfg OpenAIConfig) (*OpenAI, error) {
 		}
 		extra[k] = b
 	}
-	oc.HTTPClient = &captureDoer{base: hc, extra: extra}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	oc.HTTPClient = &captureDoer{base: hc, extra: extra, tokens: tokens, log: log}
 	return &OpenAI{cfg: cfg, client: openai.NewClientWithConfig(oc), prompts: p, log: log}, nil
 }
 
@@ -401,6 +400,7 @@ func (o *OpenAI) complete(ctx context.Context, msgs []trajectory.Message, tools 
 		}
 		mt.Response.Role = trajectory.RoleAssistant
 		mt.Tools, mt.Params = trajectory.RequestParts(cap.request)
+		mt.TokensUnavailable = cap.unavailable
 		var served trajectory.Served
 		served.Add(cap.response)
 		served.Fill(&mt)
@@ -478,39 +478,79 @@ func estimateConv(msgs []trajectory.Message) int {
 type captureKey struct{}
 
 // capture is what captureDoer keeps of one request: the body sent (after
-// the extra fields were merged) and the response body received.
-type capture struct{ request, response []byte }
+// the extra fields were merged), the response body received and, when
+// the server refused the token-id fields, why (ModelTurn.TokensUnavailable).
+type capture struct {
+	request, response []byte
+	unavailable       string
+}
 
-// captureDoer sits under go-openai: it merges the extra fields into
-// request bodies and keeps the bodies sent and received for the caller
-// that asked (via the request context), so that fields go-openai does not
-// know (tools as sent, token ids) are recorded exactly.
+// captureDoer sits under go-openai: it merges the extra fields and the
+// token-id fields into request bodies and keeps the bodies sent and
+// received for the caller that asked (via the request context), so that
+// fields go-openai does not know (tools as sent, token ids) are recorded
+// exactly. A server that refuses the token-id fields (a 400 naming them)
+// is asked once more without them, and never again with them.
 type captureDoer struct {
-	base  *http.Client
-	extra map[string]json.RawMessage
+	base    *http.Client
+	extra   map[string]json.RawMessage // OpenAIConfig.Extra
+	tokens  map[string]json.RawMessage // OpenAIConfig.TokenIDs' fields
+	log     *slog.Logger
+	refused atomic.Pointer[string] // why the server refused tokens
 }
 
 func (d *captureDoer) Do(req *http.Request) (*http.Response, error) {
 	slot, _ := req.Context().Value(captureKey{}).(*capture)
-	if req.Body != nil && (len(d.extra) > 0 || slot != nil) {
+	if slot == nil {
+		slot = &capture{}
+	}
+	var (
+		plain []byte // the body without the token-id fields
+		added []string
+	)
+	if req.Body != nil {
 		b, err := io.ReadAll(req.Body)
 		req.Body.Close()
 		if err != nil {
 			return nil, err
 		}
 		b = trajectory.WithFields(b, d.extra)
-		if slot != nil {
-			slot.request = b
+		if why := d.refused.Load(); why != nil {
+			slot.unavailable = *why
+		} else if with, fields := trajectory.AddFields(b, d.tokens); len(fields) > 0 {
+			plain, b, added = b, with, fields
 		}
-		req.Body = io.NopCloser(bytes.NewReader(b))
-		req.ContentLength = int64(len(b))
-		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+		setBody(req, b)
 	}
 	resp, err := d.base.Do(req)
 	if err != nil {
 		return resp, err
 	}
-	if slot != nil && resp.StatusCode/100 == 2 {
+	if len(added) > 0 && resp.StatusCode == http.StatusBadRequest {
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		why := trajectory.RefusedFields(resp.StatusCode, data, added)
+		if why == "" {
+			resp.Body = struct {
+				io.Reader
+				io.Closer
+			}{io.MultiReader(bytes.NewReader(data), resp.Body), resp.Body}
+			return resp, nil
+		}
+		resp.Body.Close()
+		d.log.Warn("model server refuses token-id fields: its turns will have no token ids", "err", why)
+		d.refused.CompareAndSwap(nil, &why)
+		slot.unavailable = why
+		req = req.Clone(req.Context())
+		setBody(req, plain)
+		if resp, err = d.base.Do(req); err != nil {
+			return resp, err
+		}
+	}
+	if req.GetBody != nil {
+		body, _ := req.GetBody()
+		slot.request, _ = io.ReadAll(body)
+	}
+	if resp.StatusCode/100 == 2 {
 		b, err := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if err != nil {
@@ -520,6 +560,13 @@ func (d *captureDoer) Do(req *http.Request) (*http.Response, error) {
 		resp.Body = io.NopCloser(bytes.NewReader(b))
 	}
 	return resp, nil
+}
+
+// setBody makes b the request's body.
+func setBody(req *http.Request, b []byte) {
+	req.Body = io.NopCloser(bytes.NewReader(b))
+	req.ContentLength = int64(len(b))
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
 }
 
 func tokenModeErr(mode string) error {

@@ -32,10 +32,13 @@ type reply struct {
 	promptIDs []int64     // sent as prompt_token_ids (vLLM return_token_ids)
 	alts      int         // top_logprobs alternatives per position
 	sglang    bool        // promptIDs, tokenIDs and logprobs go as SGLang meta_info triples instead
+	strict    bool        // refuse a request with return_token_ids, as OpenAI's API refuses unknown fields
 }
 
 // fakeLLM is an OpenAI-compatible server speaking the real wire format,
-// answering with its script in order (the last reply repeats).
+// answering with its script in order (the last reply repeats). Like the
+// real servers it returns token ids and logprobs only when asked:
+// vLLM's return_token_ids, OpenAI's logprobs, SGLang's return_logprob.
 type fakeLLM struct {
 	t       testing.TB
 	replies []reply
@@ -75,6 +78,27 @@ func (f *fakeLLM) serve(w http.ResponseWriter, r *http.Request) {
 	f.reqs = append(f.reqs, body)
 	f.mu.Unlock()
 	rp := f.replies[min(n, len(f.replies)-1)]
+	if _, ok := body["return_token_ids"]; ok && rp.strict {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		fmt.Fprint(w, `{"error":{"message":"Unrecognized request argument supplied: return_token_ids","type":"invalid_request_error","param":null,"code":null}}`)
+		return
+	}
+	switch {
+	case rp.sglang && body["return_logprob"] != true:
+		rp.sglang, rp.promptIDs, rp.tokenIDs, rp.logprobs = false, nil, nil, nil
+	case rp.sglang:
+	default:
+		if body["return_token_ids"] != true {
+			rp.promptIDs = nil
+			if !rp.asTokenID {
+				rp.tokenIDs = nil
+			}
+		}
+		if body["logprobs"] != true {
+			rp.logprobs = nil
+		}
+	}
 	if rp.status != 0 && rp.status != 200 {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(rp.status)
@@ -350,6 +374,73 @@ func TestOpenAIRecordsSGLang(t *testing.T) {
 	got := trajectory.ModelTurn{PromptTokenIDs: mt.PromptTokenIDs, TokenIDs: mt.TokenIDs, Logprobs: mt.Logprobs, Tokens: mt.Tokens, TopLogprobs: mt.TopLogprobs}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("recorded tokens (-want +got):\n%s", d)
+	}
+}
+
+// TestOpenAITokenIDs: the loop asks for token ids by default (vLLM's
+// fields), so a server that returns them only when asked gives
+// token-exact samples; a server that refuses the fields is asked once
+// more without them and never again, its turns marked
+// tokens_unavailable and its samples "unavailable"; off asks for none.
+func TestOpenAITokenIDs(t *testing.T) {
+	tests := []struct {
+		name   string
+		mode   string
+		strict bool
+		asked  []bool // return_token_ids in each request to the server
+		tokens string // the samples' tokens state
+		why    string // each turn's TokensUnavailable
+	}{
+		{"default asks", "", false, []bool{true, true}, trajectory.TokenIDsPresent, ""},
+		{"off", trajectory.TokensOff, false, []bool{false, false}, trajectory.TokenIDsAbsent, ""},
+		{"refused: retried once without", "", true, []bool{true, false, false}, trajectory.TokenIDsUnavailable,
+			"the model server refused logprobs, return_token_ids (400: Unrecognized request argument supplied: return_token_ids)"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			look := toolCall("call_1", "bash", `{"command":"ls"}`)
+			look.promptIDs, look.tokenIDs, look.logprobs, look.strict = []int64{1, 2}, []int64{3}, []float64{-0.5}, tc.strict
+			submit := toolCall("call_s", "submit", `{}`)
+			submit.promptIDs, submit.tokenIDs, submit.logprobs, submit.strict = []int64{1, 2, 3, 4}, []int64{5}, []float64{-0.25}, tc.strict
+			replies := []reply{look, submit}
+			if tc.strict {
+				replies = []reply{look, look, submit} // the refused request, its retry, the next turn
+			}
+			llm := newFakeLLM(t, replies...)
+			p := newTestOpenAI(t, llm, func(c *OpenAIConfig) { c.TokenIDs = tc.mode })
+			r, st := testRunner(t, &fake.Backend{}, Limits{})
+			o, err := r.Run(context.Background(), fakeTask, fakeHidden, EpisodeMeta{}, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var asked []bool
+			for _, b := range llm.requests() {
+				_, ok := b["return_token_ids"]
+				asked = append(asked, ok)
+			}
+			if !slices.Equal(asked, tc.asked) {
+				t.Errorf("return_token_ids in the requests: %v, want %v", asked, tc.asked)
+			}
+			evs := events(t, st, o.EpisodeID)
+			mts := harnesstest.Payloads[trajectory.ModelTurn](t, evs, trajectory.TypeModelTurn)
+			if len(mts) != 2 {
+				t.Fatalf("%d model turns, want 2", len(mts))
+			}
+			for i, mt := range mts {
+				if mt.TokensUnavailable != tc.why {
+					t.Errorf("turn %d: tokens_unavailable %q, want %q", i, mt.TokensUnavailable, tc.why)
+				}
+			}
+			ss, err := trajectory.Samples(evs)
+			if err != nil || len(ss) == 0 {
+				t.Fatalf("samples: %v (%d)", err, len(ss))
+			}
+			for _, s := range ss {
+				if s.Tokens != tc.tokens {
+					t.Errorf("sample %s: tokens %q, want %q", s.SampleID, s.Tokens, tc.tokens)
+				}
+			}
+		})
 	}
 }
 

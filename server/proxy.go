@@ -240,44 +240,75 @@ func (s *Server) proxyModel(w http.ResponseWriter, r *http.Request, se *session,
 		return
 	}
 	turn.API = api.name
+	sent := body
+	var added []string
 	if api.tokenFields {
-		fields, _ := trajectory.TokenFields(s.cfg.TokenIDs) // validated by Config
-		body = trajectory.WithFields(body, fields)
-	}
-	turn.Tools, turn.Params = trajectory.RequestParts(body)
-	turn.Session = sessionKeys(r, body)
-
-	up, err := http.NewRequestWithContext(r.Context(), http.MethodPost, strings.TrimRight(s.cfg.PolicyURL, "/")+api.path, bytes.NewReader(body))
-	if err != nil {
-		writeError(w, http.StatusInternalServerError, err.Error())
-		return
-	}
-	up.Header.Set("Content-Type", "application/json")
-	for _, h := range passHeaders {
-		if v := r.Header.Get(h); v != "" {
-			up.Header.Set(h, v)
+		if why := se.tokensRefused.Load(); why != nil {
+			turn.TokensUnavailable = *why
+		} else {
+			fields, _ := trajectory.TokenFields(s.cfg.TokenIDs) // validated by Config
+			sent, added = trajectory.AddFields(body, fields)
 		}
 	}
+	turn.Session = sessionKeys(r, body)
 	// The episode token never leaves the gateway.
+	var auth func(h http.Header)
 	switch {
 	case s.cfg.PolicyAuth == PolicyAuthSession:
 		sid := se.id
 		if v := r.PathValue("sid"); v != "" {
 			sid = v
 		}
-		up.Header.Set("Authorization", "Bearer "+sid)
+		auth = func(h http.Header) { h.Set("Authorization", "Bearer "+sid) }
 		turn.Session["authorization"] = "Bearer " + sid
 	case s.cfg.PolicyAPIKey != "":
-		up.Header.Set("Authorization", "Bearer "+s.cfg.PolicyAPIKey)
-		if api.name == trajectory.APIMessages {
-			up.Header.Set("X-Api-Key", s.cfg.PolicyAPIKey)
+		auth = func(h http.Header) {
+			h.Set("Authorization", "Bearer "+s.cfg.PolicyAPIKey)
+			if api.name == trajectory.APIMessages {
+				h.Set("X-Api-Key", s.cfg.PolicyAPIKey)
+			}
 		}
 	}
 	if len(turn.Session) == 0 {
 		turn.Session = nil
 	}
+	send := func(b []byte) (*http.Response, error) {
+		up, err := http.NewRequestWithContext(r.Context(), http.MethodPost, strings.TrimRight(s.cfg.PolicyURL, "/")+api.path, bytes.NewReader(b))
+		if err != nil {
+			return nil, err
+		}
+		up.Header.Set("Content-Type", "application/json")
+		for _, h := range passHeaders {
+			if v := r.Header.Get(h); v != "" {
+				up.Header.Set(h, v)
+			}
+		}
+		if auth != nil {
+			auth(up.Header)
+		}
+		return s.cfg.HTTPClient.Do(up)
+	}
 	t0 := time.Now()
-	resp, err := s.cfg.HTTPClient.Do(up)
+	resp, err := send(sent)
+	if err == nil && len(added) > 0 && resp.StatusCode == http.StatusBadRequest {
+		// A server that refuses the token-id fields is asked once more
+		// as the client asked; the episode's later turns go as sent.
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		if why := trajectory.RefusedFields(resp.StatusCode, data, added); why != "" {
+			resp.Body.Close()
+			s.log.Warn("policy server refuses token-id fields: the episode's samples will have no token ids", "episode_id", se.id, "err", why)
+			se.tokensRefused.CompareAndSwap(nil, &why)
+			turn.TokensUnavailable = why
+			sent = body
+			resp, err = send(sent)
+		} else {
+			resp.Body = struct {
+				io.Reader
+				io.Closer
+			}{io.MultiReader(bytes.NewReader(data), resp.Body), resp.Body}
+		}
+	}
+	turn.Tools, turn.Params = trajectory.RequestParts(sent)
 	if err != nil {
 		s.metrics.modelTurns.WithLabelValues("unreachable").Inc()
 		writeError(w, http.StatusBadGateway, "policy server unreachable: "+err.Error())

@@ -8,8 +8,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	openai "github.com/sashabaranov/go-openai"
@@ -20,14 +22,42 @@ import (
 )
 
 // policyServer is an OpenAI-compatible chat-completions server speaking
-// the real wire format, vLLM extensions included (token_ids). A streamed
-// answer waits on next between its chunks, so the test can prove that
-// chunks reach the client as they come.
+// the real wire format, vLLM extensions included: like vLLM it returns
+// token ids only when asked (return_token_ids) and logprobs only when
+// asked (logprobs); with strict set it refuses fields it does not know,
+// as OpenAI's API does. A streamed answer waits on next between its
+// chunks, so the test can prove that chunks reach the client as they
+// come.
 type policyServer struct {
 	t        *testing.T
 	next     chan struct{}
 	requests chan map[string]any
 	auth     chan string
+	strict   bool
+}
+
+// served drops from a chunk or body (a JSON object) what the request did
+// not ask for.
+func served(req map[string]any, body string) string {
+	var m map[string]any
+	if err := json.Unmarshal([]byte(body), &m); err != nil {
+		panic(err)
+	}
+	chs, _ := m["choices"].([]any)
+	for _, c := range chs {
+		ch := c.(map[string]any)
+		if req["return_token_ids"] != true {
+			delete(ch, "token_ids")
+		}
+		if req["logprobs"] != true {
+			delete(ch, "logprobs")
+		}
+	}
+	if req["return_token_ids"] != true {
+		delete(m, "prompt_token_ids")
+	}
+	b, _ := json.Marshal(m)
+	return string(b)
 }
 
 func (p *policyServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -42,13 +72,19 @@ func (p *policyServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	p.requests <- req
 	p.auth <- r.Header.Get("Authorization")
+	if _, ok := req["return_token_ids"]; ok && p.strict {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		fmt.Fprint(w, `{"error":{"message":"Unrecognized request argument supplied: return_token_ids","type":"invalid_request_error","param":null,"code":null}}`)
+		return
+	}
 	if req["stream"] != true {
 		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, `{"id":"c1","object":"chat.completion","model":"policy-7b","prompt_token_ids":[1,2,3],"choices":[{"index":0,
+		fmt.Fprint(w, served(req, `{"id":"c1","object":"chat.completion","model":"policy-7b","prompt_token_ids":[1,2,3],"choices":[{"index":0,
 			"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"bash","arguments":"{\"command\":\"ls\"}"}}]},
 			"finish_reason":"tool_calls","token_ids":[11,12,13],
 			"logprobs":{"content":[{"token":"a","logprob":-0.5,"bytes":null,"top_logprobs":[{"token":"a","logprob":-0.5},{"token":"z","logprob":-2}]},{"token":"b","logprob":-0.25,"bytes":null,"top_logprobs":[]},{"token":"c","logprob":-0.125,"bytes":null,"top_logprobs":[]}]}}],
-			"usage":{"prompt_tokens":20,"completion_tokens":3,"total_tokens":23}}`)
+			"usage":{"prompt_tokens":20,"completion_tokens":3,"total_tokens":23}}`))
 		return
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
@@ -61,7 +97,7 @@ func (p *policyServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		`{"id":"s1","object":"chat.completion.chunk","model":"policy-7b","choices":[],"usage":{"prompt_tokens":30,"completion_tokens":4,"total_tokens":34}}`,
 	}
 	for i, c := range chunks {
-		fmt.Fprintf(w, "data: %s\n\n", c)
+		fmt.Fprintf(w, "data: %s\n\n", served(req, c))
 		fl.Flush()
 		if i == 0 {
 			<-p.next
@@ -116,7 +152,8 @@ func TestProxyNonStreaming(t *testing.T) {
 		Request: []trajectory.Message{{Role: "system", Content: "be good"}, {Role: "user", Content: "fix it"}},
 		Response: trajectory.Message{Role: "assistant", ToolCalls: []trajectory.FunctionCall{{ID: "call_1", Type: "function",
 			Function: trajectory.Function{Name: "bash", Arguments: `{"command":"ls"}`}}}},
-		Params:         json.RawMessage(`{"logprobs":true,"stream":false}`),
+		// The proxy asked for token ids (by default).
+		Params:         json.RawMessage(`{"logprobs":true,"return_token_ids":true,"stream":false}`),
 		PromptTokenIDs: []int64{1, 2, 3},
 		TokenIDs:       []int64{11, 12, 13}, Logprobs: []float64{-0.5, -0.25, -0.125}, Tokens: []string{"a", "b", "c"},
 		TopLogprobs:  [][]trajectory.TopLogprob{{{Token: "a", Logprob: -0.5}, {Token: "z", Logprob: -2}}, {}, {}},
@@ -206,7 +243,7 @@ func TestProxyStreaming(t *testing.T) {
 			{Role: "tool", ToolCallID: "c0", Content: "ok"}},
 		Response: trajectory.Message{Role: "assistant", Content: "Let me look.", ToolCalls: []trajectory.FunctionCall{{ID: "call_9", Type: "function",
 			Function: trajectory.Function{Name: "read_file", Arguments: `{"path":"a.py"}`}}}},
-		Params:   json.RawMessage(`{"logprobs":true,"stream":true,"stream_options":{"include_usage":true}}`),
+		Params:   json.RawMessage(`{"logprobs":true,"return_token_ids":true,"stream":true,"stream_options":{"include_usage":true}}`),
 		TokenIDs: []int64{101, 102, 103, 104}, Logprobs: []float64{-0.1, -0.2, -0.3, -0.4},
 		Tokens:       []string{"token_id:101", "token_id:102", "token_id:103", "token_id:104"},
 		FinishReason: "tool_calls",
@@ -251,4 +288,105 @@ func TestProxyErrors(t *testing.T) {
 	if code, _ := e2.do("POST", "/v1/chat/completions", cr2.Token, `{"messages":[{"role":"user","content":"x"}]}`, &ae); code != 503 || !strings.Contains(ae.Error, "--policy-url") {
 		t.Errorf("no policy: %d %q", code, ae.Error)
 	}
+}
+
+// TestProxyTokenIDs: by default the proxy asks for token ids with vLLM's
+// fields, so a server that returns ids only when asked gives token-exact
+// samples; a server that refuses the fields (a 400 naming them) is asked
+// once more as the client asked, the episode's later turns go as sent,
+// and its samples say tokens "unavailable"; off asks for nothing.
+func TestProxyTokenIDs(t *testing.T) {
+	tests := []struct {
+		name     string
+		mode     string
+		strict   bool
+		requests int    // reaching the model server for two turns
+		asked    []bool // return_token_ids in each request
+		tokens   string // the samples' tokens state
+		why      string // in each turn's TokensUnavailable
+	}{
+		{"default asks", "", false, 2, []bool{true, true}, trajectory.TokenIDsPresent, ""},
+		{"vllm asks", trajectory.TokensVLLM, false, 2, []bool{true, true}, trajectory.TokenIDsPresent, ""},
+		{"off asks nothing", trajectory.TokensOff, false, 2, []bool{false, false}, trajectory.TokenIDsAbsent, ""},
+		{"refused: retried once without", "", true, 3, []bool{true, false, false}, trajectory.TokenIDsUnavailable,
+			"the model server refused logprobs, return_token_ids (400: Unrecognized request argument supplied: return_token_ids)"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, url := newPolicy(t)
+			p.strict = tc.strict
+			e := newEnv(t, &fake.Backend{}, func(c *Config) { c.PolicyURL, c.TokenIDs = url, tc.mode })
+			cr := e.create()
+			path := "/v1/episodes/" + cr.EpisodeID
+			conv := `[{"role":"user","content":"fix it"}]`
+			for turn := range 2 {
+				if turn == 1 {
+					conv = `[{"role":"user","content":"fix it"},{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"bash","arguments":"{\"command\":\"ls\"}"}}]},{"role":"tool","tool_call_id":"call_1","content":"a.py"}]`
+				}
+				var out map[string]any
+				if code, _ := e.do("POST", path+"/chat/completions", cr.Token, `{"model":"m","messages":`+conv+`}`, &out); code != 200 {
+					t.Fatalf("turn %d: %d %v", turn, code, out)
+				}
+			}
+			var asked []bool
+			for i := range tc.requests {
+				select {
+				case req := <-p.requests:
+					<-p.auth
+					_, ok := req["return_token_ids"]
+					asked = append(asked, ok)
+				case <-time.After(10 * time.Second):
+					t.Fatalf("%d requests reached the model server, want %d", i, tc.requests)
+				}
+			}
+			if len(p.requests) != 0 {
+				t.Errorf("%d more requests reached the model server than the %d expected", len(p.requests), tc.requests)
+			}
+			if !slices.Equal(asked, tc.asked) {
+				t.Errorf("return_token_ids in the requests: %v, want %v", asked, tc.asked)
+			}
+			for i, mt := range modelTurns(t, e, cr.EpisodeID) {
+				if mt.TokensUnavailable != tc.why {
+					t.Errorf("turn %d: tokens_unavailable %q, want %q", i, mt.TokensUnavailable, tc.why)
+				}
+			}
+			if code, _ := e.do("POST", path+"/submit", cr.Token, nil, nil); code != 200 {
+				t.Fatalf("submit: %d", code)
+			}
+			for _, s := range e.samples(path, cr.Token) {
+				if s.Tokens != tc.tokens {
+					t.Errorf("sample %s: tokens %q, want %q", s.SampleID, s.Tokens, tc.tokens)
+				}
+			}
+		})
+	}
+}
+
+// samples gets an ended episode's samples from the gateway.
+func (e *env) samples(path, token string) []trajectory.Sample {
+	e.t.Helper()
+	req, _ := http.NewRequest("GET", e.http.URL+path+"/samples", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := e.http.Client().Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		e.t.Fatalf("samples: %d %s", resp.StatusCode, b)
+	}
+	var got []trajectory.Sample
+	dec := json.NewDecoder(resp.Body)
+	for dec.More() {
+		var s trajectory.Sample
+		if err := dec.Decode(&s); err != nil {
+			e.t.Fatal(err)
+		}
+		got = append(got, s)
+	}
+	if len(got) == 0 {
+		e.t.Fatal("no samples")
+	}
+	return got
 }

@@ -85,6 +85,9 @@ type session struct {
 	holdUntil atomic.Int64
 
 	reqs requests // calls by request id
+	// tokensRefused says why the policy server refused the token-id
+	// fields; once set, the proxy no longer adds them.
+	tokensRefused atomic.Pointer[string]
 
 	// ended is closed once the episode has ended (graded or closed).
 	ended   chan struct{}

@@ -191,6 +191,11 @@ type ModelTurn struct {
 	// stream); Response then holds what arrived before. Export skips failed
 	// turns.
 	Error string `json:"error,omitempty"`
+	// TokensUnavailable says why the turn has no token ids: the model
+	// server refused the fields that ask for them (RefusedFields) and the
+	// request went again as the client sent it. Export marks such a
+	// turn's samples TokenIDsUnavailable.
+	TokensUnavailable string `json:"tokens_unavailable,omitempty"`
 }
 
 // APIs of a ModelTurn.

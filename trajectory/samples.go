@@ -27,6 +27,11 @@ const (
 	// TokenIDsAbsent: some turn has no ids; the token fields are empty and
 	// only the text (Messages) is there. Nothing is re-tokenized.
 	TokenIDsAbsent = "absent"
+	// TokenIDsUnavailable: as TokenIDsAbsent, because the model server
+	// refused the request fields that ask for ids (a 400 naming them; see
+	// ModelTurn.TokensUnavailable): serve it with a server that returns
+	// them (vLLM's return_token_ids) to train token-exact.
+	TokenIDsUnavailable = "unavailable"
 )
 
 // Sample is one training sample of a finished episode: one model turn,
@@ -85,7 +90,7 @@ type Sample struct {
 	Tools  json.RawMessage `json:"tools,omitempty" parquet:"tools,json,optional"`
 	Params json.RawMessage `json:"params,omitempty" parquet:"params,json,optional"`
 
-	Tokens             string         `json:"tokens" parquet:"tokens"` // TokenIDsPresent, TokenIDsCompletionOnly, TokenIDsAbsent
+	Tokens             string         `json:"tokens" parquet:"tokens"` // TokenIDsPresent, TokenIDsCompletionOnly, TokenIDsAbsent, TokenIDsUnavailable
 	PromptTokenIDs     []int64        `json:"prompt_token_ids" parquet:"prompt_token_ids,list"`
 	CompletionTokenIDs []int64        `json:"completion_token_ids" parquet:"completion_token_ids,list"`
 	LossMask           []int32        `json:"loss_mask" parquet:"loss_mask,list"`
@@ -423,6 +428,9 @@ func (ep episode) sample(kind string, g []turnRec) Sample {
 		if len(first.mt.TopLogprobs) == len(first.mt.TokenIDs) {
 			s.TopLogprobs = first.mt.TopLogprobs
 		}
+	}
+	if s.Tokens == TokenIDsAbsent && slices.ContainsFunc(g, func(t turnRec) bool { return t.mt.TokensUnavailable != "" }) {
+		s.Tokens = TokenIDsUnavailable
 	}
 	return s
 }

@@ -276,7 +276,9 @@ func idsFromTokens(tokens []string) []int64 {
 }
 
 // Token-id modes: how a model server is asked for token ids and logprobs
-// (TokenFields).
+// (TokenFields). The default ("") is TokensVLLM: a server that refuses
+// those fields with a 400 naming them is asked again without them (see
+// RefusedFields) and its turns are marked TokensUnavailable.
 const (
 	TokensOff    = "off"
 	TokensVLLM   = "vllm"   // return_token_ids (prompt and completion ids) and logprobs
@@ -284,13 +286,14 @@ const (
 )
 
 // TokenFields returns the request fields that ask a server of the given
-// mode for token ids and logprobs: none for "" or TokensOff.
+// mode for token ids and logprobs: vLLM's for "" (the default), none for
+// TokensOff.
 func TokenFields(mode string) (map[string]json.RawMessage, error) {
 	t := json.RawMessage("true")
 	switch mode {
-	case "", TokensOff:
+	case TokensOff:
 		return nil, nil
-	case TokensVLLM:
+	case "", TokensVLLM:
 		return map[string]json.RawMessage{"return_token_ids": t, "logprobs": t}, nil
 	case TokensSGLang:
 		return map[string]json.RawMessage{"return_logprob": t, "logprob_start_len": json.RawMessage("0"), "return_text_in_logprobs": t}, nil
@@ -302,25 +305,65 @@ func TokenFields(mode string) (map[string]json.RawMessage, error) {
 // does not set them already; a body that is not an object comes back as
 // it was.
 func WithFields(body []byte, fields map[string]json.RawMessage) []byte {
+	b, _ := AddFields(body, fields)
+	return b
+}
+
+// AddFields is WithFields that also says which fields it added (sorted).
+func AddFields(body []byte, fields map[string]json.RawMessage) ([]byte, []string) {
 	if len(fields) == 0 {
-		return body
+		return body, nil
 	}
 	var m map[string]json.RawMessage
 	if json.Unmarshal(body, &m) != nil || m == nil {
-		return body
+		return body, nil
 	}
-	added := false
+	var added []string
 	for k, v := range fields {
 		if _, set := m[k]; !set {
-			m[k], added = v, true
+			m[k] = v
+			added = append(added, k)
 		}
 	}
-	if !added {
-		return body
+	if len(added) == 0 {
+		return body, nil
 	}
 	b, err := json.Marshal(m)
 	if err != nil {
-		return body
+		return body, nil
 	}
-	return b
+	slices.Sort(added)
+	return b, added
+}
+
+// RefusedFields reports whether a model server's answer refuses fields
+// the caller added to the request (a 400 whose body names one of them,
+// as OpenAI's "Unrecognized request argument supplied: return_token_ids"
+// does): the request should then go again as the client sent it. It
+// returns the server's message, one line, for the warning and the
+// turn's TokensUnavailable; "" when the answer is no such refusal.
+func RefusedFields(status int, body []byte, added []string) string {
+	if status != 400 || len(added) == 0 {
+		return ""
+	}
+	for _, f := range added {
+		if bytes.Contains(body, []byte(f)) {
+			msg := string(body)
+			var e struct {
+				Error struct {
+					Message string `json:"message"`
+				} `json:"error"`
+				Message string `json:"message"`
+			}
+			if json.Unmarshal(body, &e) == nil {
+				msg = cmp.Or(e.Error.Message, e.Message, msg)
+			}
+			msg = strings.Join(strings.Fields(msg), " ")
+			if len(msg) > 300 {
+				msg = msg[:300] + "..."
+			}
+			return fmt.Sprintf("the model server refused %s (400: %s)", strings.Join(added, ", "), msg)
+		}
+	}
+	return ""
 }

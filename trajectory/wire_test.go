@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -105,5 +106,51 @@ func TestRequestParts(t *testing.T) {
 		if string(tools) != tc.tools || string(params) != tc.params {
 			t.Errorf("RequestParts(%s) = %s, %s; want %s, %s", tc.body, tools, params, tc.tools, tc.params)
 		}
+	}
+}
+
+// TestRefusedFields: only a 400 that names a field the caller added is a
+// refusal of the token-id fields.
+func TestRefusedFields(t *testing.T) {
+	added := []string{"logprobs", "return_token_ids"}
+	tests := []struct {
+		name   string
+		status int
+		body   string
+		added  []string
+		want   string
+	}{
+		{"openai unknown field", 400, `{"error":{"message":"Unrecognized request argument supplied: return_token_ids","type":"invalid_request_error"}}`, added,
+			"the model server refused logprobs, return_token_ids (400: Unrecognized request argument supplied: return_token_ids)"},
+		{"plain text", 400, "extra fields not permitted:\n return_token_ids", added,
+			"the model server refused logprobs, return_token_ids (400: extra fields not permitted: return_token_ids)"},
+		{"another 400", 400, `{"error":{"message":"maximum context length is 8192 tokens"}}`, added, ""},
+		{"not a 400", 500, `{"error":{"message":"return_token_ids failed"}}`, added, ""},
+		{"nothing added", 400, `{"error":{"message":"Unrecognized request argument supplied: return_token_ids"}}`, nil, ""},
+	}
+	for _, tc := range tests {
+		if got := RefusedFields(tc.status, []byte(tc.body), tc.added); got != tc.want {
+			t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestTokenFieldsDefault: the default mode asks with vLLM's fields and
+// AddFields never overrides a field the client set.
+func TestTokenFieldsDefault(t *testing.T) {
+	def, err := TokenFields("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vllm, _ := TokenFields(TokensVLLM)
+	if !reflect.DeepEqual(def, vllm) {
+		t.Errorf("TokenFields(\"\") = %v, want vLLM's %v", def, vllm)
+	}
+	if off, _ := TokenFields(TokensOff); off != nil {
+		t.Errorf("TokenFields(off) = %v, want none", off)
+	}
+	body, added := AddFields([]byte(`{"logprobs":false,"messages":[]}`), def)
+	if string(body) != `{"logprobs":false,"messages":[],"return_token_ids":true}` || !reflect.DeepEqual(added, []string{"return_token_ids"}) {
+		t.Errorf("AddFields: %s %v", body, added)
 	}
 }

@@ -36,7 +36,10 @@ func requirePython(t *testing.T) string {
 // scriptedModel is an OpenAI-compatible chat-completions server (the
 // real wire format, vLLM's token-id extensions included) whose model
 // plays a script: the k-th assistant turn of a conversation is step k as
-// a tool call. Completion token ids are 1000+k and 2000+k.
+// a tool call. Completion token ids are 1000+k and 2000+k. Like vLLM it
+// returns token ids only when asked (return_token_ids) and logprobs only
+// when asked (logprobs): the Python client asks for neither, so ids in
+// the samples prove that the gateway asked.
 func scriptedModel(t *testing.T, steps []task.Step) *httptest.Server {
 	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
@@ -44,7 +47,9 @@ func scriptedModel(t *testing.T, steps []task.Step) *httptest.Server {
 			Messages []struct {
 				Role string `json:"role"`
 			} `json:"messages"`
-			Stream bool `json:"stream"`
+			Stream         bool `json:"stream"`
+			ReturnTokenIDs bool `json:"return_token_ids"`
+			Logprobs       bool `json:"logprobs"`
 		}
 		if r.URL.Path != "/v1/chat/completions" || json.NewDecoder(r.Body).Decode(&req) != nil || req.Stream {
 			w.Header().Set("Content-Type", "application/json")
@@ -76,17 +81,23 @@ func scriptedModel(t *testing.T, steps []task.Step) *httptest.Server {
 		for j := range k {
 			prompt = append(prompt, 1000+j, 2000+j, 3000+j)
 		}
-		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(map[string]any{
+		choice := map[string]any{"index": 0, "message": msg, "finish_reason": finish}
+		resp := map[string]any{
 			"id": fmt.Sprintf("chatcmpl-%d", k), "object": "chat.completion", "created": time.Now().Unix(), "model": req.Model,
-			"prompt_token_ids": prompt,
-			"choices": []map[string]any{{"index": 0, "message": msg, "finish_reason": finish,
-				"token_ids": []int{1000 + k, 2000 + k},
-				"logprobs": map[string]any{"content": []map[string]any{
-					{"token": "a", "logprob": -0.5, "bytes": nil, "top_logprobs": []any{}},
-					{"token": "b", "logprob": -0.25, "bytes": nil, "top_logprobs": []any{}}}}}},
-			"usage": map[string]any{"prompt_tokens": len(prompt), "completion_tokens": 2, "total_tokens": len(prompt) + 2},
-		})
+			"choices": []map[string]any{choice},
+			"usage":   map[string]any{"prompt_tokens": len(prompt), "completion_tokens": 2, "total_tokens": len(prompt) + 2},
+		}
+		if req.ReturnTokenIDs {
+			resp["prompt_token_ids"] = prompt
+			choice["token_ids"] = []int{1000 + k, 2000 + k}
+		}
+		if req.Logprobs {
+			choice["logprobs"] = map[string]any{"content": []map[string]any{
+				{"token": "a", "logprob": -0.5, "bytes": nil, "top_logprobs": []any{}},
+				{"token": "b", "logprob": -0.25, "bytes": nil, "top_logprobs": []any{}}}}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(resp)
 	}))
 }
 

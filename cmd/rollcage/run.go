@@ -146,6 +146,6 @@ func buildPolicy(spec string, o policyOptions) (harness.PolicyFor, string, error
 // addTokenIDsFlag is --token-ids of run and serve: how the model server is
 // asked for token ids and logprobs.
 func addTokenIDsFlag(fs *flag.FlagSet) *string {
-	return fs.String("token-ids", envOr("ROLLCAGE_TOKEN_IDS", trajectory.TokensOff),
-		"ask the model server for prompt/completion token ids and logprobs, and record them: vllm (return_token_ids), sglang (return_logprob) or off (env ROLLCAGE_TOKEN_IDS)")
+	return fs.String("token-ids", envOr("ROLLCAGE_TOKEN_IDS", trajectory.TokensVLLM),
+		"ask the model server for prompt/completion token ids and logprobs, and record them: vllm (return_token_ids; a server that refuses the fields is asked again without them), sglang (return_logprob) or off (env ROLLCAGE_TOKEN_IDS)")
 }

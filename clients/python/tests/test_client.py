@@ -82,6 +82,27 @@ class ClientTest(unittest.TestCase):
             ep.bash("ls")
         self.assertEqual(cm.exception.status, 409)
 
+    def test_documented_example(self):
+        """The README's example, as written (no token-id option anywhere):
+        every sample a trainer keeps is token-exact, because the gateway
+        asks the model server for ids by default."""
+        c = rollcage.Client(URL, ADMIN)
+        ep = c.create_episode(task_id=TASK, model=MODEL)
+        model = rollcage.ChatModel(ep.model_base_url, ep.token, MODEL, temperature=1.0)
+        run = rollcage.run_episode(ep, model)
+        self.assertEqual((run["outcome"]["reward"], run["outcome"]["label"]), (1, "clean"), run["outcome"])
+        kept = 0
+        for s in ep.samples():
+            if not rollcage.masked(s):
+                ids = rollcage.token_view(s)
+                self.assertEqual(s["tokens"], "present", s)
+                self.assertIsNotNone(ids, s)
+                self.assertEqual(ids["prompt_ids"], [1], s)
+                self.assertEqual(len(ids["loss_mask"]), len(ids["response_ids"]))
+                self.assertIn(1000, ids["response_ids"])
+                kept += 1
+        self.assertGreater(kept, 0)
+
     def test_hack_blocked(self):
         ep = self.client.create_episode(task_id=TASK)
         res = ep.bash("cat /opt/grader/tests/*.py")
