@@ -664,8 +664,10 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request, c caller) 
 // handleSamples answers an ended episode's training data, what `rollcage
 // export` writes for it, with the same options as query parameters:
 // format (messages, the default, atif or parquet), granularity
-// (segment, the default, or turn) and prefix (a forked episode's shared
-// prefix: mask, the default, or once).
+// (segment, the default, or turn), prefix (a forked episode's shared
+// prefix: mask, the default, or once), and the training-reward policy:
+// hacked_reward (a number, default 0) and unconfirmed (mask, the
+// default, zero or raw).
 func (s *Server) handleSamples(w http.ResponseWriter, r *http.Request, c caller) {
 	id, ok := s.allowedEpisode(w, r, c)
 	if !ok {
@@ -673,12 +675,23 @@ func (s *Server) handleSamples(w http.ResponseWriter, r *http.Request, c caller)
 	}
 	q := r.URL.Query()
 	for k := range q {
-		if k != "format" && k != "granularity" && k != "prefix" {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("unknown query parameter %q: use format (messages, atif, parquet), granularity (segment, turn) and prefix (mask, once)", k))
+		switch k {
+		case "format", "granularity", "prefix", "hacked_reward", "unconfirmed":
+		default:
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("unknown query parameter %q: use format (messages, atif, parquet), granularity (segment, turn), prefix (mask, once), hacked_reward (a number) and unconfirmed (mask, zero, raw)", k))
 			return
 		}
 	}
-	opts := trajectory.ExportOptions{Format: q.Get("format"), Granularity: q.Get("granularity"), Prefix: q.Get("prefix")}
+	opts := trajectory.ExportOptions{Format: q.Get("format"), Granularity: q.Get("granularity"), Prefix: q.Get("prefix"),
+		Reward: trajectory.RewardPolicy{Unconfirmed: q.Get("unconfirmed")}}
+	if v := q.Get("hacked_reward"); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("hacked_reward %q: give a number, e.g. 0 or -1", v))
+			return
+		}
+		opts.Reward.Hacked = f
+	}
 	fi, err := s.cfg.Store.Info(id)
 	if err != nil {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("episode %q has no trajectory: GET /v1/episodes?all=1 lists them", id))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -44,7 +45,8 @@ const (
 )
 
 // ExportOptions say what Export writes. The zero value is messages JSONL,
-// one sample per segment, forked episodes' prefixes masked.
+// one sample per segment, forked episodes' prefixes masked, training
+// rewards by the default RewardPolicy.
 type ExportOptions struct {
 	Format      string // FormatMessages (default), FormatParquet or FormatATIF
 	Granularity string // GranularitySegment (default) or GranularityTurn; not for ATIF
@@ -54,6 +56,65 @@ type ExportOptions struct {
 	// with the others; it is told the log's path and why. Nil: such a
 	// log fails the export. A write error fails it either way.
 	Skip func(path string, err error)
+	// Reward decides each sample's TrainingReward; not for ATIF.
+	Reward RewardPolicy
+}
+
+// What a RewardPolicy gives an unconfirmed episode (RewardPolicy.Unconfirmed).
+const (
+	// UnconfirmedMask: training reward null, so the trainer leaves the
+	// sample out until a judge's verdict is recorded (it then reads
+	// hacked or clean, and a re-export decides it).
+	UnconfirmedMask = "mask"
+	UnconfirmedZero = "zero" // training reward 0
+	UnconfirmedRaw  = "raw"  // the raw reward, as if clean
+)
+
+// RewardPolicy turns an episode's raw reward and label into the reward a
+// trainer trains on (Sample.TrainingReward), in this order:
+//
+//   - hacked (resolved or not): Hacked (default 0; a penalty such as -1
+//     also punishes failed attempts);
+//   - failure class infrastructure or grading: null (no reward signal:
+//     mask the sample, never score it 0);
+//   - unconfirmed: by Unconfirmed (default UnconfirmedMask: null);
+//   - clean: the raw reward.
+//
+// The zero value is the default policy.
+type RewardPolicy struct {
+	Hacked      float64
+	Unconfirmed string // UnconfirmedMask (default when ""), UnconfirmedZero or UnconfirmedRaw
+}
+
+// Validate reports an Unconfirmed that is none of the three, or a Hacked
+// that is not a finite number.
+func (p RewardPolicy) Validate() error {
+	switch p.Unconfirmed {
+	case "", UnconfirmedMask, UnconfirmedZero, UnconfirmedRaw:
+	default:
+		return fmt.Errorf("unknown unconfirmed reward %q: use %q, %q or %q", p.Unconfirmed, UnconfirmedMask, UnconfirmedZero, UnconfirmedRaw)
+	}
+	if math.IsNaN(p.Hacked) || math.IsInf(p.Hacked, 0) {
+		return fmt.Errorf("hacked reward %v: give a finite number, e.g. 0 or -1", p.Hacked)
+	}
+	return nil
+}
+
+// TrainingReward is the training reward of an episode with this raw
+// reward, label and failure class; nil means masked (JSON null).
+func (p RewardPolicy) TrainingReward(reward float64, label, failureClass string) *float64 {
+	switch {
+	case label == LabelHacked:
+		return &p.Hacked
+	case failureClass == FailureInfrastructure || failureClass == FailureGrading:
+		return nil
+	case label == LabelUnconfirmed && p.Unconfirmed == UnconfirmedZero:
+		zero := 0.0
+		return &zero
+	case label == LabelUnconfirmed && p.Unconfirmed != UnconfirmedRaw:
+		return nil
+	}
+	return &reward
 }
 
 func (o ExportOptions) withDefaults() (ExportOptions, error) {
@@ -77,7 +138,7 @@ func (o ExportOptions) withDefaults() (ExportOptions, error) {
 	if o.Prefix != PrefixMask && o.Prefix != PrefixOnce {
 		return o, fmt.Errorf("unknown prefix mode %q: use %q or %q", o.Prefix, PrefixMask, PrefixOnce)
 	}
-	return o, nil
+	return o, o.Reward.Validate()
 }
 
 // Export writes the training data of every finished episode in the log
@@ -161,7 +222,7 @@ func (x *Exporter) Episode(evs []Event) error {
 		}
 		return nil
 	}
-	ss, err := samplesOf(evs, x.opts.Granularity, x.opts.Prefix)
+	ss, err := samplesOf(evs, x.opts.Granularity, x.opts.Prefix, x.opts.Reward)
 	if err != nil {
 		return err
 	}

@@ -78,7 +78,7 @@ func writeEpisode(t *testing.T, s *Store, id string) []Sample {
 		t.Fatal(err)
 	}
 
-	outcome := Sample{EpisodeID: id, TaskID: "demo-textwrap", Attempt: 2, Reward: 1, Resolved: true, Hacked: true, Label: LabelHacked,
+	outcome := Sample{EpisodeID: id, TaskID: "demo-textwrap", Attempt: 2, Reward: 1, TrainingReward: ptr(0.0), Resolved: true, Hacked: true, Label: LabelHacked,
 		HackCategories: []string{"protected_access"}, BlockedSteps: []int64{2}, Kind: KindSegment, Tokens: TokenIDsAbsent, Turns: 2}
 	s0, s1 := outcome, outcome
 	s0.SampleID, s0.Segment, s0.Turn = id+"/segment/0/0", 0, 0
@@ -182,7 +182,7 @@ func TestSamplesEditedHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := Sample{EpisodeID: "ep", Label: LabelClean, Kind: KindSegment, Turns: 1}
+	base := Sample{EpisodeID: "ep", Label: LabelClean, Kind: KindSegment, Turns: 1, TrainingReward: ptr(0.0)}
 	s0, s1 := base, base
 	s0.SampleID, s0.Tokens = "ep/segment/0/0", TokenIDsCompletionOnly
 	s0.Messages, s0.MessageMask = []Message{user, asst}, []int32{0, 1}

@@ -32,7 +32,7 @@ func forkedEpisode(t *testing.T) []Event {
 // child's chain starts at its own turn, whose prompt holds the prefix.
 func TestSamplesForked(t *testing.T) {
 	evs := forkedEpisode(t)
-	base := Sample{EpisodeID: "kid", TaskID: "task", Label: LabelClean, Tools: tools, Tokens: TokenIDsPresent,
+	base := Sample{EpisodeID: "kid", TaskID: "task", Label: LabelClean, Tools: tools, Tokens: TokenIDsPresent, TrainingReward: ptr(0.0),
 		ParentEpisodeID: "ep", BranchStep: 1}
 
 	masked := base
@@ -75,7 +75,7 @@ func TestSamplesForked(t *testing.T) {
 		{GranularitySegment, PrefixOnce, []Sample{ownChain}},
 		{GranularityTurn, PrefixOnce, []Sample{ownTurn}},
 	} {
-		got, err := samplesOf(evs, tc.granularity, tc.prefix)
+		got, err := samplesOf(evs, tc.granularity, tc.prefix, RewardPolicy{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -101,11 +101,15 @@ type Sample struct {
 	ToolSteps []ToolStep `json:"tool_steps,omitempty" parquet:"tool_steps,list"`
 
 	// The episode's outcome, the same on every sample. Reward is the
-	// hidden tests' reward and stays 1 on a hacked resolution: read Label
-	// (or Hacked) to mask or penalise those.
-	Reward   float64 `json:"reward" parquet:"reward"`
-	Resolved bool    `json:"resolved" parquet:"resolved"`
-	Hacked   bool    `json:"hacked" parquet:"hacked"`
+	// hidden tests' reward and stays 1 on a hacked resolution;
+	// TrainingReward is what to train on, decided from it and the label
+	// by the export's RewardPolicy (by default 0 when hacked, null, that
+	// is masked, when unconfirmed or an infrastructure or grading
+	// failure, else Reward).
+	Reward         float64  `json:"reward" parquet:"reward"`
+	TrainingReward *float64 `json:"training_reward" parquet:"training_reward,optional"`
+	Resolved       bool     `json:"resolved" parquet:"resolved"`
+	Hacked         bool     `json:"hacked" parquet:"hacked"`
 	// Label is "hacked", "unconfirmed" (a flagged call no judge confirmed
 	// or cleared; not a clean sample) or "clean".
 	Label          string   `json:"label" parquet:"label"`
@@ -337,17 +341,20 @@ func extends(prev, cur turnRec) bool {
 // model turn (GranularityTurn); an episode with tool calls but no model
 // turn gives one KindToolTrajectory sample. Turns recorded as failed are
 // left out. It returns none for an episode without an episode_end event.
+// Their training reward is the default RewardPolicy's.
 func SamplesOf(evs []Event, granularity string) ([]Sample, error) {
-	return samplesOf(evs, granularity, PrefixMask)
+	return samplesOf(evs, granularity, PrefixMask, RewardPolicy{})
 }
 
 // samplesOf is SamplesOf with a forked episode's prefix masked
-// (PrefixMask) or left out (PrefixOnce).
-func samplesOf(evs []Event, granularity, prefix string) ([]Sample, error) {
+// (PrefixMask) or left out (PrefixOnce) and training rewards by policy.
+func samplesOf(evs []Event, granularity, prefix string, policy RewardPolicy) ([]Sample, error) {
 	ep, ok, err := readEpisode(evs)
 	if err != nil || !ok {
 		return nil, err
 	}
+	o := &ep.outcome
+	o.TrainingReward = policy.TrainingReward(o.Reward, o.Label, o.FailureClass)
 	if prefix == PrefixOnce {
 		ep.turns = slices.DeleteFunc(ep.turns, func(t turnRec) bool { return t.prefix })
 		ep.steps = slices.DeleteFunc(ep.steps, func(s ToolStep) bool { return s.Prefix })

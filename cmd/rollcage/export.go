@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -16,10 +15,12 @@ func init() {
 }
 
 func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("export", "[--format messages|parquet|atif] [--granularity segment|turn] [--prefix mask|once] [--out FILE] DIR", stderr)
+	fs := newFlags("export", "[--format messages|parquet|atif] [--granularity segment|turn] [--prefix mask|once] [--hacked-reward 0] [--unconfirmed mask|zero|raw] [--out FILE] DIR", stderr)
 	format := fs.String("format", trajectory.FormatMessages, "messages (JSONL, one sample per line), parquet, or atif (JSONL, one ATIF trajectory per line)")
 	granularity := fs.String("granularity", trajectory.GranularitySegment, "segment (one sample per chain of turns whose prompts only grew) or turn (one per model turn); messages and parquet only")
 	prefix := fs.String("prefix", trajectory.PrefixMask, "a forked episode's prefix shared with its parent: mask (kept in the child's samples, loss mask 0) or once (left out of the child's; the parent's samples have it); messages and parquet only")
+	hackedReward := fs.Float64("hacked-reward", 0, "training_reward of a hacked episode's samples (e.g. -1 to penalise); reward keeps the raw one")
+	unconfirmed := fs.String("unconfirmed", trajectory.UnconfirmedMask, "training_reward of an unconfirmed episode (a flagged call no judge decided): mask (null until a judge's verdict is recorded), zero or raw")
 	out := fs.String("out", "", "output file (default: stdout for messages; required for parquet)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -29,16 +30,24 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintln(stderr, "rollcage export: give one DIR: a trajectory store, or a run's --out directory")
 		return errUsage
 	}
+	bad := func(format string, a ...any) error {
+		fmt.Fprintf(stderr, "rollcage export: "+format+"\n", a...)
+		return errUsage
+	}
 	switch *format {
 	case trajectory.FormatMessages, trajectory.FormatParquet, trajectory.FormatATIF:
 	default:
-		return fmt.Errorf("--format %q: use messages, parquet or atif", *format)
+		return bad("--format %q: use messages, parquet or atif", *format)
 	}
 	if *granularity != trajectory.GranularitySegment && *granularity != trajectory.GranularityTurn {
-		return fmt.Errorf("--granularity %q: use segment or turn", *granularity)
+		return bad("--granularity %q: use segment or turn", *granularity)
 	}
 	if *prefix != trajectory.PrefixMask && *prefix != trajectory.PrefixOnce {
-		return fmt.Errorf("--prefix %q: use mask or once", *prefix)
+		return bad("--prefix %q: use mask or once", *prefix)
+	}
+	policy := trajectory.RewardPolicy{Hacked: *hackedReward, Unconfirmed: *unconfirmed}
+	if err := policy.Validate(); err != nil {
+		return bad("--hacked-reward %v --unconfirmed %q: %v", *hackedReward, *unconfirmed, err)
 	}
 	dir := fs.Arg(0)
 	// A run's output directory holds the store in trajectories/.
@@ -50,7 +59,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	var w io.Writer = stdout
 	if *out == "" && *format == trajectory.FormatParquet {
-		return errors.New("--out is required for parquet: Parquet is binary; name a file")
+		return bad("--out is required for parquet: Parquet is binary; name a file")
 	}
 	var f *os.File
 	if *out != "" {
@@ -64,7 +73,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	skip := func(path string, err error) {
 		fmt.Fprintf(stderr, "rollcage export: warning: skipped %s: %v\n", path, err)
 	}
-	err := trajectory.Export(ctx, dir, w, trajectory.ExportOptions{Format: *format, Granularity: *granularity, Prefix: *prefix, Skip: skip})
+	err := trajectory.Export(ctx, dir, w, trajectory.ExportOptions{Format: *format, Granularity: *granularity, Prefix: *prefix, Skip: skip, Reward: policy})
 	if f != nil {
 		if cerr := f.Close(); err == nil {
 			err = cerr

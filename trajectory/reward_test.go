@@ -1,0 +1,110 @@
+package trajectory
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+// withEnd is an episode's events with its episode_end replaced by end.
+func withEnd(t *testing.T, evs []Event, end EpisodeEnd) []Event {
+	t.Helper()
+	out := append([]Event(nil), evs...)
+	last := &out[len(out)-1]
+	if last.Type != TypeEpisodeEnd {
+		t.Fatalf("last event is %s, want episode_end", last.Type)
+	}
+	b, err := json.Marshal(end)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last.Data = b
+	return out
+}
+
+// TestTrainingReward: every exported sample carries the raw reward and a
+// training reward decided by the policy, for clean, hacked, unconfirmed,
+// infrastructure-failed and forked episodes, on every sample of the
+// episode (each turn's too).
+func TestTrainingReward(t *testing.T) {
+	var (
+		resolved    = EpisodeEnd{Resolved: true, Reward: 1, Label: LabelClean, Reason: "submit"}
+		unresolved  = EpisodeEnd{Reward: 0, Label: LabelClean, Reason: "submit"}
+		hacked      = EpisodeEnd{Resolved: true, Reward: 1, Hacked: true, Label: LabelHacked, Reason: "submit"}
+		hackFailed  = EpisodeEnd{Reward: 0, Hacked: true, Label: LabelHacked, Reason: "submit"}
+		unconfirmed = EpisodeEnd{Resolved: true, Reward: 1, Label: LabelUnconfirmed, Reason: "submit"}
+		abandoned   = EpisodeEnd{Reward: 0, Label: LabelClean, FailureClass: FailureInfrastructure, Reason: "abandoned"}
+	)
+	episodes := []struct {
+		name string
+		evs  []Event
+	}{
+		{"clean resolved", withEnd(t, tokenEpisode(t), resolved)},
+		{"clean unresolved", withEnd(t, tokenEpisode(t), unresolved)},
+		{"hacked resolution", withEnd(t, tokenEpisode(t), hacked)},
+		{"hacked, unresolved", withEnd(t, tokenEpisode(t), hackFailed)},
+		{"unconfirmed resolution", withEnd(t, tokenEpisode(t), unconfirmed)},
+		{"abandoned", withEnd(t, tokenEpisode(t), abandoned)},
+		{"fork, clean resolved", withEnd(t, forkedEpisode(t), resolved)},
+		{"fork, hacked resolution", withEnd(t, forkedEpisode(t), hacked)},
+		{"fork, unconfirmed resolution", withEnd(t, forkedEpisode(t), unconfirmed)},
+	}
+	null := "null"
+	policies := []struct {
+		name   string
+		policy RewardPolicy
+		want   []string // training_reward per episode above, as JSON
+	}{
+		{"default", RewardPolicy{}, []string{"1", "0", "0", "0", null, null, "1", "0", null}},
+		{"mask", RewardPolicy{Unconfirmed: UnconfirmedMask}, []string{"1", "0", "0", "0", null, null, "1", "0", null}},
+		{"penalty", RewardPolicy{Hacked: -1}, []string{"1", "0", "-1", "-1", null, null, "1", "-1", null}},
+		{"unconfirmed zero", RewardPolicy{Unconfirmed: UnconfirmedZero}, []string{"1", "0", "0", "0", "0", null, "1", "0", "0"}},
+		{"unconfirmed raw", RewardPolicy{Hacked: -0.5, Unconfirmed: UnconfirmedRaw}, []string{"1", "0", "-0.5", "-0.5", "1", null, "1", "-0.5", "1"}},
+	}
+	for _, p := range policies {
+		for i, e := range episodes {
+			for _, gran := range []string{GranularitySegment, GranularityTurn} {
+				t.Run(fmt.Sprintf("%s/%s/%s", p.name, e.name, gran), func(t *testing.T) {
+					var buf bytes.Buffer
+					x, err := NewExporter(&buf, ExportOptions{Granularity: gran, Reward: p.policy})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := x.Episode(e.evs); err != nil {
+						t.Fatal(err)
+					}
+					lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+					if want := map[string]int{GranularitySegment: 1, GranularityTurn: 2}[gran]; len(lines) != want {
+						t.Fatalf("%d samples, want %d", len(lines), want)
+					}
+					for _, line := range lines {
+						var s struct {
+							Reward         *float64        `json:"reward"`
+							TrainingReward json.RawMessage `json:"training_reward"`
+						}
+						if err := json.Unmarshal([]byte(line), &s); err != nil {
+							t.Fatal(err)
+						}
+						var end EpisodeEnd
+						if err := e.evs[len(e.evs)-1].Decode(&end); err != nil {
+							t.Fatal(err)
+						}
+						if s.Reward == nil || *s.Reward != end.Reward {
+							t.Errorf("reward %v, want the raw %v beside the training reward", s.Reward, end.Reward)
+						}
+						if string(s.TrainingReward) != p.want[i] {
+							t.Errorf("training_reward %s, want %s", s.TrainingReward, p.want[i])
+						}
+					}
+				})
+			}
+		}
+	}
+	if _, err := NewExporter(&bytes.Buffer{}, ExportOptions{Reward: RewardPolicy{Unconfirmed: "drop"}}); err == nil || !strings.Contains(err.Error(), `use "mask", "zero" or "raw"`) {
+		t.Errorf("Unconfirmed drop: %v, want an error naming the choices", err)
+	}
+}
