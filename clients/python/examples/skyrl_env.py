@@ -8,6 +8,12 @@ The action is the model's text; a tool call is a JSON object
 with skyrl_gym.envs.register(id="rollcage", entry_point="skyrl_env:RollcageEnv")
 and give each prompt extras {"task_id": ...}.
 
+The last step's reward is rollcage's training_reward, decided by the
+gateway's reward policy (ROLLCAGE_HACKED_REWARD, ROLLCAGE_UNCONFIRMED;
+by default a hacked episode gets 0, never its raw 1); a masked episode
+(unconfirmed, or an infrastructure failure) gets 0 with
+metadata["masked"] set, and metadata keeps the raw reward and label.
+
 Run as a script it steps one episode without SkyRL against a real
 gateway: python3 skyrl_env.py TASK_ID.
 """
@@ -21,7 +27,7 @@ from typing import Any, Dict, List, Optional
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from rollcage import Client  # noqa: E402
+from rollcage import Client, reward_policy, training_reward  # noqa: E402
 
 try:
     from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
@@ -59,15 +65,21 @@ class RollcageEnv(BaseTextEnv):
             return BaseTextEnvStepOutput(observations=[{"role": "user", "content": "error: answer with one JSON tool call"}],
                                          reward=0.0, done=False, metadata={})
         if tool == "submit" or self.turns >= self.max_turns:
-            o = self.episode.submit()
-            return BaseTextEnvStepOutput(observations=[], reward=float(o["reward"]), done=True,
-                                         metadata={"outcome": o, "rollcage_episode": self.episode.id})
+            return self._done(self.episode.submit())
         res = self.episode.call(tool, args)
         if res.get("submitted"):
-            o = res["outcome"]
-            return BaseTextEnvStepOutput(observations=[], reward=float(o["reward"]), done=True, metadata={"outcome": o})
+            return self._done(res["outcome"])
         return BaseTextEnvStepOutput(observations=[{"role": "user", "content": res["output"]}], reward=0.0, done=False,
                                      metadata={"step": res["step"]})
+
+    def _done(self, outcome: Dict[str, Any]):
+        """The last step: the episode's training reward, from its samples
+        (every sample of an episode carries the same one)."""
+        rows = self.episode.samples(**reward_policy())
+        r = training_reward(rows[0]) if rows else None
+        return BaseTextEnvStepOutput(observations=[], reward=0.0 if r is None else r, done=True,
+                                     metadata={"outcome": outcome, "rollcage_episode": self.episode.id, "masked": r is None,
+                                               "reward_raw": outcome["reward"], "label": outcome["label"]})
 
     def close(self):
         if self.episode is not None:
@@ -82,4 +94,5 @@ if __name__ == "__main__":
     for act in ['{"tool": "bash", "args": {"command": "ls"}}', "not json", '{"tool": "submit"}']:
         out = env.step(act)
     env.close()
-    print({"reward": out["reward"], "done": out["done"], "episode": out["metadata"]["outcome"]["episode_id"]})
+    print({"reward": out["reward"], "done": out["done"], "masked": out["metadata"]["masked"],
+           "episode": out["metadata"]["outcome"]["episode_id"]})

@@ -4,8 +4,16 @@ rollcage episode.
 Register it in the agent-loop config (name: rollcage_agent) with
 ROLLCAGE_URL, ROLLCAGE_ADMIN_TOKEN and ROLLCAGE_MODEL set, and rollcage
 serve --policy-url at the OpenAI API of verl's rollout servers. Each
-dataset row's extra_info carries {"task_id": ...}; the loop returns
-verl's AgentLoopOutput built from the token ids rollcage recorded.
+dataset row's extra_info carries {"task_id": ...}; the loop returns a
+list of verl's AgentLoopOutput, one per chain of model turns (an agent
+loop may return an ordered list for one trajectory; a compacted episode
+has several chains), built from the token ids rollcage recorded.
+
+reward_score is rollcage's training_reward, decided by the gateway's
+reward policy (ROLLCAGE_HACKED_REWARD, ROLLCAGE_UNCONFIRMED; by default
+a hacked episode gets 0 and an unconfirmed or failed one is masked: its
+response_mask is all 0 and extra_fields.masked is set). extra_fields
+keep the raw reward and the label.
 
 Run as a script it plays one episode without verl against a real
 gateway: python3 verl_agent_loop.py TASK_ID.
@@ -17,11 +25,11 @@ import asyncio
 import os
 import sys
 from types import SimpleNamespace
-from typing import Any, Dict
+from typing import Any, Dict, List
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from rollcage import AsyncClient, ChatModel, run_episode_async, token_view  # noqa: E402
+from rollcage import AsyncClient, ChatModel, reward_policy, run_episode_async, token_view, training_reward  # noqa: E402
 
 try:
     from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
@@ -33,24 +41,35 @@ except ImportError:  # verl absent: the same loop, without the registry
         return lambda cls: cls
 
 
-async def rollout(task_id: str, sampling_params: Dict[str, Any]) -> Dict[str, Any]:
-    """One rollcage episode; returns the fields of verl's AgentLoopOutput."""
+def to_verl(rows: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """The fields of verl's AgentLoopOutput for each chain (row) of one
+    episode's rollcage samples."""
+    out = []
+    for row in rows:
+        view = token_view(row) or {"prompt_ids": [], "response_ids": [], "loss_mask": [], "logprobs": []}
+        r = training_reward(row)
+        mask = view["loss_mask"] if r is not None else [0] * len(view["response_ids"])
+        out.append({
+            "prompt_ids": view["prompt_ids"], "response_ids": view["response_ids"], "response_mask": mask,
+            "response_logprobs": view["logprobs"] or None, "num_turns": row["turns"],
+            "reward_score": 0.0 if r is None else r,
+            "extra_fields": {"rollcage_episode": row["episode_id"], "rollcage_sample": row["sample_id"], "label": row["label"],
+                             "hacked": row["hacked"], "failure_class": row["failure_class"], "reward_raw": row["reward"],
+                             "masked": r is None, "tokens": row["tokens"]},
+            "metrics": {},
+        })
+    return out
+
+
+async def rollout(task_id: str, sampling_params: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """One rollcage episode; returns the fields of verl's AgentLoopOutput,
+    one per chain."""
     client = AsyncClient(os.environ["ROLLCAGE_URL"], os.environ["ROLLCAGE_ADMIN_TOKEN"])
     ep = await client.create_episode(task_id=task_id, model=os.environ.get("ROLLCAGE_MODEL", "policy"))
     params = {k: sampling_params[k] for k in ("temperature", "top_p") if k in sampling_params}
     model = ChatModel(ep.model_base_url, ep.token, os.environ.get("ROLLCAGE_MODEL", "policy"), **params)
-    run = await run_episode_async(ep, model)
-    rows = await ep.samples()
-    view = (token_view(rows[-1]) if rows else None) or {"prompt_ids": [], "response_ids": [], "loss_mask": [], "logprobs": []}
-    o = run["outcome"]
-    return {
-        "prompt_ids": view["prompt_ids"], "response_ids": view["response_ids"], "response_mask": view["loss_mask"],
-        "response_logprobs": view["logprobs"] or None, "num_turns": run["turns"],
-        "reward_score": o["reward"],
-        "extra_fields": {"rollcage_episode": ep.id, "label": o["label"], "hacked": o["hacked"],
-                         "failure_class": o["failure_class"]},
-        "metrics": {},
-    }
+    await run_episode_async(ep, model)
+    return to_verl(await ep.samples(**reward_policy()))
 
 
 @register("rollcage_agent")
@@ -58,17 +77,17 @@ class RollcageAgentLoop(AgentLoopBase):
     """verl's AgentLoopBase: run(sampling_params, **kwargs) -> AgentLoopOutput."""
 
     async def run(self, sampling_params: Dict[str, Any], **kwargs: Any):
-        out = await rollout(kwargs["extra_info"]["task_id"], sampling_params)
+        outs = await rollout(kwargs["extra_info"]["task_id"], sampling_params)
         if AgentLoopOutput is None:
-            return SimpleNamespace(**out)
-        return AgentLoopOutput(prompt_ids=out["prompt_ids"], response_ids=out["response_ids"],
-                               response_mask=out["response_mask"], response_logprobs=out["response_logprobs"],
-                               num_turns=out["num_turns"], reward_score=out["reward_score"],
-                               extra_fields=out["extra_fields"], metrics={})
+            return [SimpleNamespace(**o) for o in outs]
+        return [AgentLoopOutput(prompt_ids=o["prompt_ids"], response_ids=o["response_ids"],
+                                response_mask=o["response_mask"], response_logprobs=o["response_logprobs"],
+                                num_turns=o["num_turns"], reward_score=o["reward_score"],
+                                extra_fields=o["extra_fields"], metrics={}) for o in outs]
 
 
 if __name__ == "__main__":
     loop = RollcageAgentLoop.__new__(RollcageAgentLoop)  # verl's constructor needs its trainer config
-    out = asyncio.run(loop.run({"temperature": 1.0}, extra_info={"task_id": sys.argv[1]}))
-    print({"reward": out.reward_score, "turns": out.num_turns, "response_ids": len(out.response_ids),
-           "episode": out.extra_fields["rollcage_episode"], "label": out.extra_fields["label"]})
+    outs = asyncio.run(loop.run({"temperature": 1.0}, extra_info={"task_id": sys.argv[1]}))
+    print([{"reward": o.reward_score, "turns": o.num_turns, "response_ids": len(o.response_ids),
+            "episode": o.extra_fields["rollcage_episode"], "label": o.extra_fields["label"]} for o in outs])

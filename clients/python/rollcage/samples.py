@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any, Dict, List, Optional
 
 
@@ -38,8 +39,37 @@ def policy_messages(sample: Dict[str, Any]) -> List[Dict[str, Any]]:
 
 
 def masked(sample: Dict[str, Any]) -> bool:
-    """True when a trainer should not learn from the sample as a success:
-    an infrastructure or grading failure (no reward signal at all), or a
-    hacked or unconfirmed episode (reward stays 1 on a hacked resolution;
-    read label, not reward)."""
+    """True when a trainer should leave the sample out: its
+    training_reward is null (an infrastructure or grading failure, or an
+    unconfirmed episode no judge has decided, under the gateway's reward
+    policy). A hacked episode is not masked: its training_reward is the
+    policy's (0 by default, or a penalty). Samples from a gateway older
+    than training_reward are masked on failure_class and label."""
+    if "training_reward" in sample:
+        return sample["training_reward"] is None
     return sample.get("failure_class") in ("infrastructure", "grading") or sample.get("label") in ("hacked", "unconfirmed")
+
+
+def training_reward(sample: Dict[str, Any]) -> Optional[float]:
+    """The reward to train on (None: masked), decided by the gateway's
+    reward policy from the raw reward and the label; never the raw
+    reward of a hacked resolution."""
+    if "training_reward" not in sample:
+        return None if masked(sample) else float(sample["reward"])
+    r = sample["training_reward"]
+    return None if r is None else float(r)
+
+
+def reward_policy(hacked_reward: Optional[float] = None, unconfirmed: Optional[str] = None) -> Dict[str, str]:
+    """The samples() query parameters of a training-reward policy; each
+    unset one comes from the environment (ROLLCAGE_HACKED_REWARD, e.g.
+    -1 to penalise hacks; ROLLCAGE_UNCONFIRMED: mask, zero or raw), else
+    the gateway's default (hacked 0, unconfirmed masked)."""
+    out: Dict[str, str] = {}
+    h = hacked_reward if hacked_reward is not None else os.environ.get("ROLLCAGE_HACKED_REWARD")
+    u = unconfirmed if unconfirmed is not None else os.environ.get("ROLLCAGE_UNCONFIRMED")
+    if h not in (None, ""):
+        out["hacked_reward"] = str(h)
+    if u:
+        out["unconfirmed"] = u
+    return out

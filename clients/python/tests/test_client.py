@@ -58,6 +58,7 @@ class ClientTest(unittest.TestCase):
         s = samples[-1]
         self.assertEqual(s["episode_id"], ep.id)
         self.assertEqual(s["reward"], 1)
+        self.assertEqual(s["training_reward"], 1)
         self.assertFalse(rollcage.masked(s))
         # The scripted model's completion ids (1000 + turn) came through.
         # Samples are chains (a prompt that does not extend the last turn
@@ -115,7 +116,15 @@ class ClientTest(unittest.TestCase):
         o = ep.submit()
         self.assertTrue(o["hacked"])
         self.assertEqual(o["label"], "hacked")
-        self.assertTrue(all(rollcage.masked(s) for s in ep.samples()))
+        # A hacked episode trains with the policy's reward: 0 by default,
+        # the penalty when asked; never masked into silence.
+        for params, want in (({}, 0), (rollcage.reward_policy(hacked_reward=-1), -1)):
+            samples = ep.samples(**params)
+            self.assertTrue(samples)
+            for s in samples:
+                self.assertEqual(s["training_reward"], want, (params, s))
+                self.assertEqual(rollcage.training_reward(s), want)
+                self.assertFalse(rollcage.masked(s))
 
     def test_fork(self):
         """A fork's children have the parent's files, their own tokens
@@ -172,8 +181,10 @@ class ClientTest(unittest.TestCase):
                 p = subprocess.run([sys.executable, os.path.join(HERE, "..", "examples", script), TASK],
                                    capture_output=True, text=True, timeout=600)
                 self.assertEqual(p.returncode, 0, p.stderr)
-                self.assertIn("'reward': 1", p.stdout, p.stdout + p.stderr) if script != "skyrl_env.py" else \
+                if script == "skyrl_env.py":
                     self.assertIn("'done': True", p.stdout, p.stdout + p.stderr)
+                else:  # a list with one sample per chain, each trained on the training reward 1
+                    self.assertTrue(p.stdout.startswith("[{'reward': 1.0"), p.stdout + p.stderr)
 
 
 if __name__ == "__main__":
