@@ -2,6 +2,7 @@ package e2b
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -187,8 +188,8 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, client str
 		apiError(w, http.StatusBadRequest, "malformed create body: send JSON {templateID, metadata, envVars, timeout}: "+err.Error())
 		return
 	}
-	timeout := DefaultTimeout
-	if req.Timeout != nil {
+	timeout, asked := DefaultTimeout, req.Timeout != nil
+	if asked {
 		if *req.Timeout <= 0 {
 			apiError(w, http.StatusBadRequest, fmt.Sprintf("timeout %d: give the sandbox's lifetime in seconds, > 0", *req.Timeout))
 			return
@@ -221,6 +222,13 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, client str
 		return
 	}
 	now := time.Now()
+	if msg := overWall(op.Deadline, now.Add(timeout)); asked && msg != "" {
+		if err := s.cfg.Episodes.Close(context.WithoutCancel(r.Context()), op.ID, "e2b create: "+msg); err != nil {
+			s.log.Warn("closing a refused sandbox", "sandbox_id", op.ID, "err", err)
+		}
+		apiError(w, http.StatusBadRequest, msg)
+		return
+	}
 	b := &sbx{id: op.ID, client: client, template: template, taskID: t.ID, bound: bound, image: t.Image,
 		metadata: maps.Clone(req.Metadata), envs: maps.Clone(req.EnvVars), token: op.Token, started: now,
 		deadline: op.Deadline, procs: map[uint32]*proc{}, tags: map[string]bool{}, watchers: map[string]*watcher{},
@@ -271,7 +279,12 @@ func (s *Server) handleConnect(w http.ResponseWriter, r *http.Request, client st
 	}
 	if req.Timeout != nil && *req.Timeout > 0 {
 		// Connecting extends the lifetime, never shortens it (E2B's rule).
-		s.setEnd(b, time.Now().Add(time.Duration(*req.Timeout)*time.Second), true)
+		end := time.Now().Add(time.Duration(*req.Timeout) * time.Second)
+		if msg := overWall(b.deadline, end); msg != "" {
+			apiError(w, http.StatusBadRequest, msg)
+			return
+		}
+		s.setEnd(b, end, true)
 	}
 	writeJSON(w, http.StatusOK, s.describe(b, true))
 }
@@ -289,7 +302,12 @@ func (s *Server) handleTimeout(w http.ResponseWriter, r *http.Request, client st
 		apiError(w, http.StatusBadRequest, "timeout: send JSON {\"timeout\": seconds > 0}")
 		return
 	}
-	s.setEnd(b, time.Now().Add(time.Duration(req.Timeout)*time.Second), false)
+	end := time.Now().Add(time.Duration(req.Timeout) * time.Second)
+	if msg := overWall(b.deadline, end); msg != "" {
+		apiError(w, http.StatusBadRequest, msg)
+		return
+	}
+	s.setEnd(b, end, false)
 	w.WriteHeader(http.StatusNoContent)
 }
 

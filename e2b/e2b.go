@@ -241,6 +241,19 @@ type sbx struct {
 	watchers map[string]*watcher // guarded by mu; by id
 }
 
+// overWall says why a sandbox lifetime ending at end is refused: it
+// outlives the episode's wall-time limit (deadline), past which no call
+// runs. "" when it fits, allowing a second for the whole seconds E2B
+// clients give.
+func overWall(deadline, end time.Time) string {
+	if deadline.IsZero() || !end.After(deadline.Add(time.Second)) {
+		return ""
+	}
+	left := max(time.Until(deadline), 0).Truncate(time.Second)
+	return fmt.Sprintf("timeout %d s outlives the episode's wall-time limit (rollcage serve --wall-time), which ends in %d s: give at most %d s, or raise --wall-time",
+		int(time.Until(end).Round(time.Second).Seconds()), int(left.Seconds()), int(left.Seconds()))
+}
+
 // setEnd sets b's end, never past the episode's wall time (calls after
 // it would fail; the sandbox ends instead), and holds the episode off the
 // gateway's idle reaper until then: an E2B sandbox lives for its timeout

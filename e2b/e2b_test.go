@@ -942,3 +942,44 @@ func TestPythonWire(t *testing.T) {
 		}
 	}
 }
+
+// TestTimeoutOverWallTime: a sandbox timeout that outlives the episode's
+// wall-time limit is an error naming the limit, at create, setTimeout and
+// connect, never a silent clamp; one within it is taken.
+func TestTimeoutOverWallTime(t *testing.T) {
+	e := newEnv(t, func(c *server.Config) {
+		r, err := harness.NewRunner(harness.Config{Backend: &hostBackend{dir: t.TempDir()}, Monitor: harnesstest.Monitor(t, monitor.Config{}),
+			Store: c.Store, Limits: harness.Limits{WallTime: 2 * time.Minute}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Runner = r
+	})
+	meta := map[string]string{e2b.MetaImage: "rollcage/plain:latest"}
+	var c created
+	code, _ := e.do("POST", "/v2/sandboxes", keyA, map[string]any{"templateID": "base", "metadata": meta, "timeout": 3600}, &c)
+	if code != http.StatusBadRequest || !strings.Contains(c.Message, "timeout 3600 s outlives the episode's wall-time limit (rollcage serve --wall-time)") {
+		t.Errorf("create with timeout 3600 under a 2m wall time: %d %q, want 400 naming the limit", code, c.Message)
+	}
+	var list []created
+	if e.do("GET", "/sandboxes", keyA, nil, &list); len(list) != 0 {
+		t.Errorf("the refused sandbox was left running: %+v", list)
+	}
+	ok := e.create(keyA, meta) // timeout 60: within
+	for _, tc := range []struct {
+		path    string
+		timeout int
+		want    int
+	}{
+		{"/sandboxes/" + ok.SandboxID + "/timeout", 90, http.StatusNoContent},
+		{"/sandboxes/" + ok.SandboxID + "/timeout", 600, http.StatusBadRequest},
+		{"/sandboxes/" + ok.SandboxID + "/connect", 600, http.StatusBadRequest},
+		{"/sandboxes/" + ok.SandboxID + "/connect", 60, http.StatusOK},
+	} {
+		var msg created
+		code, _ := e.do("POST", tc.path, keyA, map[string]int{"timeout": tc.timeout}, &msg)
+		if code != tc.want || (tc.want == http.StatusBadRequest && !strings.Contains(msg.Message, "give at most 1")) {
+			t.Errorf("%s %d: %d %q, want %d", tc.path, tc.timeout, code, msg.Message, tc.want)
+		}
+	}
+}
