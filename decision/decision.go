@@ -75,6 +75,13 @@ type Result struct {
 	Effects          []sandbox.Effect `json:"effects,omitempty"`
 	EffectsTruncated bool             `json:"effects_truncated,omitempty"`
 	Timings          Timings          `json:"timings"`
+	// Cut, when above 0, is the bound a read_file's output was cut at
+	// (the monitor's MaxOutput): Output holds only the file's start.
+	// Escaped: the file is not UTF-8; Output shows its invalid bytes as
+	// \xNN. A caller that hands the file on as bytes (the E2B API) says
+	// so instead of passing a changed file.
+	Cut     int  `json:"cut,omitempty"`
+	Escaped bool `json:"escaped,omitempty"`
 }
 
 // ErrInputRefused wraps the error of a streamed command's input that the

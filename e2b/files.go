@@ -22,9 +22,11 @@ type writtenEntry struct {
 	Path string `json:"path"`
 }
 
-// handleDownload answers GET /files?path= with a read_file call: what the
-// policy would see (text; bytes that are not UTF-8 as \xNN; cut at the
-// monitor's output bound), a 404 the SDK reads as not found.
+// handleDownload answers GET /files?path= with a read_file call: the
+// file as the policy would see it, a 404 the SDK reads as not found. A
+// file the monitor would show changed (cut at its output bound, or with
+// bytes that are not UTF-8 shown as \xNN) is an error saying so, never
+// a changed file.
 func (s *Server) handleDownload(w http.ResponseWriter, r *http.Request) {
 	b := sandboxOf(r.Context())
 	p := r.URL.Query().Get("path")
@@ -46,6 +48,15 @@ func (s *Server) handleDownload(w http.ResponseWriter, r *http.Request) {
 		default:
 			apiError(w, http.StatusBadRequest, msg)
 		}
+		return
+	}
+	switch {
+	case res.Dummy: // what the policy is shown, made up
+	case res.Cut > 0:
+		apiError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("file %s is over %d bytes, the most files.read returns through rollcage's monitor (its output bound): read it in parts with commands.run, e.g. \"tail -c +%d FILE | head -c %d\"", p, res.Cut, res.Cut+1, res.Cut))
+		return
+	case res.Escaped:
+		apiError(w, http.StatusUnsupportedMediaType, fmt.Sprintf("file %s is not UTF-8 text, and files.read returns text only through rollcage's monitor: read it as base64 with commands.run(\"base64 -w0 FILE\")", p))
 		return
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")

@@ -102,8 +102,10 @@ func runReadFile(ctx context.Context, e *Episode, res *decision.Result, a *toolc
 		return err
 	}
 	res.Output = escapeBytes(data)
+	res.Escaped = !utf8.Valid(data)
 	if cut {
 		res.Output += fmt.Sprintf("\n[file cut at %d bytes]", maxOut)
+		res.Cut = maxOut
 	}
 	return nil
 }
