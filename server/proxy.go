@@ -15,14 +15,17 @@ import (
 	"github.com/rollcage/rollcage/trajectory"
 )
 
-// The recording proxy forwards a chat-completions request to the policy
+// The recording proxy forwards a model request (chat completions,
+// completions, Anthropic messages, OpenAI responses) to the policy
 // server unchanged and answers with the server's response unchanged
 // (streamed chunk by chunk when the request streams), and records the
 // request's messages, tools list and sampling parameters and the response
 // (reassembled from the chunks), with prompt and completion token ids,
 // logprobs, token strings and alternatives when the server returned them
-// (trajectory.Served), as a model turn of the episode. With Config.TokenIDs
-// it first adds the fields that ask the server for them.
+// (trajectory.Served), as a model turn of the episode. To chat and
+// completions requests it first adds the fields that ask the server for
+// them (Config.TokenIDs; vLLM's by default), and asks once more without
+// them when the server refuses them.
 
 // The proxy's paths. An episode's base URL for OpenAI SDKs is
 // /v1/episodes/{id}/v1 (chat_url), for Anthropic SDKs /v1/episodes/{id}
@@ -30,7 +33,7 @@ import (
 // serves too, and /sessions/{sid}/v1 where sid is a session key the
 // router upstream pins by.
 func (s *Server) proxyRoutes(m *http.ServeMux) {
-	for _, api := range []*modelAPI{chatAPI, completionsAPI, messagesAPI} {
+	for _, api := range []*modelAPI{chatAPI, completionsAPI, messagesAPI, responsesAPI} {
 		m.HandleFunc("POST /v1/episodes/{id}/v1"+api.path, s.withAuth(false, false, s.episodeModel(api)))
 		m.HandleFunc("POST /v1"+api.path, s.withAuth(false, false, s.tokenModel(api)))
 		m.HandleFunc("POST /sessions/{sid}/v1"+api.path, s.withAuth(false, false, s.tokenModel(api)))

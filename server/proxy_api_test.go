@@ -25,8 +25,8 @@ type upstreamRequest struct {
 }
 
 // apiServer is a model server speaking the real wire formats of OpenAI's
-// models, completions and chat completions and Anthropic's messages,
-// streamed (SSE) or not. A chat request with "break": true streams two
+// models, completions, chat completions and responses and Anthropic's
+// messages, streamed (SSE) or not. A chat request with "break": true streams two
 // chunks and then drops the connection, as a crashing server does.
 type apiServer struct {
 	got chan upstreamRequest
@@ -91,6 +91,22 @@ data: {"type":"content_block_stop","index":1}`,
 data: {"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"output_tokens":12}}`,
 			`event: message_stop
 data: {"type":"message_stop"}`)
+	case r.URL.Path == "/v1/responses" && !stream:
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"id":"resp_1","object":"response","created_at":1,"status":"completed","model":"policy-7b",
+			"output":[{"type":"reasoning","id":"rs_1","summary":[]},
+				{"type":"message","id":"msg_1","status":"completed","role":"assistant","content":[{"type":"output_text","text":"Looking.","annotations":[]}]},
+				{"type":"function_call","id":"fc_1","call_id":"call_1","name":"bash","arguments":"{\"command\":\"ls\"}","status":"completed"}],
+			"usage":{"input_tokens":40,"output_tokens":9,"total_tokens":49}}`)
+	case r.URL.Path == "/v1/responses":
+		sse(`event: response.created
+data: {"type":"response.created","sequence_number":0,"response":{"id":"resp_2","object":"response","status":"in_progress","model":"policy-7b","output":[]}}`,
+			`event: response.output_text.delta
+data: {"type":"response.output_text.delta","sequence_number":1,"item_id":"msg_2","output_index":0,"content_index":0,"delta":"Done."}`,
+			`event: response.completed
+data: {"type":"response.completed","sequence_number":2,"response":{"id":"resp_2","object":"response","status":"completed","model":"policy-7b",`+
+				`"output":[{"type":"message","id":"msg_2","status":"completed","role":"assistant","content":[{"type":"output_text","text":"Done.","annotations":[]}]}],`+
+				`"usage":{"input_tokens":60,"output_tokens":2,"total_tokens":62}}}`)
 	case r.URL.Path == "/v1/completions" && !stream:
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprint(w, `{"id":"cmpl-1","object":"text_completion","model":"policy-7b","choices":[{"index":0,"text":" world","finish_reason":"length",
@@ -325,5 +341,54 @@ func TestProxyBrokenStream(t *testing.T) {
 	case got := <-a.got:
 		t.Errorf("a closed episode's request was forwarded: %s", got.path)
 	default:
+	}
+}
+
+// TestProxyResponses: OpenAI's Responses API through the proxy, whole and
+// streamed, recorded like chat completions: instructions and input items
+// as messages (function calls as tool calls, their outputs as tool
+// messages), the output items as the assistant's answer.
+func TestProxyResponses(t *testing.T) {
+	a, url := newAPIServer(t)
+	e := newEnv(t, &fake.Backend{}, func(c *Config) { c.PolicyURL, c.PolicyAPIKey = url, "policy-key" })
+	cr := e.create()
+	input := `"instructions":"You fix bugs.","input":[{"role":"developer","content":"Be brief."},{"type":"message","role":"user","content":[{"type":"input_text","text":"fix it"}]},
+		{"type":"function_call","call_id":"call_0","name":"bash","arguments":"{\"command\":\"pwd\"}"},
+		{"type":"function_call_output","call_id":"call_0","output":"/workspace"}]`
+	resp, body, err := postModel(t, cr.ChatURL+"/responses", cr.Token, nil, `{"model":"policy-7b","max_output_tokens":256,`+input+`}`)
+	if err != nil || resp.StatusCode != 200 || !strings.Contains(body, `"call_1"`) {
+		t.Fatalf("responses: %d %s %v", resp.StatusCode, body, err)
+	}
+	if got := <-a.got; got.path != "/v1/responses" || got.header.Get("Authorization") != "Bearer policy-key" {
+		t.Errorf("upstream got %s with %q", got.path, got.header.Get("Authorization"))
+	}
+	// The token-routed path, streamed, with a string input.
+	resp, body, err = postModel(t, e.http.URL+"/v1/responses", cr.Token, nil, `{"model":"policy-7b","stream":true,"input":"fix it"}`)
+	if err != nil || resp.StatusCode != 200 || !strings.Contains(body, "event: response.completed") {
+		t.Fatalf("streamed responses: %d %s %v", resp.StatusCode, body, err)
+	}
+	<-a.got
+	if code, _ := e.do("POST", "/v1/responses", cr.Token, `{"model":"m"}`, nil); code != 400 {
+		t.Errorf("responses without input: %d, want 400", code)
+	}
+	want := []trajectory.ModelTurn{
+		{API: trajectory.APIResponses, Model: "policy-7b", Params: json.RawMessage(`{"max_output_tokens":256}`),
+			Request: []trajectory.Message{
+				{Role: "system", Content: "You fix bugs."},
+				{Role: "system", Content: "Be brief."},
+				{Role: "user", Content: "fix it"},
+				{Role: "assistant", ToolCalls: []trajectory.FunctionCall{{ID: "call_0", Type: "function", Function: trajectory.Function{Name: "bash", Arguments: `{"command":"pwd"}`}}}},
+				{Role: "tool", ToolCallID: "call_0", Content: "/workspace"},
+			},
+			Response: trajectory.Message{Role: "assistant", Content: "Looking.", ToolCalls: []trajectory.FunctionCall{{ID: "call_1", Type: "function",
+				Function: trajectory.Function{Name: "bash", Arguments: `{"command":"ls"}`}}}},
+			FinishReason: "completed", Usage: trajectory.Usage{PromptTokens: 40, CompletionTokens: 9, TotalTokens: 49}},
+		{API: trajectory.APIResponses, Model: "policy-7b", Params: json.RawMessage(`{"stream":true}`),
+			Request:      []trajectory.Message{{Role: "user", Content: "fix it"}},
+			Response:     trajectory.Message{Role: "assistant", Content: "Done."},
+			FinishReason: "completed", Usage: trajectory.Usage{PromptTokens: 60, CompletionTokens: 2, TotalTokens: 62}},
+	}
+	if diff := cmp.Diff(want, modelTurns(t, e, cr.EpisodeID)); diff != "" {
+		t.Errorf("recorded turns (-want +got):\n%s", diff)
 	}
 }

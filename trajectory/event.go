@@ -176,7 +176,8 @@ type ModelTurn struct {
 	Usage        Usage          `json:"usage"`
 	LatencyMS    int64          `json:"latency_ms,omitempty"`
 	// API is the endpoint the turn went to: APIChat (the default when
-	// empty), APICompletions or APIMessages (Anthropic). Prompt is a
+	// empty), APICompletions, APIMessages (Anthropic) or APIResponses
+	// (OpenAI Responses). Prompt is a
 	// completions request's prompt (Request is then empty).
 	API    string `json:"api,omitempty"`
 	Prompt string `json:"prompt,omitempty"`
@@ -203,6 +204,7 @@ const (
 	APIChat        = "chat.completions"
 	APICompletions = "completions"
 	APIMessages    = "messages"
+	APIResponses   = "responses" // OpenAI Responses; instructions and input recorded as messages
 )
 
 // TopLogprob is one alternative at a completion position: its token

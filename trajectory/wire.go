@@ -14,8 +14,9 @@ import (
 // completions, Anthropic messages) into what a ModelTurn keeps beside the
 // conversation: the "tools" list exactly as sent and the remaining fields
 // (sampling parameters and server extensions) without the conversation
-// (messages, prompt, system), tools and model. A body that is not a JSON
-// object yields neither.
+// (messages, prompt, system; a Responses request's input and
+// instructions), tools and model. A body that is not a JSON object
+// yields neither.
 func RequestParts(body []byte) (tools, params json.RawMessage) {
 	var m map[string]json.RawMessage
 	if json.Unmarshal(body, &m) != nil {
@@ -24,7 +25,7 @@ func RequestParts(body []byte) (tools, params json.RawMessage) {
 	if t, ok := m["tools"]; ok && !bytes.Equal(bytes.TrimSpace(t), []byte("null")) {
 		tools = append(json.RawMessage(nil), t...)
 	}
-	for _, k := range []string{"messages", "prompt", "system", "tools", "model"} {
+	for _, k := range []string{"messages", "prompt", "system", "input", "instructions", "tools", "model"} {
 		delete(m, k)
 	}
 	if len(m) > 0 {
