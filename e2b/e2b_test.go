@@ -549,8 +549,23 @@ func TestFiles(t *testing.T) {
 	if code, body := send("GET", "path="+p, "", nil); code != 200 || body != "raw" {
 		t.Errorf("download: %d %q", code, body)
 	}
-	if code, body := send("POST", "path="+p, "application/octet-stream", bytes.NewReader([]byte{0xff, 0xfe})); code != 400 || !strings.Contains(body, "text uploads") {
-		t.Errorf("binary upload: %d %s", code, body)
+	// Any bytes upload as they are, octet-stream and multipart alike.
+	binary := []byte{0x7f, 'E', 'L', 'F', 0xff, 0xfe, 0x00, '\n', 0xc3}
+	if code, body := send("POST", "path="+p+".bin1", "application/octet-stream", bytes.NewReader(binary)); code != 200 || !strings.Contains(body, `"x.txt.bin1"`) {
+		t.Errorf("binary octet-stream upload: %d %s", code, body)
+	}
+	var mp3 bytes.Buffer
+	mw3 := multipart.NewWriter(&mp3)
+	fw3, _ := mw3.CreateFormFile("file", p+".bin2")
+	fw3.Write(binary)
+	mw3.Close()
+	if code, body := send("POST", "", mw3.FormDataContentType(), &mp3); code != 200 || !strings.Contains(body, `"x.txt.bin2"`) {
+		t.Errorf("binary multipart upload: %d %s", code, body)
+	}
+	for _, f := range []string{p + ".bin1", p + ".bin2"} {
+		if got, err := os.ReadFile(f); err != nil || !bytes.Equal(got, binary) {
+			t.Errorf("%s holds %q (%v), want the uploaded bytes %q", f, got, err, binary)
+		}
 	}
 	if code, body := send("GET", "path="+p+".missing", "", nil); code != 404 || !strings.Contains(body, `"code":404`) {
 		t.Errorf("missing download: %d %s", code, body)
@@ -586,7 +601,7 @@ func TestFiles(t *testing.T) {
 		}
 		return nil
 	})
-	if diff := cmp.Diff([]string{"write_file", "read_file", "write_file", "write_file", "write_file", "read_file", "read_file", "read_file", "read_file"}, tools); diff != "" {
+	if diff := cmp.Diff([]string{"write_file", "read_file", "write_file", "write_file", "write_file", "read_file", "write_file", "write_file", "read_file", "read_file", "read_file"}, tools); diff != "" {
 		t.Errorf("recorded calls (-want +got):\n%s", diff)
 	}
 }

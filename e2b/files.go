@@ -1,6 +1,7 @@
 package e2b
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -66,12 +67,16 @@ func (s *Server) handleDownload(w http.ResponseWriter, r *http.Request) {
 
 // handleUpload answers POST /files: multipart (one or more "file" parts,
 // each named by its filename when ?path= is absent) or a raw
-// octet-stream body, each file a write_file call.
+// octet-stream body, each file a write_file call: its text, or any other
+// bytes as base64 (encoding "base64"), written as they came.
 func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {
 	b := sandboxOf(r.Context())
 	r.Body = http.MaxBytesReader(w, r.Body, MaxUpload)
 	qpath := r.URL.Query().Get("path")
-	type upload struct{ path, content string }
+	type upload struct {
+		path string
+		args toolcall.WriteFileArgs
+	}
 	var ups []upload
 	read := func(p string, body io.Reader) error {
 		data, err := io.ReadAll(body)
@@ -85,10 +90,11 @@ func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {
 		if p == "" {
 			return errors.New("no path: give ?path= or the target path as the part's filename")
 		}
-		if !utf8.Valid(data) {
-			return fmt.Errorf("%s: only text uploads are supported (write_file takes UTF-8): encode binary data (base64) and decode it with a command", p)
+		args := toolcall.WriteFileArgs{Path: p, Content: string(data)}
+		if !utf8.Valid(data) { // bytes, not text: write_file takes them as base64
+			args.Content, args.Encoding = base64.StdEncoding.EncodeToString(data), toolcall.EncodingBase64
 		}
-		ups = append(ups, upload{p, string(data)})
+		ups = append(ups, upload{p, args})
 		return nil
 	}
 	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
@@ -134,7 +140,7 @@ func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]writtenEntry, 0, len(ups))
 	for _, u := range ups {
-		res, err := s.call(r.Context(), b, toolcall.WriteFile, toolcall.WriteFileArgs{Path: u.path, Content: u.content}, "")
+		res, err := s.call(r.Context(), b, toolcall.WriteFile, u.args, "")
 		if err != nil {
 			apiError(w, http.StatusBadGateway, err.Error())
 			return

@@ -134,6 +134,39 @@ func TestEffectsWriteFile(t *testing.T) {
 	}
 }
 
+// TestWriteFileBase64: write_file with encoding base64 writes the decoded
+// bytes, any bytes; bad base64 or an unknown encoding is an error output
+// that writes nothing.
+func TestWriteFileBase64(t *testing.T) {
+	ep := effectsEpisode(t, nil, nil, EpisodeConfig{})
+	sb := ep.sb.(*fake.Sandbox)
+	tests := []struct {
+		name string
+		args toolcall.WriteFileArgs
+		exit int
+		out  string
+		want string // the file afterwards; "" for none
+	}{
+		{"binary", toolcall.WriteFileArgs{Path: "bin", Content: "f0VMRv/+AA==", Encoding: "base64"}, 0, "wrote 7 bytes", "\x7fELF\xff\xfe\x00"},
+		{"text", toolcall.WriteFileArgs{Path: "txt", Content: "aGk=", Encoding: "base64"}, 0, "wrote 2 bytes", "hi"},
+		{"bad base64", toolcall.WriteFileArgs{Path: "bad", Content: "%%%", Encoding: "base64"}, 1, "error: content is not valid base64", ""},
+		{"unknown encoding", toolcall.WriteFileArgs{Path: "hex", Content: "6869", Encoding: "hex"}, 1, `error: encoding "hex": use "base64"`, ""},
+	}
+	for _, tc := range tests {
+		res, err := ep.Handle(context.Background(), toolArgs(toolcall.WriteFile, tc.args))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.ExitCode != tc.exit || !strings.Contains(res.Output, tc.out) {
+			t.Errorf("%s: exit %d %q, want %d with %q", tc.name, res.ExitCode, res.Output, tc.exit, tc.out)
+		}
+		got, _, err := sb.ReadFile(context.Background(), "/workspace/"+tc.args.Path, 0)
+		if tc.want == "" && err == nil || tc.want != "" && string(got) != tc.want {
+			t.Errorf("%s: file holds %q (%v), want %q", tc.name, got, err, tc.want)
+		}
+	}
+}
+
 // TestUnknownEffects: a call whose effects were partly lost is checked by
 // hashing the visible tests again; without a way to, it fails closed.
 func TestUnknownEffects(t *testing.T) {

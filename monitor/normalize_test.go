@@ -153,6 +153,8 @@ var normalizeCases = []struct {
 	// Non-bash tools.
 	{"read_file", tool(toolcall.ReadFile, `{"path":"tests/../secret.txt"}`), "/w", expect{reads: []string{"/w/secret.txt"}}},
 	{"write_file", tool(toolcall.WriteFile, `{"path":"/w/a.py","content":"print(1)"}`), "/w", expect{writes: []string{"/w/a.py"}, content: str("print(1)")}},
+	// The rules see what a base64 write_file writes, not its encoding.
+	{"write_file_base64", tool(toolcall.WriteFile, `{"path":"/w/a.py","content":"cHJpbnQoMSk=","encoding":"base64"}`), "/w", expect{writes: []string{"/w/a.py"}, content: str("print(1)")}},
 	{"edit", tool(toolcall.Edit, `{"path":"a.py","old":"x = 1","new":"x = 2"}`), "/w", expect{writes: []string{"/w/a.py"}, content: str("x = 2")}},
 	{"list_dir", tool(toolcall.ListDir, `{"path":""}`), "/w", expect{lists: []string{"/w"}}},
 	{"submit", tool(toolcall.Submit, `{"message":"done"}`), "/w", expect{reads: []string{}}},

@@ -119,10 +119,17 @@ var registry = []*toolSpec{
 			a.n.Raw = args.Path
 			a.add(&a.n.Writes, resolvePath(args.Path, cwd))
 			a.n.Content = args.Content
+			if b, err := args.Bytes(); err == nil {
+				a.n.Content = string(b) // the rules see what is written
+			}
 		},
 		run: runWriteFile,
 		dummy: func(args *toolcall.WriteFileArgs, n toolcall.Normalized, _ decision.Decision, _ Facts) (string, int) {
-			return wroteMsg(firstOr(n.Writes, args.Path), len(args.Content)), 0
+			size := len(args.Content)
+			if b, err := args.Bytes(); err == nil {
+				size = len(b)
+			}
+			return wroteMsg(firstOr(n.Writes, args.Path), size), 0
 		},
 		foreign: func(f foreignArgs) toolcall.WriteFileArgs {
 			return toolcall.WriteFileArgs{Path: f.path(), Content: f.str("content", "file_text", "contents", "text")}

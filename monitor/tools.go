@@ -111,12 +111,17 @@ func runReadFile(ctx context.Context, e *Episode, res *decision.Result, a *toolc
 }
 
 func runWriteFile(ctx context.Context, e *Episode, res *decision.Result, a *toolcall.WriteFileArgs) error {
+	data, err := a.Bytes()
+	if err != nil {
+		res.Output, res.ExitCode = "error: "+err.Error(), 1
+		return nil
+	}
 	p := e.resolve(res.Call.Session, a.Path)
 	op := sandbox.EffectModify // the agent's watch leaves the host's writes out: say what this one did
 	if _, _, err := e.sb.ReadFile(ctx, p, 1); errors.Is(err, sandbox.ErrNotFound) {
 		op = sandbox.EffectCreate
 	}
-	err := e.sb.WriteFile(ctx, p, []byte(a.Content), 0o644)
+	err = e.sb.WriteFile(ctx, p, data, 0o644)
 	if refused(res, p, err) {
 		return nil
 	}
@@ -124,7 +129,7 @@ func runWriteFile(ctx context.Context, e *Episode, res *decision.Result, a *tool
 		return err
 	}
 	res.Effects = append(res.Effects, sandbox.Effect{Path: p, Op: op})
-	res.Output = wroteMsg(p, len(a.Content))
+	res.Output = wroteMsg(p, len(data))
 	return nil
 }
 

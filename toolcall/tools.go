@@ -1,6 +1,7 @@
 package toolcall
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 )
@@ -36,6 +37,27 @@ type ReadFileArgs struct {
 type WriteFileArgs struct {
 	Path    string `json:"path"`
 	Content string `json:"content"`
+	// Encoding says how Content is given: "" (the text itself) or
+	// EncodingBase64 (any bytes: a binary file).
+	Encoding string `json:"encoding,omitempty" jsonschema:"optional: base64 when content is base64-encoded bytes (a binary file)"`
+}
+
+// EncodingBase64 is WriteFileArgs.Encoding for base64-encoded content.
+const EncodingBase64 = "base64"
+
+// Bytes are the bytes to write: Content, decoded by Encoding.
+func (a WriteFileArgs) Bytes() ([]byte, error) {
+	switch a.Encoding {
+	case "":
+		return []byte(a.Content), nil
+	case EncodingBase64:
+		b, err := base64.StdEncoding.DecodeString(a.Content)
+		if err != nil {
+			return nil, fmt.Errorf("content is not valid base64 (%v): encode the bytes with standard base64", err)
+		}
+		return b, nil
+	}
+	return nil, fmt.Errorf("encoding %q: use %q for base64 content, or omit it for text", a.Encoding, EncodingBase64)
 }
 
 // EditArgs are the arguments of Edit: replace the one occurrence of Old
