@@ -102,6 +102,20 @@ const entries = await sbx.files.list('/tmp')
 expect('list', entries.some(e => e.name === 'e2b-note.txt' && e.type === 'file' && e.size === 18), entries)
 expect('exists', (await sbx.files.exists('/tmp/e2b-note.txt')) && !(await sbx.files.exists('/tmp/nope')), 'exists')
 
+// Binary files upload as they are (the SDK sends multipart); a read the
+// monitor would cut is an error naming the bound, never a cut file.
+const bin = new Uint8Array([0x7f, 0x45, 0x4c, 0x46, 0xff, 0xfe, 0x00, 0x0a, 0xc3])
+await sbx.files.write('/tmp/e2b-bin', bin.buffer)
+r = await sbx.commands.run('od -An -tx1 /tmp/e2b-bin')
+expect('binary write', r.stdout.trim().split(/\s+/).join(' ') === '7f 45 4c 46 ff fe 00 0a c3', r.stdout)
+await sbx.commands.run("head -c 40000 /dev/zero | tr '\\0' a > /tmp/e2b-big")
+try {
+  const big = await sbx.files.read('/tmp/e2b-big')
+  expect('big read errs', false, `read ${big.length} chars`)
+} catch (e) {
+  expect('big read errs', /over 32768 bytes/.test(e.message), e.message)
+}
+
 // A watch of the workspace sees the file a write makes.
 const watched = []
 const wh = await sbx.files.watchDir('/workspace', ev => { watched.push(ev) }, { timeoutMs: 0 })
