@@ -94,11 +94,16 @@ type ATIFFinalMetrics struct {
 // turn's metrics (token counts, prompt and completion ids, logprobs as
 // served); an assistant message from before the chain is marked
 // is_copied_context. It returns none for an unfinished episode.
-func ATIF(evs []Event) ([]ATIFTrajectory, error) {
+// Their extra's training_reward is the default RewardPolicy's.
+func ATIF(evs []Event) ([]ATIFTrajectory, error) { return atifOf(evs, RewardPolicy{}) }
+
+// atifOf is ATIF with training rewards by policy.
+func atifOf(evs []Event, policy RewardPolicy) ([]ATIFTrajectory, error) {
 	ep, ok, err := readEpisode(evs)
 	if err != nil || !ok {
 		return nil, err
 	}
+	ep.decide(policy)
 	agent := ATIFAgent{Name: "rollcage", Version: buildVersion(), ModelName: ep.start.Model}
 	var out []ATIFTrajectory
 	if len(ep.turns) == 0 {
@@ -238,7 +243,7 @@ func (ep episode) atifExtra(kind string, segment, turn int) map[string]any {
 	o := ep.outcome
 	x := map[string]any{
 		"sample_id": sampleID(ep.id, kind, segment, turn), "episode_id": ep.id, "task_id": o.TaskID, "attempt": o.Attempt, "group_id": o.GroupID,
-		"segment": segment, "reward": o.Reward, "resolved": o.Resolved, "hacked": o.Hacked, "label": o.Label,
+		"segment": segment, "reward": o.Reward, "training_reward": o.TrainingReward, "resolved": o.Resolved, "hacked": o.Hacked, "label": o.Label,
 		"hack_categories": o.HackCategories, "blocked_steps": o.BlockedSteps, "failure_class": o.FailureClass,
 	}
 	if f := ep.start.Fork; f != nil {

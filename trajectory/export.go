@@ -56,7 +56,8 @@ type ExportOptions struct {
 	// with the others; it is told the log's path and why. Nil: such a
 	// log fails the export. A write error fails it either way.
 	Skip func(path string, err error)
-	// Reward decides each sample's TrainingReward; not for ATIF.
+	// Reward decides each sample's TrainingReward (an ATIF trajectory's
+	// extra.training_reward).
 	Reward RewardPolicy
 }
 
@@ -209,7 +210,7 @@ func NewExporter(w io.Writer, opts ExportOptions) (*Exporter, error) {
 // Episode writes one episode's data (none for an unfinished episode).
 func (x *Exporter) Episode(evs []Event) error {
 	if x.opts.Format == FormatATIF {
-		ts, err := ATIF(evs)
+		ts, err := atifOf(evs, x.opts.Reward)
 		if err != nil {
 			return err
 		}

@@ -104,6 +104,30 @@ func TestTrainingReward(t *testing.T) {
 			}
 		}
 	}
+	// ATIF carries it in each trajectory's extra.
+	for _, p := range policies {
+		for i, e := range episodes {
+			var buf bytes.Buffer
+			x, err := NewExporter(&buf, ExportOptions{Format: FormatATIF, Reward: p.policy})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := x.Episode(e.evs); err != nil {
+				t.Fatal(err)
+			}
+			var tr struct {
+				Extra struct {
+					TrainingReward json.RawMessage `json:"training_reward"`
+				} `json:"extra"`
+			}
+			if err := json.Unmarshal(bytes.SplitN(buf.Bytes(), []byte("\n"), 2)[0], &tr); err != nil {
+				t.Fatal(err)
+			}
+			if string(tr.Extra.TrainingReward) != p.want[i] {
+				t.Errorf("%s/%s/atif: training_reward %s, want %s", p.name, e.name, tr.Extra.TrainingReward, p.want[i])
+			}
+		}
+	}
 	if _, err := NewExporter(&bytes.Buffer{}, ExportOptions{Reward: RewardPolicy{Unconfirmed: "drop"}}); err == nil || !strings.Contains(err.Error(), `use "mask", "zero" or "raw"`) {
 		t.Errorf("Unconfirmed drop: %v, want an error naming the choices", err)
 	}

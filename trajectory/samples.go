@@ -300,6 +300,12 @@ func readEpisode(evs []Event) (ep episode, ok bool, err error) {
 	return ep, true, nil
 }
 
+// decide sets the outcome's training reward by policy.
+func (ep *episode) decide(policy RewardPolicy) {
+	o := &ep.outcome
+	o.TrainingReward = policy.TrainingReward(o.Reward, o.Label, o.FailureClass)
+}
+
 // inPrefix says whether an event is a copy of the parent's (the episode
 // was forked and the event is among the first ForkOrigin.PrefixEvents
 // after episode_start).
@@ -353,8 +359,7 @@ func samplesOf(evs []Event, granularity, prefix string, policy RewardPolicy) ([]
 	if err != nil || !ok {
 		return nil, err
 	}
-	o := &ep.outcome
-	o.TrainingReward = policy.TrainingReward(o.Reward, o.Label, o.FailureClass)
+	ep.decide(policy)
 	if prefix == PrefixOnce {
 		ep.turns = slices.DeleteFunc(ep.turns, func(t turnRec) bool { return t.prefix })
 		ep.steps = slices.DeleteFunc(ep.steps, func(s ToolStep) bool { return s.Prefix })
