@@ -52,8 +52,11 @@ type OpenAIConfig struct {
 	TopLogprobs int
 	// TokenIDs asks the server for prompt and completion token ids and
 	// logprobs in its own dialect: trajectory.TokensVLLM
-	// (return_token_ids), trajectory.TokensSGLang (return_logprob) or
-	// "" / trajectory.TokensOff. Whatever the server returns is recorded.
+	// (return_token_ids; the default when ""), trajectory.TokensSGLang
+	// (return_logprob) or trajectory.TokensOff. Whatever the server
+	// returns is recorded; a server that refuses the fields (a 400 naming
+	// them) is asked once more without them, and never again, and its
+	// turns are marked tokens_unavailable.
 	TokenIDs string
 	// Extra fields merged into every request body, for server extensions
 	// (e.g. {"return_tokens_as_token_ids": true} for vLLM); they win over

@@ -68,10 +68,13 @@ type Config struct {
 	// PolicyAuthSession sends "Bearer <session>", the /sessions/{id} path's
 	// id or else the episode id, for routers that pin sessions by it.
 	PolicyAuth string
-	// TokenIDs makes the proxy ask the policy server for token ids and
-	// logprobs on every forwarded request that does not set the fields
-	// itself (trajectory.TokensVLLM or trajectory.TokensSGLang), so a
-	// harness need not. "" or trajectory.TokensOff: requests go as sent.
+	// TokenIDs is how the proxy asks the policy server for token ids and
+	// logprobs on every forwarded chat or completions request that does
+	// not set the fields itself, so a harness need not:
+	// trajectory.TokensVLLM (the default when ""), trajectory.TokensSGLang,
+	// or trajectory.TokensOff (requests go as sent). A server that refuses
+	// the fields (a 400 naming them) is asked once more without them, and
+	// the episode's turns are marked tokens_unavailable.
 	TokenIDs string
 	// PublicURL is the gateway's address as clients reach it, used in the
 	// URLs returned at episode creation. Empty: taken from each request.
