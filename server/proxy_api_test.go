@@ -91,6 +91,10 @@ data: {"type":"content_block_stop","index":1}`,
 data: {"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"output_tokens":12}}`,
 			`event: message_stop
 data: {"type":"message_stop"}`)
+	case r.URL.Path == "/v1/responses" && body["break"] == true:
+		sse(`event: response.created
+data: {"type":"response.created","sequence_number":0,"response":{"id":"resp_3","object":"response","status":"in_progress","model":"policy-7b","output":[]}}`)
+		panic(http.ErrAbortHandler) // the connection drops before response.completed
 	case r.URL.Path == "/v1/responses" && !stream:
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprint(w, `{"id":"resp_1","object":"response","created_at":1,"status":"completed","model":"policy-7b",
@@ -371,6 +375,14 @@ func TestProxyResponses(t *testing.T) {
 	if code, _ := e.do("POST", "/v1/responses", cr.Token, `{"model":"m"}`, nil); code != 400 {
 		t.Errorf("responses without input: %d, want 400", code)
 	}
+	// A stream that breaks before response.completed: the client gets the
+	// Responses error event and a cut body; the turn is recorded failed
+	// (and left out of export).
+	resp, body, err = postModel(t, e.http.URL+"/v1/responses", cr.Token, nil, `{"model":"policy-7b","stream":true,"break":true,"input":"hi"}`)
+	<-a.got
+	if resp.StatusCode != 200 || err == nil || !strings.Contains(body, "event: error") || !strings.Contains(body, `"upstream_stream_broken"`) {
+		t.Errorf("broken responses stream: %d %q %v, want the error event and a cut body", resp.StatusCode, body, err)
+	}
 	want := []trajectory.ModelTurn{
 		{API: trajectory.APIResponses, Model: "policy-7b", Params: json.RawMessage(`{"max_output_tokens":256}`),
 			Request: []trajectory.Message{
@@ -387,6 +399,10 @@ func TestProxyResponses(t *testing.T) {
 			Request:      []trajectory.Message{{Role: "user", Content: "fix it"}},
 			Response:     trajectory.Message{Role: "assistant", Content: "Done."},
 			FinishReason: "completed", Usage: trajectory.Usage{PromptTokens: 60, CompletionTokens: 2, TotalTokens: 62}},
+		{API: trajectory.APIResponses, Model: "policy-7b", Params: json.RawMessage(`{"break":true,"stream":true}`),
+			Request:  []trajectory.Message{{Role: "user", Content: "hi"}},
+			Response: trajectory.Message{Role: "assistant"},
+			Error:    "policy stream broke: unexpected EOF"},
 	}
 	if diff := cmp.Diff(want, modelTurns(t, e, cr.EpisodeID)); diff != "" {
 		t.Errorf("recorded turns (-want +got):\n%s", diff)
