@@ -118,7 +118,7 @@ func GradeWatched(ctx context.Context, sb sandbox.Sandbox, t Task, hidden fs.FS,
 				continue
 			}
 			sev, what, ev := rec.Fields[0], rec.Fields[1], rec.Fields[2]
-			if what == "framework_in_repo" {
+			if what == "framework_in_repo" || what == "no_audit_hooks" {
 				res.Integrity = IntegrityUnavailable
 				continue
 			}
@@ -312,7 +312,7 @@ func gradeTestPatch(ctx context.Context, sb sandbox.Sandbox, t Task, w Watch, re
 			st[canonicalID(t, id)] = s
 		}
 		for _, rec := range r.Records {
-			if rec.Kind == "evt" && len(rec.Fields) >= 3 && rec.Fields[1] != "framework_in_repo" {
+			if rec.Kind == "evt" && len(rec.Fields) >= 3 && rec.Fields[0] != "info" {
 				sev := rec.Fields[0]
 				if sev != severityCertain {
 					sev = severitySuspicious
@@ -320,7 +320,7 @@ func gradeTestPatch(ctx context.Context, sb sandbox.Sandbox, t Task, w Watch, re
 				res.Findings = append(res.Findings, Finding{Rule: "grade.integrity." + rec.Fields[1], Category: catEvaluator, Severity: sev,
 					File: "(test run)", Reason: integrityReason(rec.Fields[1]), Evidence: rec.Fields[2]})
 			}
-			if rec.Kind == "evt" && len(rec.Fields) >= 2 && rec.Fields[1] == "framework_in_repo" {
+			if rec.Kind == "evt" && len(rec.Fields) >= 2 && rec.Fields[0] == "info" {
 				res.Integrity = IntegrityUnavailable
 			}
 		}

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-_audit = sys.audit
+_audit = getattr(sys, "audit", None)  # the kit sets its own before 3.8
 _str = str
 _getattr = getattr
 
