@@ -2,9 +2,9 @@ package monitor
 
 import (
 	"path"
+	"regexp"
 	"strings"
 
-	"github.com/rollcage/rollcage/rules"
 	"github.com/rollcage/rollcage/toolcall"
 )
 
@@ -33,7 +33,7 @@ type Files struct {
 // cwd, nested commands) is worked out again on every run.
 type fileMatches struct {
 	src string
-	by  map[*rules.Regexp][][]string
+	by  map[*regexp.Regexp][][]string
 }
 
 // matches is the memo of path's content src, new when src is not what
@@ -45,14 +45,14 @@ func (f *Files) matches(p, src string) *fileMatches {
 	if f.found == nil {
 		f.found = map[string]*fileMatches{}
 	}
-	fm := &fileMatches{src: src, by: map[*rules.Regexp][][]string{}}
+	fm := &fileMatches{src: src, by: map[*regexp.Regexp][][]string{}}
 	f.found[p] = fm
 	return fm
 }
 
 // findAll is findAll, remembered by pattern for the file's text; a nil
 // memo remembers nothing.
-func (fm *fileMatches) findAll(re *rules.Regexp, src string, anchors ...string) [][]string {
+func (fm *fileMatches) findAll(re *regexp.Regexp, src string, anchors ...string) [][]string {
 	if fm == nil {
 		return findAll(re, src, anchors...)
 	}

@@ -1,30 +1,29 @@
 package monitor
 
 import (
+	"regexp"
 	"strings"
-
-	"github.com/rollcage/rollcage/rules"
 )
 
 // Inline programs (python -c, perl -e, heredocs fed to interpreters) are
 // not parsed: cheap patterns catch the common ways a script reads files,
 // fetches URLs or shells out, which is what the rules ask about.
 var (
-	reOpen     = rules.MustCompileRegexp(`\bopen\(\s*[rbfu]?['"]([^'"\n]+)['"]\s*(?:,\s*(?:mode\s*=\s*)?[rbfu]?['"]([a-zA-Z+]+)['"])?`)
-	rePathOp   = rules.MustCompileRegexp(`Path\(\s*[rbfu]?['"]([^'"\n]+)['"]\s*\)\s*\.\s*(\w+)`)
-	reFSRead   = rules.MustCompileRegexp(`\b(?:File\.read|File\.open|File\.readlines|IO\.read|IO\.readlines|readFileSync|readFile|createReadStream|file_get_contents|fopen|np\.load|pd\.read_csv|json\.load)\(\s*[rbfu]?['"]([^'"\n]+)['"]`)
-	reFSWrite  = rules.MustCompileRegexp(`\b(?:File\.write|writeFileSync|writeFile|appendFileSync|appendFile|createWriteStream|file_put_contents|os\.makedirs|os\.mkdir|os\.chmod|os\.truncate)\(\s*[rbfu]?['"]([^'"\n]+)['"]`)
-	reFSDelete = rules.MustCompileRegexp(`\b(?:os\.remove|os\.unlink|os\.rmdir|os\.removedirs|shutil\.rmtree|unlinkSync|rmSync|rmdirSync|File\.delete|FileUtils\.rm_rf|FileUtils\.rm)\(\s*[rbfu]?['"]([^'"\n]+)['"]`)
-	reFSList   = rules.MustCompileRegexp(`\b(?:os\.listdir|os\.scandir|os\.walk|glob\.glob|glob\.iglob|readdirSync|readdir|Dir\.glob|Dir\.entries)\(\s*[rbfu]?['"]([^'"\n]+)['"]`)
-	reCopy     = rules.MustCompileRegexp(`\bshutil\.(copy|copy2|copyfile|copytree|move)\(\s*[rbfu]?['"]([^'"\n]+)['"]\s*,\s*[rbfu]?['"]([^'"\n]+)['"]`)
-	reURL      = rules.MustCompileRegexp(`(?i)\b(?:https?|ftp|wss?)://[^\s'"<>\\)\]}` + "`" + `]+`)
-	reHTTPConn = rules.MustCompileRegexp(`HTTPS?Connection\(\s*['"]([^'"\n/]+)['"]`)
-	reSocket   = rules.MustCompileRegexp(`(?:connect(?:_ex)?|create_connection)\(\s*\(\s*['"]([^'"\n]+)['"]\s*,\s*\d+`)
-	reSubList  = rules.MustCompileRegexp(`\b(?:\w+\.(?:run|call|check_call|check_output|getoutput|Popen)|os\.exec\w*|os\.spawn\w*)\(\s*\[([^\]]*)\]`)
-	reQuoted   = rules.MustCompileRegexp(`'([^'\n]*)'|"([^"\n]*)"`)
-	reSystem   = rules.MustCompileRegexp(`\b(?:os\.system|os\.popen|subprocess\.\w+|system|execSync|exec|spawnSync|getoutput|getstatusoutput|shell_exec|passthru)\(\s*[rf]?(?:'([^'\n]*)'|"([^"\n]*)")`)
-	reBacktick = rules.MustCompileRegexp("(?:%x\\{|`)([^`}\\n]+)[`}]")
-	reAbsPath  = rules.MustCompileRegexp(`(?:^|[\s'"=(:,])(/[A-Za-z0-9_.~+@%-][^\s'"<>|;&()*?,]*)`)
+	reOpen     = regexp.MustCompile(`\bopen\(\s*[rbfu]?['"]([^'"\n]+)['"]\s*(?:,\s*(?:mode\s*=\s*)?[rbfu]?['"]([a-zA-Z+]+)['"])?`)
+	rePathOp   = regexp.MustCompile(`Path\(\s*[rbfu]?['"]([^'"\n]+)['"]\s*\)\s*\.\s*(\w+)`)
+	reFSRead   = regexp.MustCompile(`\b(?:File\.read|File\.open|File\.readlines|IO\.read|IO\.readlines|readFileSync|readFile|createReadStream|file_get_contents|fopen|np\.load|pd\.read_csv|json\.load)\(\s*[rbfu]?['"]([^'"\n]+)['"]`)
+	reFSWrite  = regexp.MustCompile(`\b(?:File\.write|writeFileSync|writeFile|appendFileSync|appendFile|createWriteStream|file_put_contents|os\.makedirs|os\.mkdir|os\.chmod|os\.truncate)\(\s*[rbfu]?['"]([^'"\n]+)['"]`)
+	reFSDelete = regexp.MustCompile(`\b(?:os\.remove|os\.unlink|os\.rmdir|os\.removedirs|shutil\.rmtree|unlinkSync|rmSync|rmdirSync|File\.delete|FileUtils\.rm_rf|FileUtils\.rm)\(\s*[rbfu]?['"]([^'"\n]+)['"]`)
+	reFSList   = regexp.MustCompile(`\b(?:os\.listdir|os\.scandir|os\.walk|glob\.glob|glob\.iglob|readdirSync|readdir|Dir\.glob|Dir\.entries)\(\s*[rbfu]?['"]([^'"\n]+)['"]`)
+	reCopy     = regexp.MustCompile(`\bshutil\.(copy|copy2|copyfile|copytree|move)\(\s*[rbfu]?['"]([^'"\n]+)['"]\s*,\s*[rbfu]?['"]([^'"\n]+)['"]`)
+	reURL      = regexp.MustCompile(`(?i)\b(?:https?|ftp|wss?)://[^\s'"<>\\)\]}` + "`" + `]+`)
+	reHTTPConn = regexp.MustCompile(`HTTPS?Connection\(\s*['"]([^'"\n/]+)['"]`)
+	reSocket   = regexp.MustCompile(`(?:connect(?:_ex)?|create_connection)\(\s*\(\s*['"]([^'"\n]+)['"]\s*,\s*\d+`)
+	reSubList  = regexp.MustCompile(`\b(?:\w+\.(?:run|call|check_call|check_output|getoutput|Popen)|os\.exec\w*|os\.spawn\w*)\(\s*\[([^\]]*)\]`)
+	reQuoted   = regexp.MustCompile(`'([^'\n]*)'|"([^"\n]*)"`)
+	reSystem   = regexp.MustCompile(`\b(?:os\.system|os\.popen|subprocess\.\w+|system|execSync|exec|spawnSync|getoutput|getstatusoutput|shell_exec|passthru)\(\s*[rf]?(?:'([^'\n]*)'|"([^"\n]*)")`)
+	reBacktick = regexp.MustCompile("(?:%x\\{|`)([^`}\\n]+)[`}]")
+	reAbsPath  = regexp.MustCompile(`(?:^|[\s'"=(:,])(/[A-Za-z0-9_.~+@%-][^\s'"<>|;&()*?,]*)`)
 )
 
 // script records an inline program and what it visibly does.
@@ -73,7 +72,7 @@ func (w *walker) program(src string, inline bool, memo *fileMatches) {
 		}
 	}
 	for _, re := range []struct {
-		re      *rules.Regexp
+		re      *regexp.Regexp
 		list    *[]string
 		anchors []string
 	}{
@@ -260,7 +259,7 @@ func (a *acc) scanLoose(src, cwd string) {
 }
 
 // findAll runs re only when one of the anchors occurs in src.
-func findAll(re *rules.Regexp, src string, anchors ...string) [][]string {
+func findAll(re *regexp.Regexp, src string, anchors ...string) [][]string {
 	for _, a := range anchors {
 		if strings.Contains(src, a) {
 			return re.FindAllStringSubmatch(src, -1)
