@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/rollcage/rollcage/normalize"
 	"github.com/rollcage/rollcage/rules"
 	"github.com/rollcage/rollcage/rules/corpus"
 )
@@ -61,7 +62,7 @@ func BenchmarkNormalizeEval(b *testing.B) {
 	json.Unmarshal(contexts["textkit"].Sandbox, &sb)
 	ep := eng.NewEpisode(b.Context(), task, sb)
 	for _, l := range benign[:rules.MaxHistory] {
-		ep.Record(l.Call, Normalize(l.Call, "/workspace"), nil)
+		ep.Record(l.Call, normalize.Normalize(l.Call, "/workspace", nil), nil)
 	}
 	calls := append(slices.Clone(benign[rules.MaxHistory:]), hacks...)
 	durs := make([]time.Duration, 0, b.N)
@@ -71,7 +72,7 @@ func BenchmarkNormalizeEval(b *testing.B) {
 		c := calls[i%len(calls)].Call
 		i++
 		t0 := time.Now()
-		n := Normalize(c, "/workspace")
+		n := normalize.Normalize(c, "/workspace", nil)
 		if _, err := ep.Eval(ctx, c, n); err != nil {
 			b.Fatal(err)
 		}
@@ -147,7 +148,7 @@ func TestPrefilterEquivalence(t *testing.T) {
 		}
 		epOn, epOff := on.NewEpisode(ctx, task, sb), off.NewEpisode(ctx, task, sb)
 		for i, c := range append(slices.Clone(l.History), l.Call) {
-			n := Normalize(c, cwd)
+			n := normalize.Normalize(c, cwd, nil)
 			got, err1 := epOn.Eval(ctx, c, n)
 			want, err2 := epOff.Eval(ctx, c, n)
 			if err := errors.Join(err1, err2); err != nil {
@@ -175,7 +176,7 @@ func TestPrefilterEquivalence(t *testing.T) {
 		if l.TaskRef != "textkit" {
 			continue
 		}
-		n := Normalize(l.Call, "/workspace")
+		n := normalize.Normalize(l.Call, "/workspace", nil)
 		got, err1 := epOn.Eval(ctx, l.Call, n)
 		want, err2 := epOff.Eval(ctx, l.Call, n)
 		scan, err3 := off.Eval(ctx, map[string]any{"task": task, "sandbox": sb, "call": l.Call, "normalized": n, "history": window})

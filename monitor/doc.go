@@ -1,8 +1,9 @@
 // Package monitor is the gate every tool call of an episode passes before
-// it reaches the sandbox: it normalizes the call (bash parsed into commands,
-// paths, hosts and git operations), asks the rules for flags, asks the judge
-// to confirm flagged calls, and decides: allow, block (the policy gets dummy
-// output and the episode goes on) or rewrite (a safe form runs instead).
+// it reaches the sandbox: it normalizes the call (package normalize: bash
+// parsed into commands, paths, hosts and git operations), asks the rules
+// for flags, asks the judge to confirm flagged calls, and decides: allow,
+// block (the policy gets dummy output and the episode goes on) or rewrite
+// (a safe form runs instead).
 // After a call ran, its output is checked for leaked protected material and
 // canary opens before the policy sees it.
 //

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rollcage/rollcage/decision"
 	"github.com/rollcage/rollcage/judge"
+	"github.com/rollcage/rollcage/normalize"
 	"github.com/rollcage/rollcage/rules"
 	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/toolcall"
@@ -40,7 +41,7 @@ type Episode struct {
 	fileLines map[string]bool // normalized lines of files the policy's calls wrote; guarded by callMu and ownMu
 	created   map[string]int  // provenance: path the policy created → step; guarded by callMu
 	touched   map[string]bool // paths with any effect this episode; guarded by callMu
-	files     Files           // script files the policy wrote, followed when a call runs them; guarded by callMu
+	files     normalize.Files // script files the policy wrote, followed when a call runs them; guarded by callMu
 
 	visible       map[string]bool // absolute paths of Facts.VisibleFiles
 	visibleHashes map[string]string
@@ -147,7 +148,7 @@ func (e *Episode) decideCall(ctx context.Context, p Prepared) (decision.Result, 
 	res := decision.Result{Step: step, Call: call}
 	t0 := time.Now()
 	var internal []string
-	res.Normalized, internal = normalizeDecoded(call, args, cwd, &e.files)
+	res.Normalized, internal = normalizeCall(call, args, cwd, &e.files)
 	res.Timings.Normalize = time.Since(t0)
 
 	t0 = time.Now()

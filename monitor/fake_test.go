@@ -2,10 +2,18 @@ package monitor
 
 import (
 	"context"
+	"encoding/json"
 
 	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/sandbox/fake"
+	"github.com/rollcage/rollcage/toolcall"
 )
+
+// bash is a bash call of cmd.
+func bash(cmd string) toolcall.Call {
+	b, _ := json.Marshal(toolcall.BashArgs{Command: cmd})
+	return toolcall.Call{Tool: toolcall.Bash, Args: b}
+}
 
 // newFake is a fake sandbox whose every command (rollcage's sessions
 // too) exec answers by its text; nil: empty output in /workspace. It

@@ -48,7 +48,7 @@ func (e *Episode) Fork(cfg ForkConfig) (*Episode, error) {
 		fileLines:     maps.Clone(e.fileLines),
 		created:       maps.Clone(e.created),
 		touched:       maps.Clone(e.touched),
-		files:         Files{m: maps.Clone(e.files.m)},
+		files:         e.files.Clone(),
 		visible:       e.visible,
 		visibleHashes: e.visibleHashes,
 		hashVisible:   cfg.HashVisible,

@@ -8,21 +8,10 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/rollcage/rollcage/normalize"
 	"github.com/rollcage/rollcage/rules"
 	"github.com/rollcage/rollcage/toolcall"
 )
-
-// textAlone is what the text of a bash command shows with no parse at
-// all: the normalizer's fallback scan (scanFallback: a token scan of the
-// text into commands, and a loose scan of its URLs and absolute paths)
-// over the raw command. It is what the rules are owed whenever the parser
-// gives up on a command.
-func textAlone(cmd, cwd string, unparsed bool) toolcall.Normalized {
-	n := toolcall.Normalized{Tool: toolcall.Bash, Raw: cmd, Cwd: cwd, Unparsed: unparsed}
-	a := &acc{n: &n}
-	a.scanFallback(cmd, cwd, 0)
-	return n
-}
 
 // corpusCommands are the bash commands of the labelled corpus.
 func corpusCommands(tb testing.TB) []string {
@@ -79,7 +68,8 @@ var oddConstructs = []string{
 //     reported as a failure here, so the fuzzer finds them).
 //  2. When the normalizer gives up on the command (Unparsed: a parse
 //     error, nesting past maxDepth, or an internal error), the rules flag
-//     at least every rule id they flag on textAlone(command): no input
+//     at least every rule id they flag on normalize.Scan(command): the
+//     text alone: no input
 //     yields fewer flags than its text alone would. (Where the parse
 //     succeeds it is more precise than the text, e.g. a path inside an
 //     echo string is no read, so the property is not asked there.)
@@ -98,7 +88,7 @@ func FuzzNormalizeFailsClosed(f *testing.F) {
 		call := bash(cmd)
 		var sent toolcall.BashArgs // what survives JSON (invalid UTF-8 becomes U+FFFD)
 		json.Unmarshal(call.Args, &sent)
-		n, internal := normalize(call, "/workspace")
+		n, internal := normalizeCall(call, decodeCall(call), "/workspace", nil)
 		if len(internal) > 0 {
 			t.Errorf("internal errors normalizing %q: %v", cmd, internal)
 		}
@@ -110,7 +100,7 @@ func FuzzNormalizeFailsClosed(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, err := engine.NewEpisode(t.Context(), testTask, testFacts).Eval(t.Context(), call, textAlone(sent.Command, "/workspace", true))
+		want, err := engine.NewEpisode(t.Context(), testTask, testFacts).Eval(t.Context(), call, normalize.Scan(sent.Command, "/workspace", true))
 		if err != nil {
 			t.Fatal(err)
 		}

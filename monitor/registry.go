@@ -1,17 +1,12 @@
 package monitor
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"reflect"
 	"strings"
 
-	jsonv2 "github.com/go-json-experiment/json"
-	jsonv1 "github.com/go-json-experiment/json/v1"
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/rollcage/rollcage/decision"
@@ -19,16 +14,14 @@ import (
 )
 
 // toolSpec is everything the monitor knows of one tool: how to decode,
-// normalize, run and fake it. Every step of a call looks it up here.
+// run and fake it (package normalize makes it legible to the rules).
+// Every step of a call looks it up here.
 type toolSpec struct {
 	toolcall.Tool
-	// decode reads the arguments strictly (strictArgs: unknown fields
-	// and trailing data are refused); read says the typed value holds them
-	// even so.
+	// decode reads the arguments strictly (toolcall.DecodeArgs: unknown
+	// fields and trailing data are refused); read says the typed value
+	// holds them even so.
 	decode func(raw json.RawMessage) (args any, read bool, err error)
-	// normalize fills a from the decoded arguments; nil: the rules see the
-	// raw JSON only.
-	normalize func(a *acc, args any, cwd string)
 	// run executes the call in the sandbox.
 	run func(ctx context.Context, e *Episode, res *decision.Result, args any) error
 	// dummy is what a blocked call shows; nil: the generic "not available".
@@ -43,7 +36,6 @@ type toolSpec struct {
 type def[A any] struct {
 	name, desc string
 	aliases    []string
-	normalize  func(a *acc, args *A, cwd string)
 	run        func(ctx context.Context, e *Episode, res *decision.Result, args *A) error
 	dummy      func(args *A, n toolcall.Normalized, d decision.Decision, f Facts) (string, int)
 	foreign    func(f foreignArgs) A
@@ -66,15 +58,12 @@ func (d def[A]) spec() *toolSpec {
 				testDecodeHook(d.name)
 			}
 			a := new(A)
-			read, err := strictArgs(raw, a)
+			read, err := toolcall.DecodeArgs(raw, a)
 			return a, read, err
 		},
 		run: func(ctx context.Context, e *Episode, res *decision.Result, args any) error {
 			return d.run(ctx, e, res, args.(*A))
 		},
-	}
-	if d.normalize != nil {
-		ts.normalize = func(a *acc, args any, cwd string) { d.normalize(a, args.(*A), cwd) }
 	}
 	if d.dummy != nil {
 		ts.dummy = func(args any, n toolcall.Normalized, dec decision.Decision, f Facts) (string, int) {
@@ -91,8 +80,8 @@ func (d def[A]) spec() *toolSpec {
 var registry = []*toolSpec{
 	def[toolcall.BashArgs]{
 		name: toolcall.Bash, desc: "Run a bash command in a persistent shell (cd and exported variables persist). Output is stdout and stderr interleaved.",
-		aliases:   []string{"bash", "execute_bash", "shell", "run_command", "run_shell_command", "terminal", "execute_command", "exec_command", "run_bash", "local_shell", "container.exec", "cmd"},
-		normalize: normalizeBash, run: runBash, dummy: bashDummy,
+		aliases: []string{"bash", "execute_bash", "shell", "run_command", "run_shell_command", "terminal", "execute_command", "exec_command", "run_bash", "local_shell", "container.exec", "cmd"},
+		run:     runBash, dummy: bashDummy,
 		foreign: func(f foreignArgs) toolcall.BashArgs {
 			if !f.ok {
 				return toolcall.BashArgs{Command: f.raw} // not JSON: the text is the command
@@ -103,11 +92,7 @@ var registry = []*toolSpec{
 	def[toolcall.ReadFileArgs]{
 		name: toolcall.ReadFile, desc: "Read a text file.",
 		aliases: []string{"read_file", "view_file", "open_file", "read", "cat_file"},
-		normalize: func(a *acc, args *toolcall.ReadFileArgs, cwd string) {
-			a.n.Raw = args.Path
-			a.add(&a.n.Reads, resolvePath(args.Path, cwd))
-		},
-		run: runReadFile, dummy: func(_ *toolcall.ReadFileArgs, n toolcall.Normalized, _ decision.Decision, _ Facts) (string, int) {
+		run:     runReadFile, dummy: func(_ *toolcall.ReadFileArgs, n toolcall.Normalized, _ decision.Decision, _ Facts) (string, int) {
 			return notFoundDummy(n)
 		},
 		foreign: func(f foreignArgs) toolcall.ReadFileArgs { return toolcall.ReadFileArgs{Path: f.path()} },
@@ -115,15 +100,7 @@ var registry = []*toolSpec{
 	def[toolcall.WriteFileArgs]{
 		name: toolcall.WriteFile, desc: "Create or overwrite a file with the given content.",
 		aliases: []string{"write_file", "create_file", "write", "write_to_file"},
-		normalize: func(a *acc, args *toolcall.WriteFileArgs, cwd string) {
-			a.n.Raw = args.Path
-			a.add(&a.n.Writes, resolvePath(args.Path, cwd))
-			a.n.Content = args.Content
-			if b, err := args.Bytes(); err == nil {
-				a.n.Content = string(b) // the rules see what is written
-			}
-		},
-		run: runWriteFile,
+		run:     runWriteFile,
 		dummy: func(args *toolcall.WriteFileArgs, n toolcall.Normalized, _ decision.Decision, _ Facts) (string, int) {
 			size := len(args.Content)
 			if b, err := args.Bytes(); err == nil {
@@ -138,13 +115,7 @@ var registry = []*toolSpec{
 	def[toolcall.EditArgs]{
 		name: toolcall.Edit, desc: "Replace the one occurrence of old with new in a file (old must match exactly, whitespace included, and be unique).",
 		aliases: []string{"edit", "edit_file", "replace_in_file", "str_replace", "apply_edit"},
-		normalize: func(a *acc, args *toolcall.EditArgs, cwd string) {
-			a.n.Raw = args.Path
-			a.add(&a.n.Writes, resolvePath(args.Path, cwd))
-			a.n.Content = args.New
-			a.n.OldContent = args.Old
-		},
-		run: runEdit,
+		run:     runEdit,
 		dummy: func(_ *toolcall.EditArgs, n toolcall.Normalized, _ decision.Decision, _ Facts) (string, int) {
 			return editedMsg(firstOr(n.Writes, n.Raw)), 0
 		},
@@ -155,15 +126,7 @@ var registry = []*toolSpec{
 	def[toolcall.ListDirArgs]{
 		name: toolcall.ListDir, desc: "List a directory.",
 		aliases: []string{"list_dir", "list_directory", "list_files", "ls"},
-		normalize: func(a *acc, args *toolcall.ListDirArgs, cwd string) {
-			a.n.Raw = args.Path
-			p := args.Path
-			if p == "" {
-				p = "."
-			}
-			a.add(&a.n.Lists, resolvePath(p, cwd))
-		},
-		run: runListDir, dummy: func(_ *toolcall.ListDirArgs, n toolcall.Normalized, _ decision.Decision, _ Facts) (string, int) {
+		run:     runListDir, dummy: func(_ *toolcall.ListDirArgs, n toolcall.Normalized, _ decision.Decision, _ Facts) (string, int) {
 			return notFoundDummy(n)
 		},
 		foreign: func(f foreignArgs) toolcall.ListDirArgs {
@@ -235,47 +198,6 @@ func ToolNames() string {
 	}
 	return strings.Join(names, ", ")
 }
-
-// strictArgs decodes a tool's JSON arguments, rejecting unknown fields so
-// a misspelt argument is reported instead of silently ignored, and text
-// after the object, which json.Unmarshal would refuse too. read reports
-// whether v holds the arguments as json.Unmarshal would have decoded them
-// (no error, or only an unknown field: encoding/json reads on past one and
-// fills every known field), so the rules see a refused call's arguments
-// without a second decode.
-func strictArgs(raw json.RawMessage, v any) (read bool, err error) {
-	if len(raw) == 0 {
-		raw = json.RawMessage("{}")
-	}
-	// go-json-experiment's decoder with encoding/json's semantics first:
-	// it decodes a call in about half the time (every replayed call is
-	// decoded here), and what it accepts it reads as encoding/json does.
-	// What it rejects encoding/json decodes again from the zero value,
-	// for the same partial value, read flag and words as ever.
-	if jsonv2.Unmarshal(raw, v, strictOptions) == nil {
-		return true, nil
-	}
-	reflect.ValueOf(v).Elem().SetZero()
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		if errors.Is(err, io.ErrUnexpectedEOF) {
-			return false, errNoArgs // json.Unmarshal's words for it
-		}
-		return strings.HasPrefix(err.Error(), "json: unknown field "), err
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return false, errors.New("invalid character after the arguments' JSON object")
-	}
-	return true, nil
-}
-
-// strictOptions are encoding/json's semantics with unknown fields an
-// error, as a Decoder with DisallowUnknownFields reads.
-var strictOptions = jsonv2.JoinOptions(jsonv1.DefaultOptionsV1(), jsonv2.RejectUnknownMembers(true))
-
-// errNoArgs is a call's arguments ending before their JSON object does.
-var errNoArgs = errors.New("unexpected end of JSON input")
 
 // testDecodeHook, when set by a test, runs at each decode of a call's
 // arguments (the registry's and a foreign call's).

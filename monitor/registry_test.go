@@ -2,14 +2,13 @@ package monitor
 
 import (
 	"encoding/json"
-	"errors"
-	"io"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/rollcage/rollcage/normalize"
 	"github.com/rollcage/rollcage/toolcall"
 )
 
@@ -121,6 +120,25 @@ func TestToolAliases(t *testing.T) {
 	}
 }
 
+// TestArgsTypes: the registry's tools are toolcall's own, with the
+// argument types toolcall decodes them into (normalize.Normalize decodes
+// by toolcall.NewArgs, the monitor by its registry).
+func TestArgsTypes(t *testing.T) {
+	for _, s := range registry {
+		if !toolcall.IsTool(s.Name) || reflect.TypeOf(toolcall.NewArgs(s.Name)) != s.argsType {
+			t.Errorf("%s: toolcall.IsTool %v, toolcall.NewArgs %T; want true, %v", s.Name, toolcall.IsTool(s.Name), toolcall.NewArgs(s.Name), s.argsType)
+		}
+	}
+	for _, name := range []string{"web_search", "execute_bash", "Bash", ""} {
+		if toolcall.IsTool(name) || toolcall.NewArgs(name) != nil || IsTool(name) {
+			t.Errorf("%q: toolcall.IsTool %v, NewArgs %T, IsTool %v; want a generic tool", name, toolcall.IsTool(name), toolcall.NewArgs(name), IsTool(name))
+		}
+	}
+	if len(registry) != 6 {
+		t.Errorf("the registry has %d tools, toolcall.IsTool knows 6", len(registry))
+	}
+}
+
 // TestDecodeStrict: the arguments that run are decoded strictly once;
 // what fails is what the policy is told, and the rules still see the
 // call as json.Unmarshal reads it.
@@ -145,52 +163,16 @@ func TestDecodeStrict(t *testing.T) {
 			if (tc.wantErr == "") != (msg == "") || !strings.Contains(msg, tc.wantErr) {
 				t.Errorf("argsError = %q, want one containing %q", msg, tc.wantErr)
 			}
-			n, _ := normalizeDecoded(tc.call, d, "/w", nil)
+			n, _ := normalizeCall(tc.call, d, "/w", nil)
 			if n.Raw != tc.raw {
 				t.Errorf("Normalized.Raw = %q, want %q", n.Raw, tc.raw)
 			}
-			if off, _ := normalize(tc.call, "/w"); !cmp.Equal(off, n) {
+			if off := normalize.Normalize(tc.call, "/w", nil); !cmp.Equal(off, n) {
 				t.Errorf("the monitor's normalization differs from Normalize's:\n%s", cmp.Diff(off, n))
 			}
 		})
 	}
 }
-
-// TestStrictArgsAsEncodingJSON: strictArgs decodes with go-json-experiment
-// first; on the inputs where decoders are known to part (case, duplicate
-// names, invalid UTF-8 and surrogates, null, escapes, numbers) it reads
-// what encoding/json's strict Decoder reads, and refuses what it refuses.
-func TestStrictArgsAsEncodingJSON(t *testing.T) {
-	inputs := []string{
-		`{"command":"ls"}`, `{"COMMAND":"ls"}`, `{"Command":"a","command":"b"}`,
-		`{"command":"a\u00e9\ud800b"}`, "{\"command\":\"a\xffb\"}", `{"command":null}`,
-		`{"command":"<&>\n\t\"\\\/"}`, `{"command":"x","timeout_sec":1e2}`, `{"command":"x","timeout_sec":-0.5}`,
-		`{"comm_and":"x"}`, `{"command":"x","extra":1}`, `{"command":1}`, `{"command":"x"} `, `{"command":"x"}{}`,
-		`[]`, `null`, `{}`, ``, `{"command":"x"`,
-	}
-	for _, in := range inputs {
-		var got toolcall.BashArgs
-		read, err := strictArgs(json.RawMessage(in), &got)
-		var want toolcall.BashArgs
-		raw := in
-		if raw == "" {
-			raw = "{}"
-		}
-		dec := json.NewDecoder(strings.NewReader(raw))
-		dec.DisallowUnknownFields()
-		werr := dec.Decode(&want)
-		if werr == nil {
-			if _, terr := dec.Token(); terr != io.EOF {
-				werr = errTrailing // text after the object
-			}
-		}
-		if (err == nil) != (werr == nil) || got != want {
-			t.Errorf("strictArgs(%q) = %+v, %v (read %v); encoding/json: %+v, %v", in, got, err, read, want, werr)
-		}
-	}
-}
-
-var errTrailing = errors.New("text after the object")
 
 // TestPrepareArgs: a call built with typed arguments normalizes as its
 // JSON decoded does, whether the arguments are the tool's own type (kept
@@ -211,8 +193,9 @@ func TestPrepareArgs(t *testing.T) {
 		{"editor", PrepareEditor("create", "b.py", "x", "", ""), "b.py", false},
 	}
 	for _, tc := range tests {
-		got := NormalizePrepared(tc.p, "/w", nil)
-		if d := cmp.Diff(NormalizeWith(tc.p.Call, "/w", nil), got); d != "" {
+		args, err := tc.p.Args()
+		got, _ := normalize.Decoded(tc.p.Call, args, err, "/w", nil)
+		if d := cmp.Diff(normalize.Normalize(tc.p.Call, "/w", nil), got); d != "" {
 			t.Errorf("%s: typed arguments normalize otherwise (-decoded +typed):\n%s", tc.name, d)
 		}
 		if got.Raw != tc.raw || (got.ParseError != "") != tc.failed {

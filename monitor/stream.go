@@ -154,7 +154,7 @@ func (r *Running) Input(ctx context.Context, data []byte) error {
 	call := toolcall.Call{Tool: toolcall.Bash, Session: r.call.Session, EpisodeID: e.id}
 	call.Args, _ = json.Marshal(toolcall.BashArgs{Command: string(data)})
 	e.callMu.Lock()
-	n, internal := normalizeFiles(call, e.Cwd(call.Session), &e.files)
+	n, internal := normalizeCall(call, decodeCall(call), e.Cwd(call.Session), &e.files)
 	flags, err := e.evalRules(ctx, call, n)
 	e.callMu.Unlock()
 	if err != nil {

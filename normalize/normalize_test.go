@@ -1,4 +1,4 @@
-package monitor
+package normalize
 
 import (
 	"encoding/json"
@@ -171,7 +171,7 @@ var normalizeCases = []struct {
 func TestNormalize(t *testing.T) {
 	for _, tc := range normalizeCases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := Normalize(tc.call, tc.cwd)
+			got := Normalize(tc.call, tc.cwd, nil)
 			checkExpect(t, got, tc.want)
 
 			b, err := json.MarshalIndent(struct {
@@ -185,7 +185,7 @@ func TestNormalize(t *testing.T) {
 			}
 			b = append(b, '\n')
 			path := filepath.Join("testdata", "normalize", tc.name+".json")
-			want := golden.Read(t, path, b, "go test ./monitor -run TestNormalize")
+			want := golden.Read(t, path, b, "go test ./normalize -run TestNormalize")
 			if golden.Update() {
 				return
 			}
@@ -272,7 +272,7 @@ func TestNormalizeDeepNestingIsBounded(t *testing.T) {
 		b, _ := json.Marshal(cmd)
 		cmd = "bash -c " + string(b)
 	}
-	got := Normalize(bash(cmd), "/w")
+	got := Normalize(bash(cmd), "/w", nil)
 	if !got.Unparsed || !strings.Contains(got.ParseError, "nested deeper") {
 		t.Errorf("Unparsed=%v ParseError=%q, want the depth limit reported", got.Unparsed, got.ParseError)
 	}
@@ -296,7 +296,7 @@ func FuzzNormalize(f *testing.F) {
 		call := bash(cmd)
 		var sent toolcall.BashArgs // what survives JSON (invalid UTF-8 becomes U+FFFD)
 		json.Unmarshal(call.Args, &sent)
-		n := Normalize(call, cwd)
+		n := Normalize(call, cwd, nil)
 		if n.Tool != toolcall.Bash || n.Raw != sent.Command {
 			t.Errorf("Raw = %q, want the command %q", n.Raw, sent.Command)
 		}
@@ -321,7 +321,7 @@ func BenchmarkNormalize(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(c.cmd)))
 			for b.Loop() {
-				Normalize(call, "/workspace")
+				Normalize(call, "/workspace", nil)
 			}
 		})
 	}

@@ -1,6 +1,7 @@
-package monitor
+package normalize
 
 import (
+	"maps"
 	"path"
 	"regexp"
 	"strings"
@@ -84,6 +85,9 @@ func (f *Files) Set(p, content string) {
 	f.m[p] = content
 }
 
+// Clone is a copy of the files known, for a fork of the episode.
+func (f *Files) Clone() Files { return Files{m: maps.Clone(f.m)} }
+
 // Delete forgets path.
 func (f *Files) Delete(p string) {
 	if f != nil {
@@ -118,30 +122,11 @@ func (f *Files) Record(call toolcall.Call, n toolcall.Normalized) {
 }
 
 // Replay is one step of an offline replay (the corpus evaluator's, rules
-// check's): the call normalized with the files written before it
-// (NormalizeWith), then what it wrote recorded (Record).
+// check's): the call normalized with the files written before it, then
+// what it wrote recorded (Record).
 func (f *Files) Replay(call toolcall.Call, cwd string) toolcall.Normalized {
-	n := NormalizeWith(call, cwd, f)
+	n := Normalize(call, cwd, f)
 	f.Record(call, n)
-	return n
-}
-
-// NormalizeWith is Normalize that follows the scripts a call runs into the
-// content of files the policy wrote (files may be nil).
-func NormalizeWith(call toolcall.Call, cwd string, files *Files) toolcall.Normalized {
-	n, _ := normalizeFiles(call, cwd, files)
-	return n
-}
-
-// NormalizePrepared is NormalizeWith on a prepared call: on the typed
-// arguments it was built with (PrepareArgs, PrepareForeign,
-// PrepareEditor), else on its arguments decoded.
-func NormalizePrepared(p Prepared, cwd string, files *Files) toolcall.Normalized {
-	d := p.args
-	if d.spec == nil {
-		d = decodeCall(p.Call)
-	}
-	n, _ := normalizeDecoded(p.Call, d, cwd, files)
 	return n
 }
 

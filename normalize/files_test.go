@@ -1,4 +1,4 @@
-package monitor
+package normalize
 
 import (
 	"encoding/json"
@@ -40,9 +40,9 @@ func TestNormalizeFollowsScriptFiles(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var files Files
 			for _, c := range tc.before {
-				files.Record(c, NormalizeWith(c, "/workspace", &files))
+				files.Record(c, Normalize(c, "/workspace", &files))
 			}
-			n := NormalizeWith(bash(tc.call), "/workspace", &files)
+			n := Normalize(bash(tc.call), "/workspace", &files)
 			if n.Unparsed {
 				t.Fatalf("unparsed: %s", n.ParseError)
 			}
@@ -92,9 +92,9 @@ func TestRunFileAgain(t *testing.T) {
 	const second = "import shutil\nshutil.rmtree('build')\n"
 	var files Files
 	run := func(cwd string) toolcall.Normalized {
-		return NormalizeWith(bash("python3 /tmp/r.py"), cwd, &files)
+		return Normalize(bash("python3 /tmp/r.py"), cwd, &files)
 	}
-	files.Record(writeCall("/tmp/r.py", first), NormalizeWith(writeCall("/tmp/r.py", first), "/repo", &files))
+	files.Record(writeCall("/tmp/r.py", first), Normalize(writeCall("/tmp/r.py", first), "/repo", &files))
 	a, b, c := run("/repo"), run("/repo"), run("/srv/other")
 	if !slices.Contains(a.Reads, "/repo/data/in.txt") || len(a.Git) == 0 || a.Git[0].Sub != "log" {
 		t.Fatalf("first run: reads %q, git %+v; want /repo/data/in.txt read and git log run", a.Reads, a.Git)
@@ -105,7 +105,7 @@ func TestRunFileAgain(t *testing.T) {
 	if !slices.Contains(c.Reads, "/srv/other/data/in.txt") || slices.Contains(c.Reads, "/repo/data/in.txt") {
 		t.Errorf("run from /srv/other reads %q, want its own cwd's data/in.txt", c.Reads)
 	}
-	files.Record(writeCall("/tmp/r.py", second), NormalizeWith(writeCall("/tmp/r.py", second), "/repo", &files))
+	files.Record(writeCall("/tmp/r.py", second), Normalize(writeCall("/tmp/r.py", second), "/repo", &files))
 	d := run("/repo")
 	if !slices.Contains(d.Deletes, "/repo/build") || slices.Contains(d.Reads, "/repo/data/in.txt") {
 		t.Errorf("after the rewrite: deletes %q reads %q, want the new text's /repo/build deleted and the old read gone", d.Deletes, d.Reads)

@@ -1,4 +1,4 @@
-package monitor
+package normalize
 
 // role is what an operand or a flag's value is to the command.
 type role uint8
