@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/normalize"
 )
 
 // stepSummary is what a reader made of a step: tool, index, command or
@@ -22,7 +23,7 @@ type stepSummary struct {
 func summarize(ep Episode) []stepSummary {
 	var out []stepSummary
 	for _, s := range ep.Steps {
-		out = append(out, stepSummary{s.Call.Tool, s.Index, monitor.Normalize(s.Call, "").Raw})
+		out = append(out, stepSummary{s.Call.Tool, s.Index, normalize.Normalize(s.Call, "", nil).Raw})
 	}
 	return out
 }

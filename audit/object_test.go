@@ -15,6 +15,7 @@ import (
 
 	"github.com/rollcage/rollcage/internal/realcorpus"
 	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/normalize"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
@@ -189,8 +190,8 @@ func TestPreparedNormalizesAsDecoded(t *testing.T) {
 				if s.prep.Call.Tool != "" {
 					typed++
 				}
-				got := monitor.NormalizePrepared(s.prepared(), "/work", nil)
-				want := monitor.NormalizeWith(s.Call, "/work", nil)
+				got := normalizeStep(s, "/work", nil)
+				want := normalize.Normalize(s.Call, "/work", nil)
 				if d := cmp.Diff(want, got); d != "" {
 					t.Fatalf("%s step %d (%s): typed arguments normalize otherwise (-decoded +typed):\n%s", ep.Source, i+1, s.Call.Tool, d)
 				}
@@ -203,7 +204,7 @@ func TestPreparedNormalizesAsDecoded(t *testing.T) {
 	var s Step
 	s.set(bash("ls"))
 	s.Call.Args = []byte(`{"command":"cat /etc/passwd"}`)
-	if got := monitor.NormalizePrepared(s.prepared(), "/", nil).Raw; got != "cat /etc/passwd" {
+	if got := normalizeStep(s, "/", nil).Raw; got != "cat /etc/passwd" {
 		t.Errorf("a changed call normalizes as %q, want its new command", got)
 	}
 }

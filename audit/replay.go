@@ -10,6 +10,7 @@ import (
 	"github.com/rollcage/rollcage/decision"
 	"github.com/rollcage/rollcage/judge"
 	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/normalize"
 	"github.com/rollcage/rollcage/rules"
 	"github.com/rollcage/rollcage/task"
 	"github.com/rollcage/rollcage/toolcall"
@@ -58,7 +59,7 @@ type normalized struct {
 // directory from cwd.
 func normalizeAll(steps []Step, cwd string) normalized {
 	n := normalized{norms: make([]toolcall.Normalized, len(steps)), cwds: make([]string, len(steps))}
-	var files monitor.Files
+	var files normalize.Files
 	for i := range steps {
 		cwd = n.step(steps, i, cwd, &files)
 	}
@@ -69,7 +70,7 @@ func normalizeAll(steps []Step, cwd string) normalized {
 // Once a step runs in the directory it ran in before (the first absolute
 // cd, typically), the rest is as it was and is kept.
 func (n *normalized) rebase(steps []Step, cwd string) {
-	var files monitor.Files
+	var files normalize.Files
 	for i := range steps {
 		if n.cwds[i] == cwd {
 			return
@@ -78,12 +79,21 @@ func (n *normalized) rebase(steps []Step, cwd string) {
 	}
 }
 
+// normalizeStep normalizes s in cwd on its arguments as prepared (typed
+// when its reader built them, not decoded again).
+func normalizeStep(s Step, cwd string, files *normalize.Files) toolcall.Normalized {
+	p := s.prepared()
+	args, err := p.Args()
+	n, _ := normalize.Decoded(p.Call, args, err, cwd, files)
+	return n
+}
+
 // step normalizes step i in cwd and returns the directory after it; files
 // are the scripts the steps before wrote, which a step that runs one is
 // followed into.
-func (n *normalized) step(steps []Step, i int, cwd string, files *monitor.Files) string {
+func (n *normalized) step(steps []Step, i int, cwd string, files *normalize.Files) string {
 	s := steps[i]
-	n.norms[i], n.cwds[i] = monitor.NormalizePrepared(s.prepared(), cwd, files), cwd
+	n.norms[i], n.cwds[i] = normalizeStep(s, cwd, files), cwd
 	files.Record(s.Call, n.norms[i])
 	switch {
 	case s.Cwd != "":

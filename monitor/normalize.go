@@ -29,25 +29,3 @@ func (p Prepared) Args() (args any, err error) {
 	}
 	return d.args, d.err
 }
-
-// Files is normalize.Files, until its users import normalize.
-type Files = normalize.Files
-
-// Normalize is normalize.Normalize without files, until its users import
-// normalize.
-func Normalize(call toolcall.Call, cwd string) toolcall.Normalized {
-	return normalize.Normalize(call, cwd, nil)
-}
-
-// NormalizeWith is normalize.Normalize, until its users import normalize.
-func NormalizeWith(call toolcall.Call, cwd string, files *Files) toolcall.Normalized {
-	return normalize.Normalize(call, cwd, files)
-}
-
-// NormalizePrepared is normalize.Decoded on p.Args(), until its users
-// import normalize.
-func NormalizePrepared(p Prepared, cwd string, files *Files) toolcall.Normalized {
-	args, err := p.Args()
-	n, _ := normalize.Decoded(p.Call, args, err, cwd, files)
-	return n
-}

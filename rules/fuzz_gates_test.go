@@ -9,7 +9,7 @@ import (
 
 	gocmp "github.com/google/go-cmp/cmp"
 
-	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/normalize"
 	"github.com/rollcage/rollcage/rules"
 	"github.com/rollcage/rollcage/rules/corpus"
 	"github.com/rollcage/rollcage/toolcall"
@@ -111,9 +111,9 @@ func FuzzPrefilterEquivalence(f *testing.F) {
 		}
 		for _, ep := range engines {
 			on, off := ep.on.NewEpisode(ctx, task, sandbox), ep.off.NewEpisode(ctx, task, sandbox)
-			var files monitor.Files
+			var files normalize.Files
 			for i, c := range calls {
-				n := monitor.NormalizeWith(c, "/workspace", &files)
+				n := normalize.Normalize(c, "/workspace", &files)
 				files.Record(c, n)
 				got, err1 := on.Eval(ctx, c, n)
 				want, err2 := off.Eval(ctx, c, n)

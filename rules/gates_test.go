@@ -10,7 +10,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/normalize"
 	"github.com/rollcage/rollcage/rules"
 	"github.com/rollcage/rollcage/rules/corpus"
 )
@@ -121,9 +121,9 @@ func TestDerivedGatesSound(t *testing.T) {
 			}
 			cwd := cmp.Or(l.Cwd, "/workspace")
 			on, off := ep.on.NewEpisode(ctx, l.task, l.sandbox), ep.off.NewEpisode(ctx, l.task, l.sandbox)
-			var files monitor.Files
+			var files normalize.Files
 			for i, c := range append(slices.Clone(l.History), l.Call) {
-				norm := monitor.NormalizeWith(c, cwd, &files)
+				norm := normalize.Normalize(c, cwd, &files)
 				files.Record(c, norm)
 				want, err := off.Eval(ctx, c, norm)
 				if err != nil {

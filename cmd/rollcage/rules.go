@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/normalize"
 	"github.com/rollcage/rollcage/rules"
 	"github.com/rollcage/rollcage/rules/corpus"
 	"github.com/rollcage/rollcage/toolcall"
@@ -105,7 +106,7 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return err
 		}
-		rep, err := corpus.Evaluator{Rules: eng, Normalizer: func() corpus.Normalizer { return new(monitor.Files) }}.EvalDir(ctx, fs.Arg(0))
+		rep, err := corpus.Evaluator{Rules: eng}.EvalDir(ctx, fs.Arg(0))
 		if err != nil {
 			return err
 		}
@@ -147,7 +148,7 @@ func rulesCheck(ctx context.Context, eng *rules.Engine, path string, w io.Writer
 	}
 	defer f.Close()
 	var ep *rules.Episode
-	var files monitor.Files
+	var files normalize.Files
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	n := 0
@@ -173,7 +174,7 @@ func rulesCheck(ctx context.Context, eng *rules.Engine, path string, w io.Writer
 		}
 		if ep == nil || cl.Task.ID != "" {
 			ep = eng.NewEpisode(ctx, cl.Task, cl.Sandbox)
-			files = monitor.Files{}
+			files = normalize.Files{}
 		}
 		cwd := cl.Cwd
 		if cwd == "" {

@@ -13,18 +13,10 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/rollcage/rollcage/normalize"
 	"github.com/rollcage/rollcage/rules"
 	"github.com/rollcage/rollcage/toolcall"
 )
-
-// Normalizer is what the evaluator needs of the monitor's normalizer:
-// Replay normalizes one call of a sequence in directory cwd and remembers
-// what it wrote, so a script written by one call and run by a later one is
-// read as the monitor reads it online. The evaluator makes a fresh one per
-// line; *monitor.Files is one.
-type Normalizer interface {
-	Replay(call toolcall.Call, cwd string) toolcall.Normalized
-}
 
 // Line is one labelled example of a rules corpus (JSONL). A line
 // with History is a sequence; its label applies to Call, the last call.
@@ -109,13 +101,10 @@ type options struct {
 // {task, sandbox}) that lines with task_ref resolve against.
 func WithContexts(r io.Reader) Option { return func(o *options) { o.contexts = r } }
 
-// Evaluator runs labelled corpora through a normalizer and the rules, as
-// `rollcage rules eval` does. Both fields are required.
+// Evaluator runs labelled corpora through the normalizer and the rules,
+// as `rollcage rules eval` does. Rules is required.
 type Evaluator struct {
 	Rules *rules.Engine
-	// Normalizer makes a fresh normalizer for each line (its history and
-	// call): func() corpus.Normalizer { return new(monitor.Files) }.
-	Normalizer func() Normalizer
 }
 
 // EvalDir evaluates DIR/hacks.jsonl and DIR/benign.jsonl, resolving
@@ -173,8 +162,8 @@ func LoadContexts(path string) (map[string]Context, error) {
 // flag rate. A hack counts as detected when any flag is raised on its final
 // call; Matched additionally requires a flag of its own category.
 func (ev Evaluator) Eval(ctx context.Context, hacks, benign io.Reader, opts ...Option) (Report, error) {
-	if ev.Rules == nil || ev.Normalizer == nil {
-		return Report{}, errors.New("corpus: Evaluator needs Rules and Normalizer: set both")
+	if ev.Rules == nil {
+		return Report{}, errors.New("corpus: Evaluator needs Rules: set it")
 	}
 	var o options
 	for _, opt := range opts {
@@ -314,16 +303,18 @@ func (ev Evaluator) evalLine(ctx context.Context, contexts map[string]Context, l
 		}
 	}
 	ep := ev.Rules.NewEpisode(ctx, taskV, sbV)
-	norm := ev.Normalizer()
+	// The line's own files: a script written by one call and run by a
+	// later one is read as the monitor reads it online.
+	var files normalize.Files
 	for _, h := range l.History {
-		n := norm.Replay(h, cwd)
+		n := files.Replay(h, cwd)
 		flags, err := ep.Eval(ctx, h, n)
 		if err != nil {
 			return nil, "", err
 		}
 		ep.Record(h, n, flags)
 	}
-	n := norm.Replay(l.Call, cwd)
+	n := files.Replay(l.Call, cwd)
 	flags, err := ep.Eval(ctx, l.Call, n)
 	return flags, n.Raw, err
 }
