@@ -120,6 +120,7 @@ func TestLayering(t *testing.T) {
 var forbidden = map[string]map[string]string{
 	"sandbox":        {"*": "the contract every backend implements and every consumer uses depends on none of ours"},
 	"toolcall":       {"*": "the call every layer carries is plain data and depends on none of ours"},
+	"normalize":      {"*": "the normalizer is a pure function of the call, golden-tested alone: the monitor, the audit and the corpus tooling share it"},
 	"judge":          {"*": "the judge takes plain structs, so the monitor and the offline audit share it"},
 	"clients/python": {"*": "the Python client speaks the HTTP API only"},
 	"trajectory":     {"*": "trajectories are plain data: export and its readers work without the runtime that wrote them"},
@@ -134,8 +135,9 @@ var forbidden = map[string]map[string]string{
 		"judge":   "the E2B API decides nothing itself: the harness's monitor asks the judge",
 	},
 	"rules": {
-		"monitor": "the rules are a stage the monitor calls; they never call back",
-		"sandbox": "the rules see the sandbox's facts as data, never a live sandbox",
+		"monitor":   "the rules are a stage the monitor calls; they never call back",
+		"normalize": "the rules read a call already normalized, as data; their callers normalize it",
+		"sandbox":   "the rules see the sandbox's facts as data, never a live sandbox",
 	},
 	"monitor": {
 		"harness":    "the monitor is a stage the harness calls once per step; it never calls back",
@@ -146,6 +148,10 @@ var forbidden = map[string]map[string]string{
 		"harness": "grading is a function of a sandbox and a task; episodes call it, not the reverse",
 	},
 	"audit": {"harness": "the audit replays episodes offline through normalization, rules and judge without running them"},
+	"rules/corpus": {
+		"monitor": "the corpus tooling replays calls through normalize and the rules offline, without the monitor",
+		"harness": "the corpus tooling evaluates the rules on recorded calls; it runs no episode",
+	},
 	"harness": {
 		"server": "dependencies point inward: the gateway drives the harness",
 		"e2b":    "dependencies point inward: the E2B API drives the harness",
