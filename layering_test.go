@@ -14,8 +14,8 @@ const module = "github.com/rollcage/rollcage/"
 // allowed lists, per package, the packages of ours it may import (non-test
 // files). Dependencies point inward: sandbox imports none of ours. The
 // gateway (server, e2b) may not import monitor: what a call is answered
-// with is in decision and toolcall, the tool list comes from the harness
-// (harness.Tools), so a call from the gateway can reach the monitor only
+// with is in decision and toolcall, and so is the tool list
+// (toolcall.Tools), so a call from the gateway can reach the monitor only
 // through the harness (TestCallPath follows one). forbidden (below) gives
 // the reasons; docs/architecture.md shows both (TestArchitectureTable).
 var allowed = map[string][]string{

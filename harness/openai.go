@@ -20,7 +20,6 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
-	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/toolcall"
 	"github.com/rollcage/rollcage/trajectory"
 )
@@ -156,7 +155,7 @@ func NewOpenAI(cfg OpenAIConfig) (*OpenAI, error) {
 // gateway and MCP offer them.
 var toolDefs = func() []openai.Tool {
 	var out []openai.Tool
-	for _, t := range monitor.Tools() {
+	for _, t := range toolcall.Tools() {
 		out = append(out, openai.Tool{Type: openai.ToolTypeFunction, Function: &openai.FunctionDefinition{
 			Name: t.Name, Description: t.Description, Parameters: t.Schema}})
 	}
@@ -164,7 +163,7 @@ var toolDefs = func() []openai.Tool {
 }()
 
 // toolList names the tools in messages to the model.
-var toolList = monitor.ToolNames()
+var toolList = toolcall.ToolNames()
 
 // Run plays the episode: ask the model, run its tool calls through the
 // episode, feed the outputs back, until it submits, a limit is hit, or its
@@ -293,7 +292,7 @@ func (o *OpenAI) loop(ctx context.Context, ep *Episode, st *loopState) (string, 
 // must end (submit, a limit, a fault).
 func (o *OpenAI) callTool(ctx context.Context, ep *Episode, tc trajectory.FunctionCall) (out string, ok bool, stop string, err error) {
 	name := tc.Function.Name
-	if !monitor.IsTool(name) {
+	if !toolcall.IsTool(name) {
 		return fmt.Sprintf("error: unknown tool %q; call one of the tools (%s)", name, toolList), false, "", nil
 	}
 	args := strings.TrimSpace(tc.Function.Arguments)

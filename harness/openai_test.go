@@ -15,8 +15,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rollcage/rollcage/harness/harnesstest"
-	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/sandbox/fake"
+	"github.com/rollcage/rollcage/toolcall"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
@@ -311,7 +311,7 @@ func TestOpenAIRecordsTurn(t *testing.T) {
 	// The tools sent are monitor's registry (as the gateway and MCP offer
 	// them), and the turn records what was sent.
 	var wantTools []any
-	for _, tl := range monitor.Tools() {
+	for _, tl := range toolcall.Tools() {
 		var schema any
 		if err := json.Unmarshal(tl.Schema, &schema); err != nil {
 			t.Fatal(err)
@@ -322,8 +322,8 @@ func TestOpenAIRecordsTurn(t *testing.T) {
 	if d := cmp.Diff(wantTools, body["tools"]); d != "" {
 		t.Errorf("tools sent differ from the registry (-want +got):\n%s", d)
 	}
-	if sys, _ := body["messages"].([]any)[0].(map[string]any)["content"].(string); !strings.Contains(sys, "the tools: "+monitor.ToolNames()+".") {
-		t.Errorf("the system prompt does not name the tools sent (%s):\n%s", monitor.ToolNames(), sys)
+	if sys, _ := body["messages"].([]any)[0].(map[string]any)["content"].(string); !strings.Contains(sys, "the tools: "+toolcall.ToolNames()+".") {
+		t.Errorf("the system prompt does not name the tools sent (%s):\n%s", toolcall.ToolNames(), sys)
 	}
 	var recorded []any
 	if err := json.Unmarshal(mt.Tools, &recorded); err != nil {

@@ -19,7 +19,7 @@ import (
 // registry; Episode.HandlePrepared takes the typed value on.
 func Check(call toolcall.Call, maxTimeout time.Duration) (Prepared, error) {
 	var p Prepared
-	if !IsTool(call.Tool) && IsForeign(call.Tool) {
+	if !toolcall.IsTool(call.Tool) && IsForeign(call.Tool) {
 		p = PrepareForeign(call.Tool, string(call.Args))
 		p.Call.EpisodeID, p.Call.Session, p.Call.RequestID = call.EpisodeID, call.Session, call.RequestID
 	} else {

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
-	"strings"
-
-	"github.com/google/jsonschema-go/jsonschema"
+	"slices"
 
 	"github.com/rollcage/rollcage/decision"
 	"github.com/rollcage/rollcage/toolcall"
@@ -32,26 +30,23 @@ type toolSpec struct {
 	argsType reflect.Type
 }
 
-// def is a toolSpec with typed arguments; spec erases the type.
+// def is a toolSpec with typed arguments; spec erases the type and
+// takes the tool's name, description, schema and aliases from toolcall.
 type def[A any] struct {
-	name, desc string
-	aliases    []string
-	run        func(ctx context.Context, e *Episode, res *decision.Result, args *A) error
-	dummy      func(args *A, n toolcall.Normalized, d decision.Decision, f Facts) (string, int)
-	foreign    func(f foreignArgs) A
+	name    string
+	run     func(ctx context.Context, e *Episode, res *decision.Result, args *A) error
+	dummy   func(args *A, n toolcall.Normalized, d decision.Decision, f Facts) (string, int)
+	foreign func(f foreignArgs) A
 }
 
 func (d def[A]) spec() *toolSpec {
-	s, err := jsonschema.For[A](nil)
-	if err != nil {
-		panic(fmt.Sprintf("monitor: schema of %s: %v", d.name, err))
-	}
-	schema, err := json.Marshal(s)
-	if err != nil {
-		panic(fmt.Sprintf("monitor: schema of %s: %v", d.name, err))
+	tools := toolcall.Tools()
+	i := slices.IndexFunc(tools, func(t toolcall.Tool) bool { return t.Name == d.name })
+	if i < 0 {
+		panic(fmt.Sprintf("monitor: %s is not one of toolcall.Tools", d.name))
 	}
 	ts := &toolSpec{
-		Tool:     toolcall.Tool{Name: d.name, Description: d.desc, Schema: schema, Aliases: d.aliases},
+		Tool:     tools[i],
 		argsType: reflect.TypeFor[*A](),
 		decode: func(raw json.RawMessage) (any, bool, error) {
 			if testDecodeHook != nil {
@@ -79,9 +74,8 @@ func (d def[A]) spec() *toolSpec {
 // registry is the tool model, in the order tools are offered.
 var registry = []*toolSpec{
 	def[toolcall.BashArgs]{
-		name: toolcall.Bash, desc: "Run a bash command in a persistent shell (cd and exported variables persist). Output is stdout and stderr interleaved.",
-		aliases: []string{"bash", "execute_bash", "shell", "run_command", "run_shell_command", "terminal", "execute_command", "exec_command", "run_bash", "local_shell", "container.exec", "cmd"},
-		run:     runBash, dummy: bashDummy,
+		name: toolcall.Bash,
+		run:  runBash, dummy: bashDummy,
 		foreign: func(f foreignArgs) toolcall.BashArgs {
 			if !f.ok {
 				return toolcall.BashArgs{Command: f.raw} // not JSON: the text is the command
@@ -90,17 +84,15 @@ var registry = []*toolSpec{
 		},
 	}.spec(),
 	def[toolcall.ReadFileArgs]{
-		name: toolcall.ReadFile, desc: "Read a text file.",
-		aliases: []string{"read_file", "view_file", "open_file", "read", "cat_file"},
-		run:     runReadFile, dummy: func(_ *toolcall.ReadFileArgs, n toolcall.Normalized, _ decision.Decision, _ Facts) (string, int) {
+		name: toolcall.ReadFile,
+		run:  runReadFile, dummy: func(_ *toolcall.ReadFileArgs, n toolcall.Normalized, _ decision.Decision, _ Facts) (string, int) {
 			return notFoundDummy(n)
 		},
 		foreign: func(f foreignArgs) toolcall.ReadFileArgs { return toolcall.ReadFileArgs{Path: f.path()} },
 	}.spec(),
 	def[toolcall.WriteFileArgs]{
-		name: toolcall.WriteFile, desc: "Create or overwrite a file with the given content.",
-		aliases: []string{"write_file", "create_file", "write", "write_to_file"},
-		run:     runWriteFile,
+		name: toolcall.WriteFile,
+		run:  runWriteFile,
 		dummy: func(args *toolcall.WriteFileArgs, n toolcall.Normalized, _ decision.Decision, _ Facts) (string, int) {
 			size := len(args.Content)
 			if b, err := args.Bytes(); err == nil {
@@ -113,9 +105,8 @@ var registry = []*toolSpec{
 		},
 	}.spec(),
 	def[toolcall.EditArgs]{
-		name: toolcall.Edit, desc: "Replace the one occurrence of old with new in a file (old must match exactly, whitespace included, and be unique).",
-		aliases: []string{"edit", "edit_file", "replace_in_file", "str_replace", "apply_edit"},
-		run:     runEdit,
+		name: toolcall.Edit,
+		run:  runEdit,
 		dummy: func(_ *toolcall.EditArgs, n toolcall.Normalized, _ decision.Decision, _ Facts) (string, int) {
 			return editedMsg(firstOr(n.Writes, n.Raw)), 0
 		},
@@ -124,9 +115,8 @@ var registry = []*toolSpec{
 		},
 	}.spec(),
 	def[toolcall.ListDirArgs]{
-		name: toolcall.ListDir, desc: "List a directory.",
-		aliases: []string{"list_dir", "list_directory", "list_files", "ls"},
-		run:     runListDir, dummy: func(_ *toolcall.ListDirArgs, n toolcall.Normalized, _ decision.Decision, _ Facts) (string, int) {
+		name: toolcall.ListDir,
+		run:  runListDir, dummy: func(_ *toolcall.ListDirArgs, n toolcall.Normalized, _ decision.Decision, _ Facts) (string, int) {
 			return notFoundDummy(n)
 		},
 		foreign: func(f foreignArgs) toolcall.ListDirArgs {
@@ -134,8 +124,7 @@ var registry = []*toolSpec{
 		},
 	}.spec(),
 	def[toolcall.SubmitArgs]{
-		name: toolcall.Submit, desc: "Submit your work when the fix is complete. Ends the episode.",
-		aliases: []string{"submit", "finish", "task_done", "attempt_completion", "done"},
+		name: toolcall.Submit,
 		run: func(_ context.Context, _ *Episode, res *decision.Result, _ *toolcall.SubmitArgs) error {
 			res.Submit = true
 			res.Output = "submitted"
@@ -151,15 +140,6 @@ var registry = []*toolSpec{
 // and SWE-agent's), which FromForeign maps by sub-command (EditorCall).
 var editorAliases = []string{"str_replace_editor", "str_replace_based_edit_tool", "text_editor", "edit_tool", "file_editor"}
 
-// foreignTools are the tools of other harnesses' vocabularies the MCP
-// endpoint offers besides rollcage's own, in their own argument shapes.
-var foreignTools = []toolcall.Tool{
-	{Name: "execute_bash", Description: "OpenHands' name for bash: run a command in the persistent shell.",
-		Schema: json.RawMessage(`{"type":"object","properties":{"command":{"type":"string"},"timeout":{"type":"number"},"is_input":{"type":"string"}},"required":["command"]}`)},
-	{Name: "str_replace_editor", Description: "OpenHands' and SWE-agent's file editor: view, create, str_replace, insert.",
-		Schema: json.RawMessage(`{"type":"object","properties":{"command":{"type":"string","enum":["view","create","str_replace","insert","undo_edit"]},"path":{"type":"string"},"file_text":{"type":"string"},"old_str":{"type":"string"},"new_str":{"type":"string"},"insert_line":{"type":"integer"},"view_range":{"type":"array","items":{"type":"integer"}}},"required":["command","path"]}`)},
-}
-
 // byName and byAlias index the registry.
 var byName, byAlias = func() (map[string]*toolSpec, map[string]*toolSpec) {
 	n, a := map[string]*toolSpec{}, map[string]*toolSpec{}
@@ -171,33 +151,6 @@ var byName, byAlias = func() (map[string]*toolSpec, map[string]*toolSpec) {
 	}
 	return n, a
 }()
-
-// Tools returns rollcage's own tools, in the order they are offered.
-func Tools() []toolcall.Tool {
-	out := make([]toolcall.Tool, len(registry))
-	for i, s := range registry {
-		out[i] = s.Tool
-		out[i].Aliases = append([]string(nil), s.Aliases...)
-	}
-	return out
-}
-
-// ForeignTools returns the tools of other vocabularies the MCP endpoint
-// offers too (mapped onto rollcage's by FromForeign).
-func ForeignTools() []toolcall.Tool { return append([]toolcall.Tool(nil), foreignTools...) }
-
-// IsTool reports whether name is one of rollcage's own tools.
-func IsTool(name string) bool { return byName[name] != nil }
-
-// ToolNames is the list of rollcage's tool names for messages: "bash,
-// read_file, ..., submit".
-func ToolNames() string {
-	names := make([]string, len(registry))
-	for i, s := range registry {
-		names[i] = s.Name
-	}
-	return strings.Join(names, ", ")
-}
 
 // testDecodeHook, when set by a test, runs at each decode of a call's
 // arguments (the registry's and a foreign call's).

@@ -12,81 +12,12 @@ import (
 	"github.com/rollcage/rollcage/toolcall"
 )
 
-// argTypes are the argument types the registry's schemas must describe.
-var argTypes = map[string]any{
-	toolcall.Bash: toolcall.BashArgs{}, toolcall.ReadFile: toolcall.ReadFileArgs{}, toolcall.WriteFile: toolcall.WriteFileArgs{},
-	toolcall.Edit: toolcall.EditArgs{}, toolcall.ListDir: toolcall.ListDirArgs{}, toolcall.Submit: toolcall.SubmitArgs{},
-}
-
-// TestToolSchemas: every tool's schema names exactly its argument type's
-// JSON fields, requires those without omitempty, admits no others, and
-// the strict decoding that runs the call agrees (an unknown field is
-// refused).
-func TestToolSchemas(t *testing.T) {
-	var names []string
-	for _, tl := range Tools() {
-		names = append(names, tl.Name)
-		typ, ok := argTypes[tl.Name]
-		if !ok {
-			t.Errorf("tool %s has no argument type in this test", tl.Name)
-			continue
-		}
-		var want struct {
-			props    []string
-			required []string
-		}
-		rt := reflect.TypeOf(typ)
-		for i := range rt.NumField() {
-			name, opts, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
-			want.props = append(want.props, name)
-			if !strings.Contains(opts, "omitempty") {
-				want.required = append(want.required, name)
-			}
-		}
-		var got struct {
-			Type                 string                     `json:"type"`
-			Properties           map[string]json.RawMessage `json:"properties"`
-			Required             []string                   `json:"required"`
-			AdditionalProperties *bool                      `json:"additionalProperties"`
-		}
-		if err := json.Unmarshal(tl.Schema, &got); err != nil {
-			t.Fatalf("%s: schema %s: %v", tl.Name, tl.Schema, err)
-		}
-		props := slices.Sorted(func(yield func(string) bool) {
-			for k := range got.Properties {
-				if !yield(k) {
-					return
-				}
-			}
-		})
-		slices.Sort(want.props)
-		if got.Type != "object" || !cmp.Equal(props, want.props) || !cmp.Equal(got.Required, want.required, cmpEmpty) ||
-			got.AdditionalProperties == nil || *got.AdditionalProperties {
-			t.Errorf("%s: schema %s; want properties %v, required %v, additionalProperties false", tl.Name, tl.Schema, want.props, want.required)
-		}
-		if tl.Description == "" {
-			t.Errorf("%s: no description", tl.Name)
-		}
-		if d := decodeCall(toolcall.Call{Tool: tl.Name, Args: json.RawMessage(`{"no_such_field":1}`)}); d.err == nil {
-			t.Errorf("%s: an unknown field decoded; the schema says additionalProperties false", tl.Name)
-		}
-	}
-	if d := cmp.Diff([]string{toolcall.Bash, toolcall.ReadFile, toolcall.WriteFile, toolcall.Edit, toolcall.ListDir, toolcall.Submit}, names); d != "" {
-		t.Errorf("tools (-want +got):\n%s", d)
-	}
-	if got, want := ToolNames(), strings.Join(names, ", "); got != want {
-		t.Errorf("ToolNames() = %q, want %q", got, want)
-	}
-}
-
-var cmpEmpty = cmp.Comparer(func(a, b []string) bool { return slices.Equal(a, b) })
-
 // TestToolAliases: every alias the registry lists is mapped by
 // FromForeign (the audit's and the gateway's vocabulary mapping) onto its
 // tool, in any case, and a name no tool lists stays generic.
 func TestToolAliases(t *testing.T) {
 	seen := map[string]string{}
-	for _, tl := range Tools() {
+	for _, tl := range toolcall.Tools() {
 		if !slices.Contains(tl.Aliases, tl.Name) {
 			t.Errorf("%s: aliases %v lack the name itself", tl.Name, tl.Aliases)
 		}
@@ -113,9 +44,9 @@ func TestToolAliases(t *testing.T) {
 	if IsForeign("web_search") || FromForeign("web_search", `{"q":"x"}`).Tool != "web_search" {
 		t.Errorf("web_search is no tool's alias and must stay generic")
 	}
-	for _, ft := range ForeignTools() {
-		if !IsForeign(ft.Name) || IsTool(ft.Name) || !json.Valid(ft.Schema) {
-			t.Errorf("foreign tool %s: IsForeign %v, IsTool %v, schema valid %v", ft.Name, IsForeign(ft.Name), IsTool(ft.Name), json.Valid(ft.Schema))
+	for _, ft := range toolcall.ForeignTools() {
+		if !IsForeign(ft.Name) || toolcall.IsTool(ft.Name) || !json.Valid(ft.Schema) {
+			t.Errorf("foreign tool %s: IsForeign %v, IsTool %v, schema valid %v", ft.Name, IsForeign(ft.Name), toolcall.IsTool(ft.Name), json.Valid(ft.Schema))
 		}
 	}
 }
@@ -130,8 +61,8 @@ func TestArgsTypes(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"web_search", "execute_bash", "Bash", ""} {
-		if toolcall.IsTool(name) || toolcall.NewArgs(name) != nil || IsTool(name) {
-			t.Errorf("%q: toolcall.IsTool %v, NewArgs %T, IsTool %v; want a generic tool", name, toolcall.IsTool(name), toolcall.NewArgs(name), IsTool(name))
+		if toolcall.IsTool(name) || toolcall.NewArgs(name) != nil || byName[name] != nil {
+			t.Errorf("%q: toolcall.IsTool %v, NewArgs %T, in the registry %v; want a generic tool", name, toolcall.IsTool(name), toolcall.NewArgs(name), byName[name] != nil)
 		}
 	}
 	if len(registry) != 6 {

@@ -33,7 +33,7 @@ func (e *Episode) execute(ctx context.Context, res *decision.Result, d decoded) 
 		return nil
 	}
 	if d.spec == nil {
-		res.Output, res.ExitCode = fmt.Sprintf("error: unknown tool %q; the tools are %s", res.Call.Tool, ToolNames()), 2
+		res.Output, res.ExitCode = fmt.Sprintf("error: unknown tool %q; the tools are %s", res.Call.Tool, toolcall.ToolNames()), 2
 		return nil
 	}
 	e.mu.Lock()

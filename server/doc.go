@@ -11,7 +11,7 @@
 // names and refuse arguments that cannot run (a 400 here) before the call
 // is numbered. The gateway does not import the monitor (TestLayering):
 // what it answers with is in packages decision and toolcall, the tool
-// list comes from harness.Tools. Over it: the HTTP JSON API under /v1,
+// list comes from toolcall.Tools. Over it: the HTTP JSON API under /v1,
 // an MCP endpoint per episode (streamable HTTP) for MCP-capable agents, an
 // OpenAI-compatible recording proxy that forwards chat completions to the
 // policy server and records each turn with its token ids and logprobs,

@@ -27,7 +27,7 @@ func (s *Server) newMCPHandler(se *session) http.Handler {
 		Logger:       s.log.With("episode_id", se.id, "component", "mcp"),
 	})
 	// rollcage's tools, then the foreign names the monitor maps (FromForeign).
-	for _, t := range append(harness.Tools(), harness.ForeignTools()...) {
+	for _, t := range append(toolcall.Tools(), toolcall.ForeignTools()...) {
 		srv.AddTool(&mcp.Tool{Name: t.Name, Description: t.Description, InputSchema: t.Schema}, s.mcpTool(se, t.Name))
 	}
 	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{

@@ -13,8 +13,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/rollcage/rollcage/harness/harnesstest"
-	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/sandbox/fake"
+	"github.com/rollcage/rollcage/toolcall"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
@@ -162,7 +162,7 @@ func TestToolsAgree(t *testing.T) {
 		Schema            any
 	}
 	var want []tool
-	for _, tl := range monitor.Tools() {
+	for _, tl := range toolcall.Tools() {
 		want = append(want, tool{tl.Name, tl.Description, asJSON(tl.Schema)})
 	}
 	var created []tool
@@ -185,7 +185,7 @@ func TestToolsAgree(t *testing.T) {
 	for _, tl := range lt.Tools {
 		listed = append(listed, tool{tl.Name, tl.Description, asJSON(tl.InputSchema)})
 	}
-	for _, tl := range monitor.ForeignTools() {
+	for _, tl := range toolcall.ForeignTools() {
 		want = append(want, tool{tl.Name, tl.Description, asJSON(tl.Schema)})
 	}
 	byName := cmpopts.SortSlices(func(a, b tool) bool { return a.Name < b.Name })

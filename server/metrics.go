@@ -11,6 +11,7 @@ import (
 
 	"github.com/rollcage/rollcage/decision"
 	"github.com/rollcage/rollcage/harness"
+	"github.com/rollcage/rollcage/toolcall"
 )
 
 // metrics are the gateway's Prometheus series, in a registry of their own
@@ -83,7 +84,7 @@ func newMetrics(s *Server) *metrics {
 		f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "rollcage_sandbox_pool_warm", Help: "Warm sandbox containers ready to hand out."},
 			func() float64 { _, w := ps(); return float64(w) }))
 	}
-	for _, t := range harness.Tools() {
+	for _, t := range toolcall.Tools() {
 		m.tools[t.Name] = true
 	}
 	return m

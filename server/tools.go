@@ -3,7 +3,7 @@ package server
 import (
 	"encoding/json"
 
-	"github.com/rollcage/rollcage/harness"
+	"github.com/rollcage/rollcage/toolcall"
 )
 
 // Tool is one tool the policy may call, in OpenAI's function-tool format
@@ -21,9 +21,10 @@ type ToolFunction struct {
 }
 
 // Tools returns the tools in OpenAI's format, for the trainer to offer
-// its model: the monitor's registry (harness.Tools), as MCP and the built-in loop offer them.
+// its model: toolcall's registry (toolcall.Tools), as MCP and the
+// built-in loop offer them.
 func Tools() []Tool {
-	ts := harness.Tools()
+	ts := toolcall.Tools()
 	out := make([]Tool, len(ts))
 	for i, t := range ts {
 		out[i] = Tool{Type: "function", Function: ToolFunction{Name: t.Name, Description: t.Description, Parameters: t.Schema}}

@@ -6,7 +6,7 @@ import (
 	"fmt"
 )
 
-// Tool names of the typed tool-call model (the monitor's registry says
+// Tool names of the typed tool-call model (the registry, Tools, says
 // what each does). Any other name is a generic tool whose Args are passed
 // to the rules as JSON.
 const (
@@ -18,7 +18,7 @@ const (
 	Submit    = "submit"
 )
 
-// The argument types below are the tools' JSON schemas too (the monitor's
+// The argument types below are the tools' JSON schemas too (the
 // registry derives them): a jsonschema tag is a field's description.
 
 // BashArgs are the arguments of Bash.
@@ -80,7 +80,7 @@ type SubmitArgs struct {
 
 // Tool is one tool of rollcage's call model as a policy is offered it:
 // the gateway's tool list, MCP's tools/list and the built-in loop all
-// read it from the monitor's registry, so they cannot drift apart.
+// read it from the registry (Tools), so they cannot drift apart.
 type Tool struct {
 	Name        string
 	Description string
