@@ -41,7 +41,7 @@ func opts(list string) optSpec {
 			o.single[f] = true
 			o.noBundle = true
 		default:
-			panic("monitor: flag list entry " + f + " is not -x, -x?, -word or --word")
+			panic("normalize: flag list entry " + f + " is not -x, -x?, -word or --word")
 		}
 	}
 	return o
