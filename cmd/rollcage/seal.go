@@ -56,6 +56,8 @@ func episodeImages(ctx context.Context, tasks []task.Task, seal bool, sealer har
 func runSeal(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("seal", "[--tasks FILE]", stderr)
 	tasksFile := fs.String("tasks", "", "task file (JSONL); default: the embedded demo suite")
+	var loadOpts task.LoadOptions
+	instanceFlags(fs, &loadOpts)
 	verbose := fs.Bool("v", false, "log what sealing did to stderr")
 	refs := fs.Bool("refs", false, "print only the images episodes run, one per line (the sealed ones, and the task image of a task not sealed): what a Kubernetes node needs (KUBE_IMAGES of scripts/kube-up.sh)")
 	if err := parse(fs, args); err != nil {
@@ -64,7 +66,7 @@ func runSeal(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var tasks []task.Task
 	var err error
 	if *tasksFile != "" {
-		tasks, _, err = task.LoadFile(*tasksFile)
+		tasks, _, err = task.LoadFileWith(*tasksFile, loadOpts)
 	} else {
 		tasks, _, err = demo.Tasks()
 	}

@@ -51,6 +51,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := newFlags("serve", "[--addr HOST:PORT] [--tasks FILE] [--trajectories DIR] [--policy-url URL] [judge and policy flags]", stderr)
 	addr := fs.String("addr", envOr("ROLLCAGE_ADDR", "127.0.0.1:8080"), "listen address (env ROLLCAGE_ADDR)")
 	tasksFile := fs.String("tasks", os.Getenv("ROLLCAGE_TASKS"), "task file (JSONL) whose tasks episodes may be created from (env ROLLCAGE_TASKS); default: the embedded demo suite")
+	var loadOpts task.LoadOptions
+	instanceFlags(fs, &loadOpts)
 	dir := fs.String("trajectories", envOr("ROLLCAGE_TRAJECTORIES", "trajectories"), "directory of the episode logs (env ROLLCAGE_TRAJECTORIES)")
 	admin := fs.String("admin-token", os.Getenv("ROLLCAGE_ADMIN_TOKEN"), "admin bearer token (env ROLLCAGE_ADMIN_TOKEN); generated and printed when empty")
 	policyURL := fs.String("policy-url", os.Getenv("ROLLCAGE_POLICY_URL"), "OpenAI-compatible policy server the recording proxy forwards to, with /v1 (env ROLLCAGE_POLICY_URL)")
@@ -93,7 +95,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var tasks []task.Task
 	var hidden iofs.FS
 	if *tasksFile != "" {
-		tasks, hidden, err = task.LoadFile(*tasksFile)
+		tasks, hidden, err = task.LoadFileWith(*tasksFile, loadOpts)
 	} else {
 		tasks, hidden, err = demo.Tasks()
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -29,8 +30,7 @@ func runTasks(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	fs := newFlags("tasks check", "[--image-template T] [--hints] [--images] FILE|DIR", stderr)
 	var o task.LoadOptions
-	fs.StringVar(&o.ImageTemplate, "image-template", "", "image of every instance, with {id} (SWE-bench's naming), {id_s} (SWE-Gym's) or {instance_id}; default: each benchmark's own")
-	fs.BoolVar(&o.Hints, "hints", false, "show instances' hints_text to the policy, after the problem statement")
+	instanceFlags(fs, &o)
 	images := fs.Bool("images", false, "also ask the local Docker engine for each task's image: a missing one is a problem (rollcage never pulls), unless the task builds it")
 	if err := parse(fs, args[1:]); err != nil {
 		return err
@@ -143,4 +143,11 @@ func missingImages(ctx context.Context, tasks []task.Task) ([]task.Task, error) 
 		}
 	}
 	return missing, nil
+}
+
+// instanceFlags are the flags of every command that takes --tasks: how
+// benchmark instances (SWE-bench and family) load.
+func instanceFlags(fs *flag.FlagSet, o *task.LoadOptions) {
+	fs.StringVar(&o.ImageTemplate, "image-template", "", "image of every instance, with {id} (SWE-bench's naming), {id_s} (SWE-Gym's) or {instance_id}; default: each benchmark's own")
+	fs.BoolVar(&o.Hints, "hints", false, "show instances' hints_text to the policy, after the problem statement")
 }
