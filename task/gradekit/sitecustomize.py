@@ -107,7 +107,20 @@ def _rollcage_grade():
         except Exception:
             return "?"
 
-    denied = {"gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames"}
+    # Refused while graded: they reach the hook's frames and closures
+    # (objects by the collector, frames of other threads, a tracer called
+    # for every Python frame, the hook's own included).
+    denied = {"gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames",
+              "sys.settrace", "sys.setprofile"}
+    TracebackType = types.TracebackType
+    kit_codes = set()
+
+    def codes_of(code):
+        kit_codes.add(code)
+        for c in code.co_consts:
+            if _type(c) is _type(code):
+                codes_of(c)
+    codes_of(getframe(0).f_code)  # _rollcage_grade and every function defined in it
     watched_opens = ("/proc/self/mem", "/proc/self/task/")
 
     def hook(event, args):
@@ -134,7 +147,16 @@ def _rollcage_grade():
                 f = repo_frame(getframe(1))
                 send("evt", "suspicious", event, where(f) if f is not None else "")
                 raise RuntimeError(event + " is not available while grading")
-            if event in ("sys.settrace", "sys.setprofile", "ctypes.dlopen", "ctypes.dlsym", "ctypes.string_at", "ctypes.addressof"):
+            if event == "object.__getattr__" and _len(args) == 2 and args[1] == "tb_frame" and _type(args[0]) is TracebackType:
+                # A traceback through the hook (one of its refusals) must
+                # not lead to the hook's frame: its locals hold the key's
+                # holders.
+                if args[0].tb_frame.f_code in kit_codes:
+                    f = repo_frame(getframe(1))
+                    send("evt", "certain", "kit_frame", where(f) if f is not None else "")
+                    raise PermissionError("the grading kit's frames are not available")
+                return
+            if event in ("ctypes.dlopen", "ctypes.dlsym", "ctypes.string_at", "ctypes.addressof"):
                 f = repo_frame(getframe(1))
                 if f is not None:
                     send("evt", "suspicious", event, where(f))
