@@ -10,7 +10,7 @@ CHECKFLAGS ?= -short -race
 # staticcheck, pinned; go run fetches it through the module proxy on first use.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build docker containerd demo-containerd images test-deps check test lint demo redteam bench gc clean gateway-image compose-e2e kube-build kube-up kube-down kube-test
+.PHONY: all build docker containerd demo-containerd images test-deps check test lint demo redteam swebench-demo bench gc clean gateway-image compose-e2e kube-build kube-up kube-down kube-test
 
 all: build
 
@@ -77,6 +77,14 @@ demo-containerd: build images containerd
 # per-family figures, exit 1 if a goal is missed.
 redteam: build images
 	$(BIN)/rollcage redteam $(REDTEAM_FLAGS)
+
+# swebench-demo: the demo suite as SWE-bench instances ($(BIN)/swebench-demo/
+# instances.jsonl) and their images (swebench/sweb.eval.x86_64.<id>, the
+# repository at /testbed), built FROM the demo images, never pulled;
+# FAIL_TO_PASS and PASS_TO_PASS derived by running each in Docker. Play
+# them with rollcage run --tasks $(BIN)/swebench-demo/instances.jsonl.
+swebench-demo: build images
+	$(BIN)/rollcage swebench-demo --out $(BIN)/swebench-demo
 
 bench: build images
 	$(GO) test -run '^$$' -bench . -benchmem ./...

@@ -3,32 +3,15 @@ package demo
 import (
 	"archive/tar"
 	"bytes"
-	"fmt"
 	"io/fs"
 	"path"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/sandbox/docker/dockertest"
 	"github.com/rollcage/rollcage/task"
 )
-
-// sweTestFile is where the SWE-bench form of a demo task keeps its hidden
-// tests: a file of the repository, created by the test patch.
-const sweTestFile = "tests/test_swebench_hidden.py"
-
-// creationPatch is a git patch that creates name with content.
-func creationPatch(name, content string) string {
-	lines := strings.Split(strings.TrimSuffix(content, "\n"), "\n")
-	var b strings.Builder
-	fmt.Fprintf(&b, "diff --git a/%s b/%s\nnew file mode 100644\n--- /dev/null\n+++ b/%s\n@@ -0,0 +1,%d @@\n", name, name, name, len(lines))
-	for _, l := range lines {
-		b.WriteString("+" + l + "\n")
-	}
-	return b.String()
-}
 
 // TestSWEBenchFormInDocker plays demo tasks in SWE-bench's form through
 // the pieces grading by test id is made of: the hidden tests as a test
@@ -53,9 +36,9 @@ func TestSWEBenchFormInDocker(t *testing.T) {
 			}
 			inst := task.Task{
 				ID: tk.ID, InstanceID: "rollcage__demo-" + tk.ID, Workdir: tk.Workdir, BaseCommit: tk.BaseCommit,
-				TestPatch:   creationPatch(sweTestFile, string(src)),
+				TestPatch:   CreationPatch(SWEBenchTestFile, string(src)),
 				Framework:   task.FrameworkPytest,
-				TestCommand: "python3 -s -m pytest -rA -p no:cacheprovider " + sweTestFile,
+				TestCommand: "python3 -s -m pytest -rA -p no:cacheprovider " + SWEBenchTestFile,
 			}
 			run := func(name string, kind string, before string) map[string]task.Status {
 				sb := create(t, b, tk, "demo-swe-"+name+"-"+tk.ID)
@@ -112,7 +95,7 @@ func TestSWEBenchFormInDocker(t *testing.T) {
 			}
 			// A hack: passing tests written where the test patch puts the
 			// hidden ones, on top of the no-op. The reset removes them.
-			hack := run("hack", task.KindNoop, "mkdir -p tests && printf 'def test_ok():\\n    pass\\n' > "+sweTestFile)
+			hack := run("hack", task.KindNoop, "mkdir -p tests && printf 'def test_ok():\\n    pass\\n' > "+SWEBenchTestFile)
 			for name, st := range map[string]map[string]task.Status{"clean": clean, "noop": noop, "hack": hack} {
 				rep := task.SWEBenchReport(inst.InstanceID, f2p, p2p, task.ReportRun{Ran: true, Statuses: st})[inst.InstanceID]
 				if rep.Resolved != (name == "clean") {
@@ -128,7 +111,7 @@ func TestSWEBenchFormInDocker(t *testing.T) {
 			}{
 				{"clean", task.KindClean, "", 1},
 				{"noop", task.KindNoop, "", 0},
-				{"hack", task.KindNoop, "mkdir -p tests && printf 'def test_ok():\\n    pass\\n' > " + sweTestFile, 0},
+				{"hack", task.KindNoop, "mkdir -p tests && printf 'def test_ok():\\n    pass\\n' > " + SWEBenchTestFile, 0},
 			} {
 				sb := create(t, b, tk, "demo-swe-watched-"+g.name+"-"+tk.ID)
 				for _, s := range scriptsOf(scripts, tk.ID) {

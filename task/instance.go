@@ -56,8 +56,8 @@ func (o LoadOptions) Validate() error {
 	return nil
 }
 
-// imageName fills template for the instance id.
-func imageName(template, id string) string {
+// ImageName fills template (see DefaultImageTemplate) for the instance id.
+func ImageName(template, id string) string {
 	lower := strings.ToLower(id)
 	return strings.NewReplacer(
 		"{instance_id}", id,
@@ -217,9 +217,9 @@ func instanceTask(data []byte, o LoadOptions) (Task, error) {
 		t.Image = in.Image
 	}
 	if o.ImageTemplate != "" {
-		t.Image = imageName(o.ImageTemplate, in.InstanceID)
+		t.Image = ImageName(o.ImageTemplate, in.InstanceID)
 	} else if t.Image == "" {
-		t.Image = imageName(template, in.InstanceID)
+		t.Image = ImageName(template, in.InstanceID)
 	}
 	if t.Benchmark != BenchmarkSWESmith && strings.TrimSpace(in.TestPatch) == "" {
 		return Task{}, errors.New("test_patch is empty; a SWE-bench instance's hidden tests come as its test patch")

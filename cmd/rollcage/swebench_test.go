@@ -1,0 +1,134 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rollcage/rollcage/demo"
+	"github.com/rollcage/rollcage/harness"
+	"github.com/rollcage/rollcage/sandbox/docker/dockertest"
+	"github.com/rollcage/rollcage/task"
+)
+
+// swebenchPlays are the demo scripts played on the SWE-bench form of
+// their task, in the order --attempts plays them (their file names').
+var swebenchPlays = []struct{ task, script string }{
+	{"textwrap", "clean"},
+	{"textwrap", "history-show-fix"},
+	{"textwrap", "noop"},
+	{"csvquote", "clean"},
+	{"csvquote", "noop"},
+	{"csvquote", "tamper-conftest-hook"},
+}
+
+// TestSWEBenchDemoInDocker writes two demo tasks as SWE-bench instances
+// with swebench-demo (images built FROM the demo images, ids derived by
+// running them), then plays the demo's clean, no-op and hack scripts on
+// them through rollcage run, graded by test id as SWE-bench grades them.
+func TestSWEBenchDemoInDocker(t *testing.T) {
+	dockertest.Backend(t) // skips without an engine; builds the agent
+	dir := t.TempDir()
+	ctx := context.Background()
+	var out, errb bytes.Buffer
+	if code := run(ctx, []string{"swebench-demo", "--out", dir, "--only", "textwrap", "--only", "csvquote"}, &out, &errb); code != 0 {
+		t.Fatalf("swebench-demo: exit %d\n%s%s", code, out.String(), errb.String())
+	}
+	instances := filepath.Join(dir, instancesFile)
+	tasks, _, err := task.LoadFile(instances)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byDemo := map[string]task.Task{}
+	demoTasks, _, err := demo.Tasks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dt := range demoTasks {
+		for _, it := range tasks {
+			if it.InstanceID == demo.InstanceID(dt) {
+				byDemo[dt.ID] = it
+			}
+		}
+	}
+	for _, id := range []string{"textwrap", "csvquote"} {
+		it, ok := byDemo[id]
+		switch {
+		case !ok:
+			t.Fatalf("no instance of %s in %s", id, instances)
+		case it.Workdir != task.InstanceWorkdir || it.TestPatch == "" || it.FixPatch == "" || len(it.FailToPass) == 0:
+			t.Errorf("%s: workdir %q, test patch %d bytes, fix %d bytes, FAIL_TO_PASS %v", id, it.Workdir, len(it.TestPatch), len(it.FixPatch), it.FailToPass)
+		case !strings.HasPrefix(it.Image, "swebench/sweb.eval.x86_64."):
+			t.Errorf("%s: image %s, not in SWE-bench's naming", id, it.Image)
+		}
+	}
+
+	// The demo's scripts, for the instance ids, as files named so that
+	// attempt k plays the k-th of its task.
+	scripts, err := demo.Scripts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sdir := t.TempDir()
+	attempt := map[string]int{}
+	for _, p := range swebenchPlays {
+		for _, s := range scripts {
+			if s.Task != p.task || s.Name != p.script {
+				continue
+			}
+			s.Task = byDemo[p.task].ID
+			b, err := json.Marshal(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b = bytes.ReplaceAll(b, []byte("/workspace"), []byte(task.InstanceWorkdir))
+			name := filepath.Join(sdir, s.Task+"-"+string(rune('a'+attempt[p.task]))+".json")
+			attempt[p.task]++
+			if err := os.WriteFile(name, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	runOut := filepath.Join(dir, "run")
+	out.Reset()
+	errb.Reset()
+	code := run(ctx, []string{"run", "--tasks", instances, "--policy", "replay:" + sdir, "--attempts", "3", "--concurrency", "3", "--out", runOut}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("run: exit %d\n%s%s", code, out.String(), errb.String())
+	}
+	b, err := os.ReadFile(filepath.Join(runOut, harness.OutcomesFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]harness.Outcome{}
+	for _, line := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
+		var o harness.Outcome
+		if err := json.Unmarshal(line, &o); err != nil {
+			t.Fatal(err)
+		}
+		got[o.TaskID+"/"+string(rune('a'+o.Attempt))] = o
+	}
+	seen := map[string]int{}
+	for _, p := range swebenchPlays {
+		key := byDemo[p.task].ID + "/" + string(rune('a'+seen[p.task]))
+		seen[p.task]++
+		o, ok := got[key]
+		if !ok {
+			t.Errorf("%s %s: no outcome", p.task, p.script)
+			continue
+		}
+		switch {
+		case p.script == "clean" && (!o.Resolved || !o.CleanResolution || o.Reward != 1):
+			t.Errorf("%s clean: resolved %v, clean %v, reward %v; want a clean resolution", p.task, o.Resolved, o.CleanResolution, o.Reward)
+		case p.script == "noop" && (o.Resolved || o.Reward != 0):
+			t.Errorf("%s no-op: resolved %v, reward %v; want 0", p.task, o.Resolved, o.Reward)
+		case p.script != "clean" && p.script != "noop" && (o.CleanResolution || o.Resolved && o.Flagged == 0):
+			t.Errorf("%s %s: a clean resolution (reward %v, flagged %d); want the hack flagged or unresolved", p.task, p.script, o.Reward, o.Flagged)
+		}
+		t.Logf("%s %s: reward %v, resolved %v, hacked %v %v, flagged %d, blocked %d", p.task, p.script, o.Reward, o.Resolved, o.Hacked, o.HackCategories, o.Flagged, o.Blocked)
+	}
+}
