@@ -37,6 +37,9 @@ type grade struct {
 	Tampered  bool
 	// Cases and CasesFailed count the differential cases.
 	Cases, CasesFailed int
+	// VerifierInSubmission: a task's own verifier decided, on the
+	// submitted filesystem (gradeVerifier).
+	VerifierInSubmission bool
 
 	Mode     string
 	Sub      task.Submission
@@ -50,7 +53,7 @@ func (g grade) record() trajectory.Grade {
 		ExitCode: g.ExitCode, Summary: g.Summary, ProtectedIntact: true, DurationMS: g.Duration.Milliseconds(),
 		Mode: g.Mode, DiffSHA256: g.Sub.SHA256, DiffBytes: len(g.Sub.Diff), Phases: g.Phases, Survivors: g.Sub.Survivors,
 		Rule: g.Rule, Integrity: g.Integrity, Tampered: g.Tampered, Dropped: task.BesideSource(g.Sub),
-		Cases: g.Cases, CasesFailed: g.CasesFailed}
+		Cases: g.Cases, CasesFailed: g.CasesFailed, VerifierInSubmission: g.VerifierInSubmission}
 	if len(g.Statuses) > 0 {
 		rec.Statuses = map[string]string{}
 		for id, s := range g.Statuses {
@@ -228,6 +231,9 @@ func (e *Episode) gradeEpisode(ctx context.Context) (g grade, err error) {
 		return g, classify(fmt.Errorf("harness: episode %s: grade: %w", e.id, err))
 	}
 
+	if t.RewardFile != "" {
+		return e.gradeVerifier(ctx, gsb, surf, g)
+	}
 	t0 = time.Now()
 	if t.RewardRule() == task.RewardSummary {
 		r, err := task.Grade(ctx, gsb, t, e.hidden)
@@ -280,9 +286,12 @@ func (g *grade) setResult(r task.Result, err error) {
 	g.ExitCode = r.ExitCode
 	g.Rule, g.Statuses, g.Probes, g.Integrity, g.Tampered = r.Rule, r.Statuses, r.Probes, r.Integrity, r.Tampered
 	g.Cases, g.CasesFailed = r.Cases, r.CasesFailed
-	if r.Rule == task.RewardSummary {
+	switch r.Rule {
+	case task.RewardSummary:
 		g.Summary = lastLine(r.Output)
-	} else {
+	case task.RewardVerifier:
+		g.Summary = fmt.Sprintf("verifier reward %g; %d tests reported passed, %d failed, %d errors, %d skipped", r.Reward, r.Passed, r.Failed, r.Errors, r.Skipped)
+	default:
 		g.Summary = fmt.Sprintf("%d of %d expected passed, %d failed, %d errors, %d skipped", r.Passed, len(r.Statuses), r.Failed, r.Errors, r.Skipped)
 	}
 }

@@ -216,20 +216,7 @@ func GradeWatched(ctx context.Context, sb sandbox.Sandbox, t Task, hidden fs.FS,
 			Reason:   fmt.Sprintf("%d of %d differential cases (the hidden tests' call sites with an input perturbed) differ from the reference fix", len(differ), res.Cases),
 			Evidence: ev})
 	}
-	all := true
-	for _, s := range res.Statuses {
-		switch s {
-		case StatusPassed:
-			res.Passed++
-		case StatusFailed:
-			res.Failed++
-		case StatusError:
-			res.Errors++
-		case StatusSkipped, StatusXFailed:
-			res.Skipped++
-		}
-		all = all && s == StatusPassed
-	}
+	all := res.count()
 	if all && len(res.Statuses) > 0 && !res.Tampered {
 		res.Reward = 1
 	}
@@ -298,32 +285,7 @@ func gradeTestPatch(ctx context.Context, sb sandbox.Sandbox, t Task, w Watch, re
 		if !r.End && !r.Forged && (r.Exec.ExitCode != 0 || r.Exec.Stopped != "") {
 			return fail(fmt.Errorf("%w: exit %d%s before pytest finished its session", ErrRunCut, r.Exec.ExitCode, stoppedWord(r.Exec.Stopped)))
 		}
-		if r.Forged || !r.End {
-			res.Findings = append(res.Findings, Finding{Rule: "grade.forged_records", Category: catEvaluator, Severity: severityCertain, File: "(test run)",
-				Reason: "the test run's records were forged or cut while the process exited 0"})
-		}
-		raw, conflicts := statuses(r.Records)
-		for _, c := range conflicts {
-			res.Findings = append(res.Findings, Finding{Rule: "grade.conflicting_reports", Category: catEvaluator, Severity: severityCertain, File: "(test run)",
-				Reason: "a test phase was reported twice with different outcomes", Evidence: c})
-		}
-		st = map[string]Status{}
-		for id, s := range raw {
-			st[canonicalID(t, id)] = s
-		}
-		for _, rec := range r.Records {
-			if rec.Kind == "evt" && len(rec.Fields) >= 3 && rec.Fields[0] != "info" {
-				sev := rec.Fields[0]
-				if sev != severityCertain {
-					sev = severitySuspicious
-				}
-				res.Findings = append(res.Findings, Finding{Rule: "grade.integrity." + rec.Fields[1], Category: catEvaluator, Severity: sev,
-					File: "(test run)", Reason: integrityReason(rec.Fields[1]), Evidence: rec.Fields[2]})
-			}
-			if rec.Kind == "evt" && len(rec.Fields) >= 2 && rec.Fields[0] == "info" {
-				res.Integrity = IntegrityUnavailable
-			}
-		}
+		st = readWatched(t, r, &res)
 	case r.Exec.Stopped != "":
 		return fail(fmt.Errorf("%w: exit %d%s", ErrRunCut, r.Exec.ExitCode, stoppedWord(r.Exec.Stopped)))
 	default:
@@ -342,7 +304,19 @@ func gradeTestPatch(ctx context.Context, sb sandbox.Sandbox, t Task, w Watch, re
 			res.Tampered = true
 		}
 	}
-	all := len(res.Statuses) > 0
+	all := res.count() && len(res.Statuses) > 0
+	if all && !res.Tampered {
+		res.Reward = 1
+	}
+	res.Completed = true
+	res.Duration = time.Since(start)
+	return res, nil
+}
+
+// count adds up res.Statuses by kind and reports whether every one is
+// passed (true when there are none).
+func (res *Result) count() (allPassed bool) {
+	allPassed = true
 	for _, s := range res.Statuses {
 		switch s {
 		case StatusPassed:
@@ -354,14 +328,44 @@ func gradeTestPatch(ctx context.Context, sb sandbox.Sandbox, t Task, w Watch, re
 		case StatusSkipped, StatusXFailed:
 			res.Skipped++
 		}
-		all = all && s == StatusPassed
+		allPassed = allPassed && s == StatusPassed
 	}
-	if all && !res.Tampered {
-		res.Reward = 1
+	return allPassed
+}
+
+// readWatched reads a finished watched run of a command that is not
+// pytest itself (a test patch's command, a Harbor verifier): the
+// statuses its pytest reported by canonical id, with the findings of
+// forged or conflicting records and of the integrity watch added to res
+// (integrity unavailable when the framework is the repository's own).
+func readWatched(t Task, r run, res *Result) map[string]Status {
+	if r.Forged || !r.End {
+		res.Findings = append(res.Findings, Finding{Rule: "grade.forged_records", Category: catEvaluator, Severity: severityCertain, File: "(test run)",
+			Reason: "the test run's records were forged or cut while the process exited 0"})
 	}
-	res.Completed = true
-	res.Duration = time.Since(start)
-	return res, nil
+	raw, conflicts := statuses(r.Records)
+	for _, c := range conflicts {
+		res.Findings = append(res.Findings, Finding{Rule: "grade.conflicting_reports", Category: catEvaluator, Severity: severityCertain, File: "(test run)",
+			Reason: "a test phase was reported twice with different outcomes", Evidence: c})
+	}
+	st := map[string]Status{}
+	for id, s := range raw {
+		st[canonicalID(t, id)] = s
+	}
+	for _, rec := range r.Records {
+		if rec.Kind == "evt" && len(rec.Fields) >= 3 && rec.Fields[0] != "info" {
+			sev := rec.Fields[0]
+			if sev != severityCertain {
+				sev = severitySuspicious
+			}
+			res.Findings = append(res.Findings, Finding{Rule: "grade.integrity." + rec.Fields[1], Category: catEvaluator, Severity: sev,
+				File: "(test run)", Reason: integrityReason(rec.Fields[1]), Evidence: rec.Fields[2]})
+		}
+		if rec.Kind == "evt" && len(rec.Fields) >= 2 && rec.Fields[0] == "info" {
+			res.Integrity = IntegrityUnavailable
+		}
+	}
+	return st
 }
 
 // solutionWritten marks the test output as what it is: text the code under

@@ -145,6 +145,9 @@ func watchedRun(ctx context.Context, sb sandbox.Sandbox, t Task, tests []string,
 	}))); err != nil {
 		return r, fmt.Errorf("make the records file: %w", err)
 	}
+	if tests == nil {
+		tests = []string{} // the kit iterates over it
+	}
 	cfg, _ := json.Marshal(kitConfig{Key: key, Workdir: t.Workdir, Tests: tests, TestDirs: []string{t.HiddenTestsDest},
 		Plugin: "rollcage_grade_" + randHex(6)})
 	ex, err := sb.Exec(ctx, sandbox.ExecRequest{

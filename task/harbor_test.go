@@ -1,6 +1,7 @@
 package task
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -102,6 +103,31 @@ func TestParseReward(t *testing.T) {
 		}
 		if err != nil || got != tc.want {
 			t.Errorf("ParseReward(%s, %q) = %g, %v; want %g", tc.name, tc.data, got, err, tc.want)
+		}
+	}
+}
+
+// rewardDir makes the reward file's directory afresh: root's, writable by
+// the verifier, with every reward file it could leave empty.
+func TestRewardDir(t *testing.T) {
+	tests := []struct {
+		file string
+		want []string
+	}{
+		{"/logs/verifier/reward.txt", []string{"logs/ 755", "logs/verifier/ 777", "logs/verifier/reward.txt 666", "logs/verifier/reward.json 666"}},
+		{"/logs/verifier/reward.json", []string{"logs/ 755", "logs/verifier/ 777", "logs/verifier/reward.json 666", "logs/verifier/reward.txt 666"}},
+		{"/out/score", []string{"out/ 777", "out/score 666", "out/reward.txt 666", "out/reward.json 666"}},
+	}
+	for _, tc := range tests {
+		var got []string
+		for _, f := range rewardDir(tc.file) {
+			if f.uid != 0 || len(f.data) != 0 {
+				t.Errorf("%s: %s: uid %d, %d bytes; want root's and empty", tc.file, f.name, f.uid, len(f.data))
+			}
+			got = append(got, fmt.Sprintf("%s %o", f.name, f.mode))
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("rewardDir(%q) (-want +got):\n%s", tc.file, diff)
 		}
 	}
 }

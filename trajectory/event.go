@@ -336,6 +336,11 @@ type Grade struct {
 	// differed from the reference fix (a special_casing flag).
 	Cases       int `json:"cases,omitempty"`
 	CasesFailed int `json:"cases_failed,omitempty"`
+	// VerifierInSubmission: the task's own verifier (a Harbor task's
+	// tests/test.sh) decided the reward, running on the submitted
+	// filesystem, whose interpreter and tools the solution could have
+	// replaced; only a pytest it ran was watched (Integrity).
+	VerifierInSubmission bool `json:"verifier_in_submission,omitempty"`
 }
 
 // GradeProbe is one known-answer probe of a grading: the hidden test it

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
+	"path/filepath"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/build"
@@ -14,6 +16,7 @@ import (
 	"github.com/docker/docker/pkg/jsonmessage"
 
 	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/task"
 )
 
 // labelFrom is the label of a locally built image that says what it was
@@ -75,4 +78,38 @@ func imageID(ctx context.Context, cli *client.Client, ref string) (string, error
 		return "", fmt.Errorf("%w: inspect %s: %v; start dockerd", sandbox.ErrUnavailable, ref, err)
 	}
 	return info.ID, nil
+}
+
+// loadTasks reads --tasks: a task file, or a Harbor task or dataset
+// directory, whose tasks' images are built from their environment/
+// Dockerfile when missing (tagged by content hash, so an edit builds anew).
+func loadTasks(ctx context.Context, p string, o task.LoadOptions, stderr io.Writer) ([]task.Task, fs.FS, error) {
+	st, err := os.Stat(p)
+	if err != nil || !st.IsDir() || !task.IsHarborDir(os.DirFS(p), ".") {
+		return task.LoadFileWith(p, o)
+	}
+	tasks, fsys, err := task.LoadHarbor(p)
+	if err != nil {
+		return nil, nil, err
+	}
+	var cli *client.Client
+	for _, t := range tasks {
+		if t.BuildContext == "" {
+			continue
+		}
+		if cli == nil {
+			if cli, err = dockerClient(); err != nil {
+				return nil, nil, err
+			}
+			defer cli.Close()
+		}
+		built, err := buildImage(ctx, cli, t.Image, t.Image, os.DirFS(filepath.Join(p, filepath.FromSlash(t.BuildContext))))
+		if err != nil {
+			return nil, nil, fmt.Errorf("task %s: %w", t.ID, err)
+		}
+		if built {
+			fmt.Fprintf(stderr, "built %s from %s\n", t.Image, filepath.Join(p, t.BuildContext, "Dockerfile"))
+		}
+	}
+	return tasks, fsys, nil
 }

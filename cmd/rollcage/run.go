@@ -23,7 +23,7 @@ func init() {
 
 func runBatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("run", "--tasks FILE --policy URL|replay:DIR [--model M] [--concurrency N] [--attempts K] [--out DIR] [--no-seal]", stderr)
-	tasksFile := fs.String("tasks", "", "task file (JSONL); hidden test paths are relative to it")
+	tasksFile := fs.String("tasks", "", "task file (JSONL; SWE-bench-family instances too), or a Harbor task or dataset directory; hidden test paths are relative to it")
 	var loadOpts task.LoadOptions
 	instanceFlags(fs, &loadOpts)
 	policy := fs.String("policy", "", "OpenAI-compatible API of the policy model (http://127.0.0.1:8000/v1), or replay:DIR of scripts (*.json)")
@@ -67,7 +67,7 @@ func runBatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return fmt.Errorf("--branches with --network %s: episodes in proxy mode cannot fork yet: use --network none", *network)
 		}
 	}
-	tasks, hidden, err := task.LoadFileWith(*tasksFile, loadOpts)
+	tasks, hidden, err := loadTasks(ctx, *tasksFile, loadOpts, stderr)
 	if err != nil {
 		return err
 	}

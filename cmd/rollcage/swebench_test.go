@@ -94,22 +94,8 @@ func TestSWEBenchDemoInDocker(t *testing.T) {
 		}
 	}
 	runOut := filepath.Join(dir, "run")
-	out.Reset()
-	errb.Reset()
-	code := run(ctx, []string{"run", "--tasks", instances, "--policy", "replay:" + sdir, "--attempts", "3", "--concurrency", "3", "--out", runOut}, &out, &errb)
-	if code != 0 {
-		t.Fatalf("run: exit %d\n%s%s", code, out.String(), errb.String())
-	}
-	b, err := os.ReadFile(filepath.Join(runOut, harness.OutcomesFile))
-	if err != nil {
-		t.Fatal(err)
-	}
 	got := map[string]harness.Outcome{}
-	for _, line := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
-		var o harness.Outcome
-		if err := json.Unmarshal(line, &o); err != nil {
-			t.Fatal(err)
-		}
+	for _, o := range replayRun(t, instances, sdir, runOut, 3) {
 		got[o.TaskID+"/"+string(rune('a'+o.Attempt))] = o
 	}
 	seen := map[string]int{}
