@@ -7,16 +7,19 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/rollcage/rollcage/task"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
 func init() {
-	register(command{Name: "export", Summary: "export finished episodes as training samples per segment or turn (messages JSONL, Parquet) or as ATIF trajectories", Run: runExport})
+	register(command{Name: "export", Summary: "export finished episodes as training samples per segment or turn (messages JSONL, Parquet), as ATIF trajectories, or as SWE-bench's report.json", Run: runExport})
 }
 
 func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("export", "[--format messages|parquet|atif] [--granularity segment|turn] [--prefix mask|once] [--hacked-reward 0] [--unconfirmed mask|zero|raw] [--out FILE] DIR", stderr)
-	format := fs.String("format", trajectory.FormatMessages, "messages (JSONL, one sample per line), parquet, or atif (JSONL, one ATIF trajectory per line)")
+	fs := newFlags("export", "[--format messages|parquet|atif|swebench-report] [--granularity segment|turn] [--prefix mask|once] [--hacked-reward 0] [--unconfirmed mask|zero|raw] [--tasks FILE] [--attempt N] [--out FILE] DIR", stderr)
+	format := fs.String("format", trajectory.FormatMessages, "messages (JSONL, one sample per line), parquet, atif (JSONL, one ATIF trajectory per line), or swebench-report (SWE-bench's report.json of the graded instances; needs --tasks)")
+	tasksFile := fs.String("tasks", "", "with swebench-report: the task file of the run, whose instances give FAIL_TO_PASS and PASS_TO_PASS")
+	attempt := fs.Int("attempt", 0, "with swebench-report: the attempt whose episodes are reported (report.json has one entry per instance)")
 	granularity := fs.String("granularity", trajectory.GranularitySegment, "segment (one sample per chain of turns whose prompts only grew) or turn (one per model turn); messages and parquet only")
 	prefix := fs.String("prefix", trajectory.PrefixMask, "a forked episode's prefix shared with its parent: mask (kept in the child's samples, loss mask 0) or once (left out of the child's; the parent's samples have it); messages and parquet only")
 	hackedReward := fs.Float64("hacked-reward", 0, "training_reward of a hacked episode's samples (e.g. -1 to penalise); reward keeps the raw one")
@@ -36,8 +39,12 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	switch *format {
 	case trajectory.FormatMessages, trajectory.FormatParquet, trajectory.FormatATIF:
+	case formatSWEBenchReport:
+		if *tasksFile == "" {
+			return bad("--format swebench-report needs --tasks FILE: the task file of the run, for each instance's FAIL_TO_PASS and PASS_TO_PASS")
+		}
 	default:
-		return bad("--format %q: use messages, parquet or atif", *format)
+		return bad("--format %q: use messages, parquet, atif or swebench-report", *format)
 	}
 	if *granularity != trajectory.GranularitySegment && *granularity != trajectory.GranularityTurn {
 		return bad("--granularity %q: use segment or turn", *granularity)
@@ -73,7 +80,19 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	skip := func(path string, err error) {
 		fmt.Fprintf(stderr, "rollcage export: warning: skipped %s: %v\n", path, err)
 	}
-	err := trajectory.Export(ctx, dir, w, trajectory.ExportOptions{Format: *format, Granularity: *granularity, Prefix: *prefix, Skip: skip, Reward: policy})
+	var err error
+	if *format == formatSWEBenchReport {
+		var tasks []task.Task
+		if tasks, _, err = task.LoadFile(*tasksFile); err == nil {
+			var n int
+			n, err = swebenchReport(ctx, dir, tasks, *attempt, w)
+			if err == nil {
+				fmt.Fprintf(stderr, "%d instances in the report\n", n)
+			}
+		}
+	} else {
+		err = trajectory.Export(ctx, dir, w, trajectory.ExportOptions{Format: *format, Granularity: *granularity, Prefix: *prefix, Skip: skip, Reward: policy})
+	}
 	if f != nil {
 		if cerr := f.Close(); err == nil {
 			err = cerr

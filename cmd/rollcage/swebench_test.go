@@ -6,8 +6,11 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/rollcage/rollcage/demo"
 	"github.com/rollcage/rollcage/harness"
@@ -116,5 +119,35 @@ func TestSWEBenchDemoInDocker(t *testing.T) {
 			t.Errorf("%s %s: a clean resolution (reward %v, flagged %d); want the hack flagged or unresolved", p.task, p.script, o.Reward, o.Flagged)
 		}
 		t.Logf("%s %s: reward %v, resolved %v, hacked %v %v, flagged %d, blocked %d", p.task, p.script, o.Reward, o.Resolved, o.Hacked, o.HackCategories, o.Flagged, o.Blocked)
+	}
+
+	// The grades as SWE-bench's report.json, per attempt: resolved as the
+	// outcome, the clean solves' FAIL_TO_PASS all successes.
+	for a := range 3 {
+		rep := filepath.Join(dir, "report.json")
+		var out, errb bytes.Buffer
+		if code := run(ctx, []string{"export", "--format", "swebench-report", "--tasks", instances, "--attempt", strconv.Itoa(a), "--out", rep, runOut}, &out, &errb); code != 0 {
+			t.Fatalf("export: exit %d\n%s%s", code, out.String(), errb.String())
+		}
+		b, err := os.ReadFile(rep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var entries map[string]task.ReportEntry
+		if err := json.Unmarshal(b, &entries); err != nil {
+			t.Fatal(err)
+		}
+		for id, it := range byDemo {
+			e, ok := entries[it.InstanceID]
+			o := got[it.ID+"/"+string(rune('a'+a))]
+			switch {
+			case !ok || e.TestsStatus == nil:
+				t.Errorf("attempt %d: report.json has no tests_status of %s: %s", a, it.InstanceID, b)
+			case e.Resolved != (o.Reward >= 1):
+				t.Errorf("attempt %d: %s resolved %v in report.json, reward %v in the outcome", a, id, e.Resolved, o.Reward)
+			case a == 0 && !cmp.Equal(e.TestsStatus.FailToPass.Success, it.FailToPass):
+				t.Errorf("clean %s: FAIL_TO_PASS successes %v, want %v", id, e.TestsStatus.FailToPass.Success, it.FailToPass)
+			}
+		}
 	}
 }
