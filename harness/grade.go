@@ -148,7 +148,7 @@ func (e *Episode) gradeEpisode(ctx context.Context) (g grade, err error) {
 	}
 	e.checkLate(ctx, late)
 	t0 = time.Now()
-	sub, err := task.TakeSubmission(ctx, e.sb, t, e.base)
+	sub, err := e.takeSubmission(ctx)
 	sub.Survivors = survivors
 	g.Sub = sub
 	g.Phases.DiffMS = phase(t0)

@@ -29,3 +29,14 @@ func (e *Episode) gradeVerifier(ctx context.Context, gsb sandbox.Sandbox, surf t
 	}
 	return g, classify(err)
 }
+
+// takeSubmission is the repository's change against the base commit; a
+// task graded by its own verifier on a snapshot whose files are no git
+// repository (most Harbor tasks: no base commit was found at start) has
+// no diff, and the snapshot alone is the submission.
+func (e *Episode) takeSubmission(ctx context.Context) (task.Submission, error) {
+	if e.task.RewardFile != "" && e.task.Mode() == task.GradeSnapshot && e.base == "" {
+		return task.Submission{}, nil
+	}
+	return task.TakeSubmission(ctx, e.sb, e.task, e.base)
+}
