@@ -75,16 +75,12 @@ func GradeVerifier(ctx context.Context, sb sandbox.Sandbox, t Task, hidden fs.FS
 		limit = GradeTimeout
 	}
 	var ex sandbox.ExecResult
+	var wr run
 	if watched {
-		r, err := watchedRun(ctx, sb, t, testPaths(t, files), limit, w.Home)
-		if err != nil {
+		if wr, err = watchedRun(ctx, sb, t, testPaths(t, files), limit, w.Home); err != nil {
 			return fail(err)
 		}
-		ex = r.Exec
-		if r.Hello {
-			res.Integrity = IntegrityWatched
-			res.Statuses = readWatched(t, r, &res)
-		}
+		ex = wr.Exec
 	} else {
 		home := w.Home
 		if home == "" {
@@ -101,16 +97,22 @@ func GradeVerifier(ctx context.Context, sb sandbox.Sandbox, t Task, hidden fs.FS
 	if ex.Stopped != "" {
 		return fail(fmt.Errorf("%w: the verifier was stopped (%s) after %s", ErrRunCut, ex.Stopped, ex.Duration.Round(time.Millisecond)))
 	}
+	var note string
+	res.Reward, note = readReward(ctx, sb, t.RewardFile)
+	if note != "" {
+		res.Output = "[rollcage: " + note + "]\n" + res.Output
+	}
+	if wr.Hello {
+		// A pytest session cut short is a forgery only when the reward
+		// says the run succeeded; else it crashed, which earns nothing.
+		res.Integrity = IntegrityWatched
+		res.Statuses = readWatched(t, wr, &res, res.Reward > 0)
+	}
 	res.count()
 	for _, f := range res.Findings {
 		if f.Severity == severityCertain {
 			res.Tampered = true
 		}
-	}
-	var note string
-	res.Reward, note = readReward(ctx, sb, t.RewardFile)
-	if note != "" {
-		res.Output = "[rollcage: " + note + "]\n" + res.Output
 	}
 	if res.Tampered {
 		res.Reward = 0

@@ -285,7 +285,7 @@ func gradeTestPatch(ctx context.Context, sb sandbox.Sandbox, t Task, w Watch, re
 		if !r.End && !r.Forged && (r.Exec.ExitCode != 0 || r.Exec.Stopped != "") {
 			return fail(fmt.Errorf("%w: exit %d%s before pytest finished its session", ErrRunCut, r.Exec.ExitCode, stoppedWord(r.Exec.Stopped)))
 		}
-		st = readWatched(t, r, &res)
+		st = readWatched(t, r, &res, true)
 	case r.Exec.Stopped != "":
 		return fail(fmt.Errorf("%w: exit %d%s", ErrRunCut, r.Exec.ExitCode, stoppedWord(r.Exec.Stopped)))
 	default:
@@ -336,10 +336,11 @@ func (res *Result) count() (allPassed bool) {
 // readWatched reads a finished watched run of a command that is not
 // pytest itself (a test patch's command, a Harbor verifier): the
 // statuses its pytest reported by canonical id, with the findings of
-// forged or conflicting records and of the integrity watch added to res
-// (integrity unavailable when the framework is the repository's own).
-func readWatched(t Task, r run, res *Result) map[string]Status {
-	if r.Forged || !r.End {
+// forged or conflicting records (a session that did not end among them
+// when cutIsForged) and of the integrity watch added to res (integrity
+// unavailable when the framework is the repository's own).
+func readWatched(t Task, r run, res *Result, cutIsForged bool) map[string]Status {
+	if r.Forged || (!r.End && cutIsForged) {
 		res.Findings = append(res.Findings, Finding{Rule: "grade.forged_records", Category: catEvaluator, Severity: severityCertain, File: "(test run)",
 			Reason: "the test run's records were forged or cut while the process exited 0"})
 	}
