@@ -27,8 +27,9 @@ const RewardVerifier = "verifier"
 // w.Timeout, else GradeTimeout), and reads the reward file, or reward.json
 // beside it (ParseReward). Where w.Surface names an interpreter, the
 // grading kit is installed first and watches any pytest the verifier
-// runs: its statuses are kept, and forged records or a changed runner
-// make the reward 0 (Tampered). The verifier's own tools and interpreter
+// runs: its statuses are kept, and forged records, a changed runner or a
+// session cut short that the verifier still rewarded make the reward 0
+// (Tampered). The verifier's own tools and interpreter
 // are the submitted filesystem's, which the solution could have replaced.
 //
 // A verifier that wrote no reward, or one that is not a number in [0,
