@@ -50,7 +50,7 @@ func envInt(name string, def int) int {
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("serve", "[--addr HOST:PORT] [--tasks FILE] [--trajectories DIR] [--policy-url URL] [judge and policy flags]", stderr)
 	addr := fs.String("addr", envOr("ROLLCAGE_ADDR", "127.0.0.1:8080"), "listen address (env ROLLCAGE_ADDR)")
-	tasksFile := fs.String("tasks", os.Getenv("ROLLCAGE_TASKS"), "task file (JSONL) whose tasks episodes may be created from (env ROLLCAGE_TASKS); default: the embedded demo suite")
+	tasksFile := fs.String("tasks", os.Getenv("ROLLCAGE_TASKS"), "task file (JSONL; SWE-bench-family instances too) or Harbor task or dataset directory whose tasks episodes may be created from (env ROLLCAGE_TASKS); default: the embedded demo suite")
 	var loadOpts task.LoadOptions
 	instanceFlags(fs, &loadOpts)
 	dir := fs.String("trajectories", envOr("ROLLCAGE_TRAJECTORIES", "trajectories"), "directory of the episode logs (env ROLLCAGE_TRAJECTORIES)")
@@ -95,7 +95,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var tasks []task.Task
 	var hidden iofs.FS
 	if *tasksFile != "" {
-		tasks, hidden, err = task.LoadFileWith(*tasksFile, loadOpts)
+		tasks, hidden, err = loadTasks(ctx, *tasksFile, loadOpts, stderr)
 	} else {
 		tasks, hidden, err = demo.Tasks()
 	}
