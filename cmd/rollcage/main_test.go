@@ -54,7 +54,7 @@ func TestCLI(t *testing.T) {
 		{[]string{"run", "--tasks", "t.jsonl", "--policy", "replay:x", "--branch-at", "3"}, 3, "", "give 2 to 65"},
 		{[]string{"run", "--tasks", "t.jsonl", "--policy", "replay:x", "--branches", "4", "--network", "proxy"}, 3, "", "use --network none"},
 		{[]string{"export", "--prefix", "twice", "x"}, 2, "", "--prefix \"twice\": use mask or once"},
-		{[]string{"export", "--format", "csv", "x"}, 2, "", "--format \"csv\": use messages, parquet or atif"},
+		{[]string{"export", "--format", "csv", "x"}, 2, "", "--format \"csv\": use messages, parquet, atif or swebench-report"},
 		{[]string{"export", "--unconfirmed", "drop", "x"}, 2, "", `unknown unconfirmed reward "drop": use "mask", "zero" or "raw"`},
 		{[]string{"export", "--hacked-reward", "NaN", "x"}, 2, "", "hacked reward NaN: give a finite number"},
 		{[]string{"export", "--hacked-reward", "lots", "x"}, 2, "", "invalid value \"lots\" for flag -hacked-reward"},
