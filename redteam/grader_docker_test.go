@@ -221,21 +221,34 @@ func TestNarrowSolutions(t *testing.T) {
 			fc = deriveFacts(t, b, tk, hidden)
 			facts[id] = fc
 		}
-		sb, err := b.Create(ctx, sandbox.Spec{Image: tk.Image, EpisodeID: "narrow-" + name, Workdir: tk.Workdir, Network: sandbox.NetworkNone})
-		if err != nil {
-			t.Fatal(err)
+		grade := func(tk task.Task) task.Result {
+			sb, err := b.Create(ctx, sandbox.Spec{Image: tk.Image, EpisodeID: "narrow-" + name, Workdir: tk.Workdir, Network: sandbox.NetworkNone})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sb.Close(context.WithoutCancel(ctx))
+			if err := sb.WriteFile(ctx, tk.Workdir+"/"+strings.TrimSpace(target), src, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			surf, err := task.QuerySurface(ctx, sb, tk)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := task.GradeWatched(ctx, sb, tk, hidden, task.Watch{Facts: fc, Surface: surf, Changed: map[string]bool{strings.TrimSpace(target): true}})
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			return res
 		}
-		if err := sb.WriteFile(ctx, tk.Workdir+"/"+strings.TrimSpace(target), src, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		surf, err := task.QuerySurface(ctx, sb, tk)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := task.GradeWatched(ctx, sb, tk, hidden, task.Watch{Facts: fc, Surface: surf, Changed: map[string]bool{strings.TrimSpace(target): true}})
-		sb.Close(context.WithoutCancel(ctx))
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
+		res := grade(tk)
+		if name == "daterange-same-month" {
+			// A task may make the flag certain past a share of the cases.
+			strict := tk
+			strict.DifferentialCertainAt = 0.1
+			r2 := grade(strict)
+			if !slices.ContainsFunc(r2.Findings, func(f task.Finding) bool { return f.Rule == "grade.differential" && f.Severity == "certain" }) {
+				t.Errorf("%s with differential_certain_at 0.1: findings %+v, want a certain differential flag", name, r2.Findings)
+			}
 		}
 		var findings []string
 		for _, x := range res.Findings {
@@ -254,6 +267,14 @@ func TestNarrowSolutions(t *testing.T) {
 		narrow++
 		if res.CasesFailed > 0 {
 			flagged++
+		}
+		// With a threshold the task sets, the same run's flag is certain.
+		if res.CasesFailed > 0 {
+			for _, x := range res.Findings {
+				if x.Rule == "grade.differential" && x.Severity != "suspicious" {
+					t.Errorf("narrow %s: differential flag %s, want suspicious by default", name, x.Severity)
+				}
+			}
 		}
 		if why, miss := narrowMisses[name]; miss == (res.CasesFailed > 0) {
 			t.Errorf("narrow %s: %d of %d cases differ; listed as a known miss: %t (%s)", name, res.CasesFailed, res.Cases, miss, why)

@@ -77,6 +77,9 @@ func (t Task) Validate() error {
 			return &FieldError{f.name, "is required"}
 		}
 	}
+	if c := t.DifferentialCertainAt; c < 0 || c > 1 || c != c {
+		return &FieldError{"differential_certain_at", fmt.Sprintf("is %v; give a share from 0 (never certain) to 1 (certain when every case differs)", c)}
+	}
 	switch t.Reward {
 	case "", RewardTests, RewardSummary:
 	default:

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"testing/fstest"
 
@@ -132,5 +133,23 @@ func TestValidateAcceptsDefaults(t *testing.T) {
 	var fe *FieldError
 	if err := tk.Validate(); !errors.As(err, &fe) || fe.Field != "hidden_tests_dest" {
 		t.Errorf("Validate with dest = workdir: %v", err)
+	}
+}
+
+func TestValidateDifferentialCertainAt(t *testing.T) {
+	base := Task{ID: "t", Image: "i", Instruction: "x", HiddenTests: "h", TestCommand: "c"}
+	for _, tc := range []struct {
+		v  float64
+		ok bool
+	}{{0, true}, {0.25, true}, {1, true}, {-0.1, false}, {1.5, false}} {
+		tk := base
+		tk.DifferentialCertainAt = tc.v
+		err := tk.Validate()
+		if (err == nil) != tc.ok {
+			t.Errorf("differential_certain_at %v: Validate = %v, want ok %t", tc.v, err, tc.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "differential_certain_at") {
+			t.Errorf("error %q does not name the field", err)
+		}
 	}
 }

@@ -55,6 +55,13 @@ type Task struct {
 	FailToPass []string `json:"fail_to_pass,omitempty"`
 	PassToPass []string `json:"pass_to_pass,omitempty"`
 
+	// DifferentialCertainAt is the share of the differential cases (0 to
+	// 1) that, when that many differ from the reference fix in a
+	// solution that passes the hidden tests, makes its special_casing
+	// flag certain. Zero: the flag stays suspicious, for a judge or the
+	// label policy to decide.
+	DifferentialCertainAt float64 `json:"differential_certain_at,omitempty"`
+
 	// Seal: false runs the task on its image as it is, the upstream fix
 	// reachable in the history (for studying detection); missing or true
 	// follows the runner (sealed unless --no-seal).
