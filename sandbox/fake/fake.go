@@ -1,11 +1,14 @@
 package fake
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"io/fs"
 	"maps"
+	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -166,16 +169,48 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	return s.exec(ctx, s, req)
 }
 
-// ReadFile returns a file's content, or sandbox.ErrNotFound.
+// rootOnly are the paths the sandbox user may not read, as in an image.
+var rootOnly = []string{"/etc/shadow", "/etc/gshadow", "/root"}
+
+// rootDirs are the directories of an image the sandbox user may not
+// write in; everywhere else (the workdir, /tmp, home) it may.
+var rootDirs = []string{"/etc", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/boot", "/root", "/proc", "/sys"}
+
+// under reports whether p is one of dirs or lies below one.
+func under(p string, dirs []string) bool {
+	return slices.ContainsFunc(dirs, func(d string) bool { return p == d || strings.HasPrefix(p, d+"/") })
+}
+
+// isDir reports whether some file lies below p; guarded by s.mu.
+func (s *Sandbox) isDir(p string) bool {
+	for f := range s.files {
+		if strings.HasPrefix(f, p+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// ReadFile returns a file's content. What the sandbox user could not read
+// is a *sandbox.PathError: a missing file (wrapping sandbox.ErrNotFound),
+// a directory (a path with files below it), /etc/shadow, /etc/gshadow
+// and /root (permission).
 func (s *Sandbox) ReadFile(ctx context.Context, p string, max int64) ([]byte, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return nil, false, fmt.Errorf("fake read %s: %w", p, sandbox.ErrClosed)
 	}
+	p = path.Clean(p)
+	if under(p, rootOnly) {
+		return nil, false, &sandbox.PathError{Op: "read", Path: p, Kind: sandbox.KindPermission, Reason: "Permission denied"}
+	}
 	c, ok := s.files[p]
 	if !ok {
-		return nil, false, fmt.Errorf("fake read %s: %w", p, sandbox.ErrNotFound)
+		if s.isDir(p) {
+			return nil, false, &sandbox.PathError{Op: "read", Path: p, Kind: sandbox.KindIsDir, Reason: "Is a directory"}
+		}
+		return nil, false, &sandbox.PathError{Op: "read", Path: p, Kind: sandbox.KindNotFound, Reason: "No such file or directory"}
 	}
 	if max > 0 && int64(len(c)) > max {
 		return []byte(c[:max]), true, nil
@@ -183,7 +218,10 @@ func (s *Sandbox) ReadFile(ctx context.Context, p string, max int64) ([]byte, bo
 	return []byte(c), false, nil
 }
 
-// WriteFile sets a file's content.
+// WriteFile sets a file's content. A write in an image's root-owned
+// directories (/etc, /usr, /bin, /sbin, /lib, /lib64, /boot, /root, /proc,
+// /sys) is refused with a *sandbox.PathError (permission), as the sandbox
+// user's would be.
 func (s *Sandbox) WriteFile(ctx context.Context, p string, data []byte, mode fs.FileMode) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -191,25 +229,91 @@ func (s *Sandbox) WriteFile(ctx context.Context, p string, data []byte, mode fs.
 		return fmt.Errorf("fake write %s: %w", p, sandbox.ErrClosed)
 	}
 	s.ran = append(s.ran, "write "+p)
+	if under(path.Clean(p), rootDirs) {
+		return &sandbox.PathError{Op: "write", Path: p, Kind: sandbox.KindPermission, Reason: "Permission denied"}
+	}
 	s.files[p] = string(data)
 	return nil
 }
 
-// CopyIn records that something was copied in (grading's hidden tests)
-// and keeps nothing of it.
-func (s *Sandbox) CopyIn(ctx context.Context, dir string, tar io.Reader) error {
+// CopyIn extracts the tar stream's regular files into dir (as root, so
+// anywhere) and records that something was copied in (grading's hidden
+// tests). Directories are implied by their files; any other entry (a
+// link, a device) and a name that leaves dir are refused.
+func (s *Sandbox) CopyIn(ctx context.Context, dir string, r io.Reader) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return fmt.Errorf("fake copy in: %w", sandbox.ErrClosed)
 	}
+	dir = path.Clean(dir)
+	got := map[string]string{}
+	tr := tar.NewReader(r)
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("fake copy in %s: %w", dir, err)
+		}
+		switch hdr.Typeflag {
+		case tar.TypeDir:
+			continue
+		case tar.TypeReg:
+		default:
+			return fmt.Errorf("fake copy in %s: %s is not a regular file or directory (type %q): the fake keeps only those", dir, hdr.Name, hdr.Typeflag)
+		}
+		p := path.Join(dir, hdr.Name)
+		if !strings.HasPrefix(p, dir+"/") {
+			return fmt.Errorf("fake copy in %s: entry %s leaves the directory", dir, hdr.Name)
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			return fmt.Errorf("fake copy in %s: %s: %w", dir, hdr.Name, err)
+		}
+		got[p] = string(data)
+	}
+	maps.Copy(s.files, got)
 	s.copied = true
 	return nil
 }
 
-// CopyOut has nothing to copy: sandbox.ErrNotFound.
+// CopyOut returns a tar stream of the file p or of the files below it,
+// named relative to p's parent directory, in name order.
 func (s *Sandbox) CopyOut(ctx context.Context, p string) (io.ReadCloser, error) {
-	return nil, fmt.Errorf("fake copy out %s: %w", p, sandbox.ErrNotFound)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, fmt.Errorf("fake copy out %s: %w", p, sandbox.ErrClosed)
+	}
+	p = path.Clean(p)
+	var names []string
+	for f := range s.files {
+		if f == p || strings.HasPrefix(f, p+"/") {
+			names = append(names, f)
+		}
+	}
+	if len(names) == 0 {
+		return nil, fmt.Errorf("fake copy out %s: %w", p, sandbox.ErrNotFound)
+	}
+	slices.Sort(names)
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, f := range names {
+		name := strings.TrimPrefix(f, path.Dir(p)+"/")
+		c := s.files[f]
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(c)), Typeflag: tar.TypeReg}); err != nil {
+			return nil, fmt.Errorf("fake copy out %s: %w", p, err)
+		}
+		if _, err := io.WriteString(tw, c); err != nil {
+			return nil, fmt.Errorf("fake copy out %s: %w", p, err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, fmt.Errorf("fake copy out %s: %w", p, err)
+	}
+	return io.NopCloser(&buf), nil
 }
 
 // Fork gives n sandboxes with copies of the files, each with the episode
@@ -219,6 +323,9 @@ func (s *Sandbox) CopyOut(ctx context.Context, p string) (io.ReadCloser, error) 
 func (s *Sandbox) Fork(ctx context.Context, n int) (sandbox.ForkResult, error) {
 	if s.b == nil || s.b.NoFork {
 		return sandbox.ForkResult{}, fmt.Errorf("fake fork: %w", sandbox.ErrUnsupported)
+	}
+	if n < 1 || n > sandbox.MaxFork {
+		return sandbox.ForkResult{}, fmt.Errorf("fake fork: %d children asked for: ask for 1 to %d (sandbox.MaxFork)", n, sandbox.MaxFork)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -237,9 +344,15 @@ func (s *Sandbox) Fork(ctx context.Context, n int) (sandbox.ForkResult, error) {
 	return res, nil
 }
 
-// Snapshot has no image to make: sandbox.ErrNotFound.
+// Snapshot has no image to make: sandbox.ErrUnsupported (ErrClosed after
+// Close).
 func (s *Sandbox) Snapshot(ctx context.Context, ref string) (string, error) {
-	return "", fmt.Errorf("fake snapshot: %w", sandbox.ErrNotFound)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return "", fmt.Errorf("fake snapshot: %w", sandbox.ErrClosed)
+	}
+	return "", fmt.Errorf("fake snapshot: %w", sandbox.ErrUnsupported)
 }
 
 // Close marks the sandbox closed; later calls fail with sandbox.ErrClosed.

@@ -8,7 +8,9 @@
 // escaped output, idempotent retries, resource limits, the unprivileged
 // sandbox user, isolation of the agent and the network, file transfer,
 // canaries, snapshots and Close. It needs an image with bash, coreutils,
-// procps and python3 (rollcage/base has them).
+// procps and python3 (rollcage/base has them). A backend that runs no
+// processes (sandbox/fake) says so with Options.NoProcesses and runs the
+// cases of the API alone.
 //
 // RequireDocker is the helper Docker-backed tests call first: it fails the
 // test under CI=true when no engine answers and skips it otherwise.

@@ -56,20 +56,7 @@ func (s *suite) testFork(t *testing.T) {
 	parentLimits := sh(t, parent, limitsCmd)
 
 	const n = 3
-	res, err := parent.Fork(ctx, n)
-	if err != nil {
-		t.Fatalf("Fork(%d): %v", n, err)
-	}
-	for _, c := range res.Children {
-		t.Cleanup(func() {
-			if err := c.Close(context.Background()); err != nil {
-				t.Errorf("Close(child %s): %v", c.ID(), err)
-			}
-		})
-	}
-	if len(res.Children) != n {
-		t.Fatalf("Fork(%d) returned %d children", n, len(res.Children))
-	}
+	res := forkChildren(ctx, t, parent, n)
 	if res.Paused <= 0 || res.Duration < res.Paused {
 		t.Errorf("Fork: paused %v, duration %v: want 0 < paused <= duration", res.Paused, res.Duration)
 	}
@@ -82,14 +69,6 @@ func (s *suite) testFork(t *testing.T) {
 	if !slices.ContainsFunc(res.NotCarried, func(c string) bool { return strings.Contains(c, "sleep 300") }) {
 		t.Errorf("Fork: NotCarried %q does not list the background sleep", res.NotCarried)
 	}
-	ids := map[string]bool{parent.ID(): true}
-	for _, c := range res.Children {
-		if ids[c.ID()] {
-			t.Fatalf("child id %s is not new", c.ID())
-		}
-		ids[c.ID()] = true
-	}
-
 	for i, c := range res.Children {
 		checks := []struct{ cmd, want string }{
 			{"cat /workspace/written.txt", "before the fork"},
@@ -165,6 +144,102 @@ func (s *suite) testFork(t *testing.T) {
 		t.Error("Fork(0) succeeded, want an error")
 	}
 	closed := s.create(t, sandbox.Spec{EpisodeID: "conformance-fork-closed"})
+	closed.Close(ctx)
+	if _, err := closed.Fork(ctx, 1); !errors.Is(err, sandbox.ErrClosed) {
+		t.Errorf("Fork after Close: %v, want ErrClosed", err)
+	}
+}
+
+// forkChildren forks parent into n children, closed when t ends, and
+// fails t unless there are n of them, each with a new id.
+func forkChildren(ctx context.Context, t *testing.T, parent sandbox.Sandbox, n int) sandbox.ForkResult {
+	t.Helper()
+	res, err := parent.Fork(ctx, n)
+	if err != nil {
+		t.Fatalf("Fork(%d): %v", n, err)
+	}
+	for _, c := range res.Children {
+		t.Cleanup(func() {
+			if err := c.Close(context.Background()); err != nil {
+				t.Errorf("Close(child %s): %v", c.ID(), err)
+			}
+		})
+	}
+	if len(res.Children) != n {
+		t.Fatalf("Fork(%d) returned %d children", n, len(res.Children))
+	}
+	ids := map[string]bool{parent.ID(): true}
+	for _, c := range res.Children {
+		if ids[c.ID()] {
+			t.Fatalf("child id %s is not new", c.ID())
+		}
+		ids[c.ID()] = true
+	}
+	return res
+}
+
+// testForkFiles is what testFork checks through the API alone, for a
+// backend without processes (Options.NoProcesses): children with the
+// parent's files at the fork and new ids, files isolated between them
+// and the parent afterwards, a grandchild, Fork(0) and a Fork after
+// Close refused.
+func (s *suite) testForkFiles(t *testing.T) {
+	ctx := t.Context()
+	write := func(sb sandbox.Sandbox, p, data string) {
+		t.Helper()
+		if err := sb.WriteFile(ctx, p, []byte(data), 0o644); err != nil {
+			t.Fatalf("WriteFile(%s): %v", p, err)
+		}
+	}
+	// read returns a file's content, or "absent" when it does not exist.
+	read := func(sb sandbox.Sandbox, p string) string {
+		t.Helper()
+		data, _, err := sb.ReadFile(ctx, p, 0)
+		if errors.Is(err, sandbox.ErrNotFound) {
+			return "absent"
+		}
+		if err != nil {
+			t.Fatalf("ReadFile(%s): %v", p, err)
+		}
+		return string(data)
+	}
+	parent := s.create(t, sandbox.Spec{EpisodeID: "conformance-fork-files"})
+	write(parent, "/workspace/written.txt", "before the fork\n")
+	const n = 3
+	res := forkChildren(ctx, t, parent, n)
+	for i, c := range res.Children {
+		if got := read(c, "/workspace/written.txt"); got != "before the fork\n" {
+			t.Errorf("child %d: written.txt = %q, want the parent's", i+1, got)
+		}
+	}
+	write(res.Children[0], "/workspace/only-child1", "mine\n")
+	write(res.Children[0], "/workspace/written.txt", "changed\n")
+	write(parent, "/workspace/parent-after", "later\n")
+	for name, sb := range map[string]sandbox.Sandbox{"parent": parent, "child 2": res.Children[1], "child 3": res.Children[2]} {
+		if got := read(sb, "/workspace/only-child1"); got != "absent" {
+			t.Errorf("%s sees child 1's file: %q", name, got)
+		}
+		if got := read(sb, "/workspace/written.txt"); got != "before the fork\n" {
+			t.Errorf("%s sees child 1's overwrite: %q", name, got)
+		}
+	}
+	for i, c := range res.Children {
+		if got := read(c, "/workspace/parent-after"); got != "absent" {
+			t.Errorf("child %d sees the parent's later write: %q", i+1, got)
+		}
+	}
+	grand, err := res.Children[1].Fork(ctx, 1)
+	if err != nil {
+		t.Fatalf("Fork of a child: %v", err)
+	}
+	defer grand.Children[0].Close(context.Background())
+	if got := read(grand.Children[0], "/workspace/written.txt"); got != "before the fork\n" {
+		t.Errorf("grandchild: written.txt = %q", got)
+	}
+	if _, err := parent.Fork(ctx, 0); err == nil {
+		t.Error("Fork(0) succeeded, want an error")
+	}
+	closed := s.create(t, sandbox.Spec{EpisodeID: "conformance-fork-files-closed"})
 	closed.Close(ctx)
 	if _, err := closed.Fork(ctx, 1); !errors.Is(err, sandbox.ErrClosed) {
 		t.Errorf("Fork after Close: %v, want ErrClosed", err)

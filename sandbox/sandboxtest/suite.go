@@ -37,6 +37,14 @@ type Options struct {
 	// Labels, when set, returns the backend's labels of a sandbox, so the
 	// fork cases can check that children carry the parent's.
 	Labels func(ctx context.Context, sb sandbox.Sandbox) (map[string]string, error)
+	// NoProcesses says the backend runs no real processes (an in-memory
+	// fake such as sandbox/fake): no shell runs the image's programs and no
+	// kernel enforces limits. The cases that check what a command did, or
+	// what the kernel does to processes (timeouts, pids, network, canary
+	// opens), are skipped, each saying why; the cases of the API itself
+	// (files, copies, Snapshot and Fork refusals, Close) still run, with
+	// their shell checks left out.
+	NoProcesses bool
 	// ForkUnlabelled gives the fork cases' parent no labels of its own, for
 	// a backend that makes children of warm containers only then (Docker
 	// cannot relabel a running container); the children's labels are not
@@ -62,44 +70,71 @@ func Run(t *testing.T, newBackend func(t *testing.T) sandbox.Backend, opts Optio
 		EpisodeID: "conformance-shared",
 		Canaries:  []sandbox.Canary{{Path: canaryPath, Content: "decoy: expected outputs\n"}},
 	})
+	// needs says why a case cannot run without real processes
+	// (Options.NoProcesses); "" means it runs on every backend.
 	for _, tc := range []struct {
-		name string
-		fn   func(t *testing.T, sb sandbox.Sandbox)
+		name  string
+		fn    func(t *testing.T, sb sandbox.Sandbox)
+		needs string
 	}{
-		{"SessionPersistence", s.testSessionPersistence},
-		{"ConcurrentSessions", s.testConcurrentSessions},
-		{"Timeout", s.testTimeout},
-		{"IdleTimeout", s.testIdleTimeout},
-		{"CancelledExec", s.testCancelledExec},
-		{"OutputCap", s.testOutputCap},
-		{"BinaryOutput", s.testBinaryOutput},
-		{"ExitCodes", s.testExitCodes},
-		{"RequestIDRunsOnce", s.testRequestID},
-		{"NonRootNoCapabilities", s.testNonRoot},
-		{"AgentUnreachable", s.testAgentUnreachable},
-		{"NoNetwork", s.testNoNetwork},
-		{"NoDockerSocket", s.testNoDockerSocket},
-		{"Files", s.testFiles},
-		{"CopyInOut", s.testCopy},
-		{"CopyInPlantedSymlink", s.testCopyInSymlink},
-		{"CanaryOpen", s.testCanary},
-		{"Stream", s.testStream},
+		{"SessionPersistence", s.testSessionPersistence, "a shell whose cd, exports and functions persist"},
+		{"ConcurrentSessions", s.testConcurrentSessions, "shells that run at once and see each other's files"},
+		{"Timeout", s.testTimeout, "a process group the timeout kills"},
+		{"IdleTimeout", s.testIdleTimeout, "a process whose silence the idle timeout ends"},
+		{"CancelledExec", s.testCancelledExec, "a running process a cancel kills"},
+		{"OutputCap", s.testOutputCap, "100 MB written by head and tr"},
+		{"BinaryOutput", s.testBinaryOutput, "bytes printf writes"},
+		{"ExitCodes", s.testExitCodes, "a shell's exit codes, 137 from a kill"},
+		{"RequestIDRunsOnce", s.testRequestID, "a command whose side effect counts its runs"},
+		{"NonRootNoCapabilities", s.testNonRoot, "a process's uid and capability sets"},
+		{"AgentUnreachable", s.testAgentUnreachable, "an agent socket guarded by file modes"},
+		{"NoNetwork", s.testNoNetwork, "a network namespace"},
+		{"NoDockerSocket", s.testNoDockerSocket, "a mount namespace to look into"},
+		{"Files", s.testFiles, ""},
+		{"CopyInOut", s.testCopy, ""},
+		{"CopyInPlantedSymlink", s.testCopyInSymlink, "symlinks ln makes"},
+		{"CanaryOpen", s.testCanary, "a file open the agent sees"},
+		{"Stream", s.testStream, ""},
 	} {
-		t.Run(tc.name, func(t *testing.T) { tc.fn(t, shared) })
+		t.Run(tc.name, func(t *testing.T) {
+			s.skipWithoutProcesses(t, tc.needs)
+			tc.fn(t, shared)
+		})
 	}
-	t.Run("ForkBombContained", s.testForkBomb)
-	t.Run("PidsExhaustedAgentAnswers", s.testPidsExhausted)
+	t.Run("ForkBombContained", func(t *testing.T) {
+		s.skipWithoutProcesses(t, "a pids limit the kernel enforces")
+		s.testForkBomb(t)
+	})
+	t.Run("PidsExhaustedAgentAnswers", func(t *testing.T) {
+		s.skipWithoutProcesses(t, "a pids limit the kernel enforces")
+		s.testPidsExhausted(t)
+	})
 	if opts.NoSnapshot {
 		t.Run("SnapshotUnsupported", s.testSnapshotUnsupported)
 	} else {
 		t.Run("Snapshot", s.testSnapshot)
 	}
 	if opts.Fork {
-		t.Run("Fork", s.testFork)
+		if opts.NoProcesses {
+			// Fork's shell state, background process and cgroup
+			// limits need processes; what the API alone shows remains.
+			t.Run("ForkFiles", s.testForkFiles)
+		} else {
+			t.Run("Fork", s.testFork)
+		}
 	} else {
 		t.Run("ForkUnsupported", s.testForkUnsupported)
 	}
 	t.Run("Close", s.testClose)
+}
+
+// skipWithoutProcesses skips t on a backend without real processes
+// (Options.NoProcesses) when the case needs them; needs says for what.
+func (s *suite) skipWithoutProcesses(t *testing.T, needs string) {
+	t.Helper()
+	if s.opts.NoProcesses && needs != "" {
+		t.Skipf("the backend runs no processes (Options.NoProcesses); this case needs %s", needs)
+	}
 }
 
 // RunFork runs only the fork cases against b, for a backend whose forks
@@ -437,8 +472,10 @@ func (s *suite) testFiles(t *testing.T, sb sandbox.Sandbox) {
 	if err != nil || !cut || string(data) != "hello" {
 		t.Errorf("ReadFile(max 5) = %q, %v, %v; want \"hello\", true, nil", data, cut, err)
 	}
-	if got := sh(t, sb, "stat -c '%u %a' "+path); got != "1000 640" {
-		t.Errorf("written file owner and mode %q, want \"1000 640\"", got)
+	if !s.opts.NoProcesses {
+		if got := sh(t, sb, "stat -c '%u %a' "+path); got != "1000 640" {
+			t.Errorf("written file owner and mode %q, want \"1000 640\"", got)
+		}
 	}
 	if _, _, err := sb.ReadFile(ctx, dir+"/missing", 0); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Errorf("ReadFile(missing): %v, want ErrNotFound", err)
@@ -475,14 +512,23 @@ func (s *suite) testCopy(t *testing.T, sb sandbox.Sandbox) {
 	if err := sb.CopyIn(ctx, dir, &buf); err != nil {
 		t.Fatalf("CopyIn: %v", err)
 	}
-	got := sh(t, sb, fmt.Sprintf("cd %s && stat -c '%%n %%u' tests/test_hidden.py tests/data.txt && cat tests/data.txt", dir))
-	if diff := cmp.Diff("tests/test_hidden.py 0\ntests/data.txt 1000\nuser data", got); diff != "" {
-		t.Errorf("copied-in files (-want +got):\n%s", diff)
-	}
-
-	// CopyIn made dir as root; the sandbox user writes next to it.
 	out := dir + "-out"
-	sh(t, sb, fmt.Sprintf("mkdir -p %s/sub && echo result > %s/sub/r.txt", out, out))
+	if s.opts.NoProcesses {
+		// No stat to ask for owners: the content must be there.
+		if data, _, err := sb.ReadFile(ctx, dir+"/tests/data.txt", 0); err != nil || string(data) != "user data\n" {
+			t.Errorf("copied-in tests/data.txt = %q, %v; want \"user data\\n\"", data, err)
+		}
+		if err := sb.WriteFile(ctx, out+"/sub/r.txt", []byte("result\n"), 0o644); err != nil {
+			t.Fatalf("WriteFile: %v", err)
+		}
+	} else {
+		got := sh(t, sb, fmt.Sprintf("cd %s && stat -c '%%n %%u' tests/test_hidden.py tests/data.txt && cat tests/data.txt", dir))
+		if diff := cmp.Diff("tests/test_hidden.py 0\ntests/data.txt 1000\nuser data", got); diff != "" {
+			t.Errorf("copied-in files (-want +got):\n%s", diff)
+		}
+		// CopyIn made dir as root; the sandbox user writes next to it.
+		sh(t, sb, fmt.Sprintf("mkdir -p %s/sub && echo result > %s/sub/r.txt", out, out))
+	}
 	rc, err := sb.CopyOut(ctx, out)
 	if err != nil {
 		t.Fatalf("CopyOut: %v", err)
@@ -741,6 +787,12 @@ func (s *suite) testSnapshotUnsupported(t *testing.T) {
 	if _, err := sb.Snapshot(t.Context(), "rollcage-test/snapshot:"+randHex()); !errors.Is(err, sandbox.ErrUnsupported) {
 		t.Fatalf("Snapshot on a backend without snapshots: %v, want ErrUnsupported", err)
 	}
+	if s.opts.NoProcesses {
+		if err := sb.WriteFile(t.Context(), "/workspace/after-snapshot", []byte("x"), 0o644); err != nil {
+			t.Errorf("after a refused Snapshot: %v", err)
+		}
+		return
+	}
 	if got := sh(t, sb, "echo still here"); got != "still here" {
 		t.Errorf("after a refused Snapshot: %q", got)
 	}
@@ -752,27 +804,32 @@ func (s *suite) testClose(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Create: %v", err)
 	}
-	sh(t, sb, "true")
-	// A command in flight when Close comes must return, not hang.
+	// A command in flight when Close comes must return, not hang; a
+	// backend without processes has none to keep in flight.
 	inflight := make(chan error, 1)
-	go func() {
-		_, err := sb.Exec(ctx, sandbox.ExecRequest{Command: "sleep 600", Timeout: 10 * time.Minute})
-		inflight <- err
-	}()
-	waitProcess(t, sb, "sleep 600")
+	if !s.opts.NoProcesses {
+		sh(t, sb, "true")
+		go func() {
+			_, err := sb.Exec(ctx, sandbox.ExecRequest{Command: "sleep 600", Timeout: 10 * time.Minute})
+			inflight <- err
+		}()
+		waitProcess(t, sb, "sleep 600")
+	}
 	if err := sb.Close(ctx); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
 	if err := sb.Close(ctx); err != nil {
 		t.Errorf("second Close: %v", err)
 	}
-	select {
-	case err := <-inflight:
-		if !errors.Is(err, sandbox.ErrClosed) {
-			t.Errorf("Exec in flight at Close: %v, want ErrClosed", err)
+	if !s.opts.NoProcesses {
+		select {
+		case err := <-inflight:
+			if !errors.Is(err, sandbox.ErrClosed) {
+				t.Errorf("Exec in flight at Close: %v, want ErrClosed", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("Exec in flight at Close still hangs after 30s")
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Exec in flight at Close still hangs after 30s")
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
