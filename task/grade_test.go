@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/sandbox/fake"
 )
 
 func TestParseSummary(t *testing.T) {
@@ -51,26 +52,33 @@ func TestParseSummary(t *testing.T) {
 	}
 }
 
-// fakeSandbox answers Exec with a canned result and records CopyIn.
+// fakeSandbox is a fake.Sandbox whose commands exec answers, recording
+// the requests, and whose CopyIn records the tar headers (the fake keeps
+// only contents) or fails with copyErr.
 type fakeSandbox struct {
-	sandbox.Sandbox // nil: methods not overridden panic, which fails the test
+	*fake.Sandbox
 
 	mu      sync.Mutex
-	exec    func(req sandbox.ExecRequest) (sandbox.ExecResult, error)
 	copyErr error
 	copyDir string
 	copied  map[string]*tar.Header
 	content map[string]string
-	reqs    []sandbox.ExecRequest
+	reqs    []sandbox.ExecRequest // guarded by mu
 }
 
-func (f *fakeSandbox) ID() string { return "fake" }
-
-func (f *fakeSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
-	f.mu.Lock()
-	f.reqs = append(f.reqs, req)
-	f.mu.Unlock()
-	return f.exec(req)
+// newFakeSandbox returns a fakeSandbox whose commands exec answers.
+func newFakeSandbox(exec func(req sandbox.ExecRequest) (sandbox.ExecResult, error)) *fakeSandbox {
+	f := &fakeSandbox{}
+	f.Sandbox = fake.New(sandbox.Spec{EpisodeID: "grade"}, func(_ context.Context, _ *fake.Sandbox, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+		f.mu.Lock()
+		f.reqs = append(f.reqs, req)
+		f.mu.Unlock()
+		if exec == nil {
+			panic("fakeSandbox: a command ran in a test that runs none")
+		}
+		return exec(req)
+	})
+	return f
 }
 
 func (f *fakeSandbox) CopyIn(ctx context.Context, dir string, r io.Reader) error {
@@ -138,9 +146,10 @@ func TestGrade(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			sb := &fakeSandbox{copyErr: tc.copyErr, exec: func(req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+			sb := newFakeSandbox(func(req sandbox.ExecRequest) (sandbox.ExecResult, error) {
 				return sandbox.ExecResult{Output: tc.out, ExitCode: tc.exit, Stopped: tc.stopped}, tc.execErr
-			}}
+			})
+			sb.copyErr = tc.copyErr
 			got, err := Grade(t.Context(), sb, tk, hiddenFS)
 			if gotGrade := errors.Is(err, ErrGrading); gotGrade != tc.wantGrade {
 				t.Fatalf("Grade error = %v; wraps ErrGrading = %t, want %t", err, gotGrade, tc.wantGrade)
@@ -169,9 +178,9 @@ var cmpIgnoreResultNoise = cmp.Transformer("noise", func(r Result) Result {
 })
 
 func TestGradeCopiesHiddenTestsAsRoot(t *testing.T) {
-	sb := &fakeSandbox{exec: func(req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+	sb := newFakeSandbox(func(req sandbox.ExecRequest) (sandbox.ExecResult, error) {
 		return sandbox.ExecResult{Output: "1 passed in 0.01s\n"}, nil
-	}}
+	})
 	tk := Task{ID: "t1", HiddenTests: "hidden/t1", TestCommand: "python3 -m pytest -q /opt/grader/tests", Workdir: "/srv/my repo"}
 	if _, err := Grade(t.Context(), sb, tk, hiddenFS); err != nil {
 		t.Fatal(err)
@@ -204,7 +213,7 @@ func TestGradeCopiesHiddenTestsAsRoot(t *testing.T) {
 }
 
 func TestGradeEmptyHiddenDir(t *testing.T) {
-	sb := &fakeSandbox{}
+	sb := newFakeSandbox(nil)
 	_, err := Grade(t.Context(), sb, Task{ID: "t", HiddenTests: "hidden/empty", TestCommand: "x"}, hiddenFS)
 	if !errors.Is(err, ErrGrading) || !strings.Contains(err.Error(), "no files") {
 		t.Fatalf("Grade = %v, want ErrGrading about no files", err)
@@ -214,9 +223,9 @@ func TestGradeEmptyHiddenDir(t *testing.T) {
 func TestGradeCancelledIsNotGradingFailure(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	sb := &fakeSandbox{exec: func(req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+	sb := newFakeSandbox(func(req sandbox.ExecRequest) (sandbox.ExecResult, error) {
 		return sandbox.ExecResult{}, ctx.Err()
-	}}
+	})
 	_, err := Grade(ctx, sb, Task{ID: "t1", HiddenTests: "hidden/t1", TestCommand: "x"}, hiddenFS)
 	if !errors.Is(err, context.Canceled) || errors.Is(err, ErrGrading) {
 		t.Fatalf("Grade = %v, want context.Canceled and not ErrGrading", err)
@@ -225,9 +234,9 @@ func TestGradeCancelledIsNotGradingFailure(t *testing.T) {
 
 func TestResultOutputIsTail(t *testing.T) {
 	long := strings.Repeat("x", 3*resultOutputTail) + "\n2 passed in 0.01s\n"
-	sb := &fakeSandbox{exec: func(req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+	sb := newFakeSandbox(func(req sandbox.ExecRequest) (sandbox.ExecResult, error) {
 		return sandbox.ExecResult{Output: long}, nil
-	}}
+	})
 	res, err := Grade(t.Context(), sb, Task{ID: "t1", HiddenTests: "hidden/t1", TestCommand: "x"}, hiddenFS)
 	if err != nil {
 		t.Fatal(err)
