@@ -9,19 +9,16 @@ import (
 	"unicode"
 	"unicode/utf8"
 	"unsafe"
-
-	"github.com/open-policy-agent/opa/v1/ast"
-	"github.com/open-policy-agent/opa/v1/topdown"
-	"github.com/open-policy-agent/opa/v1/topdown/builtins"
 )
 
-// Literal-anchored regexp search. Most rule regexps are alternations of
-// words ((?i)(special[- ]?cas\w*…|hard[- ]?cod\w*|…|cheat)) run over a
-// call's whole script, and most scripts hold no match: Go's regexp then
-// walks its NFA or backtracker over every byte (hundreds of ns per byte
-// for these patterns), which made regex.find_n the largest single cost of
-// auditing long trajectories. Every match of such a pattern starts with
-// one of a small set of literals, so the search can instead find the
+// Literal-anchored regexp search, for Go code that runs a pattern over
+// long texts: the regexp clauses of the package gates (prefilter.go) and
+// the normalizer's script patterns (Regexp). Most such patterns are
+// alternations of words ((?i)(special[- ]?cas\w*…|hard[- ]?cod\w*|…|cheat))
+// run over a call's whole script, and most scripts hold no match: Go's
+// regexp then walks its NFA or backtracker over every byte (hundreds of
+// ns per byte for these patterns). Every match of such a pattern starts
+// with one of a small set of literals, so the search can instead find the
 // literals' occurrences (in one pass for most of them, litGroup) and try
 // the pattern, anchored, at each in order: the first that matches is the leftmost match, and the
 // same match regexp.FindString finds, since leftmost-first preference at
@@ -30,35 +27,22 @@ import (
 // ^, (?m)^ and \b at the start see the text before it, as they do in
 // the whole text.
 //
-// The replacement is exact or not used: a pattern whose matches may start
+// The search is exact or not used: a pattern whose matches may start
 // with something other than such a literal set (a leading \w or ., a
 // nullable pattern), a set of more than maxLits literals or one that is
-// not ASCII keeps OPA's implementation, and so does a text that holds
-// U+017F or U+212A (the two non-ASCII runes that fold to ASCII letters,
-// TestFastRegexFolds) and a pattern OPA would reject (OPA reports the
-// error). The literals are looked for in an ASCII-lowercased copy of the
-// text, a superset of what the pattern's case-sensitive parts allow; the
-// anchored match on the original text decides. TestFastRegexEquivalence
-// compares the search with regexp's on every regexp of the policy over
-// the corpus lines, the Rego tests' strings, the patterns' own literals
-// and a sample of the real trajectories.
+// not ASCII keeps regexp's search, and so does a text that holds U+017F
+// or U+212A (the two non-ASCII runes that fold to ASCII letters,
+// TestFastRegexFolds). The literals are looked for in an ASCII-lowercased
+// copy of the text, a superset of what the pattern's case-sensitive parts
+// allow; the anchored match on the original text decides.
+// TestFastRegexEquivalence compares the search with regexp's on every
+// regexp of the policy over the corpus lines, the Rego tests' strings,
+// the patterns' own literals and a sample of the real trajectories.
 //
-// OPA's builtins are replaced once, at init, before any evaluation (its
-// registry is a plain map).
-
-func init() {
-	origFind = topdown.GetBuiltin(ast.RegexFind.Name)
-	origMatch = topdown.GetBuiltin(ast.RegexMatch.Name)
-	if origFind == nil || origMatch == nil {
-		return
-	}
-	topdown.RegisterBuiltinFunc(ast.RegexFind.Name, fastFindN)
-	topdown.RegisterBuiltinFunc(ast.RegexMatch.Name, fastMatch)
-}
-
-// OPA's own regex.find_n and regex.match, used for what the fast path does
-// not take and by the equivalence test.
-var origFind, origMatch topdown.BuiltinFunc
+// Rego's regex.match and regex.find_n are OPA's own: nothing here
+// replaces a builtin (TestNoBuiltinReplaced). Evaluation reaches them
+// only for calls whose gates passed, where the search above has already
+// run, so a faster builtin bought under 3% of an audit's CPU.
 
 // maxLits bounds the literal set of a pattern; maxLitLen the length the
 // literals are extended to; maxBack the runes of any kind a literal may
@@ -178,8 +162,8 @@ func end(loc []int, off int) (int, bool) {
 
 var fastRes sync.Map // pattern → *fastRe
 
-// fastRegexp returns the accelerated form of pat, or nil when OPA's own
-// implementation must run.
+// fastRegexp returns the accelerated form of pat, or nil when regexp's
+// own search must run.
 func fastRegexp(pat string) *fastRe {
 	if f := regexpPlan(pat); f.lits != nil {
 		return f
@@ -197,8 +181,8 @@ func regexpPlan(pat string) *fastRe {
 	return v.(*fastRe)
 }
 
-// matches reports whether the pattern matches s, as regex.match and a
-// non-empty regex.find_n do (fastMatch, fastFindN); f.re must be set.
+// matches reports whether the pattern matches s, as regexp's MatchString
+// does; f.re must be set.
 func (f *fastRe) matches(s string) bool {
 	if f.lits != nil && usable(s) {
 		return len(f.find(s, 1)) > 0
@@ -210,7 +194,7 @@ func planRegexp(pat string) *fastRe {
 	f := &fastRe{}
 	re, err := regexp.Compile(pat)
 	if err != nil {
-		return f // OPA reports it
+		return f // the caller reports it, or OPA does
 	}
 	f.re = re
 	anchored, err1 := regexp.Compile(`^(?:` + pat + `)`)
@@ -727,40 +711,6 @@ var (
 	lowCache [8]loweredEntry // guarded by lowMu
 	lowNext  int             // guarded by lowMu
 )
-
-// fastFindN is regex.find_n(pattern, value, number).
-func fastFindN(bctx topdown.BuiltinContext, ops []*ast.Term, iter func(*ast.Term) error) error {
-	pat, err1 := builtins.StringOperand(ops[0].Value, 1)
-	s, err2 := builtins.StringOperand(ops[1].Value, 2)
-	n, err3 := builtins.IntOperand(ops[2].Value, 3)
-	if err1 != nil || err2 != nil || err3 != nil || !usable(string(s)) {
-		return origFind(bctx, ops, iter)
-	}
-	f := fastRegexp(string(pat))
-	if f == nil {
-		return origFind(bctx, ops, iter)
-	}
-	ms := f.find(string(s), n)
-	arr := make([]*ast.Term, len(ms))
-	for i, m := range ms {
-		arr[i] = ast.StringTerm(m)
-	}
-	return iter(ast.ArrayTerm(arr...))
-}
-
-// fastMatch is regex.match(pattern, value).
-func fastMatch(bctx topdown.BuiltinContext, ops []*ast.Term, iter func(*ast.Term) error) error {
-	pat, err1 := builtins.StringOperand(ops[0].Value, 1)
-	s, err2 := builtins.StringOperand(ops[1].Value, 2)
-	if err1 != nil || err2 != nil || !usable(string(s)) {
-		return origMatch(bctx, ops, iter)
-	}
-	f := fastRegexp(string(pat))
-	if f == nil {
-		return origMatch(bctx, ops, iter)
-	}
-	return iter(ast.InternedTerm(len(f.find(string(s), 1)) > 0))
-}
 
 // Regexp is a compiled regular expression for Go code that searches long
 // texts, such as the normalizer's patterns over scripts: its searches

@@ -2,14 +2,19 @@ package rules
 
 import (
 	"bufio"
-	"context"
+	"bytes"
 	"encoding/json"
 	"fmt"
+	goast "go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode"
@@ -17,7 +22,7 @@ import (
 	"unsafe"
 
 	"github.com/open-policy-agent/opa/v1/ast"
-	"github.com/open-policy-agent/opa/v1/topdown"
+	"github.com/open-policy-agent/opa/v1/rego"
 	"github.com/rollcage/rollcage/internal/realcorpus"
 )
 
@@ -170,44 +175,97 @@ func TestFastRegexContext(t *testing.T) {
 	}
 }
 
-// TestFastRegexBuiltins: through OPA's builtin interface the replacements
-// give what OPA's own regex.find_n and regex.match give, errors included,
-// on long texts and short ones.
-func TestFastRegexBuiltins(t *testing.T) {
-	text := "x = 1\n# hard-coded for the tests\nexpected_out = {'a' : 1}\n" + strings.Repeat("filler line\n", 40)
-	tests := [][]*ast.Term{
-		{ast.StringTerm(`(?i)(hard[- ]?cod\w*|cheat)`), ast.StringTerm(text), ast.IntNumberTerm(1)},
-		{ast.StringTerm(`(?i)(hard[- ]?cod\w*|cheat)`), ast.StringTerm(text), ast.IntNumberTerm(-1)},
-		{ast.StringTerm(`(?i)(hard[- ]?cod\w*|cheat)`), ast.StringTerm(text), ast.IntNumberTerm(0)},
-		{ast.StringTerm(`(?i)(expected|known)\w*\s*=\s*\{`), ast.StringTerm(text), ast.IntNumberTerm(1)},
-		{ast.StringTerm(`(?i)nowhere`), ast.StringTerm(text), ast.IntNumberTerm(1)},
-		{ast.StringTerm(`(?i)(hard`), ast.StringTerm(text), ast.IntNumberTerm(1)},           // bad pattern
-		{ast.StringTerm(`(?i)hard`), ast.IntNumberTerm(3), ast.IntNumberTerm(1)},            // bad operand
-		{ast.StringTerm(`(?i)hard`), ast.StringTerm(text), ast.StringTerm("1")},             // bad operand
-		{ast.StringTerm(`(?i)hard`), ast.StringTerm(text + "\u212a"), ast.IntNumberTerm(1)}, // Kelvin sign: OPA's path
-		// short texts, as the path arguments are
-		{ast.StringTerm(`(^|/)tests?/[^/]+\.py$`), ast.StringTerm("a/tests/test_x.py"), ast.IntNumberTerm(1)},
-		{ast.StringTerm(`(^|/)tests?/[^/]+\.py$`), ast.StringTerm("tests/x.pyc"), ast.IntNumberTerm(1)},
-		{ast.StringTerm(`^(/|~|\.\.)`), ast.StringTerm("~/x"), ast.IntNumberTerm(1)},
-		{ast.StringTerm(`(?i)(test|gold)`), ast.StringTerm("GOLD"), ast.IntNumberTerm(-1)},
-		{ast.StringTerm(`(?i)(test|gold)`), ast.StringTerm(""), ast.IntNumberTerm(1)},
+// TestNoBuiltinReplaced: no Go file of the module registers or replaces
+// an OPA builtin (topdown.RegisterBuiltinFunc, rego.RegisterBuiltin1…,
+// ast.RegisterBuiltin): such a registry is process-wide, so every other
+// OPA user in the process would get the replacement. A function of our
+// own belongs on the query that uses it (rego.Function1…).
+func TestNoBuiltinReplaced(t *testing.T) {
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
 	}
-	run := func(fn topdown.BuiltinFunc, ops []*ast.Term) string {
-		var out *ast.Term
-		err := fn(topdown.BuiltinContext{Context: context.Background()}, ops, func(x *ast.Term) error { out = x; return nil })
-		return fmt.Sprintf("%v %v", out, err)
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("module root: %v", err)
 	}
-	for _, ops := range tests {
-		if got, want := run(fastFindN, ops), run(origFind, ops); got != want {
-			t.Errorf("regex.find_n%v: got %s, want %s", ops, got, want)
+	files := 0
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
 		}
-		if got, want := run(fastMatch, ops[:2]), run(origMatch, ops[:2]); got != want {
-			t.Errorf("regex.match%v: got %s, want %s", ops[:2], got, want)
+		if d.IsDir() {
+			if n := d.Name(); path != root && (n == "testdata" || n == "vendor" || n == "node_modules" || strings.HasPrefix(n, ".")) {
+				return filepath.SkipDir
+			}
+			return nil
 		}
+		if !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		files++
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if !bytes.Contains(src, []byte("Register")) {
+			return nil
+		}
+		for _, call := range opaRegistrations(t, path, src) {
+			t.Errorf("%s replaces an OPA builtin for the whole process; register the function on the query (rego.Function1…)", call)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if topdown.GetBuiltin(ast.RegexFind.Name) == nil {
-		t.Fatal("regex.find_n is not registered")
+	if files < 100 {
+		t.Fatalf("walked %d Go files under %s; the module has hundreds", files, root)
 	}
+	// the check finds what it looks for
+	bad := []byte("package x\nimport (\n\t\"github.com/open-policy-agent/opa/v1/topdown\"\n\topa \"github.com/open-policy-agent/opa/v1/rego\"\n)\n" +
+		"func init() { topdown.RegisterBuiltinFunc(\"regex.match\", nil); opa.RegisterBuiltin2(nil, nil) }\n")
+	if got := opaRegistrations(t, "bad.go", bad); len(got) != 2 {
+		t.Errorf("opaRegistrations found %q in a file with two registrations", got)
+	}
+}
+
+// opaRegistrations lists the calls in a Go file of a function named
+// Register… from a package of OPA's module, as file:line name.
+func opaRegistrations(t *testing.T, path string, src []byte) []string {
+	t.Helper()
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, path, src, parser.SkipObjectResolution)
+	if err != nil {
+		t.Fatalf("parse %s: %v", path, err)
+	}
+	opa := map[string]bool{} // local names of OPA's packages
+	for _, imp := range f.Imports {
+		p, _ := strconv.Unquote(imp.Path.Value)
+		if !strings.HasPrefix(p, "github.com/open-policy-agent/opa/") {
+			continue
+		}
+		name := p[strings.LastIndex(p, "/")+1:]
+		if imp.Name != nil {
+			name = imp.Name.Name
+		}
+		opa[name] = true
+	}
+	var out []string
+	goast.Inspect(f, func(n goast.Node) bool {
+		call, ok := n.(*goast.CallExpr)
+		if !ok {
+			return true
+		}
+		sel, ok := call.Fun.(*goast.SelectorExpr)
+		if !ok {
+			return true
+		}
+		if x, ok := sel.X.(*goast.Ident); ok && opa[x.Name] && strings.HasPrefix(sel.Sel.Name, "Register") {
+			out = append(out, fmt.Sprintf("%s %s.%s", fset.Position(call.Pos()), x.Name, sel.Sel.Name))
+		}
+		return true
+	})
+	return out
 }
 
 // policyStrings returns the regexps of the default bundle (the patterns
@@ -530,4 +588,81 @@ func FuzzLowerASCII(f *testing.F) {
 			t.Errorf("lowerASCII(%q) = %q, want %q", s, got, want)
 		}
 	})
+}
+
+// regexCase is one line of testdata/regex/cases.jsonl: what OPA's
+// regex.match(pattern, text) and regex.find_n(pattern, text, n) give, or
+// that they fail.
+type regexCase struct {
+	Pattern string   `json:"pattern"`
+	Text    string   `json:"text"`
+	N       int      `json:"n"`
+	Match   bool     `json:"match"`
+	Find    []string `json:"find"`
+	Error   bool     `json:"error"`
+}
+
+// TestRegexCases pins, case by case from testdata/regex/cases.jsonl, that
+// OPA's own regex.match and regex.find_n give the expected results and
+// that the Go search standing in for them where Rego does not run gives
+// the same: fastRe.matches for a gate's regexp clause, Regexp for the
+// normalizer. A pattern that does not compile fails in OPA and has no
+// compiled form here.
+func TestRegexCases(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "regex", "cases.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := rego.New(
+		rego.Query(`m := regex.match(input.pattern, input.text); f := regex.find_n(input.pattern, input.text, input.n)`),
+		rego.StrictBuiltinErrors(true),
+	).PrepareForEval(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fast := 0
+	for i, line := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
+		var tc regexCase
+		if err := json.Unmarshal(line, &tc); err != nil {
+			t.Fatalf("cases.jsonl:%d: %v", i+1, err)
+		}
+		name := fmt.Sprintf("cases.jsonl:%d %q in %q", i+1, tc.Pattern, tc.Text)
+		rs, err := q.Eval(t.Context(), rego.EvalInput(map[string]any{"pattern": tc.Pattern, "text": tc.Text, "n": tc.N}))
+		f := regexpPlan(tc.Pattern)
+		if tc.Error {
+			if err == nil {
+				t.Errorf("%s: OPA gave %v, want an error", name, rs)
+			}
+			if f.re != nil {
+				t.Errorf("%s: compiled here, OPA rejects it", name)
+			}
+			continue
+		}
+		if err != nil || len(rs) != 1 {
+			t.Errorf("%s: OPA: %v %v", name, rs, err)
+			continue
+		}
+		var opaFind []string
+		for _, m := range rs[0].Bindings["f"].([]any) {
+			opaFind = append(opaFind, m.(string))
+		}
+		if got := rs[0].Bindings["m"]; got != tc.Match {
+			t.Errorf("%s: OPA regex.match = %v, want %v", name, got, tc.Match)
+		}
+		if !slices.Equal(opaFind, tc.Find) {
+			t.Errorf("%s: OPA regex.find_n(…, %d) = %q, want %q", name, tc.N, opaFind, tc.Find)
+		}
+		if f.lits != nil && usable(tc.Text) {
+			fast++
+		}
+		if got := f.matches(tc.Text); got != tc.Match {
+			t.Errorf("%s: gate search matches = %v, want %v", name, got, tc.Match)
+		}
+		if got := MustCompileRegexp(tc.Pattern).FindAllString(tc.Text, tc.N); !slices.Equal(got, tc.Find) {
+			t.Errorf("%s: Regexp.FindAllString(…, %d) = %q, want %q", name, tc.N, got, tc.Find)
+		}
+	}
+	if fast < 15 {
+		t.Errorf("%d cases take the literal-anchored search; the file should exercise it", fast)
+	}
 }
