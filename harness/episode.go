@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -420,6 +421,42 @@ func (e *Episode) Compact(summary string, tokensBefore int) (int, error) {
 // even when ctx is cancelled (teardown has its own timeout). Calling it
 // again returns the same Outcome.
 func (e *Episode) Finish(ctx context.Context, reason string) (Outcome, error) {
+	return e.end(ctx, reason, nil)
+}
+
+// External is a reward decided outside rollcage, by a harness that
+// grades the episode itself (slime computes its reward and posts it
+// through the E2B API).
+type External struct {
+	Reward   float64 // in [0, 1]
+	Resolved bool
+	Source   string // names the grader (recorded); may be empty
+}
+
+// Validate reports a reward that is not a number in [0, 1].
+func (x External) Validate() error {
+	if math.IsNaN(x.Reward) || x.Reward < 0 || x.Reward > 1 {
+		return fmt.Errorf("harness: external reward %v: give a number in [0, 1]", x.Reward)
+	}
+	return nil
+}
+
+// FinishExternal ends the episode as Finish does, with x's reward in
+// place of rollcage's grading: no hidden test and no submit check runs;
+// the grade event records x under trajectory.RuleExternal, and the
+// label is the monitor's, as for any episode. The outcome's reason is
+// ReasonExternal and, but for an infrastructure or judge fault during
+// the episode, it has no failure class. Calling it (or Finish) again
+// returns the first Outcome.
+func (e *Episode) FinishExternal(ctx context.Context, x External) (Outcome, error) {
+	if err := x.Validate(); err != nil {
+		return Outcome{}, err
+	}
+	return e.end(ctx, ReasonExternal, &x)
+}
+
+// end is Finish, graded by x when it is not nil.
+func (e *Episode) end(ctx context.Context, reason string, x *External) (Outcome, error) {
 	e.mu.Lock()
 	e.stopped = true
 	e.mu.Unlock()
@@ -437,7 +474,7 @@ func (e *Episode) Finish(ctx context.Context, reason string) (Outcome, error) {
 
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.r.cfg.FinishTimeout)
 	defer cancel()
-	o := e.finish(fctx, reason)
+	o := e.finish(fctx, reason, x)
 	if cerr := e.sb.Close(fctx); cerr != nil {
 		e.log.Warn("closing sandbox", "err", cerr)
 	}
@@ -455,13 +492,19 @@ func (e *Episode) Finish(ctx context.Context, reason string) (Outcome, error) {
 	return o, nil
 }
 
-func (e *Episode) finish(ctx context.Context, reason string) Outcome {
+func (e *Episode) finish(ctx context.Context, reason string, x *External) Outcome {
 	e.mu.Lock()
 	infra := e.infraErr
 	e.mu.Unlock()
 	var gr grade
 	var gradeErr error
-	if infra == nil {
+	if x != nil {
+		gr.Reward, gr.Resolved = x.Reward, x.Resolved
+		e.mu.Lock()
+		seg, step := e.segment, e.steps
+		e.mu.Unlock()
+		_ = e.emit(seg, step, trajectory.TypeGrade, trajectory.Grade{Reward: x.Reward, Rule: trajectory.RuleExternal, Source: x.Source})
+	} else if infra == nil {
 		gr, gradeErr = e.gradeEpisode(ctx)
 		if e.submitChecks(ctx, gr) && errors.Is(gradeErr, task.ErrGrading) {
 			// The grader could not run because the submission manipulated
@@ -509,13 +552,25 @@ func (e *Episode) finish(ctx context.Context, reason string) Outcome {
 		// reward cannot be trusted either way.
 		o.FailureClass, o.Error = FailureInfrastructure, "judge: "+e.judgeErr
 	case o.Resolved:
-	case reason == ReasonSubmit:
+	case reason == ReasonSubmit || reason == ReasonExternal:
 		// Submitted and graded: unresolved is what the reward says, not a
 		// failure to mask or count.
 	default:
 		o.FailureClass = failureOf(reason)
 	}
 	return o
+}
+
+// Standing is the episode's Outcome so far: its label, hack categories
+// and counts as they stand while it runs (no reward, no reason), its
+// final Outcome once it has ended.
+func (e *Episode) Standing() Outcome {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.ended {
+		return e.outcome
+	}
+	return e.outcomeLocked("")
 }
 
 // outcomeLocked is the Outcome as the episode's counters stand, before

@@ -41,6 +41,7 @@ const (
 	ReasonSandbox     = "sandbox_error"    // the sandbox failed under a call (infrastructure)
 	ReasonCancelled   = "cancelled"        // the run was cancelled (infrastructure)
 	ReasonAbandoned   = "abandoned"        // Close without Finish
+	ReasonExternal    = "external"         // graded outside rollcage (FinishExternal)
 )
 
 // failureOf is the failure class a reason implies for an unresolved
@@ -131,4 +132,11 @@ type Outcome struct {
 	BranchStep      int    `json:"branch_step,omitempty"`
 	// GroupID is the episode's group (EpisodeMeta.GroupID), "" when none.
 	GroupID string `json:"group_id,omitempty"`
+}
+
+// TrainingReward is the outcome's training reward under the default
+// trajectory.RewardPolicy, as export gives it by default: nil when the
+// sample is masked (infrastructure, grading, unconfirmed).
+func (o Outcome) TrainingReward() *float64 {
+	return trajectory.RewardPolicy{}.TrainingReward(o.Reward, o.Label, o.FailureClass)
 }

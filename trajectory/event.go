@@ -320,7 +320,9 @@ type Grade struct {
 	Survivors  int          `json:"survivors,omitempty"` // processes of the sandbox user alive after the kill
 	Error      string       `json:"error,omitempty"`     // why no test ran (a submission the policy broke)
 	// Rule is the reward rule ("tests": by test id with probes and the
-	// framework watched; "summary": pytest's summary line, forgeable).
+	// framework watched; "summary": pytest's summary line, forgeable;
+	// RuleExternal: a harness outside rollcage graded the episode and
+	// posted its reward, and no hidden test or submit check ran here).
 	// Statuses is every expected id's status, Probes the known-answer
 	// probes', Integrity "watched" or "unavailable"; Tampered: a probe or
 	// the integrity watch showed the outcomes forged (reward 0).
@@ -341,7 +343,15 @@ type Grade struct {
 	// filesystem, whose interpreter and tools the solution could have
 	// replaced; only a pytest it ran was watched (Integrity).
 	VerifierInSubmission bool `json:"verifier_in_submission,omitempty"`
+	// Source names the grader of an external reward (RuleExternal), as
+	// the harness that posted it gave it; "" when it gave none.
+	Source string `json:"source,omitempty"`
 }
+
+// RuleExternal is Grade.Rule of a reward decided outside rollcage: a
+// harness that grades the sandbox itself posted it (the E2B API's
+// POST /sandboxes/{id}/rollcage/reward).
+const RuleExternal = "external"
 
 // GradeProbe is one known-answer probe of a grading: the hidden test it
 // perturbs ("" for a literal probe), whether it must fail, its instances'
