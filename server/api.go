@@ -394,19 +394,27 @@ func (s *Server) call(ctx context.Context, se *session, call toolcall.Call, opts
 
 // finish grades the episode once; later calls return the same outcome.
 func (s *Server) finish(ctx context.Context, se *session, reason string) (harness.Outcome, error) {
+	return s.end(ctx, se, false, func(ctx context.Context) (harness.Outcome, error) { return se.ep.Finish(ctx, reason) })
+}
+
+// end ends the episode once by fn; later calls return the same outcome,
+// or harness.ErrFinished when first is set (the caller must be the one
+// that ends it).
+func (s *Server) end(ctx context.Context, se *session, first bool, fn func(context.Context) (harness.Outcome, error)) (harness.Outcome, error) {
 	se.mu.Lock()
-	switch se.state {
-	case StateClosed:
+	switch {
+	case se.state == StateClosed || (first && se.state != StateRunning):
+		st := se.state
 		se.mu.Unlock()
-		return harness.Outcome{}, fmt.Errorf("server: episode %s: %w", se.id, harness.ErrFinished)
-	case StateRunning:
+		return harness.Outcome{}, fmt.Errorf("server: episode %s is %s: %w", se.id, st, harness.ErrFinished)
+	case se.state == StateRunning:
 		se.state = StateFinishing
 		se.mu.Unlock()
 		s.metrics.transition(StateRunning, StateFinishing)
 	default:
 		se.mu.Unlock()
 	}
-	o, err := se.ep.Finish(ctx, reason)
+	o, err := fn(ctx)
 	se.mu.Lock()
 	if se.outcome == nil {
 		se.outcome = &o

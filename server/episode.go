@@ -33,6 +33,9 @@ type turnRecorder interface {
 // idle reaper, shutdown).
 type ender interface {
 	Finish(ctx context.Context, reason string) (harness.Outcome, error)
+	FinishExternal(ctx context.Context, x harness.External) (harness.Outcome, error)
+	// Standing is the outcome so far (label and counts while running).
+	Standing() harness.Outcome
 	Close(ctx context.Context) error
 }
 

@@ -193,6 +193,39 @@ func (s *Server) Submit(ctx context.Context, id, message string) (harness.Outcom
 	return *o, nil
 }
 
+// Reward ends episode id with a reward decided outside rollcage
+// (harness.Episode.FinishExternal) and returns its outcome. An episode
+// that is no longer running (graded, being graded, closed) answers
+// harness.ErrFinished; a reward out of range, the error of
+// harness.External.Validate.
+func (s *Server) Reward(ctx context.Context, id string, x harness.External) (harness.Outcome, error) {
+	if err := x.Validate(); err != nil {
+		return harness.Outcome{}, err
+	}
+	if !s.enter() {
+		return harness.Outcome{}, ErrShuttingDown
+	}
+	defer s.inflight.Done()
+	se, err := s.live(id)
+	if err != nil {
+		return harness.Outcome{}, err
+	}
+	return s.end(ctx, se, true, func(ctx context.Context) (harness.Outcome, error) { return se.ep.FinishExternal(ctx, x) })
+}
+
+// Standing is episode id's state and its outcome so far: label, hack
+// categories and counts while it runs (harness.Episode.Standing), the
+// final outcome once it has ended (abandoned, for a closed one). Only
+// episodes the gateway still holds are known (ErrUnknownEpisode).
+func (s *Server) Standing(id string) (string, harness.Outcome, error) {
+	se, err := s.live(id)
+	if err != nil {
+		return "", harness.Outcome{}, err
+	}
+	st, _ := se.getState()
+	return st, se.ep.Standing(), nil
+}
+
 // Close closes episode id without grading (why is logged: "killed",
 // "timeout"), as DELETE does. Closing an ended episode is a no-op.
 func (s *Server) Close(ctx context.Context, id, why string) error {
