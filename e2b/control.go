@@ -97,8 +97,10 @@ func (s *Server) routeControl() {
 		apiError(w, http.StatusNotImplemented, "rollcage does not pause sandboxes: keep it running (setTimeout) or kill it and create a new one")
 	}))
 	m.HandleFunc("POST /sandboxes/{id}/rollcage/submit", s.withKey(s.handleSubmit))
+	m.HandleFunc("POST /sandboxes/{id}/rollcage/reward", s.withKey(s.handleReward))
+	m.HandleFunc("GET /sandboxes/{id}/rollcage/labels", s.withKey(s.handleLabels))
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		apiError(w, http.StatusNotFound, fmt.Sprintf("no E2B route %s %s in rollcage: it serves create, connect, list, info, timeout, kill and rollcage/submit", r.Method, r.URL.Path))
+		apiError(w, http.StatusNotFound, fmt.Sprintf("no E2B route %s %s in rollcage: it serves create, connect, list, info, timeout, kill, rollcage/submit, rollcage/reward and rollcage/labels", r.Method, r.URL.Path))
 	})
 	s.control = m
 }
@@ -243,8 +245,15 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, client str
 
 func (s *Server) describe(b *sbx, secret bool) sandboxJSON {
 	started, end := b.started, b.end()
+	meta := maps.Clone(b.metadata)
+	if _, o, err := s.cfg.Episodes.Standing(b.id); err == nil {
+		if meta == nil {
+			meta = map[string]string{}
+		}
+		meta[MetaLabel] = o.Label
+	}
 	j := sandboxJSON{SandboxID: b.id, TemplateID: b.template, Alias: b.taskID, ClientID: b.client, EnvdVersion: EnvdVersion,
-		Metadata: b.metadata, StartedAt: &started, EndAt: &end, State: "running", CPUCount: 1, MemoryMB: 2048}
+		Metadata: meta, StartedAt: &started, EndAt: &end, State: "running", CPUCount: 1, MemoryMB: 2048}
 	if secret {
 		j.EnvdAccessToken = b.token
 		if s.cfg.Domain != "" {
@@ -385,7 +394,7 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, client str
 	b := s.sandboxes[id]
 	s.mu.Unlock()
 	if b == nil || b.client != client {
-		s.notFound(w, id)
+		s.endedOrNotFound(w, client, id)
 		return
 	}
 	if !b.bound {
@@ -411,4 +420,147 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, client str
 		return
 	}
 	writeJSON(w, http.StatusOK, o)
+}
+
+// endedOrNotFound answers a request for a sandbox that is not running:
+// 409 when it was client's and has ended (killed, timed out, rewarded),
+// else 404.
+func (s *Server) endedOrNotFound(w http.ResponseWriter, client, id string) {
+	s.mu.Lock()
+	g, ok := s.ended[id]
+	s.mu.Unlock()
+	if !ok || g.client != client {
+		s.notFound(w, id)
+		return
+	}
+	apiError(w, http.StatusConflict, fmt.Sprintf("sandbox %s has ended (killed, timed out or already graded): its episode takes one submit or one reward, before kill; GET /sandboxes/%s/rollcage/labels reads its outcome", id, id))
+}
+
+// rewardRequest is the body of POST /sandboxes/{id}/rollcage/reward.
+type rewardRequest struct {
+	Reward   *float64 `json:"reward"`
+	Resolved *bool    `json:"resolved"`
+	Source   string   `json:"source"`
+}
+
+// maxSourceLen bounds a reward's source (a grader's name).
+const maxSourceLen = 200
+
+const rewardUsage = `send JSON {"reward": a number in [0, 1], "resolved": optional bool (default reward >= 1), "source": optional name of the grader}`
+
+// parseReward reads a reward body, or says what is wrong with it.
+func parseReward(r io.Reader) (harness.External, string) {
+	var req rewardRequest
+	dec := json.NewDecoder(io.LimitReader(r, 1<<16))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return harness.External{}, fmt.Sprintf("malformed reward body: %s: %v", rewardUsage, err)
+	}
+	if dec.More() {
+		return harness.External{}, "malformed reward body: one JSON object only: " + rewardUsage
+	}
+	if req.Reward == nil {
+		return harness.External{}, "reward: missing: " + rewardUsage
+	}
+	x := harness.External{Reward: *req.Reward, Resolved: *req.Reward >= 1, Source: req.Source}
+	if req.Resolved != nil {
+		x.Resolved = *req.Resolved
+	}
+	if err := x.Validate(); err != nil {
+		return harness.External{}, fmt.Sprintf("reward %v is outside [0, 1]: %s", *req.Reward, rewardUsage)
+	}
+	if len(req.Source) > maxSourceLen {
+		return harness.External{}, fmt.Sprintf("source: %d bytes, over the limit of %d: name the grader in fewer", len(req.Source), maxSourceLen)
+	}
+	return x, ""
+}
+
+// handleReward ends a sandbox's episode with a reward its client decided
+// (rollcage's extension, for a harness that grades outside, such as
+// slime): graded, labelled by the monitor, exported like any graded
+// episode. The sandbox is gone afterwards. A bound sandbox takes either
+// this or submit; an unbound one only this.
+func (s *Server) handleReward(w http.ResponseWriter, r *http.Request, client string) {
+	id := r.PathValue("id")
+	b := s.lookup(client, id)
+	if b == nil {
+		s.endedOrNotFound(w, client, id)
+		return
+	}
+	x, msg := parseReward(r.Body)
+	if msg != "" {
+		apiError(w, http.StatusBadRequest, msg)
+		return
+	}
+	o, err := s.cfg.Episodes.Reward(r.Context(), id, x)
+	if errors.Is(err, harness.ErrFinished) || errors.Is(err, server.ErrUnknownEpisode) {
+		s.forget(b)
+		s.endedOrNotFound(w, client, id)
+		return
+	}
+	if errors.Is(err, server.ErrShuttingDown) {
+		apiError(w, http.StatusServiceUnavailable, "rollcage is shutting down: the sandbox was not rewarded")
+		return
+	}
+	if err != nil {
+		apiError(w, http.StatusBadGateway, "ending the episode failed: "+err.Error())
+		return
+	}
+	s.forget(b)
+	s.log.Info("e2b sandbox rewarded", "sandbox_id", id, "reward", x.Reward, "resolved", x.Resolved, "source", x.Source, "label", o.Label)
+	writeJSON(w, http.StatusOK, o)
+}
+
+// labelsJSON is the answer of GET /sandboxes/{id}/rollcage/labels.
+type labelsJSON struct {
+	SandboxID string `json:"sandbox_id"`
+	// State is the episode's: running, finishing, finished or closed.
+	State          string   `json:"state"`
+	Label          string   `json:"label"`
+	Hacked         bool     `json:"hacked"`
+	HackCategories []string `json:"hack_categories"`
+	Flagged        int      `json:"flagged"`
+	Blocked        int      `json:"blocked"`
+	Unconfirmed    int      `json:"unconfirmed"`
+	// Graded: the episode ended graded (submit or reward); Reward,
+	// Resolved and TrainingReward are null until then.
+	Graded   bool     `json:"graded"`
+	Reward   *float64 `json:"reward"`
+	Resolved *bool    `json:"resolved"`
+	// TrainingReward is export's by the default reward policy (hacked:
+	// 0; infrastructure, grading or unconfirmed: null, masked).
+	TrainingReward *float64 `json:"training_reward"`
+	FailureClass   string   `json:"failure_class,omitempty"`
+	Reason         string   `json:"reason,omitempty"`
+}
+
+// handleLabels answers a sandbox's labels as the monitor's flags stand,
+// while it runs and, for Config.Retention, after it ended.
+func (s *Server) handleLabels(w http.ResponseWriter, r *http.Request, client string) {
+	id := r.PathValue("id")
+	s.mu.Lock()
+	b, g := s.sandboxes[id], s.ended[id]
+	s.mu.Unlock()
+	if (b == nil || b.client != client) && g.client != client {
+		s.notFound(w, id)
+		return
+	}
+	st, o, err := s.cfg.Episodes.Standing(id)
+	if errors.Is(err, server.ErrUnknownEpisode) {
+		apiError(w, http.StatusNotFound, fmt.Sprintf("sandbox %s: the gateway no longer holds its episode: read it from rollcage's store (GET /v1/episodes/%s with the admin token, or rollcage export)", id, id))
+		return
+	}
+	if err != nil {
+		apiError(w, http.StatusBadGateway, "reading the labels failed: "+err.Error())
+		return
+	}
+	l := labelsJSON{SandboxID: id, State: st, Label: o.Label, Hacked: o.Hacked, HackCategories: o.HackCategories,
+		Flagged: o.Flagged, Blocked: o.Blocked, Unconfirmed: o.Unconfirmed, FailureClass: o.FailureClass, Reason: o.Reason}
+	if l.HackCategories == nil {
+		l.HackCategories = []string{}
+	}
+	if st == server.StateFinished {
+		l.Graded, l.Reward, l.Resolved, l.TrainingReward = true, &o.Reward, &o.Resolved, o.TrainingReward()
+	}
+	writeJSON(w, http.StatusOK, l)
 }

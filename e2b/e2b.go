@@ -35,6 +35,8 @@ type Episodes interface {
 	Call(ctx context.Context, id string, call toolcall.Call) (decision.Result, *harness.Outcome, error)
 	Start(ctx context.Context, id string, call toolcall.Call, stdin bool, out func(sandbox.Output)) (*harness.Running, error)
 	Submit(ctx context.Context, id, message string) (harness.Outcome, error)
+	Reward(ctx context.Context, id string, x harness.External) (harness.Outcome, error)
+	Standing(id string) (string, harness.Outcome, error)
 	Close(ctx context.Context, id, why string) error
 	State(id string) (string, *harness.Outcome, error)
 	Hold(id string, until time.Time) error
@@ -49,12 +51,17 @@ const (
 	// MetaTask binds the sandbox to a loaded task, so that it can be
 	// graded (POST /sandboxes/{id}/rollcage/submit).
 	MetaTask = "rollcage/task"
+	// MetaLabel is the metadata key GET /sandboxes/{id} answers the
+	// episode's label under (hacked, unconfirmed or clean), as the
+	// monitor's flags stand; rollcage sets it, the client does not.
+	MetaLabel = "rollcage/label"
 )
 
 // Defaults of Config.
 const (
 	DefaultTimeout   = 300 * time.Second // E2B's default sandbox lifetime
 	DefaultKeepalive = 30 * time.Second  // under the SDKs' 50 s ping interval
+	DefaultRetention = 30 * time.Minute  // the gateway's default idle timeout
 	// EnvdVersion is the envd version reported: >= 0.4.0 so the SDK sends
 	// no user by default, >= 0.5.7 so it may upload raw octet-streams,
 	// below 0.6.2 so it asks for no file metadata or watch extras.
@@ -81,6 +88,10 @@ type Config struct {
 	// Keepalive is the interval of keepalive events on process streams.
 	// Zero: 30s.
 	Keepalive time.Duration
+	// Retention is how long a sandbox's labels stay readable after it
+	// ended (GET /sandboxes/{id}/rollcage/labels), while the gateway
+	// still holds its episode. Zero: 30 minutes.
+	Retention time.Duration
 	Logger    *slog.Logger
 }
 
@@ -121,6 +132,9 @@ type Server struct {
 
 	mu        sync.Mutex
 	sandboxes map[string]*sbx // guarded by mu; by sandbox (= episode) id
+	// ended holds the sandboxes that ended, for Config.Retention: their
+	// labels stay readable by their client.
+	ended map[string]endedSbx // guarded by mu
 
 	stop     chan struct{}
 	reapDone chan struct{}
@@ -135,10 +149,13 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Keepalive <= 0 {
 		cfg.Keepalive = DefaultKeepalive
 	}
+	if cfg.Retention <= 0 {
+		cfg.Retention = DefaultRetention
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, keys: map[[32]byte]string{}, sandboxes: map[string]*sbx{},
+	s := &Server{cfg: cfg, log: cfg.Logger, keys: map[[32]byte]string{}, sandboxes: map[string]*sbx{}, ended: map[string]endedSbx{},
 		stop: make(chan struct{}), reapDone: make(chan struct{})}
 	for k, client := range cfg.APIKeys {
 		s.keys[sha256.Sum256([]byte(k))] = client
@@ -215,6 +232,12 @@ func (s *Server) client(r *http.Request) (string, bool) {
 	h := sha256.Sum256([]byte(k))
 	c, ok := s.keys[h]
 	return c, ok
+}
+
+// endedSbx is a sandbox that ended: whose it was, and when.
+type endedSbx struct {
+	client string
+	at     time.Time
 }
 
 // sbx is one E2B sandbox: an episode and what E2B says about it.
@@ -305,6 +328,7 @@ func (s *Server) forget(b *sbx) {
 	s.mu.Lock()
 	if s.sandboxes[b.id] == b {
 		delete(s.sandboxes, b.id)
+		s.ended[b.id] = endedSbx{client: b.client, at: time.Now()}
 	}
 	s.mu.Unlock()
 	b.mu.Lock()
@@ -356,6 +380,11 @@ func (s *Server) reap(now time.Time) {
 	for _, b := range s.sandboxes {
 		if !now.Before(b.end()) {
 			due = append(due, b)
+		}
+	}
+	for id, g := range s.ended {
+		if now.Sub(g.at) > s.cfg.Retention {
+			delete(s.ended, id)
 		}
 	}
 	s.mu.Unlock()
