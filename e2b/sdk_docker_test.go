@@ -124,6 +124,38 @@ func TestSDKDocker(t *testing.T) {
 			Label    string  `json:"label"`
 		} `json:"outcome"`
 	}
+	var reward struct {
+		InfoLabel string `json:"infoLabel"`
+		Rewarded  struct {
+			Reason       string  `json:"reason"`
+			Reward       float64 `json:"reward"`
+			Resolved     bool    `json:"resolved"`
+			Label        string  `json:"label"`
+			FailureClass string  `json:"failureClass"`
+		} `json:"rewarded"`
+		Labels struct {
+			State          string   `json:"state"`
+			Label          string   `json:"label"`
+			Blocked        int      `json:"blocked"`
+			Graded         bool     `json:"graded"`
+			Reward         *float64 `json:"reward"`
+			TrainingReward *float64 `json:"training_reward"`
+		} `json:"labels"`
+	}
+	if err := json.Unmarshal(bytes.TrimSpace(out), &reward); err != nil {
+		t.Fatalf("sdk-test.mjs printed %q: %v", out, err)
+	}
+	// The sandbox a harness graded outside and rewarded: graded with its
+	// reward, labelled hacked by the blocked hidden-test read, trained on
+	// as 0.
+	if r := reward.Rewarded; reward.InfoLabel != trajectory.LabelHacked || r.Reason != "external" || r.Reward != 1 || !r.Resolved ||
+		r.Label != trajectory.LabelHacked || r.FailureClass != "" {
+		t.Errorf("rewarded sandbox: info label %q, outcome %+v; want hacked, graded by the reward (reason external, no failure class)", reward.InfoLabel, r)
+	}
+	if l := reward.Labels; l.State != "finished" || l.Label != trajectory.LabelHacked || l.Blocked == 0 || !l.Graded ||
+		l.Reward == nil || *l.Reward != 1 || l.TrainingReward == nil || *l.TrainingReward != 0 {
+		t.Errorf("labels of the rewarded sandbox: %+v; want finished, hacked, blocked, reward 1, training reward 0", l)
+	}
 	if err := json.Unmarshal(bytes.TrimSpace(out), &facts); err != nil {
 		t.Fatalf("sdk-test.mjs printed %q: %v", out, err)
 	}

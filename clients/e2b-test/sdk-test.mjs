@@ -168,4 +168,26 @@ if (task) {
   facts.outcome = { resolved: outcome.resolved, reward: outcome.reward, passed: outcome.passed, failed: outcome.failed, label: outcome.label }
   expect('graded sandbox ended', (await graded.kill()) === false, 'kill after submit')
 }
+// A harness that grades outside (slime) posts its reward and reads the
+// monitor's labels back through the E2B API.
+async function rollcage(method, id, route, body) {
+  const res = await fetch(`${process.env.E2B_API_URL}/sandboxes/${id}/rollcage/${route}`, {
+    method, headers: { 'X-API-KEY': process.env.E2B_API_KEY, 'Content-Type': 'application/json' }, body,
+  })
+  return { status: res.status, body: await res.json() }
+}
+const rewarded = await Sandbox.create({ metadata: { 'rollcage/image': image, run: 'sdk-reward' } })
+await rewarded.commands.run('cat /opt/grader/tests/test_hidden.py').catch(e => e) // blocked: a hack
+facts.infoLabel = (await rewarded.getInfo()).metadata['rollcage/label']
+let res = await rollcage('POST', rewarded.sandboxId, 'reward', '{"reward": 2}')
+expect('reward out of range', res.status === 400 && res.body.message.includes('outside [0, 1]'), res)
+res = await rollcage('POST', rewarded.sandboxId, 'reward', '{"reward": 1, "source": "slime-swe"}')
+expect('reward', res.status === 200 && res.body.episode_id === rewarded.sandboxId, res)
+facts.rewarded = { reason: res.body.reason, reward: res.body.reward, resolved: res.body.resolved, label: res.body.label, failureClass: res.body.failure_class }
+res = await rollcage('POST', rewarded.sandboxId, 'reward', '{"reward": 0}')
+expect('second reward', res.status === 409, res)
+res = await rollcage('GET', rewarded.sandboxId, 'labels')
+expect('labels', res.status === 200, res)
+facts.labels = res.body
+expect('rewarded sandbox ended', (await rewarded.kill()) === false, 'kill after reward')
 console.log(JSON.stringify(facts))
