@@ -24,6 +24,13 @@
 // still follows it. Directory watches report the file effects the
 // monitor sees under the workspace, per call at its end.
 //
+// rollcage's extensions end a sandbox graded: rollcage/submit grades a
+// task-bound one with its hidden tests; rollcage/reward takes the reward
+// of a harness that grades outside (slime), recorded as an external
+// grade. rollcage/labels answers the monitor's label and counts, and the
+// training reward once graded, while the sandbox runs and for
+// Config.Retention after.
+//
 // What E2B offers and rollcage does not: processes run as the sandbox's
 // non-root user whatever user the SDK names (root is mapped to it, not
 // refused); PTYs, pause and resume answer "not supported". See
