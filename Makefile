@@ -105,8 +105,11 @@ gateway-image: build images
 # (on 127.0.0.1 only, its processes detached from make's output), like
 # dockerd; `make kube-down` stops it (pods' containers removed). kube-build only starts the binaries'
 # build in the background (see test).
+# kube-up imports the sealed task images the episodes run on and the task
+# images themselves: grading derives a task's expected test ids, probes and
+# differential cases once, in a sandbox of the task's own image.
 kube-up: build images
-	KUBE_IMAGES="rollcage/base:latest $$($(BIN)/rollcage seal --refs)" scripts/kube-up.sh
+	KUBE_IMAGES="rollcage/base:latest $$($(BIN)/rollcage seal --refs) $$(docker images --filter 'reference=rollcage/demo-*:latest' --format '{{.Repository}}:{{.Tag}}')" scripts/kube-up.sh
 
 kube-build:
 	@scripts/kube-up.sh build --background
