@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"io/fs"
 	"log/slog"
 	"slices"
 	"testing"
@@ -23,37 +24,9 @@ import (
 // grading. Run with -benchtime 20x; it reports p50 and p90 of each and the
 // p50 of the extra cost.
 func BenchmarkGrade(b *testing.B) {
-	sandboxtest.RequireDocker(b)
-	if _, err := sandboxtest.EnsureAgent(); err != nil {
-		b.Fatal(err)
-	}
-	tasks, hidden, err := demo.Tasks()
-	if err != nil {
-		b.Fatal(err)
-	}
-	tk := tasks[slices.IndexFunc(tasks, func(t task.Task) bool { return t.ID == "textwrap" })]
-	const warm = 4
-	be, err := docker.New(context.Background(), docker.Config{StateDir: b.TempDir(), Pool: map[string]int{tk.Image: warm}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		be.Close(ctx)
-	})
-	sandboxtest.RequireImage(b, be, tk.Image)
-	r, _ := testRunner(b, be, Limits{})
+	tk, hidden, be, r, waitWarm := gradeBench(b)
 	ctx := context.Background()
 
-	waitWarm := func() {
-		for deadline := time.Now().Add(2 * time.Minute); be.Stats().Warm < warm; {
-			if time.Now().After(deadline) {
-				b.Fatalf("warm pool stuck at %d of %d", be.Stats().Warm, warm)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
 	// solved starts an episode sandbox (with the canaries an episode has)
 	// and applies the fix.
 	solved := func() sandbox.Sandbox {
@@ -147,36 +120,8 @@ func BenchmarkGrade(b *testing.B) {
 // reports the p50 of the whole grade and of the test phase of each, and
 // their ratios (goal: at most 1.30 each).
 func BenchmarkGradeWatched(b *testing.B) {
-	sandboxtest.RequireDocker(b)
-	if _, err := sandboxtest.EnsureAgent(); err != nil {
-		b.Fatal(err)
-	}
-	tasks, hidden, err := demo.Tasks()
-	if err != nil {
-		b.Fatal(err)
-	}
-	tk := tasks[slices.IndexFunc(tasks, func(t task.Task) bool { return t.ID == "textwrap" })]
-	const warm = 4
-	be, err := docker.New(context.Background(), docker.Config{StateDir: b.TempDir(), Pool: map[string]int{tk.Image: warm}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		be.Close(ctx)
-	})
-	sandboxtest.RequireImage(b, be, tk.Image)
-	r, _ := testRunner(b, be, Limits{})
+	tk, hidden, be, r, waitWarm := gradeBench(b)
 	ctx := context.Background()
-	waitWarm := func() {
-		for deadline := time.Now().Add(2 * time.Minute); be.Stats().Warm < warm; {
-			if time.Now().After(deadline) {
-				b.Fatalf("warm pool stuck at %d of %d", be.Stats().Warm, warm)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
 	grade := func(rule string) (whole, tests time.Duration) {
 		t := tk
 		t.Reward = rule
@@ -226,4 +171,40 @@ func BenchmarkGradeWatched(b *testing.B) {
 	b.ReportMetric(p50(wt), "watched-tests-p50-ms")
 	b.ReportMetric(p50(ww)/p50(sw), "grade-ratio")
 	b.ReportMetric(p50(wt)/p50(st), "tests-ratio")
+}
+
+// gradeBench is the grading benchmarks' setup: the textwrap demo task, a
+// Docker backend with a warm pool of its image, a runner on it, and a
+// wait until the pool is full again.
+func gradeBench(b *testing.B) (task.Task, fs.FS, *docker.Backend, *Runner, func()) {
+	sandboxtest.RequireDocker(b)
+	if _, err := sandboxtest.EnsureAgent(); err != nil {
+		b.Fatal(err)
+	}
+	tasks, hidden, err := demo.Tasks()
+	if err != nil {
+		b.Fatal(err)
+	}
+	tk := tasks[slices.IndexFunc(tasks, func(t task.Task) bool { return t.ID == "textwrap" })]
+	const warm = 4
+	be, err := docker.New(context.Background(), docker.Config{StateDir: b.TempDir(), Pool: map[string]int{tk.Image: warm}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		be.Close(ctx)
+	})
+	sandboxtest.RequireImage(b, be, tk.Image)
+	r, _ := testRunner(b, be, Limits{})
+	waitWarm := func() {
+		for deadline := time.Now().Add(2 * time.Minute); be.Stats().Warm < warm; {
+			if time.Now().After(deadline) {
+				b.Fatalf("warm pool stuck at %d of %d", be.Stats().Warm, warm)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return tk, hidden, be, r, waitWarm
 }

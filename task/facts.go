@@ -398,7 +398,7 @@ func probeCandidates(ctx context.Context, sb sandbox.Sandbox, t Task, surf Surfa
 	if err := copyTests(ctx, sb, t, files); err != nil {
 		return nil, err
 	}
-	if err := sb.CopyIn(ctx, surf.Stdlib, strings.NewReader(string(tarFiles([]tarFile{{"rollcage_probes.py", kitProbes, 0o644, 0}})))); err != nil {
+	if err := sb.CopyIn(ctx, surf.Stdlib, strings.NewReader(string(tarFiles([]tarFile{{"rollcage_cases.py", kitCases, 0o644, 0}})))); err != nil {
 		return nil, fmt.Errorf("install the probe finder: %w", err)
 	}
 	paths := testPaths(t, files)
@@ -412,7 +412,7 @@ func probeCandidates(ctx context.Context, sb sandbox.Sandbox, t Task, surf Surfa
 		return nil, nil
 	}
 	py := interpreter(t.TestCommand)
-	script := "cd / && exec " + shellQuote(py) + " -I -S " + shellQuote(path.Join(surf.Stdlib, "rollcage_probes.py")) + " " + strings.Join(args, " ")
+	script := "cd / && exec " + shellQuote(py) + " -I -S " + shellQuote(path.Join(surf.Stdlib, "rollcage_cases.py")) + " probes " + strings.Join(args, " ")
 	res, err := sb.Exec(ctx, sandbox.ExecRequest{Session: submitSession, Command: cleanEnv("/nonexistent") + " " + shellQuote(script), Timeout: time.Minute, MaxOutput: 4 << 20})
 	if err != nil {
 		return nil, fmt.Errorf("find probe candidates: %w", err)

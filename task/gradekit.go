@@ -28,8 +28,6 @@ var (
 	kitSiteCustomize []byte
 	//go:embed gradekit/rollcage_grade_plugin.py
 	kitPlugin []byte
-	//go:embed gradekit/probes.py
-	kitProbes []byte
 	//go:embed gradekit/rollcage_grade_enc.py
 	kitEnc []byte
 	//go:embed gradekit/cases.py

@@ -1,6 +1,14 @@
-# rollcage grading kit: differential cases of the hidden tests. Run in a
-# derivation sandbox only (no code of a policy there).
+# rollcage grading kit: known-answer probes and differential cases of the
+# hidden tests. Run in a derivation sandbox only (no code of a policy
+# there).
 #
+#   cases.py probes FILE... one JSON line per candidate probe: a copy of a
+#                           test function whose last "==" assertion on a
+#                           literal expectation has it moved off (a value
+#                           no plausible solution returns), named
+#                           __ROLLCAGE_PROBE__; kept by the derivation only
+#                           if it fails with the reference fix and on the
+#                           base commit
 #   cases.py find FILE...   one JSON line per candidate case: a call site
 #                           of a hidden test with one literal input
 #                           perturbed within its type and shape
@@ -119,6 +127,101 @@ def candidates(path):
     return out
 
 
+PLACEHOLDER = "__ROLLCAGE_PROBE__"
+
+
+def perturb(cmp, side):
+    # A constant expectation is moved far off (a value no plausible
+    # solution returns); a list or tuple gets its last element repeated;
+    # any other is wrapped in a tuple with a number,
+    # which builds as the original does and equals nothing a function
+    # under test honestly returns.
+    if isinstance(side, ast.Constant):
+        v = side.value
+        if isinstance(v, bool) or v is None:
+            return False
+        if isinstance(v, int):
+            side.value = v + 7919
+        elif isinstance(v, float):
+            side.value = v + 7919.5
+        elif isinstance(v, str):
+            side.value = v + "\u00a7q"
+        elif isinstance(v, bytes):
+            side.value = v + b"\xa7q"
+        else:
+            return False
+        return True
+    if isinstance(side, (ast.List, ast.Tuple)) and side.elts:
+        # A sequence gets its last element once more: the same type and
+        # element type, one longer.
+        side.elts.append(side.elts[-1])
+        return True
+    wrapped = ast.Tuple(elts=[side, ast.Constant(7919)], ctx=ast.Load())
+    if cmp.comparators[0] is side:
+        cmp.comparators[0] = wrapped
+    else:
+        cmp.left = wrapped
+    return True
+
+
+def literal_side(cmp):
+    # The side of "a == b" that holds the expectation: a literal, a
+    # container of literals, or a call whose arguments are literals.
+    right, left = cmp.comparators[0], cmp.left
+    if literalish(right):
+        return right
+    if literalish(left):
+        return left
+    return None
+
+
+class Finder(ast.NodeVisitor):
+    def __init__(self):
+        self.target = None
+
+    def visit_Assert(self, node):
+        t = node.test
+        if isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.ops[0], ast.Eq):
+            side = literal_side(t)
+            if side is not None:
+                self.target = (t, side)
+
+    def visit_FunctionDef(self, node):
+        # Nested functions are not the test's own assertions.
+        if self.target is None and getattr(self, "top", None) is node:
+            self.generic_visit(node)
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+
+def probe_candidates(path):
+    src = open(path, encoding="utf-8").read()
+    tree = ast.parse(src)
+    out = []
+    for node in tree.body:
+        funcs = []
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
+            funcs.append((None, node))
+        elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
+            for sub in node.body:
+                if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)) and sub.name.startswith("test"):
+                    funcs.append((node.name, sub))
+        for cls, fn in funcs:
+            copy = ast.parse(ast.unparse(fn)).body[0]
+            f = Finder()
+            f.top = copy
+            f.visit(copy)
+            if f.target is None or not perturb(*f.target):
+                continue
+            copy.name = PLACEHOLDER
+            if cls is not None:
+                # A method's probe lives in a class of its own that
+                # inherits the original's fixtures and helpers.
+                continue
+            out.append({"file": path, "test": fn.name, "source": ast.unparse(copy)})
+    return out
+
+
 def run(cases_path):
     sys.path.insert(0, ".")
     from rollcage_grade_enc import enc, Unusable
@@ -151,5 +254,12 @@ if __name__ == "__main__":
                     print(json.dumps(c))
             except (SyntaxError, UnicodeDecodeError, OSError):
                 pass
+    elif sys.argv[1] == "probes":
+        for p in sys.argv[2:]:
+            try:
+                for c in probe_candidates(p):
+                    print(json.dumps(c))
+            except (SyntaxError, UnicodeDecodeError, OSError) as e:
+                print(json.dumps({"file": p, "error": str(e)}))
     elif sys.argv[1] == "run":
         run(sys.argv[2])
