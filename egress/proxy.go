@@ -42,6 +42,9 @@ type Request struct {
 	// URL is the absolute URL of a plain HTTP request; empty for CONNECT,
 	// where the proxy sees only host and port (TLS is not intercepted).
 	URL string `json:"url,omitempty"`
+	// Route is the model route the request is under ("" for none); the
+	// policy is asked all the same.
+	Route string `json:"route,omitempty"`
 }
 
 // Decision is the policy's answer.
@@ -60,6 +63,7 @@ type Event struct {
 	Host          string        `json:"host"`
 	Port          int           `json:"port"`
 	URL           string        `json:"url,omitempty"`
+	Route         string        `json:"route,omitempty"` // the model route matched
 	Allowed       bool          `json:"allowed"`
 	Status        int           `json:"status"` // what the sandbox got: 200 for an open tunnel, 403, 502, the upstream's
 	Reason        string        `json:"reason,omitempty"`
@@ -83,6 +87,10 @@ type Config struct {
 	// CallInFlight returns the request id of the tool call running now, for
 	// attribution. Optional.
 	CallInFlight func() string
+	// Routes are the episode's model routes (the trainer's model adapter):
+	// a request under one is put to the Policy like any other; a request
+	// to a route's host that is under none is refused without asking.
+	Routes []Route
 	// DialTimeout bounds connecting upstream. Zero: 10s.
 	DialTimeout time.Duration
 	// Dial connects upstream. Nil: a net.Dialer with DialTimeout.
@@ -275,15 +283,21 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ev.Host, ev.Port = host, port
 
+	route, routeHost := p.route(r.Method, host, port, r.URL.Path)
+	ev.Route = route
+	if routeHost && route == "" {
+		ev.Status = http.StatusForbidden
+		ev.Reason = "not under a model route of " + host
+		forbid(w)
+		return
+	}
 	d := p.cfg.Policy.Allow(r.Context(), Request{
-		EpisodeID: p.cfg.EpisodeID, Method: r.Method, Host: host, Port: port, URL: ev.URL,
+		EpisodeID: p.cfg.EpisodeID, Method: r.Method, Host: host, Port: port, URL: ev.URL, Route: route,
 	})
 	ev.Allowed, ev.Reason, ev.Flags = d.Allow, d.Reason, d.Flags
 	if !d.Allow {
 		ev.Status = http.StatusForbidden
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.WriteHeader(http.StatusForbidden)
-		io.WriteString(w, "blocked by egress policy\n")
+		forbid(w)
 		return
 	}
 	target := net.JoinHostPort(host, strconv.Itoa(port))
@@ -292,6 +306,29 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.forward(w, r, &ev)
+}
+
+// forbid answers a denied request.
+func forbid(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusForbidden)
+	io.WriteString(w, "blocked by egress policy\n")
+}
+
+// route returns the model route a request is under, and whether its host
+// is named by any route (and so closed outside its routes).
+func (p *Proxy) route(method, host string, port int, path string) (string, bool) {
+	named := false
+	for _, r := range p.cfg.Routes {
+		if r.Host != host {
+			continue
+		}
+		named = true
+		if r.match(method, host, port, path) {
+			return r.String(), true
+		}
+	}
+	return "", named
 }
 
 // splitHostPort parses host[:port]; a missing port is 443 for CONNECT and

@@ -86,6 +86,12 @@ type proxyFixture struct {
 
 func startProxy(t *testing.T, ln net.Listener) *proxyFixture {
 	t.Helper()
+	return startProxyRoutes(t, ln, nil)
+}
+
+// startProxyRoutes starts a proxy with model routes.
+func startProxyRoutes(t *testing.T, ln net.Listener, routes []Route) *proxyFixture {
+	t.Helper()
 	f := &proxyFixture{events: newEventLog(), call: new(atomic.Value), policy: &hostPolicy{allow: "127.0.0.1"}}
 	f.call.Store("call-1")
 	p, err := New(Config{
@@ -94,6 +100,7 @@ func startProxy(t *testing.T, ln net.Listener) *proxyFixture {
 		OnEvent:      f.events.add,
 		CallInFlight: func() string { return f.call.Load().(string) },
 		DialTimeout:  2 * time.Second,
+		Routes:       routes,
 	})
 	if err != nil {
 		t.Fatal(err)
