@@ -71,6 +71,11 @@ type Config struct {
 	Limits Limits
 	// Network is sandbox.NetworkNone (the default) or sandbox.NetworkProxy.
 	Network string
+	// ModelRoutes are URLs of the trainer's model adapter every episode's
+	// sandbox may reach through the egress proxy (egress.ParseRoute:
+	// http://host:port/path or https://host:port). Episodes with routes
+	// run in network mode proxy. Nil: none.
+	ModelRoutes []string
 	// Canaries are decoy files planted in every sandbox. Nil: DefaultCanaries
 	// with a fresh random token per episode.
 	Canaries []sandbox.Canary
@@ -110,6 +115,9 @@ func (c Config) Validate() error {
 	case "", sandbox.NetworkNone, sandbox.NetworkProxy:
 	default:
 		errs = append(errs, fmt.Errorf("harness: Network %q: use %q or %q", c.Network, sandbox.NetworkNone, sandbox.NetworkProxy))
+	}
+	if _, err := parseRoutes(c.ModelRoutes); err != nil {
+		errs = append(errs, fmt.Errorf("harness: %w", err))
 	}
 	if c.FinishTimeout < 0 {
 		errs = append(errs, fmt.Errorf("harness: FinishTimeout %v is negative: use 0 for the default", c.FinishTimeout))

@@ -35,7 +35,7 @@ func (e *Episode) startEgress() (string, error) {
 		return egress.Decision{Reason: "episode not started"}
 	})
 	p, err := egress.New(egress.Config{
-		EpisodeID: e.id, Policy: policy, Logger: e.log,
+		EpisodeID: e.id, Policy: policy, Logger: e.log, Routes: e.routes,
 		CallInFlight: func() string {
 			if m := e.monitor(); m != nil {
 				return m.CallInFlight()
@@ -46,7 +46,7 @@ func (e *Episode) startEgress() (string, error) {
 			e.mu.Lock()
 			seg, step := e.segment, e.steps
 			e.mu.Unlock()
-			if err := e.emit(seg, step, trajectory.TypeNetwork, trajectory.Network{Method: ev.Method, Host: ev.Host, URL: ev.URL,
+			if err := e.emit(seg, step, trajectory.TypeNetwork, trajectory.Network{Method: ev.Method, Host: ev.Host, URL: ev.URL, Route: ev.Route,
 				Allowed: ev.Allowed, Status: ev.Status, Reason: ev.Reason, Bytes: ev.BytesUp + ev.BytesDown}); err != nil {
 				e.log.Warn("recording network event", "err", err)
 			}
@@ -64,6 +64,22 @@ func (e *Episode) startEgress() (string, error) {
 	}()
 	e.egress, e.egressDir = p, dir
 	return sock, nil
+}
+
+// parseRoutes parses model routes for a sandbox: besides egress.ParseRoute's
+// checks, a route may not name the sandbox's own loopback, which the
+// sandbox's NO_PROXY keeps off the proxy.
+func parseRoutes(ss []string) ([]egress.Route, error) {
+	routes, err := egress.ParseRoutes(ss)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range routes {
+		if r.Host == "localhost" || r.Host == "127.0.0.1" || r.Host == "::1" {
+			return nil, fmt.Errorf("model route %s: %s is the sandbox's own loopback, which never reaches the proxy: give an address the host can dial (127.0.0.2 reaches an adapter listening on all of the host's loopback)", r, r.Host)
+		}
+	}
+	return routes, nil
 }
 
 // stopEgress closes the proxy and removes its socket directory.

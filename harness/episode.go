@@ -36,6 +36,11 @@ type EpisodeMeta struct {
 	// (a GRPO-style group: the gateway's POST /v1/groups, run --attempts);
 	// recorded at start and end, so the finished feed carries it.
 	GroupID string `json:"group_id,omitempty"`
+	// ModelRoutes are URLs of the trainer's model adapter the sandbox may
+	// reach through the egress proxy (see egress.Route), besides the
+	// runner's Config.ModelRoutes. An episode with routes runs in network
+	// mode proxy whatever Config.Network says.
+	ModelRoutes []string `json:"model_routes,omitempty"`
 }
 
 // Episode is one running episode. Call, RecordModelTurn and Compact are
@@ -76,6 +81,8 @@ type Episode struct {
 
 	egress    *egress.Proxy // network mode proxy only
 	egressDir string
+	routes    []egress.Route // the runner's and the episode's model routes
+	network   string         // the sandbox's network mode
 
 	// callMu serializes calls with each other and with Finish, so that no
 	// call of the agent runs once grading has begun.

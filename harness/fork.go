@@ -138,7 +138,7 @@ func (e *Episode) child(ctx context.Context, id string, sb sandbox.Sandbox, orig
 		log:   e.r.log.With("episode_id", id, "task_id", e.task.ID, "parent_episode_id", e.id),
 		start: e.start, deadline: e.deadline, before: e.before, sealedImage: e.sealedImage,
 		base: e.base, image: e.image, known: e.known, canaries: e.canaries, taskContext: e.taskContext,
-		startContext: e.startContext, fork: &origin,
+		startContext: e.startContext, fork: &origin, routes: e.routes, network: e.network,
 		segment: e.segment, steps: e.steps, turns: origin.PrefixTurns, tokens: e.tokens,
 		flagged: e.flagged, unconf: e.unconf, blocked: e.blocked, rewrite: e.rewrite, judged: e.judged,
 		hackCats: slices.Clone(e.hackCats), hacked: e.hacked, overhead: e.overhead, judgeErr: e.judgeErr,

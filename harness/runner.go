@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rollcage/rollcage/egress"
 	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/task"
@@ -95,6 +96,14 @@ func (r *Runner) Start(ctx context.Context, t task.Task, hidden fs.FS, meta Epis
 	if err := trajectory.ValidID(meta.ID); err != nil {
 		return nil, fmt.Errorf("harness: start: %w", err)
 	}
+	routes, err := parseRoutes(append(slices.Clip(r.cfg.ModelRoutes), meta.ModelRoutes...))
+	if err != nil {
+		return nil, fmt.Errorf("harness: start %s: %w", meta.ID, err)
+	}
+	network := r.cfg.Network
+	if len(routes) > 0 {
+		network = sandbox.NetworkProxy
+	}
 	tlog, err := r.cfg.Store.Log(meta.ID)
 	if err != nil {
 		return nil, fmt.Errorf("harness: start %s: %w", meta.ID, err)
@@ -103,7 +112,7 @@ func (r *Runner) Start(ctx context.Context, t task.Task, hidden fs.FS, meta Epis
 	e := &Episode{
 		r: r, id: meta.ID, task: t, hidden: hidden, meta: meta, tlog: tlog,
 		log:   r.log.With("episode_id", meta.ID, "task_id", t.ID),
-		start: now, deadline: now.Add(r.cfg.Limits.WallTime),
+		start: now, deadline: now.Add(r.cfg.Limits.WallTime), routes: routes, network: network,
 	}
 	if err := e.begin(ctx); err != nil {
 		e.abort(ctx, err)
@@ -133,7 +142,7 @@ func (e *Episode) begin(ctx context.Context) error {
 		secrets = append(secrets, monitor.Secret{Kind: "upstream_fix", Text: strings.Join(lines, "\n"), MinLines: 2})
 	}
 	spec := sandbox.Spec{
-		Image: t.Image, EpisodeID: e.id, Workdir: workdir, Network: r.cfg.Network,
+		Image: t.Image, EpisodeID: e.id, Workdir: workdir, Network: e.network,
 		Canaries: canaries, Lease: r.cfg.Lease, Limits: r.cfg.SandboxLimits, Labels: e.meta.Labels,
 		Watch: effectWatch(workdir, r.cfg.EvaluatorDirs),
 	}
@@ -184,7 +193,7 @@ func (e *Episode) begin(ctx context.Context) error {
 		ID: t.ID, Instruction: t.Instruction, Workdir: workdir,
 		ProtectedPaths: protected, VisibleTests: t.VisibleTests,
 		BaseCommit: base, UpstreamFixRef: t.UpstreamFixRef, UpstreamRepo: t.UpstreamRepo,
-		ReferenceURLs: t.ReferenceURLs, AllowedHosts: t.AllowedHosts,
+		ReferenceURLs: t.ReferenceURLs, AllowedHosts: routeHosts(t.AllowedHosts, e.routes),
 	}
 	e.startContext, _ = json.Marshal(map[string]any{"task": tc, "sandbox": facts})
 	e.base, e.image, e.canaries, e.taskContext = base, spec.Image, canaries, tc // the sealed image when sealed
@@ -205,13 +214,35 @@ func (e *Episode) begin(ctx context.Context) error {
 	return e.emitStart()
 }
 
+// routeHosts is the task's allowed hosts plus the model routes' hosts: the
+// rules see a route's host as allowed (the agent may name it in a
+// command), while the proxy holds requests to it to the routes.
+func routeHosts(allowed []string, routes []egress.Route) []string {
+	out := slices.Clip(allowed)
+	for _, r := range routes {
+		if !slices.Contains(out, r.Host) {
+			out = append(out, r.Host)
+		}
+	}
+	return out
+}
+
+func routeStrings(routes []egress.Route) []string {
+	var out []string
+	for _, r := range routes {
+		out = append(out, r.String())
+	}
+	return out
+}
+
 func (e *Episode) emitStart() error {
 	cfg, _ := json.Marshal(struct {
 		Limits      Limits            `json:"limits"`
 		Network     string            `json:"network"`
 		Labels      map[string]string `json:"labels,omitempty"`
 		SealedImage string            `json:"sealed_image,omitempty"`
-	}{e.r.cfg.Limits, e.r.cfg.Network, e.meta.Labels, e.sealedImage})
+		ModelRoutes []string          `json:"model_routes,omitempty"`
+	}{e.r.cfg.Limits, e.network, e.meta.Labels, e.sealedImage, routeStrings(e.routes)})
 	st := trajectory.EpisodeStart{TaskID: e.task.ID, Attempt: e.meta.Attempt, Model: e.meta.Model, Image: e.task.Image,
 		Instruction: e.task.Instruction, Config: cfg, Context: e.startContext, GroupID: e.meta.GroupID, Fork: e.fork}
 	if e.sb != nil {

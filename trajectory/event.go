@@ -282,6 +282,7 @@ type Network struct {
 	Method  string `json:"method"`
 	Host    string `json:"host"`
 	URL     string `json:"url,omitempty"`
+	Route   string `json:"route,omitempty"` // the model route the request went under
 	Allowed bool   `json:"allowed"`
 	Status  int    `json:"status,omitempty"`
 	Reason  string `json:"reason,omitempty"`
