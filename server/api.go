@@ -34,6 +34,9 @@ type CreateRequest struct {
 	Attempt   int               `json:"attempt,omitempty"`
 	Model     string            `json:"model,omitempty"`
 	Labels    map[string]string `json:"labels,omitempty"`
+	// ModelRoutes are URLs of the trainer's model adapter the episode's
+	// sandbox may reach through the egress proxy (harness.EpisodeMeta).
+	ModelRoutes []string `json:"model_routes,omitempty"`
 }
 
 // CreateResponse answers POST /v1/episodes.
@@ -316,6 +319,10 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, _ caller) 
 		writeError(w, http.StatusBadRequest, msg)
 		return
 	}
+	if err := harness.CheckModelRoutes(req.ModelRoutes); err != nil {
+		writeError(w, http.StatusBadRequest, "field \"model_routes\": "+err.Error())
+		return
+	}
 	if req.EpisodeID != "" {
 		if err := trajectory.ValidID(req.EpisodeID); err != nil {
 			writeError(w, http.StatusBadRequest, "field \"episode_id\": "+err.Error())
@@ -327,7 +334,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, _ caller) 
 		}
 	}
 	cr, code, msg := s.createEpisode(r.Context(), t, harness.EpisodeMeta{
-		ID: req.EpisodeID, Attempt: req.Attempt, Model: req.Model, Labels: req.Labels}, s.baseURL(r))
+		ID: req.EpisodeID, Attempt: req.Attempt, Model: req.Model, Labels: req.Labels, ModelRoutes: req.ModelRoutes}, s.baseURL(r))
 	if msg != "" {
 		writeError(w, code, msg)
 		return

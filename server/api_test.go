@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -209,6 +210,9 @@ func TestBadInput(t *testing.T) {
 		{"no task", "/v1/episodes", `{}`, 400, `field "task_id": missing`},
 		{"bad inline task", "/v1/episodes", `{"task":{"id":"x"}}`, 400, `field "task": field "image"`},
 		{"bad episode id", "/v1/episodes", `{"task_id":"fake-task","episode_id":"../x"}`, 400, `field "episode_id"`},
+		{"bad model route", "/v1/episodes", `{"task_id":"fake-task","model_routes":["ftp://adapter/v1"]}`, 400, `field "model_routes": model route "ftp://adapter/v1": scheme "ftp": give an http:// or https:// URL`},
+		{"model route with credentials", "/v1/episodes", `{"task_id":"fake-task","model_routes":["http://u:p@adapter:8000/v1"]}`, 400, `without user:password@`},
+		{"model route on the sandbox's loopback", "/v1/groups", `{"task_id":"fake-task","n":2,"model_routes":["http://localhost:8000/v1"]}`, 400, `field "model_routes": model route http://localhost:8000/v1: localhost is the sandbox's own loopback`},
 		{"taken episode id", "/v1/episodes", `{"task_id":"fake-task","episode_id":"` + cr.EpisodeID + `"}`, 409, "exists"},
 	}
 	for _, tc := range tests {
@@ -282,6 +286,35 @@ func TestInlineTask(t *testing.T) {
 	}
 	if cr.EpisodeID != "my-episode" || cr.TaskID != "inline-task" {
 		t.Errorf("inline: %+v", cr)
+	}
+}
+
+// TestCreateModelRoutes: the create request's model routes reach the
+// episode, which runs with the egress proxy and records them at start.
+func TestCreateModelRoutes(t *testing.T) {
+	e := newEnv(t, &fake.Backend{}, nil)
+	route := "http://adapter.internal:30000/v1"
+	var cr CreateResponse
+	if code, _ := e.do("POST", "/v1/episodes", testAdmin, CreateRequest{TaskID: "fake-task", ModelRoutes: []string{route}}, &cr); code != 201 {
+		t.Fatalf("create with a model route: %d", code)
+	}
+	evs := e.events(cr.EpisodeID)
+	if len(evs) == 0 || evs[0].Type != trajectory.TypeEpisodeStart {
+		t.Fatalf("events %+v, want episode_start first", evs)
+	}
+	var st trajectory.EpisodeStart
+	if err := evs[0].Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		Network     string   `json:"network"`
+		ModelRoutes []string `json:"model_routes"`
+	}
+	if err := json.Unmarshal(st.Config, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Network != "proxy" || len(cfg.ModelRoutes) != 1 || cfg.ModelRoutes[0] != route {
+		t.Errorf("episode_start config %s, want network proxy and route %s", st.Config, route)
 	}
 }
 

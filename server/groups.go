@@ -29,6 +29,8 @@ type GroupRequest struct {
 	N      int               `json:"n"`
 	Model  string            `json:"model,omitempty"`
 	Labels map[string]string `json:"labels,omitempty"`
+	// ModelRoutes are given to every episode of the group (CreateRequest).
+	ModelRoutes []string `json:"model_routes,omitempty"`
 }
 
 // GroupResponse answers POST /v1/groups: the group's id and its episodes,
@@ -73,6 +75,10 @@ func (s *Server) handleCreateGroup(w http.ResponseWriter, r *http.Request, _ cal
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("field \"n\": %d episodes: give 1 to %d", req.N, MaxGroupSize))
 		return
 	}
+	if err := harness.CheckModelRoutes(req.ModelRoutes); err != nil {
+		writeError(w, http.StatusBadRequest, "field \"model_routes\": "+err.Error())
+		return
+	}
 	t, msg := s.resolveTask(CreateRequest{TaskID: req.TaskID, Task: req.Task})
 	if msg != "" {
 		writeError(w, http.StatusBadRequest, msg)
@@ -87,7 +93,7 @@ func (s *Server) handleCreateGroup(w http.ResponseWriter, r *http.Request, _ cal
 	eg.SetLimit(groupStartParallel)
 	for k := range req.N {
 		eg.Go(func() error {
-			meta := harness.EpisodeMeta{ID: harness.NewEpisodeID(t.ID, k), Attempt: k, Model: req.Model, Labels: req.Labels, GroupID: g.id}
+			meta := harness.EpisodeMeta{ID: harness.NewEpisodeID(t.ID, k), Attempt: k, Model: req.Model, Labels: req.Labels, GroupID: g.id, ModelRoutes: req.ModelRoutes}
 			out[k], codes[k], fail[k] = s.createEpisode(r.Context(), t, meta, base)
 			return nil
 		})
