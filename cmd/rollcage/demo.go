@@ -242,6 +242,7 @@ type envOptions struct {
 	disk     int64         // per-sandbox disk limit in bytes; 0: the backend's default
 	backend  *backendFlags // --backend and its flags
 	network  string
+	routes   []string // model routes of every episode
 	verbose  bool
 	noSeal   bool
 	stderr   io.Writer
@@ -290,7 +291,7 @@ func (o envOptions) runner(ctx context.Context, st *trajectory.Store, log *slog.
 	if err != nil {
 		return nil, nil, err
 	}
-	r, err := harness.NewRunner(harness.Config{Backend: be, Monitor: mon, Store: st, Limits: o.limits, Network: o.network, Seal: !o.noSeal, Logger: log})
+	r, err := harness.NewRunner(harness.Config{Backend: be, Monitor: mon, Store: st, Limits: o.limits, Network: o.network, ModelRoutes: o.routes, Seal: !o.noSeal, Logger: log})
 	if err != nil {
 		be.Close(context.WithoutCancel(ctx))
 		return nil, nil, err

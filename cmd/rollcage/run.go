@@ -44,12 +44,17 @@ func runBatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	wall := fs.Duration("wall-time", harness.DefaultWallTime, "wall time of the agent's part of an episode")
 	maxTokens := fs.Int("max-tokens", 0, "completion tokens per episode (0: no limit)")
 	network := fs.String("network", sandbox.NetworkNone, "sandbox network: none or proxy")
+	var routes stringList
+	fs.Var(&routes, "model-route", "a URL of the trainer's model adapter (http://HOST:PORT/PATH or https://HOST:PORT) the agent in the sandbox may reach through the egress proxy; turns the proxy on (repeatable)")
 	disk := addDiskFlag(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if err := ef.check(); err != nil {
 		return err
+	}
+	if err := harness.CheckModelRoutes(routes); err != nil {
+		return fmt.Errorf("--model-route: %w", err)
 	}
 	if *tasksFile == "" {
 		return errors.New("--tasks is required: a JSONL task file (see the README's task format)")
@@ -66,6 +71,9 @@ func runBatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if *network != sandbox.NetworkNone {
 			return fmt.Errorf("--branches with --network %s: episodes in proxy mode cannot fork yet: use --network none", *network)
 		}
+		if len(routes) > 0 {
+			return errors.New("--branches with --model-route: episodes in proxy mode cannot fork yet: drop one of them")
+		}
 	}
 	tasks, hidden, err := loadTasks(ctx, *tasksFile, loadOpts, stderr)
 	if err != nil {
@@ -79,7 +87,7 @@ func runBatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	opts := ef.options(filepath.Join(*ef.out, "trajectories"), stderr)
-	opts.network, opts.disk = *network, int64(*disk)
+	opts.network, opts.routes, opts.disk = *network, routes, int64(*disk)
 	opts.limits = harness.Limits{MaxSteps: *maxSteps, WallTime: *wall, MaxTokens: *maxTokens}
 	env, err := newEnv(ctx, opts)
 	if err != nil {

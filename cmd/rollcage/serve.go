@@ -69,6 +69,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	stateDir := fs.String("state-dir", os.Getenv("ROLLCAGE_STATE_DIR"), "per-sandbox host directories (env ROLLCAGE_STATE_DIR); in a container it must be the same path on the host")
 	pool := fs.Int("pool", envInt("ROLLCAGE_POOL", 0), "warm containers kept per task image")
 	network := fs.String("network", envOr("ROLLCAGE_NETWORK", sandbox.NetworkNone), "sandbox network: none, or proxy (egress through the monitor's proxy)")
+	var routes stringList
+	fs.Var(&routes, "model-route", "a URL of the trainer's model adapter (http://HOST:PORT/PATH or https://HOST:PORT) every episode's sandbox may reach through the egress proxy; turns the proxy on (repeatable; per episode: the create request's model_routes)")
 	grace := fs.Duration("shutdown-timeout", 2*time.Minute, "how long a shutdown waits for calls in flight")
 	verbose := fs.Bool("v", false, "debug logs (one line per call)")
 	noSeal := addSealFlag(fs)
@@ -78,6 +80,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	ef := addE2BFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if err := harness.CheckModelRoutes(routes); err != nil {
+		return fmt.Errorf("--model-route: %w", err)
 	}
 	level := slog.LevelInfo
 	if *verbose {
@@ -135,7 +140,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer backend.Close(context.WithoutCancel(ctx))
-	runner, err := harness.NewRunner(harness.Config{Backend: backend, Monitor: mon, Store: store, Network: *network,
+	runner, err := harness.NewRunner(harness.Config{Backend: backend, Monitor: mon, Store: store, Network: *network, ModelRoutes: routes,
 		Limits: harness.Limits{MaxSteps: *maxSteps, WallTime: *wall}, Seal: !*noSeal, Logger: log})
 	if err != nil {
 		return err
