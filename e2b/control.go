@@ -168,6 +168,19 @@ func (s *Server) resolve(req createRequest) (t task.Task, bound bool, msg string
 		Workdir: task.DefaultWorkdir}, false, ""
 }
 
+// modelRoutes splits metadata[MetaModelRoute] at commas; nil when unset.
+func modelRoutes(md map[string]string) []string {
+	v, ok := md[MetaModelRoute]
+	if !ok {
+		return nil
+	}
+	routes := strings.Split(v, ",")
+	for i, r := range routes {
+		routes[i] = strings.TrimSpace(r)
+	}
+	return routes
+}
+
 func (s *Server) taskIDs() string {
 	var ids []string
 	for _, t := range s.cfg.Episodes.Tasks() {
@@ -203,13 +216,18 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, client str
 		apiError(w, http.StatusBadRequest, msg)
 		return
 	}
+	routes := modelRoutes(req.Metadata)
+	if err := harness.CheckModelRoutes(routes); err != nil {
+		apiError(w, http.StatusBadRequest, fmt.Sprintf("metadata %q: %v", MetaModelRoute, err))
+		return
+	}
 	id := "i" + randomHex(10)
 	template := req.TemplateID
 	if template == "" {
 		template = "base"
 	}
 	// No labels: a sandbox spec with labels cannot take a warm container.
-	op, err := s.cfg.Episodes.Open(r.Context(), t, harness.EpisodeMeta{ID: id})
+	op, err := s.cfg.Episodes.Open(r.Context(), t, harness.EpisodeMeta{ID: id, ModelRoutes: routes})
 	if errors.Is(err, server.ErrShuttingDown) {
 		apiError(w, http.StatusServiceUnavailable, "rollcage is shutting down: retry against another instance")
 		return

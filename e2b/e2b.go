@@ -55,6 +55,11 @@ const (
 	// episode's label under (hacked, unconfirmed or clean), as the
 	// monitor's flags stand; rollcage sets it, the client does not.
 	MetaLabel = "rollcage/label"
+	// MetaModelRoute lists URLs of the trainer's model adapter, comma
+	// separated (http://host:port/path or https://host:port), that the
+	// sandbox may reach through the egress proxy; the routes turn the
+	// proxy on for the sandbox (harness.EpisodeMeta.ModelRoutes).
+	MetaModelRoute = "rollcage/model_route"
 )
 
 // Defaults of Config.

@@ -766,6 +766,10 @@ func TestControlPlaneClientErrors(t *testing.T) {
 	}{
 		{"missing image", "POST", "/v2/sandboxes", map[string]any{"templateID": "base", "metadata": map[string]string{e2b.MetaImage: img}},
 			[]string{"image " + img + " is not on the sandbox host", "docker build -t " + img}},
+		{"bad model route", "POST", "/v2/sandboxes", map[string]any{"templateID": "base", "metadata": map[string]string{e2b.MetaImage: "rollcage/plain:latest", e2b.MetaModelRoute: "http://adapter:8000/v1, ftp://adapter/v1"}},
+			[]string{`metadata "rollcage/model_route": model route "ftp://adapter/v1": scheme "ftp": give an http:// or https:// URL`}},
+		{"model route on the sandbox's loopback", "POST", "/v2/sandboxes", map[string]any{"templateID": "base", "metadata": map[string]string{e2b.MetaImage: "rollcage/plain:latest", e2b.MetaModelRoute: "http://localhost:8000/v1"}},
+			[]string{"localhost is the sandbox's own loopback"}},
 		{"id ..", "GET", "/sandboxes/..", nil, []string{"has an empty, '.' or '..' segment"}},
 		{"id .. then a verb", "POST", "/sandboxes/../timeout", map[string]int{"timeout": 1}, []string{"has an empty, '.' or '..' segment"}},
 		{"empty segment", "DELETE", "/sandboxes//x", nil, []string{"has an empty, '.' or '..' segment"}},
@@ -794,6 +798,37 @@ func TestControlPlaneClientErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCreateModelRoute: metadata[rollcage/model_route] gives the
+// sandbox's episode its routes to the trainer's model adapter, which turn
+// the egress proxy on; episode_start records both.
+func TestCreateModelRoute(t *testing.T) {
+	e := newEnv(t)
+	routes := []string{"http://adapter.internal:30000/v1", "https://models.internal:8443"}
+	c := e.create(keyA, map[string]string{e2b.MetaImage: "rollcage/plain:latest", e2b.MetaModelRoute: routes[0] + ", " + routes[1]})
+	var cfg struct {
+		Network     string   `json:"network"`
+		ModelRoutes []string `json:"model_routes"`
+	}
+	found := false
+	err := e.store.Read(context.Background(), c.SandboxID, 0, func(ev trajectory.Event) error {
+		if ev.Type != trajectory.TypeEpisodeStart {
+			return nil
+		}
+		var st trajectory.EpisodeStart
+		if err := ev.Decode(&st); err != nil {
+			return err
+		}
+		found = true
+		return json.Unmarshal(st.Config, &cfg)
+	})
+	if err != nil || !found {
+		t.Fatalf("reading episode_start of %s: found %v, %v", c.SandboxID, found, err)
+	}
+	if d := cmp.Diff(routes, cfg.ModelRoutes); cfg.Network != "proxy" || d != "" {
+		t.Errorf("episode_start config: network %q, routes (-want +got):\n%s", cfg.Network, d)
 	}
 }
 
