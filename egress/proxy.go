@@ -89,7 +89,8 @@ type Config struct {
 	CallInFlight func() string
 	// Routes are the episode's model routes (the trainer's model adapter):
 	// a request under one is put to the Policy like any other; a request
-	// to a route's host that is under none is refused without asking.
+	// to a route's host (or a subdomain of it) that is under none is
+	// refused without asking.
 	Routes []Route
 	// DialTimeout bounds connecting upstream. Zero: 10s.
 	DialTimeout time.Duration
@@ -316,11 +317,13 @@ func forbid(w http.ResponseWriter) {
 }
 
 // route returns the model route a request is under, and whether its host
-// is named by any route (and so closed outside its routes).
+// is named by any route, itself or as a parent domain (and so closed
+// outside its routes: the rules, which see a route's host as allowed,
+// would allow its subdomains too).
 func (p *Proxy) route(method, host string, port int, path string) (string, bool) {
 	named := false
 	for _, r := range p.cfg.Routes {
-		if r.Host != host {
+		if r.Host != host && !strings.HasSuffix(host, "."+r.Host) {
 			continue
 		}
 		named = true

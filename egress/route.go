@@ -5,14 +5,15 @@ import (
 	"net"
 	"net/url"
 	"path"
+	"regexp"
 	"strconv"
 	"strings"
 )
 
 // Route is one endpoint a sandbox may reach through the proxy besides the
 // task's allowed hosts: the trainer's model adapter. A host named by a
-// route is reachable only through its routes: another port or path on it
-// is refused.
+// route, and its subdomains, are reachable only through the routes:
+// another port or path on them is refused.
 type Route struct {
 	Scheme string // http or https
 	Host   string // lowercase, no port
@@ -22,6 +23,11 @@ type Route struct {
 	// Always "" for https: the proxy does not see paths inside TLS.
 	Path string
 }
+
+// hostName is a DNS name: letters, digits, hyphens and dots (underscores
+// too, as some internal names have them); never a glob the rules' allowed
+// hosts would widen.
+var hostName = regexp.MustCompile(`^[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*$`)
 
 // ParseRoute parses a route URL: http://host[:port][/path] or
 // https://host[:port]. Errors say what to give instead.
@@ -49,6 +55,9 @@ func ParseRoute(s string) (Route, error) {
 	host, port, err := splitHostPort(u.Host, r.Scheme == "https")
 	if err != nil {
 		return Route{}, fmt.Errorf("model route %q: %v: give %s://host:port/path", s, err, r.Scheme)
+	}
+	if !hostName.MatchString(host) && net.ParseIP(host) == nil {
+		return Route{}, fmt.Errorf("model route %q: host %q is not a host name or IP address (no wildcards): give the adapter's own host", s, host)
 	}
 	r.Host, r.Port = host, port
 	p := strings.TrimRight(u.Path, "/")

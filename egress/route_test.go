@@ -24,6 +24,9 @@ func TestParseRoute(t *testing.T) {
 		{in: "https://models.example:8443", want: Route{Scheme: "https", Host: "models.example", Port: 8443}},
 		{in: "https://models.example/", want: Route{Scheme: "https", Host: "models.example", Port: 443}},
 		{in: "http://[::1]:9000/v1", want: Route{Scheme: "http", Host: "::1", Port: 9000, Path: "/v1"}},
+		{in: "http://adapter_1.internal:8000/v1", want: Route{Scheme: "http", Host: "adapter_1.internal", Port: 8000, Path: "/v1"}},
+		{in: "http://*.internal:8000/v1", wantErr: "not a host name or IP address (no wildcards)"},
+		{in: "http://[fe80::1%25eth0]:8000/v1", wantErr: "not a host name or IP address"},
 		{in: "ftp://adapter/v1", wantErr: "give an http:// or https:// URL"},
 		{in: "adapter:8000/v1", wantErr: "give an http:// or https:// URL"},
 		{in: "http:///v1", wantErr: "no host: give http://host:port/path"},
@@ -90,6 +93,7 @@ func TestEgressModelRoute(t *testing.T) {
 		{"GET", adapter.URL + "/v1/%2e%2e/admin", 403, "", false},
 		{"POST", "http://127.0.0.1:" + strconv.Itoa(otherPort) + "/v1/chat/completions", 403, "", false},
 		{"POST", "http://localhost:" + ap + "/v1/chat/completions", 403, flagged.String(), true},
+		{"POST", "http://api.localhost:" + ap + "/v1/chat/completions", 403, "", false}, // a subdomain of a route's host
 	}
 	for i, tc := range tests {
 		f.policy.mu.Lock()
