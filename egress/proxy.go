@@ -9,10 +9,12 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/rollcage/rollcage/rules"
@@ -92,6 +94,16 @@ type Config struct {
 	// to a route's host (or a subdomain of it) that is under none is
 	// refused without asking.
 	Routes []Route
+	// CloseLoopback refuses requests that would connect to the proxy's
+	// own host over loopback (127.0.0.0/8, ::1, 0.0.0.0, or a name that
+	// resolves there): the sandbox's own loopback never reaches the proxy,
+	// so such a request aims at the host's services. Requests under a
+	// route and hosts in OpenLoopback pass. Checked on the address dialled,
+	// after the Policy allowed the request.
+	CloseLoopback bool
+	// OpenLoopback are hosts, as requests name them, exempt from
+	// CloseLoopback: the task's allowed hosts.
+	OpenLoopback []string
 	// DialTimeout bounds connecting upstream. Zero: 10s.
 	DialTimeout time.Duration
 	// Dial connects upstream. Nil: a net.Dialer with DialTimeout.
@@ -206,14 +218,65 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 	return nil
 }
 
+// noLoopback marks a request's context: its upstream may not be the
+// proxy host's loopback (Config.CloseLoopback).
+type noLoopback struct{}
+
+// errLoopback is a dial refused by Config.CloseLoopback.
+var errLoopback = errors.New("the host's loopback is closed to the sandbox")
+
 func (p *Proxy) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.DialTimeout)
+	dctx, cancel := context.WithTimeout(ctx, p.cfg.DialTimeout)
 	defer cancel()
-	if p.cfg.Dial != nil {
-		return p.cfg.Dial(ctx, network, addr)
+	closed := ctx.Value(noLoopback{}) != nil
+	if p.cfg.Dial == nil {
+		var d net.Dialer
+		if closed {
+			// Checked on the address resolved, before connecting: a
+			// name may resolve to loopback, and a refused port must
+			// look like any other.
+			d.Control = func(_, address string, _ syscall.RawConn) error {
+				if host, _, err := net.SplitHostPort(address); err == nil && loopbackIP(host) {
+					return errLoopback
+				}
+				return nil
+			}
+		}
+		c, err := d.DialContext(dctx, network, addr)
+		if errors.Is(err, errLoopback) {
+			return nil, fmt.Errorf("%s: %w", addr, errLoopback)
+		}
+		return c, err
 	}
-	var d net.Dialer
-	return d.DialContext(ctx, network, addr)
+	c, err := p.cfg.Dial(dctx, network, addr)
+	if err != nil || !closed {
+		return c, err
+	}
+	// A custom dialer: the address connected to, before a byte is sent.
+	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok && loopbackIP(ta.IP.String()) {
+		c.Close()
+		return nil, fmt.Errorf("%s: %w", addr, errLoopback)
+	}
+	return c, nil
+}
+
+// loopbackIP reports whether an IP address reaches the local host:
+// loopback or unspecified (0.0.0.0 and :: connect to the host itself).
+func loopbackIP(s string) bool {
+	ip := net.ParseIP(s)
+	return ip != nil && (ip.IsLoopback() || ip.IsUnspecified())
+}
+
+// refused answers a request whose upstream dial was refused: a 403 like
+// a policy denial. It reports false for other errors.
+func refused(w http.ResponseWriter, ev *Event, err error) bool {
+	if !errors.Is(err, errLoopback) {
+		return false
+	}
+	ev.Allowed, ev.Status = false, http.StatusForbidden
+	ev.Reason = joinReason(ev.Reason, errLoopback.Error())
+	forbid(w)
+	return true
 }
 
 // track registers hijacked conns so Shutdown can close them; it reports
@@ -301,6 +364,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		forbid(w)
 		return
 	}
+	if p.cfg.CloseLoopback && route == "" && !slices.Contains(p.cfg.OpenLoopback, host) {
+		r = r.WithContext(context.WithValue(r.Context(), noLoopback{}, true))
+	}
 	target := net.JoinHostPort(host, strconv.Itoa(port))
 	if r.Method == http.MethodConnect {
 		p.tunnel(w, r, target, &ev)
@@ -379,6 +445,9 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, ev *Event) {
 	// arrives (an upstream that answers early), so the count is atomic and
 	// read again once the response has been relayed.
 	ev.BytesUp = up.n.Load()
+	if refused(w, ev, err) {
+		return
+	}
 	if err != nil {
 		ev.Status = http.StatusBadGateway
 		ev.Reason = joinReason(ev.Reason, "upstream: "+err.Error())
@@ -414,6 +483,9 @@ func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, target string, ev
 		return
 	}
 	upstream, err := p.dial(r.Context(), "tcp", target)
+	if refused(w, ev, err) {
+		return
+	}
 	if err != nil {
 		ev.Status = http.StatusBadGateway
 		ev.Reason = joinReason(ev.Reason, "upstream: "+err.Error())

@@ -86,22 +86,25 @@ type proxyFixture struct {
 
 func startProxy(t *testing.T, ln net.Listener) *proxyFixture {
 	t.Helper()
-	return startProxyRoutes(t, ln, nil)
+	return startProxyWith(t, ln, nil)
 }
 
-// startProxyRoutes starts a proxy with model routes.
-func startProxyRoutes(t *testing.T, ln net.Listener, routes []Route) *proxyFixture {
+// startProxyWith starts a proxy whose Config tweak may change.
+func startProxyWith(t *testing.T, ln net.Listener, tweak func(*Config)) *proxyFixture {
 	t.Helper()
 	f := &proxyFixture{events: newEventLog(), call: new(atomic.Value), policy: &hostPolicy{allow: "127.0.0.1"}}
 	f.call.Store("call-1")
-	p, err := New(Config{
+	cfg := Config{
 		EpisodeID:    "ep-7",
 		Policy:       f.policy,
 		OnEvent:      f.events.add,
 		CallInFlight: func() string { return f.call.Load().(string) },
 		DialTimeout:  2 * time.Second,
-		Routes:       routes,
-	})
+	}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	p, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

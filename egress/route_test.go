@@ -3,10 +3,12 @@ package egress
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -76,7 +78,7 @@ func TestEgressModelRoute(t *testing.T) {
 	// The policy allows only 127.0.0.1, so a route on localhost is denied
 	// by it: a rule can still flag a routed request.
 	flagged := Route{Scheme: "http", Host: "localhost", Port: port, Path: "/v1"}
-	f := startProxyRoutes(t, nil, []Route{route, flagged})
+	f := startProxyWith(t, nil, func(c *Config) { c.Routes = []Route{route, flagged} })
 	c := f.client(t, nil)
 
 	tests := []struct {
@@ -130,5 +132,65 @@ func TestEgressModelRoute(t *testing.T) {
 	conn.Close()
 	if resp.StatusCode != http.StatusForbidden {
 		t.Errorf("CONNECT to an http route: %d, want 403", resp.StatusCode)
+	}
+}
+
+// TestEgressCloseLoopback: with CloseLoopback, a request the policy allows
+// still may not connect to the proxy host's loopback, by address or by a
+// name that resolves there, unless its host is open or it is under a
+// route; a refused one is a 403 that reaches nothing.
+func TestEgressCloseLoopback(t *testing.T) {
+	var hits atomic.Int32
+	ln, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	adapter := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		io.WriteString(w, "adapter "+r.URL.Path)
+	}))
+	adapter.Listener = ln
+	adapter.Start()
+	t.Cleanup(adapter.Close)
+	host := codeHost(t) // 127.0.0.1
+	port, aport := strconv.Itoa(portOf(t, host.URL)), strconv.Itoa(portOf(t, adapter.URL))
+	f := startProxyWith(t, nil, func(c *Config) {
+		c.Policy = PolicyFunc(func(context.Context, Request) Decision { return Decision{Allow: true} })
+		c.CloseLoopback, c.OpenLoopback = true, []string{"127.0.0.1"}
+		c.Routes = []Route{{Scheme: "http", Host: "127.0.0.2", Port: portOf(t, adapter.URL), Path: "/v1"}}
+	})
+	c := f.client(t, nil)
+	tests := []struct {
+		url  string
+		want int
+	}{
+		{host.URL + "/open", 200},                            // an open host
+		{"http://127.0.0.2:" + aport + "/v1/models", 200},    // under a route
+		{"http://localhost:" + port + "/by-name", 403},       // a name resolving to loopback
+		{"http://127.0.0.3:" + port + "/other-address", 403}, // refused whether or not anything listens
+		{"http://0.0.0.0:" + port + "/unspecified", 403},
+	}
+	for i, tc := range tests {
+		resp, err := c.Get(tc.url)
+		if err != nil {
+			t.Fatalf("GET %s: %v", tc.url, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		ev := f.events.wait(t, i+1)[i]
+		if resp.StatusCode != tc.want || ev.Status != tc.want || ev.Allowed != (tc.want == 200) {
+			t.Errorf("GET %s: %d %q, event %+v; want %d", tc.url, resp.StatusCode, body, ev, tc.want)
+		}
+		if tc.want == 403 && !strings.Contains(ev.Reason, "loopback is closed") {
+			t.Errorf("GET %s: reason %q, want the loopback named", tc.url, ev.Reason)
+		}
+	}
+	if hits.Load() != 1 {
+		t.Errorf("adapter hits %d, want 1 (the routed request)", hits.Load())
+	}
+	resp, conn, _ := rawConnect(t, f.addr, "localhost:"+port)
+	conn.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("CONNECT localhost: %d, want 403", resp.StatusCode)
 	}
 }
