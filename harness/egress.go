@@ -36,6 +36,10 @@ func (e *Episode) startEgress() (string, error) {
 	})
 	p, err := egress.New(egress.Config{
 		EpisodeID: e.id, Policy: policy, Logger: e.log, Routes: e.routes,
+		// The rules take any 127.x host for the sandbox's own, but through
+		// the proxy it is the host's: only the task's hosts and the routes
+		// reach it.
+		CloseLoopback: true, OpenLoopback: e.task.AllowedHosts,
 		CallInFlight: func() string {
 			if m := e.monitor(); m != nil {
 				return m.CallInFlight()
@@ -64,6 +68,14 @@ func (e *Episode) startEgress() (string, error) {
 	}()
 	e.egress, e.egressDir = p, dir
 	return sock, nil
+}
+
+// CheckModelRoutes reports the first model route an episode could not
+// run with (a bad URL, or the sandbox's own loopback), for callers that
+// answer bad input before starting one.
+func CheckModelRoutes(routes []string) error {
+	_, err := parseRoutes(routes)
+	return err
 }
 
 // parseRoutes parses model routes for a sandbox: besides egress.ParseRoute's

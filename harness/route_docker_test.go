@@ -23,16 +23,17 @@ import (
 // completions on the host's loopback). The episode runs with the egress
 // proxy; from inside the real sandbox a chat completion under the route
 // reaches the stand-in and is recorded as a network event naming the
-// route; another path or port on the adapter's host, and another host, are
-// refused and reach nothing.
+// route; another path or port on the adapter's host, another host on the
+// host's loopback (which the rules take for the sandbox's own) and another
+// host are refused and reach nothing.
 func TestModelRouteInDocker(t *testing.T) {
 	b, tk, hidden := harnesstest.DockerDemoTask(t, "textwrap")
 
 	// Not 127.0.0.1: the sandbox's NO_PROXY keeps its own loopback off the
 	// proxy.
 	var hits, strays atomic.Int32
-	listen := func(h http.HandlerFunc) string {
-		ln, err := net.Listen("tcp", "127.0.0.2:0")
+	listen := func(addr string, h http.HandlerFunc) string {
+		ln, err := net.Listen("tcp", addr+":0")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -42,7 +43,7 @@ func TestModelRouteInDocker(t *testing.T) {
 		t.Cleanup(s.Close)
 		return ln.Addr().String()
 	}
-	adapter := listen(func(w http.ResponseWriter, r *http.Request) {
+	adapter := listen("127.0.0.2", func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" || !strings.Contains(string(body), `"messages"`) {
 			strays.Add(1)
@@ -53,10 +54,12 @@ func TestModelRouteInDocker(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"id":"chatcmpl-1","object":"chat.completion","model":"policy","choices":[{"index":0,"message":{"role":"assistant","content":"run the tests"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":3,"total_tokens":6}}`)
 	})
-	other := listen(func(w http.ResponseWriter, r *http.Request) {
+	stray := func(w http.ResponseWriter, r *http.Request) {
 		strays.Add(1)
-		io.WriteString(w, "other port reached")
-	})
+		io.WriteString(w, "stray request reached")
+	}
+	other := listen("127.0.0.2", stray)     // another port on the adapter's host
+	otherHost := listen("127.0.0.3", stray) // another host on the loopback
 	route := "http://" + adapter + "/v1"
 
 	r, st := testRunner(t, b, Limits{})
@@ -91,6 +94,7 @@ func TestModelRouteInDocker(t *testing.T) {
 		"http://" + adapter + "/admin",                    // another path on the adapter
 		"http://" + adapter + "/v1/../admin",              // out of the prefix by dot segments
 		"http://" + other + "/v1/chat/completions",        // another port on the adapter's host
+		"http://" + otherHost + "/v1/chat/completions",    // another loopback host
 		"http://adapter.invalid:8000/v1/chat/completions", // another host
 	}
 	for _, u := range refused {
