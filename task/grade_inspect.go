@@ -69,7 +69,7 @@ type SurfaceCache struct {
 // submission is applied, so that nothing of the policy answers.
 func (c *SurfaceCache) Get(ctx context.Context, sb sandbox.Sandbox, t Task, key string) (Surface, error) {
 	t = t.withDefaults()
-	key = key + "\x00" + interpreter(t.TestCommand) + "\x00" + t.Workdir
+	key = key + "\x00" + surfaceCommand(t.TestCommand, t.Workdir)
 	c.mu.Lock()
 	s, ok := c.m[key]
 	c.mu.Unlock()
@@ -90,6 +90,34 @@ func (c *SurfaceCache) Get(ctx context.Context, sb sandbox.Sandbox, t Task, key 
 }
 
 var pythonRE = regexp.MustCompile(`^(\S*/)?python[0-9.]*$`)
+
+// activateRE matches the lines of a test command that set up the
+// interpreter's environment (SWE-bench's conda activation) and nothing
+// else: the surface query runs them, so that it asks the interpreter the
+// tests will run with.
+var activateRE = regexp.MustCompile(`^\s*(source|\.)\s+\S*activate(\s+\S+)?\s*$|^\s*conda\s+activate\s+\S+\s*$`)
+
+// surfaceCommand is the script that asks the test command's interpreter
+// for its Surface: the command's activation lines, then the interpreter
+// the last line names, else python (after an activation) or python3.
+func surfaceCommand(testCommand, workdir string) string {
+	lines := strings.Split(strings.TrimSpace(testCommand), "\n")
+	var pre []string
+	for _, l := range lines[:len(lines)-1] {
+		if activateRE.MatchString(l) {
+			pre = append(pre, strings.TrimSpace(l))
+		}
+	}
+	py := interpreter(lines[len(lines)-1])
+	if len(pre) > 0 && !pythonRE.MatchString(strings.Fields(lines[len(lines)-1] + " x")[0]) {
+		py = "python" // the activated environment's
+	}
+	script := "cd / && "
+	for _, l := range pre {
+		script += l + " >/dev/null 2>&1; "
+	}
+	return script + "command -v " + shellQuote(py) + " >/dev/null || exit 0; exec " + shellQuote(py) + " -s -c " + shellQuote(surfaceScript) + " " + shellQuote(workdir)
+}
 
 // interpreter is the grader's Python: the test command's first word when
 // it names one, else python3.
@@ -143,7 +171,7 @@ if sc is not None and getattr(sc, "__file__", None):
 func QuerySurface(ctx context.Context, sb sandbox.Sandbox, t Task) (Surface, error) {
 	t = t.withDefaults()
 	py := interpreter(t.TestCommand)
-	script := "cd / && command -v " + shellQuote(py) + " >/dev/null || exit 0; exec " + shellQuote(py) + " -s -c " + shellQuote(surfaceScript) + " " + shellQuote(t.Workdir)
+	script := surfaceCommand(t.TestCommand, t.Workdir)
 	res, err := sb.Exec(ctx, sandbox.ExecRequest{Session: submitSession, Command: cleanEnv("/nonexistent") + " " + shellQuote(script),
 		Timeout: time.Minute, MaxOutput: 4 << 20})
 	if err != nil {

@@ -179,3 +179,26 @@ def test_boundary():
 		}
 	}
 }
+
+func TestSurfaceCommand(t *testing.T) {
+	tests := []struct {
+		cmd       string
+		wantStart string // the script up to the interpreter's name
+	}{
+		{"python3 -s -m pytest -q /opt/grader/tests", "cd / && command -v 'python3'"},
+		{"/usr/bin/python3.11 -m pytest", "cd / && command -v '/usr/bin/python3.11'"},
+		{"source /opt/miniconda3/bin/activate\nconda activate testbed\npip install -e .\npytest -rA tests/test_x.py",
+			"cd / && source /opt/miniconda3/bin/activate >/dev/null 2>&1; conda activate testbed >/dev/null 2>&1; command -v 'python'"},
+		{"source /opt/miniconda3/bin/activate\nconda activate testbed\npython -m pytest tests", "cd / && source /opt/miniconda3/bin/activate >/dev/null 2>&1; conda activate testbed >/dev/null 2>&1; command -v 'python'"},
+		{"export X=1\nrm -rf /\npytest", "cd / && command -v 'python3'"},
+	}
+	for _, tc := range tests {
+		got := surfaceCommand(tc.cmd, "/testbed")
+		if !strings.HasPrefix(got, tc.wantStart) {
+			t.Errorf("surfaceCommand(%q) = %.200q, want it to start %q", tc.cmd, got, tc.wantStart)
+		}
+		if strings.Contains(got, "pip install") || strings.Contains(got, "rm -rf") {
+			t.Errorf("surfaceCommand(%q) runs a line that is not an activation: %.200q", tc.cmd, got)
+		}
+	}
+}
