@@ -349,3 +349,26 @@ func BenchmarkDifferentialCases(b *testing.B) {
 	b.ReportMetric(p50(without), "without-cases-p50-ms")
 	b.ReportMetric((p50(with)-p50(without))/p50(with), "cases-share")
 }
+
+// TestDeriveWithoutBaseCommit: a task that names no base commit is graded
+// from its image's HEAD; the derivation resolves HEAD to an id first, so
+// the base runs stay on the base after the fix was checked out.
+func TestDeriveWithoutBaseCommit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("derives facts in Docker")
+	}
+	b := dockertest.Backend(t)
+	tasks, hidden, err := demo.Tasks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk := taskByID(t, tasks, "daterange")
+	sandboxtest.RequireImage(t, b, tk.Image)
+	want := deriveFacts(t, b, tk, hidden)
+	tk.BaseCommit = ""
+	got := deriveFacts(t, b, tk, hidden)
+	if !slices.Equal(got.FailToPass, want.FailToPass) || len(got.Cases) != len(want.Cases) || len(got.Probes) != len(want.Probes) {
+		t.Errorf("without base_commit: %d fail-to-pass, %d cases, %d probes; with it: %d, %d, %d",
+			len(got.FailToPass), len(got.Cases), len(got.Probes), len(want.FailToPass), len(want.Cases), len(want.Probes))
+	}
+}

@@ -208,7 +208,10 @@ func Derive(ctx context.Context, sb sandbox.Sandbox, t Task, hidden fs.FS, surf 
 	}
 	base := t.BaseCommit
 	if base == "" {
-		base = "HEAD"
+		// The image's HEAD, as an id: HEAD moves with the checkouts below.
+		if base, err = headCommit(ctx, sb, t); err != nil {
+			return fail(err)
+		}
 	}
 	onBase, err := runState(base)
 	if err != nil {
@@ -314,6 +317,20 @@ func same(rs []derivRun, id string) (Status, bool) {
 type derivRun struct {
 	st     map[string]Status
 	probes map[string][]Status
+}
+
+// headCommit is the commit id of the workdir's HEAD in sb.
+func headCommit(ctx context.Context, sb sandbox.Sandbox, t Task) (string, error) {
+	script := "cd " + shellQuote(t.Workdir) + " && " + gitHarden + " rev-parse --verify -q HEAD^{commit}"
+	res, err := sb.Exec(ctx, sandbox.ExecRequest{Session: submitSession, Command: cleanEnv("/nonexistent") + " " + shellQuote(script), Timeout: submitTimeout})
+	if err != nil {
+		return "", fmt.Errorf("resolve HEAD: %w", err)
+	}
+	id := strings.TrimSpace(res.Output)
+	if res.ExitCode != 0 || !hexRE.MatchString(id) {
+		return "", fmt.Errorf("resolve HEAD of %s (exit %d): %s: set base_commit: %w", t.Workdir, res.ExitCode, lastLine(res.Output), ErrGrading)
+	}
+	return id, nil
 }
 
 // checkout puts the workdir at ref, as the sandbox user, git hardened.
