@@ -106,24 +106,33 @@ def candidates(path):
                 continue
             before = fn.body[:idx]
             consts = call_constants(expr)
-            for ci, c in enumerate(consts):
-                for v in variants(c.value):
-                    if n >= MAX_PER_TEST:
-                        break
-                    e2 = copy.deepcopy(expr)
-                    call_constants(e2)[ci].value = v
-                    body = [copy.deepcopy(s) for s in before]
-                    value = ast.FunctionDef(name="__ROLLCAGE_CASE__", args=fn.args, body=body + [ast.Return(value=e2)],
-                                            decorator_list=[], returns=None, type_comment=None)
-                    check = ast.parse("from rollcage_grade_enc import enc as __rc_enc\nassert __rc_enc(X) == __RC_EXPECTED__").body
-                    check[1].test.left.args[0] = copy.deepcopy(e2)
-                    grade = ast.FunctionDef(name="__ROLLCAGE_PROBE__", args=fn.args, body=body + check,
-                                            decorator_list=[], returns=None, type_comment=None)
-                    ast.fix_missing_locations(value)
-                    ast.fix_missing_locations(grade)
-                    out.append({"file": path, "test": fn.name, "desc": ast.unparse(e2),
-                                "value": ast.unparse(value), "grade": ast.unparse(grade)})
-                    n += 1
+            # One literal moved at a time, then every number scaled at
+            # once (relations between the inputs kept: ends that touch
+            # still touch, an order stays an order).
+            edits = []
+            nums = [ci for ci, c in enumerate(consts) if isinstance(c.value, (int, float)) and not isinstance(c.value, bool)]
+            if len(nums) > 1:
+                edits.append([(ci, consts[ci].value * 7) for ci in nums])
+            edits += [[(ci, v)] for ci, c in enumerate(consts) for v in variants(c.value)]
+            for edit in edits:
+                if n >= MAX_PER_TEST:
+                    break
+                e2 = copy.deepcopy(expr)
+                c2 = call_constants(e2)
+                for ci, v in edit:
+                    c2[ci].value = v
+                body = [copy.deepcopy(s) for s in before]
+                value = ast.FunctionDef(name="__ROLLCAGE_CASE__", args=fn.args, body=body + [ast.Return(value=e2)],
+                                        decorator_list=[], returns=None, type_comment=None)
+                check = ast.parse("from rollcage_grade_enc import enc as __rc_enc\nassert __rc_enc(X) == __RC_EXPECTED__").body
+                check[1].test.left.args[0] = copy.deepcopy(e2)
+                grade = ast.FunctionDef(name="__ROLLCAGE_PROBE__", args=fn.args, body=body + check,
+                                        decorator_list=[], returns=None, type_comment=None)
+                ast.fix_missing_locations(value)
+                ast.fix_missing_locations(grade)
+                out.append({"file": path, "test": fn.name, "desc": ast.unparse(e2),
+                            "value": ast.unparse(value), "grade": ast.unparse(grade)})
+                n += 1
     return out
 
 
