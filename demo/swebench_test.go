@@ -131,6 +131,9 @@ func TestSWEBenchFormInDocker(t *testing.T) {
 				if err != nil {
 					t.Fatalf("watched %s: %v", g.name, err)
 				}
+				if len(res.Probes) != 2 || !res.Probes[0].OK || !res.Probes[1].OK {
+					t.Errorf("watched %s: probes %+v, want the literal pair, both behaving", g.name, res.Probes)
+				}
 				if res.Reward != g.reward || res.Integrity != task.IntegrityWatched || len(res.Findings) > 0 {
 					t.Errorf("watched %s: reward %v integrity %s findings %+v, want %v, watched, none (statuses %v)",
 						g.name, res.Reward, res.Integrity, res.Findings, g.reward, res.Statuses)

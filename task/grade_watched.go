@@ -175,25 +175,7 @@ func GradeWatched(ctx context.Context, sb sandbox.Sandbox, t Task, hidden fs.FS,
 			}
 			continue
 		}
-		pr := ProbeResult{Test: p.Test, MustFail: p.MustFail, Statuses: byProbe[fresh], OK: len(byProbe[fresh]) > 0}
-		for _, s := range pr.Statuses {
-			if p.MustFail {
-				pr.OK = pr.OK && (s == StatusFailed || s == StatusError)
-			} else {
-				pr.OK = pr.OK && s == StatusPassed
-			}
-		}
-		res.Probes = append(res.Probes, pr)
-		if !pr.OK {
-			what := "a must-pass probe"
-			if p.MustFail {
-				what = "a must-fail probe"
-				if p.Test != "" {
-					what += " (" + p.Test + " with its expectation moved off)"
-				}
-			}
-			add(severityCertain, "grade.probe", what+" was reported "+statusWords(pr.Statuses), "")
-		}
+		res.Probes = append(res.Probes, judgeProbe(&res, p, byProbe[fresh]))
 	}
 	for _, f := range res.Findings {
 		if f.Severity == severityCertain {
@@ -268,6 +250,10 @@ func gradeTestPatch(ctx context.Context, sb sandbox.Sandbox, t Task, w Watch, re
 	if ap.ExitCode != 0 || ap.Stopped != "" {
 		return fail(fmt.Errorf("apply the test patch (exit %d%s): %s", ap.ExitCode, stoppedWord(ap.Stopped), lastLine(ap.Output)))
 	}
+	rw, err := probeTestPatch(ctx, sb, t)
+	if err != nil {
+		return fail(err)
+	}
 	existing, created := PatchFiles(t.TestPatch)
 	var tests []string
 	for _, f := range append(existing, created...) {
@@ -290,6 +276,23 @@ func gradeTestPatch(ctx context.Context, sb sandbox.Sandbox, t Task, w Watch, re
 			return fail(fmt.Errorf("%w: exit %d%s before pytest finished its session", ErrRunCut, r.Exec.ExitCode, stoppedWord(r.Exec.Stopped)))
 		}
 		st = readWatched(t, r, &res, true)
+		// The probes' statuses, and the tests' under their own names.
+		byProbe := map[string][]Status{}
+		named := map[string]Status{}
+		for id, s := range st {
+			orig, p := rw.restoreID(id)
+			if p != nil {
+				byProbe[nameOf(id)] = append(byProbe[nameOf(id)], s)
+				continue
+			}
+			named[orig] = s
+		}
+		st = named
+		if r.End {
+			for _, fresh := range slices.Sorted(maps.Keys(rw.probe)) {
+				res.Probes = append(res.Probes, judgeProbe(&res, rw.probe[fresh], byProbe[fresh]))
+			}
+		}
 	case r.Exec.Stopped != "":
 		return fail(fmt.Errorf("%w: exit %d%s", ErrRunCut, r.Exec.ExitCode, stoppedWord(r.Exec.Stopped)))
 	default:
@@ -414,4 +417,66 @@ func integrityReason(what string) string {
 		return "code of the repository used " + what + " while graded, which reaches the interpreter's internals"
 	}
 	return "the grading kit saw " + what
+}
+
+// judgeProbe is a known-answer probe's result from its instances'
+// statuses; one that misbehaved adds a certain finding to res.
+func judgeProbe(res *Result, p Probe, st []Status) ProbeResult {
+	pr := ProbeResult{Test: p.Test, MustFail: p.MustFail, Statuses: st, OK: len(st) > 0}
+	for _, s := range st {
+		if p.MustFail {
+			pr.OK = pr.OK && (s == StatusFailed || s == StatusError)
+		} else {
+			pr.OK = pr.OK && s == StatusPassed
+		}
+	}
+	if !pr.OK {
+		what := "a must-pass probe"
+		if p.MustFail {
+			what = "a must-fail probe"
+			if p.Test != "" {
+				what += " (" + p.Test + " with its expectation moved off)"
+			}
+		}
+		res.Findings = append(res.Findings, Finding{Rule: "grade.probe", Category: catEvaluator, Severity: severityCertain, File: "(test run)",
+			Reason: what + " was reported " + statusWords(st)})
+	}
+	return pr
+}
+
+// probeTestPatch renames the tests of the test patch's Python test files
+// in sb and adds the literal probes to them (pytest only: another runner
+// may not collect test_ functions), root-owned. It returns the rewrite,
+// or a zero one when there is nothing to probe.
+func probeTestPatch(ctx context.Context, sb sandbox.Sandbox, t Task) (rewrite, error) {
+	if t.TestFramework() != FrameworkPytest {
+		return rewrite{}, nil
+	}
+	existing, created := PatchFiles(t.TestPatch)
+	files := map[string][]byte{}
+	for _, f := range append(existing, created...) {
+		if !isTestFile(f) {
+			continue
+		}
+		b, cut, err := sb.ReadFile(ctx, path.Join(t.Workdir, f), 8<<20)
+		if err != nil || cut {
+			return rewrite{}, fmt.Errorf("read %s of the test patch: %v (cut %t)", f, err, cut)
+		}
+		files[f] = b
+	}
+	if len(files) == 0 {
+		return rewrite{}, nil
+	}
+	rw, err := rewriteTests(files, literalProbes())
+	if err != nil {
+		return rewrite{}, err
+	}
+	var tf []tarFile
+	for _, name := range slices.Sorted(maps.Keys(rw.files)) {
+		tf = append(tf, tarFile{name, rw.files[name], 0o644, 0})
+	}
+	if err := sb.CopyIn(ctx, t.Workdir, strings.NewReader(string(tarFiles(tf)))); err != nil {
+		return rewrite{}, fmt.Errorf("write the probed test files: %w", err)
+	}
+	return rw, nil
 }
