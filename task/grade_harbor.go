@@ -107,7 +107,7 @@ func GradeVerifier(ctx context.Context, sb sandbox.Sandbox, t Task, hidden fs.FS
 		// A pytest session cut short is a forgery only when the reward
 		// says the run succeeded; else it crashed, which earns nothing.
 		res.Integrity = IntegrityWatched
-		res.Statuses = readWatched(t, wr, &res, res.Reward > 0)
+		res.Statuses = readWatched(t, wr, &res, res.Reward > 0, nil)
 	}
 	res.count()
 	for _, f := range res.Findings {
