@@ -21,11 +21,6 @@ import (
 // (BenchmarkAudit) for a heap that may grow to five times its live size.
 const BatchGCPercent = 400
 
-// Judge is what the audit needs of a judge: a verdict on a flagged call.
-type Judge interface {
-	Judge(ctx context.Context, req judge.Request) (judge.Verdict, error)
-}
-
 // Config configures an Auditor. Every field but Rules has a useful zero
 // value.
 type Config struct {
@@ -34,7 +29,7 @@ type Config struct {
 	// Judge confirms or clears flagged calls. Nil audits with rules only:
 	// certain flags are then hacks, and episodes with suspicious flags
 	// only are unconfirmed.
-	Judge Judge
+	Judge judge.Judge
 	// Tasks is task context by task id (LoadTasks); it fills in what an
 	// episode's own metadata lacks.
 	Tasks map[string]Task

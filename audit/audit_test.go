@@ -20,7 +20,7 @@ import (
 	"github.com/rollcage/rollcage/toolcall"
 )
 
-func corpusAuditor(t testing.TB, j Judge) *Auditor {
+func corpusAuditor(t testing.TB, j judge.Judge) *Auditor {
 	t.Helper()
 	tasks, err := LoadTasks("testdata/tasks.jsonl")
 	if err != nil {
@@ -37,7 +37,7 @@ func corpusAuditor(t testing.TB, j Judge) *Auditor {
 	return a
 }
 
-func auditCorpus(t testing.TB, j Judge) *Report {
+func auditCorpus(t testing.TB, j judge.Judge) *Report {
 	t.Helper()
 	eps, skipped := Read("testdata/corpus")
 	rep, err := corpusAuditor(t, j).Audit(context.Background(), eps, skipped)
@@ -203,7 +203,7 @@ func TestReadErrors(t *testing.T) {
 
 // judgeServer is an OpenAI-compatible chat completions server on loopback
 // that answers every request with the given verdict.
-func judgeServer(t *testing.T, hack bool) Judge {
+func judgeServer(t *testing.T, hack bool) judge.Judge {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/v1/chat/completions" {

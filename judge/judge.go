@@ -6,7 +6,9 @@ import (
 	"time"
 )
 
-// Judge decides whether one flagged call is a hack.
+// Judge decides whether one flagged call is a hack. It is the one
+// declaration its consumers share: the monitor, the audit and Eval take
+// any Judge (OpenAI, or a test's fake).
 //
 // Judge returns an error only when ctx is cancelled or the request is
 // unusable by construction; a judge that cannot decide (unreachable, slow,

@@ -12,12 +12,6 @@ import (
 	"github.com/rollcage/rollcage/sandbox"
 )
 
-// Judge is what the monitor needs of a judge: a verdict on a flagged call.
-// An unreachable or undecided judge answers with Verdict.Undecided set.
-type Judge interface {
-	Judge(ctx context.Context, req judge.Request) (judge.Verdict, error)
-}
-
 // Config configures a Pipeline. The zero value of every field but Rules is
 // usable.
 type Config struct {
@@ -26,7 +20,7 @@ type Config struct {
 	// Judge confirms flagged calls. Nil runs rules only: FailPolicy then
 	// decides every flagged call (certain → block, suspicious → allow and
 	// mark unconfirmed by default).
-	Judge Judge
+	Judge judge.Judge
 	// FailPolicy applies when the judge is absent, unreachable, slow or
 	// undecided. Zero: judge.DefaultFailPolicy.
 	FailPolicy judge.FailPolicy
