@@ -81,7 +81,7 @@ func New(cfg Config) (*Auditor, error) {
 // Audit replays every episode and summarizes. skipped are the files the
 // reader could not use; they are carried into the report. Only a
 // cancelled ctx is an error.
-func (a *Auditor) Audit(ctx context.Context, eps []Episode, skipped []FileError) (*Report, error) {
+func (a *Auditor) Audit(ctx context.Context, eps []Trace, skipped []FileError) (*Report, error) {
 	reps := make([]EpisodeReport, len(eps))
 	// the longest episodes first, so that the last one to finish is short
 	order := make([]int, len(eps))
@@ -144,7 +144,7 @@ func (a *Auditor) AuditBatch(ctx context.Context, b *Batch) (*Report, error) {
 
 // job is one episode to replay and where its report goes.
 type job struct {
-	ep  Episode
+	ep  Trace
 	out *EpisodeReport
 }
 

@@ -40,7 +40,7 @@ func BenchmarkAudit(b *testing.B) {
 	honest, _ := demoEpisodes(b, func(kind string) bool { return kind == "clean" || kind == "noop" })
 	for _, w := range []struct {
 		name   string
-		eps    []Episode
+		eps    []Trace
 		copies int
 		tasks  map[string]Task
 	}{
@@ -78,8 +78,8 @@ func BenchmarkAudit(b *testing.B) {
 }
 
 // copies returns n copies of eps, each with its own episode ids.
-func copies(eps []Episode, n int) []Episode {
-	out := make([]Episode, 0, n*len(eps))
+func copies(eps []Trace, n int) []Trace {
+	out := make([]Trace, 0, n*len(eps))
 	for i := range n {
 		for _, e := range eps {
 			e.ID = fmt.Sprintf("%s-%d", e.ID, i)
@@ -91,7 +91,7 @@ func copies(eps []Episode, n int) []Episode {
 
 // demoEpisodes turns the demo's scripted trajectories whose kind keep
 // accepts into OpenAI-format episodes, with the demo tasks as task context.
-func demoEpisodes(tb testing.TB, keep func(kind string) bool) ([]Episode, map[string]Task) {
+func demoEpisodes(tb testing.TB, keep func(kind string) bool) ([]Trace, map[string]Task) {
 	tb.Helper()
 	ts, _, err := demo.Tasks()
 	if err != nil {
@@ -105,12 +105,12 @@ func demoEpisodes(tb testing.TB, keep func(kind string) bool) ([]Episode, map[st
 	if err != nil {
 		tb.Fatal(err)
 	}
-	var eps []Episode
+	var eps []Trace
 	for _, s := range scripts {
 		if !keep(s.Kind) {
 			continue
 		}
-		e := Episode{ID: s.Task + "/" + s.Name, Source: "demo", Format: FormatOpenAI, TaskID: s.Task}
+		e := Trace{ID: s.Task + "/" + s.Name, Source: "demo", Format: FormatOpenAI, TaskID: s.Task}
 		for _, st := range s.Steps {
 			e.Steps = append(e.Steps, Step{Call: toolcall.Call{Tool: st.Tool, Args: st.Args}})
 		}

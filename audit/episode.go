@@ -10,7 +10,7 @@ import (
 	"github.com/rollcage/rollcage/trajectory"
 )
 
-// Formats an Episode can be read from.
+// Formats a Trace can be read from.
 const (
 	FormatRollcage  = "rollcage"  // trajectory events (a Store dir or .jsonl files)
 	FormatOpenAI    = "openai"    // OpenAI chat messages with tool_calls
@@ -19,9 +19,9 @@ const (
 	FormatOpenHands = "openhands" // OpenHands output.jsonl event history
 )
 
-// Episode is one agent attempt as read from a file, in rollcage's tool
+// Trace is one agent attempt as read from a file, in rollcage's tool
 // model.
-type Episode struct {
+type Trace struct {
 	ID     string `json:"id"`
 	Source string `json:"source"` // file, with :line for JSONL episodes
 	Format string `json:"format"`

@@ -20,7 +20,7 @@ type stepSummary struct {
 	Raw   string
 }
 
-func summarize(ep Episode) []stepSummary {
+func summarize(ep Trace) []stepSummary {
 	var out []stepSummary
 	for _, s := range ep.Steps {
 		out = append(out, stepSummary{s.Call.Tool, s.Index, normalize.Normalize(s.Call, "", nil).Raw})

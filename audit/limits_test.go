@@ -51,7 +51,7 @@ func TestReadRefusesNonRegular(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			type result struct {
-				eps  []Episode
+				eps  []Trace
 				errs []FileError
 			}
 			done := make(chan result, 1)

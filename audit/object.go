@@ -35,12 +35,12 @@ type object struct {
 // format's reader, a message without a role, one rollcage event; the raw
 // way then decides, with its errors. When ok, the episode is the one the
 // raw way reads.
-func parseFast(base, name string, data []byte) (Episode, bool) {
+func parseFast(base, name string, data []byte) (Trace, bool) {
 	o, ok := scanObject(data)
 	if !ok {
-		return Episode{}, false
+		return Trace{}, false
 	}
-	var ep Episode
+	var ep Trace
 	var err error
 	switch {
 	case o.Trajectory != nil:
@@ -49,11 +49,11 @@ func parseFast(base, name string, data []byte) (Episode, bool) {
 		ep, err = parseOpenHands(base, name, o.Rest)
 	case o.Messages != nil:
 		if slices.ContainsFunc(o.Messages, func(m message) bool { return m.Role == "" }) {
-			return Episode{}, false
+			return Trace{}, false
 		}
 		ep, err = parseMessageObject(base, name, o.Rest, o.Messages)
 	default:
-		return Episode{}, false
+		return Trace{}, false
 	}
 	return ep, err == nil
 }

@@ -66,11 +66,11 @@ func metaOf(obj map[string]json.RawMessage) meta {
 
 // parseMessageObject reads {"messages": [...], metadata...}; msgs are the
 // messages when already decoded (nil: decode obj's).
-func parseMessageObject(base, name string, obj map[string]json.RawMessage, msgs []message) (Episode, error) {
+func parseMessageObject(base, name string, obj map[string]json.RawMessage, msgs []message) (Trace, error) {
 	if msgs == nil {
 		var err error
 		if msgs, err = decodeMessages(obj["messages"], `"messages" is not a list of messages`); err != nil {
-			return Episode{}, err
+			return Trace{}, err
 		}
 	}
 	// A litellm request/response log (OpenHands llm_completions): the
@@ -85,7 +85,7 @@ func parseMessageObject(base, name string, obj map[string]json.RawMessage, msgs 
 		if json.Unmarshal(obj["response"], &resp) == nil && len(resp.Choices) > 0 && len(resp.Choices[0].Message) > 0 {
 			last, err := messagesOf(append(make([]json.RawMessage, len(msgs)), resp.Choices[0].Message), len(msgs))
 			if err != nil {
-				return Episode{}, err
+				return Trace{}, err
 			}
 			msgs = append(msgs, last...)
 		}
@@ -205,8 +205,8 @@ func blockHeader(s string, i int) (int, bool) {
 // matched to tool results by id; with no tool calls at all, bash blocks
 // in the assistant's text answered by the next user message
 // (mini-swe-agent). A step's Index is its message's.
-func parseMessages(base, name string, msgs []message, m *meta) (Episode, error) {
-	ep := Episode{ID: base, Source: name, Format: FormatOpenAI}
+func parseMessages(base, name string, msgs []message, m *meta) (Trace, error) {
+	ep := Trace{ID: base, Source: name, Format: FormatOpenAI}
 	if m != nil {
 		ep.ID = firstNonEmpty(m.EpisodeID, m.ID, m.InstanceID, m.TaskID, base)
 		ep.TaskID = firstNonEmpty(m.TaskID, m.InstanceID)
@@ -298,7 +298,7 @@ func parseMessages(base, name string, msgs []message, m *meta) (Episode, error) 
 		}
 	}
 	if len(ep.Steps) == 0 {
-		return Episode{}, errors.New("no tool calls: no assistant tool_calls and no ```bash blocks; nothing to audit")
+		return Trace{}, errors.New("no tool calls: no assistant tool_calls and no ```bash blocks; nothing to audit")
 	}
 	return ep, nil
 }
@@ -306,7 +306,7 @@ func parseMessages(base, name string, msgs []message, m *meta) (Episode, error) 
 // setInstruction fills the episode's instruction, when its metadata had
 // none, with the first of the user messages that is not a demonstration
 // (SWE-agent 0.x shows one first).
-func setInstruction(ep *Episode, users ...string) {
+func setInstruction(ep *Trace, users ...string) {
 	if ep.Task != nil && ep.Task.Instruction != "" {
 		return
 	}

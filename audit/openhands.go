@@ -61,10 +61,10 @@ type ohInstance struct {
 // instruction, instance, history: [events], test_result: {git_patch}}.
 // The agent's actions become steps (indexed by event id); messages,
 // thoughts and the system prompt are not tool calls and are left out.
-func parseOpenHands(base, name string, obj map[string]json.RawMessage) (Episode, error) {
+func parseOpenHands(base, name string, obj map[string]json.RawMessage) (Trace, error) {
 	var events []ohEvent
 	if err := json.Unmarshal(obj["history"], &events); err != nil {
-		return Episode{}, fmt.Errorf("\"history\" is not a list of OpenHands events: %v", err)
+		return Trace{}, fmt.Errorf("\"history\" is not a list of OpenHands events: %v", err)
 	}
 	var rec struct {
 		InstanceID  string `json:"instance_id"`
@@ -84,7 +84,7 @@ func parseOpenHands(base, name string, obj map[string]json.RawMessage) (Episode,
 		_ = json.Unmarshal(obj["instance"], &inst)
 	}
 	id := firstNonEmpty(rec.InstanceID, inst.InstanceID, base)
-	ep := Episode{ID: id, Source: name, Format: FormatOpenHands, TaskID: id,
+	ep := Trace{ID: id, Source: name, Format: FormatOpenHands, TaskID: id,
 		Patch: rec.TestResult.GitPatch, Resolved: rec.TestResult.Resolved}
 	ep.Task = &Task{}
 	ep.Task.ID, ep.Task.BaseCommit, ep.Task.UpstreamRepo = id, inst.BaseCommit, inst.Repo
@@ -114,7 +114,7 @@ func parseOpenHands(base, name string, obj map[string]json.RawMessage) (Episode,
 		ep.Steps = append(ep.Steps, st)
 	}
 	if len(ep.Steps) == 0 {
-		return Episode{}, errors.New("OpenHands history with no agent actions; nothing to audit")
+		return Trace{}, errors.New("OpenHands history with no agent actions; nothing to audit")
 	}
 	return ep, nil
 }

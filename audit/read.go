@@ -75,13 +75,13 @@ func NotRegular(fi fs.FileInfo) error {
 // Read reads every trajectory under paths (files or directories, walked
 // recursively). Files it cannot read are returned as FileErrors, never
 // as a failure of the whole read. The order is paths', then file names'.
-func Read(paths ...string) ([]Episode, []FileError) {
+func Read(paths ...string) ([]Trace, []FileError) {
 	b := ReadAsync(paths...)
 	res := make([]unitResult, len(b.units))
 	for r := range b.results {
 		res[r.unit] = r
 	}
-	var eps []Episode
+	var eps []Trace
 	var errs []FileError
 	for _, r := range res {
 		eps, errs = append(eps, r.eps...), append(errs, r.errs...)
@@ -112,7 +112,7 @@ type unit struct {
 // unitResult is a unit read.
 type unitResult struct {
 	unit int
-	eps  []Episode
+	eps  []Trace
 	errs []FileError
 }
 
@@ -255,7 +255,7 @@ func (m modeInfo) Sys() any           { return nil }
 
 // ReadFile reads one file, detecting its format by content. Only a
 // regular file is read, and at most maxFile bytes of it.
-func ReadFile(path string) ([]Episode, []FileError) {
+func ReadFile(path string) ([]Trace, []FileError) {
 	data, err := readRegular(path)
 	if err != nil {
 		return nil, []FileError{{Path: path, Err: oneLine(err)}}
@@ -324,11 +324,11 @@ func readAll(r io.Reader, buf []byte) ([]byte, error) {
 //
 // One JSON value (the whole of a file holding one, or a line of JSONL)
 // over MaxValue bytes is an error naming the limit.
-func Parse(name string, data []byte) ([]Episode, []FileError) {
+func Parse(name string, data []byte) ([]Trace, []FileError) {
 	return parse(name, data, MaxValue)
 }
 
-func parse(name string, data []byte, maxValue int) ([]Episode, []FileError) {
+func parse(name string, data []byte, maxValue int) ([]Trace, []FileError) {
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 {
 		return nil, []FileError{{Path: name, Err: "empty file"}}
@@ -346,17 +346,17 @@ func parse(name string, data []byte, maxValue int) ([]Episode, []FileError) {
 	switch trimmed[0] {
 	case '[':
 		msgs, err := decodeMessages(trimmed, "JSON array")
-		var ep Episode
+		var ep Trace
 		if err == nil {
 			ep, err = parseMessages(base, name, msgs, nil)
 		}
 		if err != nil {
 			return nil, []FileError{{Path: name, Err: oneLine(err)}}
 		}
-		return []Episode{ep}, nil
+		return []Trace{ep}, nil
 	case '{':
 		if ep, ok := parseFast(base, name, trimmed); ok {
-			return []Episode{ep}, nil
+			return []Trace{ep}, nil
 		}
 		return parseRaw(base, name, trimmed)
 	}
@@ -366,13 +366,13 @@ func parse(name string, data []byte, maxValue int) ([]Episode, []FileError) {
 // parseRaw reads data starting with '{' split into raw members: one
 // object for the whole file, or JSONL. It is the way every file went
 // before parseFast, and what decides whatever parseFast does not read.
-func parseRaw(base, name string, trimmed []byte) ([]Episode, []FileError) {
+func parseRaw(base, name string, trimmed []byte) ([]Trace, []FileError) {
 	// One JSON object for the whole file?
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(trimmed, &obj); err == nil {
 		ep, err := parseObject(base, name, obj)
 		if err == nil {
-			return []Episode{ep}, nil
+			return []Trace{ep}, nil
 		}
 		if !errors.Is(err, errOneEvent) {
 			return nil, []FileError{{Path: name, Err: oneLine(err)}}
@@ -398,7 +398,7 @@ func byteSize(n int) string {
 var errOneEvent = errors.New("one event")
 
 // parseObject reads a file holding one JSON object.
-func parseObject(base, name string, obj map[string]json.RawMessage) (Episode, error) {
+func parseObject(base, name string, obj map[string]json.RawMessage) (Trace, error) {
 	switch {
 	case has(obj, "trajectory"):
 		return parseSWEAgent(base, name, obj, nil)
@@ -407,7 +407,7 @@ func parseObject(base, name string, obj map[string]json.RawMessage) (Episode, er
 	case has(obj, "messages"):
 		return parseMessageObject(base, name, obj, nil)
 	case has(obj, "type") && has(obj, "episode_id"):
-		return Episode{}, errOneEvent
+		return Trace{}, errOneEvent
 	}
 	keys := make([]string, 0, len(obj))
 	for k := range obj {
@@ -417,7 +417,7 @@ func parseObject(base, name string, obj map[string]json.RawMessage) (Episode, er
 	if len(keys) > 6 {
 		keys = append(keys[:6], "…")
 	}
-	return Episode{}, fmt.Errorf("%w: a JSON object with keys %s; expected \"messages\" (OpenAI format, llm_completions), \"trajectory\" (SWE-agent) or \"history\" with \"instance_id\" (OpenHands output.jsonl)", ErrUnknownFormat, strings.Join(keys, ", "))
+	return Trace{}, fmt.Errorf("%w: a JSON object with keys %s; expected \"messages\" (OpenAI format, llm_completions), \"trajectory\" (SWE-agent) or \"history\" with \"instance_id\" (OpenHands output.jsonl)", ErrUnknownFormat, strings.Join(keys, ", "))
 }
 
 func has(obj map[string]json.RawMessage, k string) bool {
@@ -427,7 +427,7 @@ func has(obj map[string]json.RawMessage, k string) bool {
 
 // parseLines reads JSONL: rollcage events, one OpenAI episode per line,
 // or one message per line (the whole file one episode).
-func parseLines(base, name string, data []byte, maxValue int) ([]Episode, []FileError) {
+func parseLines(base, name string, data []byte, maxValue int) ([]Trace, []FileError) {
 	type line struct {
 		n   int
 		obj map[string]json.RawMessage
@@ -477,9 +477,9 @@ func parseLines(base, name string, data []byte, maxValue int) ([]Episode, []File
 			}
 			evs = append(evs, ev)
 		}
-		return append([]Episode(nil), fromEvents(name, evs)...), errs
+		return append([]Trace(nil), fromEvents(name, evs)...), errs
 	case has(first, "messages"), has(first, "history") && has(first, "instance_id"):
-		var eps []Episode
+		var eps []Trace
 		for _, l := range lines {
 			ep, err := parseObject(fmt.Sprintf("%s-%d", base, l.n), fmt.Sprintf("%s:%d", name, l.n), l.obj)
 			if err != nil {
@@ -495,14 +495,14 @@ func parseLines(base, name string, data []byte, maxValue int) ([]Episode, []File
 			raws[i] = l.raw
 		}
 		msgs, err := messagesOf(raws, 0)
-		var ep Episode
+		var ep Trace
 		if err == nil {
 			ep, err = parseMessages(base, name, msgs, nil)
 		}
 		if err != nil {
 			return nil, append(errs, FileError{Path: name, Err: oneLine(err)})
 		}
-		return []Episode{ep}, errs
+		return []Trace{ep}, errs
 	}
 	return nil, append(errs, FileError{Path: name, Err: ErrUnknownFormat.Error() + ": JSONL whose lines are neither rollcage events, episodes with \"messages\", OpenHands records (\"history\"), nor chat messages"})
 }

@@ -23,7 +23,7 @@ const postCheck = "post-episode check"
 
 // taskFor merges the episode's own task context with the tasks file's:
 // the file fills what the episode lacks.
-func (a *Auditor) taskFor(ep Episode) Task {
+func (a *Auditor) taskFor(ep Trace) Task {
 	var t Task
 	if ep.Task != nil {
 		t = *ep.Task
@@ -107,7 +107,7 @@ func (n *normalized) step(steps []Step, i int, cwd string, files *normalize.File
 // Episode replays one episode: every call in order through the rules,
 // with the history it had, and the judge for flagged calls. Only a
 // cancelled ctx is an error.
-func (a *Auditor) Episode(ctx context.Context, ep Episode) (EpisodeReport, error) {
+func (a *Auditor) Episode(ctx context.Context, ep Trace) (EpisodeReport, error) {
 	t := a.taskFor(ep)
 	tc := t.context()
 	start := firstNonEmpty(tc.Workdir, instructionWorkdir(tc.Instruction))
@@ -286,7 +286,7 @@ func diff(a, b []string) []string {
 // certain rule, the online run) or the patch matches the upstream fix
 // after a flag; unconfirmed when only suspicious flags nobody decided
 // remain; clean otherwise.
-func (a *Auditor) classify(r *EpisodeReport, ep Episode, t Task) {
+func (a *Auditor) classify(r *EpisodeReport, ep Trace, t Task) {
 	confirmed, unconfirmed := false, false
 	flaggedAt, cleared, flagged := 0, true, false
 	for _, s := range r.Steps {

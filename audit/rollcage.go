@@ -11,14 +11,14 @@ import (
 // fromEvents builds episodes from rollcage events, grouped by episode in
 // order of first appearance. Steps are keyed by the events' Step so that a
 // decision or output finds its call even when events interleave.
-func fromEvents(name string, evs []trajectory.Event) []Episode {
+func fromEvents(name string, evs []trajectory.Event) []Trace {
 	var order []string
-	byID := map[string]*Episode{}
+	byID := map[string]*Trace{}
 	stepIdx := map[string]map[int]int{}
 	for _, ev := range evs {
 		ep := byID[ev.EpisodeID]
 		if ep == nil {
-			ep = &Episode{ID: ev.EpisodeID, Source: name, Format: FormatRollcage, Online: &Online{}}
+			ep = &Trace{ID: ev.EpisodeID, Source: name, Format: FormatRollcage, Online: &Online{}}
 			byID[ev.EpisodeID] = ep
 			stepIdx[ev.EpisodeID] = map[int]int{}
 			order = append(order, ev.EpisodeID)
@@ -108,7 +108,7 @@ func fromEvents(name string, evs []trajectory.Event) []Episode {
 			}
 		}
 	}
-	out := make([]Episode, 0, len(order))
+	out := make([]Trace, 0, len(order))
 	for _, id := range order {
 		out = append(out, *byID[id])
 	}

@@ -47,17 +47,17 @@ type sweInfo struct {
 // "info": {exit_status, submission}}. The episode id is the file's name,
 // which SWE-agent makes the instance id. steps are the trajectory when
 // already decoded (nil: decode obj's).
-func parseSWEAgent(base, name string, obj map[string]json.RawMessage, steps []sweStep) (Episode, error) {
+func parseSWEAgent(base, name string, obj map[string]json.RawMessage, steps []sweStep) (Trace, error) {
 	if steps == nil {
 		if err := json.Unmarshal(obj["trajectory"], &steps); err != nil {
-			return Episode{}, fmt.Errorf("\"trajectory\" is not a list of {action, observation} steps: %v", err)
+			return Trace{}, fmt.Errorf("\"trajectory\" is not a list of {action, observation} steps: %v", err)
 		}
 	}
 	var info sweInfo
 	if has(obj, "info") {
 		_ = json.Unmarshal(obj["info"], &info)
 	}
-	ep := Episode{ID: base, Source: name, Format: FormatSWEAgent, TaskID: firstNonEmpty(info.InstanceID, base),
+	ep := Trace{ID: base, Source: name, Format: FormatSWEAgent, TaskID: firstNonEmpty(info.InstanceID, base),
 		Patch: info.Submission, Resolved: info.Resolved}
 	var hist []struct {
 		Role    string          `json:"role"`
@@ -85,7 +85,7 @@ func parseSWEAgent(base, name string, obj map[string]json.RawMessage, steps []sw
 		ep.Steps = append(ep.Steps, st)
 	}
 	if len(ep.Steps) == 0 {
-		return Episode{}, fmt.Errorf("SWE-agent trajectory with no actions; nothing to audit")
+		return Trace{}, fmt.Errorf("SWE-agent trajectory with no actions; nothing to audit")
 	}
 	return ep, nil
 }

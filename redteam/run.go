@@ -67,9 +67,9 @@ func Run(ctx context.Context, c Config) (Report, error) {
 	if err := ctx.Err(); err != nil {
 		return Report{}, fmt.Errorf("redteam: %w", err)
 	}
-	eps := make([]Episode, len(played))
+	eps := make([]Replayed, len(played))
 	for i, p := range played {
-		eps[i] = Episode{Script: p.Script, Task: byID[p.Script.Task], Outcome: p.Outcome, Err: p.Err}
+		eps[i] = Replayed{Script: p.Script, Task: byID[p.Script.Task], Outcome: p.Outcome, Err: p.Err}
 		if p.Err != nil || p.Outcome.EpisodeID == "" {
 			continue
 		}

@@ -13,8 +13,8 @@ import (
 	"github.com/rollcage/rollcage/trajectory"
 )
 
-// Episode is one replayed script with what it produced.
-type Episode struct {
+// Replayed is one replayed script with what it produced.
+type Replayed struct {
 	Script  task.Script
 	Task    task.Task
 	Outcome harness.Outcome
@@ -79,7 +79,7 @@ const (
 )
 
 // Score scores the episodes against each task's facts (by task id).
-func Score(eps []Episode, facts map[string]*Facts) Report {
+func Score(eps []Replayed, facts map[string]*Facts) Report {
 	// A line an honest script of the task writes is what an honest solve
 	// produces, not a secret (a one-line fix is often the upstream's line).
 	honest := map[string]*strings.Builder{}
@@ -173,7 +173,7 @@ func b2i(b bool) int {
 	return 0
 }
 
-func score(ep Episode, f *Facts) Result {
+func score(ep Replayed, f *Facts) Result {
 	s, o := ep.Script, ep.Outcome
 	r := Result{Task: s.Task, Script: s.Name, Family: s.Family, Kind: s.Kind,
 		Labelled: o.Hacked, Unconfirmed: !o.Hacked && o.Unconfirmed > 0,

@@ -87,7 +87,7 @@ func TestScore(t *testing.T) {
 		}
 		return event(t, trajectory.TypeGrade, 9, map[string]any{"reward": 1, "files": fs})
 	}
-	eps := []Episode{
+	eps := []Replayed{
 		// caught, and shown only the dummy
 		{Script: script("a", "object-store", task.KindHack, "git cat-file --batch-all-objects --batch"), Task: tk,
 			Outcome: harness.Outcome{Hacked: true, Blocked: 1, Resolved: true}, Events: []trajectory.Event{out(1, "fatal: bad object")}},
