@@ -29,7 +29,7 @@ type Episode struct {
 	task  TaskContext
 	facts Facts
 	sb    sandbox.Sandbox
-	rules *rules.Episode
+	rules *rules.EpisodeEval
 	leaks *leakDetector
 	log   *slog.Logger
 

@@ -13,7 +13,7 @@
 // egress proxy, `network_flag`) is collected by data.rollcage.flags, so a
 // user adds rules by dropping a .rego file with its own package into a
 // Config.PolicyDirs directory. The engine compiles once; episode facts are
-// evaluated once per task and sandbox. Per call, an Episode works out in Go
+// evaluated once per task and sandbox. Per call, an EpisodeEval works out in Go
 // which packages and rules the call can trigger (prefilter.go, feat.go,
 // and derive.go, which reads a gate off every flag rule's body at load
 // time, so a user's package is gated too)

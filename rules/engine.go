@@ -26,7 +26,7 @@ var policyFS embed.FS
 const (
 	FlagsQuery   = "data.rollcage.flags"
 	NetworkQuery = "data.rollcage.network_flags"
-	// FactsQuery derives per-episode facts from {task, sandbox}; an Episode
+	// FactsQuery derives per-episode facts from {task, sandbox}; an EpisodeEval
 	// evaluates it once and passes the result as input.facts.
 	FactsQuery = "data.rollcage.lib.episode_facts"
 )
@@ -47,7 +47,7 @@ type Config struct {
 	DisableDefault bool
 	// Logger receives evaluation errors; nil discards.
 	Logger *slog.Logger
-	// DisablePrefilter makes Episode.Eval evaluate every rule package on
+	// DisablePrefilter makes EpisodeEval.Eval evaluate every rule package on
 	// every call instead of only those the call can trigger. The results
 	// are the same; it exists to measure and test the prefilter.
 	DisablePrefilter bool
@@ -102,7 +102,7 @@ type Engine struct {
 	compiler   *ast.Compiler
 	store      storage.Store
 	pre        *prefilter      // nil: every call runs flagsQ
-	discCats   map[string]bool // categories Episode memoizes as discoveries; nil: no memo
+	discCats   map[string]bool // categories EpisodeEval memoizes as discoveries; nil: no memo
 	factsCache factsCache
 	// lean: the policy is the default bundle alone, whose rules read
 	// neither input.call nor input.history when Episodes pass input.memo;
@@ -162,7 +162,7 @@ func newEngineFS(ctx context.Context, cfg Config, bundle fs.FS) (*Engine, error)
 
 // Eval evaluates one self-contained input document (see the README for
 // its JSON) — for one-off checks such as `rollcage rules check`. The hot
-// path uses Episode instead.
+// path uses EpisodeEval instead.
 func (e *Engine) Eval(ctx context.Context, input any) ([]Flag, error) {
 	v, err := toValue(input)
 	if err != nil {

@@ -210,7 +210,7 @@ func TestEpisodeEval(t *testing.T) {
 
 // protectedReadEpisode is an episode of the demo task whose one call,
 // recorded with its flags, read a hidden test: a discovery.
-func protectedReadEpisode(t *testing.T, e *Engine) *Episode {
+func protectedReadEpisode(t *testing.T, e *Engine) *EpisodeEval {
 	t.Helper()
 	ctx := context.Background()
 	ep := e.NewEpisode(t.Context(), demoTask, demoSandbox)
@@ -423,7 +423,7 @@ func TestEpisodeClone(t *testing.T) {
 	ep := protectedReadEpisode(t, e)
 	c := ep.Clone()
 	write := codeWrite
-	rulesOf := func(ep *Episode) []string {
+	rulesOf := func(ep *EpisodeEval) []string {
 		t.Helper()
 		flags, err := ep.Eval(ctx, map[string]any{"tool": "write_file"}, write)
 		if err != nil {

@@ -17,13 +17,13 @@ import (
 	"github.com/rollcage/rollcage/toolcall"
 )
 
-// MaxHistory is how many earlier calls an Episode shows the rules.
+// MaxHistory is how many earlier calls an EpisodeEval shows the rules.
 const MaxHistory = 50
 
-// Episode holds one episode's facts as AST values, converted once, and the
+// EpisodeEval holds one episode's facts as AST values, converted once, and the
 // last MaxHistory calls, each converted once when recorded. Eval then only
 // converts the call at hand. It is safe for concurrent use.
-type Episode struct {
+type EpisodeEval struct {
 	eng     *Engine
 	task    *ast.Term
 	sandbox *ast.Term
@@ -56,8 +56,8 @@ type NetRequest struct {
 // evaluation of the episode facts; when it is cancelled the facts are
 // left to the rules to derive per call (slower, the same flags) and
 // nothing is cached.
-func (e *Engine) NewEpisode(ctx context.Context, task, sandbox any) *Episode {
-	ep := &Episode{eng: e}
+func (e *Engine) NewEpisode(ctx context.Context, task, sandbox any) *EpisodeEval {
+	ep := &EpisodeEval{eng: e}
 	var err error
 	t, err1 := toValue(task)
 	s, err2 := toValue(sandbox)
@@ -71,7 +71,7 @@ func (e *Engine) NewEpisode(ctx context.Context, task, sandbox any) *Episode {
 	return ep
 }
 
-// factsEntry is what an Episode derives from its task and sandbox alone.
+// factsEntry is what an EpisodeEval derives from its task and sandbox alone.
 // Entries are shared between episodes and never modified.
 type factsEntry struct {
 	task, sandbox *ast.Term
@@ -143,7 +143,7 @@ func (e *Engine) facts(ctx context.Context, task, sandbox *ast.Term) *ast.Term {
 }
 
 // base is the part of the input shared by every evaluation of the episode.
-func (ep *Episode) base(extra int) []*ast.Term {
+func (ep *EpisodeEval) base(extra int) []*ast.Term {
 	items := make([]*ast.Term, 0, 8+extra)
 	items = append(items, ast.StringTerm("task"), ep.task, ast.StringTerm("sandbox"), ep.sandbox)
 	if ep.facts != nil {
@@ -173,7 +173,7 @@ func firstErr(errs ...error) error {
 // or equivalent plain data) against the episode's facts and history.
 // Rule failures are returned as a single certain rule_error flag; only a
 // cancelled ctx is an error.
-func (ep *Episode) Eval(ctx context.Context, call, normalized any) ([]Flag, error) {
+func (ep *EpisodeEval) Eval(ctx context.Context, call, normalized any) ([]Flag, error) {
 	var (
 		c    ast.Value
 		err1 error
@@ -242,7 +242,7 @@ func (ep *Episode) Eval(ctx context.Context, call, normalized any) ([]Flag, erro
 // EvalNetwork asks the rules about one egress request. It never returns an
 // error: failures, cancellation included, become a certain rule_error flag,
 // so the proxy denies.
-func (ep *Episode) EvalNetwork(ctx context.Context, req NetRequest) []Flag {
+func (ep *EpisodeEval) EvalNetwork(ctx context.Context, req NetRequest) []Flag {
 	if err := ep.invalid(); err != nil {
 		return []Flag{evalErrorFlag(err)}
 	}
@@ -262,7 +262,7 @@ func (ep *Episode) EvalNetwork(ctx context.Context, req NetRequest) []Flag {
 
 // Record appends a call that has been decided to the history the rules see
 // on later calls, dropping the oldest beyond MaxHistory.
-func (ep *Episode) Record(call, normalized any, flags []Flag) {
+func (ep *EpisodeEval) Record(call, normalized any, flags []Flag) {
 	if ep.eng.lean {
 		ep.record(nil, nil, flags) // no history entry to convert
 		return
@@ -280,7 +280,7 @@ func (ep *Episode) Record(call, normalized any, flags []Flag) {
 // reusing the values Eval already converted (a caller that decides one call
 // at a time, as the monitor does, saves a conversion per call). It does
 // nothing when no call was evaluated.
-func (ep *Episode) RecordLast(flags []Flag) {
+func (ep *EpisodeEval) RecordLast(flags []Flag) {
 	ep.mu.Lock()
 	last := ep.last
 	ep.last = [2]ast.Value{}
@@ -293,7 +293,7 @@ func (ep *Episode) RecordLast(flags []Flag) {
 
 // record appends one history entry; c and n are nil (and no entry is
 // built, only the discoveries kept) when the engine is lean.
-func (ep *Episode) record(c, n ast.Value, flags []Flag) {
+func (ep *EpisodeEval) record(c, n ast.Value, flags []Flag) {
 	fl := make([]*ast.Term, 0, len(flags))
 	for _, f := range flags {
 		fl = append(fl, ast.ObjectTerm(
@@ -339,8 +339,8 @@ func (ep *Episode) record(c, n ast.Value, flags []Flag) {
 // would otherwise collect by scanning the history on every call: the
 // earlier flags in a discovery category, those of them whose evidence is
 // specific enough to be recognised when reused, and the rule lists their
-// reasons name. Called with mu held (or before the Episode is shared).
-func (ep *Episode) buildMemo() *ast.Term {
+// reasons name. Called with mu held (or before the EpisodeEval is shared).
+func (ep *EpisodeEval) buildMemo() *ast.Term {
 	if ep.eng.discCats == nil {
 		return nil
 	}
@@ -418,7 +418,7 @@ func stringField(o ast.Object, k string) string {
 }
 
 // Len is the number of calls in the history window.
-func (ep *Episode) Len() int {
+func (ep *EpisodeEval) Len() int {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
 	return len(ep.history)
@@ -426,7 +426,7 @@ func (ep *Episode) Len() int {
 
 // snapshot is the history window, the memo, the discoveries' evidence and
 // the memo's markers, taken together.
-func (ep *Episode) snapshot() ([]*ast.Term, *ast.Term, []string, []string) {
+func (ep *EpisodeEval) snapshot() ([]*ast.Term, *ast.Term, []string, []string) {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
 	var out []*ast.Term
@@ -437,7 +437,7 @@ func (ep *Episode) snapshot() ([]*ast.Term, *ast.Term, []string, []string) {
 	return out, ep.memo, ep.evid, ep.marks
 }
 
-func (ep *Episode) invalid() error {
+func (ep *EpisodeEval) invalid() error {
 	obj, ok := ep.task.Value.(ast.Object)
 	if !ok {
 		return nil
@@ -449,15 +449,15 @@ func (ep *Episode) invalid() error {
 	return nil
 }
 
-// Clone returns an Episode with this one's facts, history window,
+// Clone returns an EpisodeEval with this one's facts, history window,
 // discoveries and provenance that goes on independently: calls recorded
 // in one are not in the other. A forked episode's child starts from it, so
 // a child that reuses what its parent discovered meets the chained rules
 // as the parent would have.
-func (ep *Episode) Clone() *Episode {
+func (ep *EpisodeEval) Clone() *EpisodeEval {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
-	c := &Episode{eng: ep.eng, task: ep.task, sandbox: ep.sandbox, facts: ep.facts, gates: ep.gates, derived: ep.derived,
+	c := &EpisodeEval{eng: ep.eng, task: ep.task, sandbox: ep.sandbox, facts: ep.facts, gates: ep.gates, derived: ep.derived,
 		// AST terms are never changed once built (record and buildMemo
 		// make new ones), so the copies share them.
 		history: slices.Clone(ep.history),
@@ -494,7 +494,7 @@ func typed(x any, v ast.Value) *toolcall.Normalized {
 }
 
 // gateSet is the derived gates the episode's calls are checked against.
-func (ep *Episode) gateSet() *gateSet {
+func (ep *EpisodeEval) gateSet() *gateSet {
 	if ep.derived != nil {
 		return ep.derived
 	}

@@ -12,7 +12,7 @@ import (
 // on the call (or that has none). It returns one line per flag that no such
 // rule explains. A call the gates do not read (base64 in it, an odd
 // shape) explains every flag.
-func (ep *Episode) DerivedGateMisses(normalized any, flags []Flag) []string {
+func (ep *EpisodeEval) DerivedGateMisses(normalized any, flags []Flag) []string {
 	pre := ep.eng.pre
 	if pre == nil {
 		return nil
@@ -59,7 +59,7 @@ func RaceEnabled() bool { return raceEnabled }
 // EpisodeGatesDiff compares the episode's gates, derived again only for
 // the rules that read its facts or task, with every rule derived with
 // them: "" when they are the same.
-func (ep *Episode) EpisodeGatesDiff() string {
+func (ep *EpisodeEval) EpisodeGatesDiff() string {
 	pre := ep.eng.pre
 	if pre == nil || ep.facts == nil {
 		return ""

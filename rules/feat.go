@@ -35,7 +35,7 @@ import (
 // nothing is not evaluated. The chained rules' features also read the
 // episode: the evidence of the discoveries in the history window.
 //
-// Inputs without input.feat match no gated rule; Engine.Eval, an Episode
+// Inputs without input.feat match no gated rule; Engine.Eval, an EpisodeEval
 // with Config.DisablePrefilter, and the Rego fixture therefore supply
 // every feature true (lib.all_features).
 

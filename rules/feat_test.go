@@ -276,7 +276,7 @@ func TestFactsCache(t *testing.T) {
 	}
 }
 
-// TestLeanEpisode: with the default bundle alone, an Episode leaves the
+// TestLeanEpisode: with the default bundle alone, an EpisodeEval leaves the
 // call and the history out of the input, yet still fails closed on a call
 // whose arguments are not JSON, as converting it would.
 func TestLeanEpisode(t *testing.T) {
@@ -307,5 +307,5 @@ func TestLeanEpisode(t *testing.T) {
 	}
 }
 
-// typedNorm is what Episode.Eval hands the gates for plain data.
+// typedNorm is what EpisodeEval.Eval hands the gates for plain data.
 func typedNorm(v ast.Value) *toolcall.Normalized { return typed(v, v) }

@@ -18,7 +18,7 @@ import (
 // The prefilter is the hot path's answer to "most rule packages cannot fire
 // on most calls": every rule is interpreted, and even a rule whose first
 // expression fails costs about a microsecond, so evaluating all of them for
-// `ls -la` dominates the monitor's overhead. Before evaluating, an Episode
+// `ls -la` dominates the monitor's overhead. Before evaluating, an EpisodeEval
 // computes in Go which default packages a call could possibly trigger and
 // evaluates one query that names only those packages. A package whose
 // every flag rule starts with a feature test (see feat.go) runs only when

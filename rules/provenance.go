@@ -11,7 +11,7 @@ import (
 //
 // Offline, the audit fills it from the trajectory; online, whoever watches
 // the sandbox's files (the agent's file watch) fills it from the effects
-// it saw. Both call Episode.SetProvenance before evaluating a call.
+// it saw. Both call EpisodeEval.SetProvenance before evaluating a call.
 type Provenance struct {
 	// Created maps an absolute path to the step at which the agent created
 	// that file in this episode, numbered as the monitor and the
@@ -42,7 +42,7 @@ func steps(m map[string]int) *ast.Term {
 
 // SetProvenance replaces the provenance the rules see on later calls.
 // The map is converted at once; the caller may reuse it.
-func (ep *Episode) SetProvenance(p Provenance) {
+func (ep *EpisodeEval) SetProvenance(p Provenance) {
 	t := p.value()
 	ep.mu.Lock()
 	ep.prov = t

@@ -147,7 +147,7 @@ func rulesCheck(ctx context.Context, eng *rules.Engine, path string, w io.Writer
 		return err
 	}
 	defer f.Close()
-	var ep *rules.Episode
+	var ep *rules.EpisodeEval
 	var files normalize.Files
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
