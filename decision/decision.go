@@ -54,9 +54,9 @@ type Timings struct {
 	Total     time.Duration `json:"total_ns"`
 }
 
-// Result is one call's way through the monitor: what was asked, what was
+// CallResult is one call's way through the monitor: what was asked, what was
 // decided, what the policy is shown.
-type Result struct {
+type CallResult struct {
 	Step       int                 `json:"step"`
 	Call       toolcall.Call       `json:"call"`
 	Normalized toolcall.Normalized `json:"normalized"`

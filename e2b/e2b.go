@@ -32,7 +32,7 @@ type Episodes interface {
 	Task(id string) (task.Task, bool)
 	Tasks() []task.Task
 	Open(ctx context.Context, t task.Task, meta harness.EpisodeMeta) (server.Opened, error)
-	Call(ctx context.Context, id string, call toolcall.Call) (decision.Result, *harness.Outcome, error)
+	Call(ctx context.Context, id string, call toolcall.Call) (decision.CallResult, *harness.Outcome, error)
 	Start(ctx context.Context, id string, call toolcall.Call, stdin bool, out func(sandbox.Output)) (*harness.Running, error)
 	Submit(ctx context.Context, id, message string) (harness.Outcome, error)
 	Reward(ctx context.Context, id string, x harness.External) (harness.Outcome, error)

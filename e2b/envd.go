@@ -92,10 +92,10 @@ func userOf(h http.Header) string {
 }
 
 // call takes one tool call through the sandbox's episode.
-func (s *Server) call(ctx context.Context, b *sbx, tool string, args any, requestID string) (decision.Result, error) {
+func (s *Server) call(ctx context.Context, b *sbx, tool string, args any, requestID string) (decision.CallResult, error) {
 	raw, err := marshalArgs(args)
 	if err != nil {
-		return decision.Result{}, connect.NewError(connect.CodeInvalidArgument, err)
+		return decision.CallResult{}, connect.NewError(connect.CodeInvalidArgument, err)
 	}
 	res, _, err := s.cfg.Episodes.Call(ctx, b.id, toolcall.Call{Tool: tool, Args: raw, Session: session, RequestID: requestID})
 	if err == nil {

@@ -303,7 +303,7 @@ func (s *Server) startCall(base context.Context, b *sbx, pr *proc, call toolcall
 
 // processEnd turns a call's result into the events a stream ends with:
 // the output when it did not stream, then end.
-func processEnd(ctx context.Context, pr *proc, res decision.Result, err error, withOutput bool) ([]*process.ProcessEvent, error) {
+func processEnd(ctx context.Context, pr *proc, res decision.CallResult, err error, withOutput bool) ([]*process.ProcessEvent, error) {
 	stopped := ""
 	if res.Exec != nil {
 		stopped = res.Exec.Stopped

@@ -106,7 +106,7 @@ func (e *Episode) stopEgress(ctx context.Context) {
 	e.egress = nil
 }
 
-func (e *Episode) monitor() *monitor.Episode {
+func (e *Episode) monitor() *monitor.EpisodeState {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.mon

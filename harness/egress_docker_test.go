@@ -56,7 +56,7 @@ func TestEgressProxyInDocker(t *testing.T) {
 	}
 	defer ep.Close(ctx)
 
-	call := func(cmd string) decision.Result {
+	call := func(cmd string) decision.CallResult {
 		t.Helper()
 		args, _ := json.Marshal(toolcall.BashArgs{Command: cmd})
 		res, err := ep.Call(ctx, toolcall.Call{Tool: toolcall.Bash, Args: args})

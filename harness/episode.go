@@ -53,7 +53,7 @@ type Episode struct {
 	hidden   fs.FS
 	meta     EpisodeMeta
 	sb       sandbox.Sandbox
-	mon      *monitor.Episode
+	mon      *monitor.EpisodeState
 	tlog     *trajectory.Log
 	log      *slog.Logger
 	start    time.Time
@@ -194,8 +194,8 @@ func Checked() CallOption { return func(o *callOptions) { o.checked = true } }
 // wrapping ErrLimit (see LimitReason) when a limit was reached before this
 // call; any other error is an infrastructure fault (the sandbox failed,
 // the log could not be written) and the episode should be finished. The
-// Result of an error carries the call as the monitor took it, when known.
-func (e *Episode) Call(ctx context.Context, call toolcall.Call, opts ...CallOption) (decision.Result, error) {
+// CallResult of an error carries the call as the monitor took it, when known.
+func (e *Episode) Call(ctx context.Context, call toolcall.Call, opts ...CallOption) (decision.CallResult, error) {
 	var o callOptions
 	for _, opt := range opts {
 		opt(&o)
@@ -204,7 +204,7 @@ func (e *Episode) Call(ctx context.Context, call toolcall.Call, opts ...CallOpti
 	if o.checked {
 		var err error
 		if p, err = monitor.Check(call, e.r.cfg.Limits.CallTimeout); err != nil {
-			return decision.Result{}, fmt.Errorf("harness: episode %s: call %s: %w", e.id, call.Tool, err)
+			return decision.CallResult{}, fmt.Errorf("harness: episode %s: call %s: %w", e.id, call.Tool, err)
 		}
 	} else {
 		p = monitor.Prepare(call)
@@ -214,7 +214,7 @@ func (e *Episode) Call(ctx context.Context, call toolcall.Call, opts ...CallOpti
 	t0 := time.Now()
 	seg, step, callJSON, err := e.beginStep(&p.Call, "call", t0, nil)
 	if err != nil {
-		return decision.Result{Call: p.Call}, err
+		return decision.CallResult{Call: p.Call}, err
 	}
 
 	cctx, cancel := context.WithTimeout(ctx, e.r.cfg.Limits.CallTimeout)
@@ -271,7 +271,7 @@ func (e *Episode) beginStep(call *toolcall.Call, op string, t0 time.Time, refuse
 }
 
 // record writes a call's decision and output and counts it.
-func (e *Episode) record(seg, step int, res decision.Result, callJSON []byte, t0 time.Time) error {
+func (e *Episode) record(seg, step int, res decision.CallResult, callJSON []byte, t0 time.Time) error {
 	call := res.Call
 	d := res.Decision
 	flags := slices.Concat(d.Flags, d.PostFlags)
@@ -358,7 +358,7 @@ func addUnique(list []string, items ...string) []string {
 	return list
 }
 
-func decisionEvent(res decision.Result, callJSON []byte, flags []rules.Flag, cats []string) trajectory.Decision {
+func decisionEvent(res decision.CallResult, callJSON []byte, flags []rules.Flag, cats []string) trajectory.Decision {
 	d := res.Decision
 	ev := trajectory.Decision{
 		Call:        callJSON,

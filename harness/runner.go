@@ -198,7 +198,7 @@ func (e *Episode) begin(ctx context.Context) error {
 	e.startContext, _ = json.Marshal(map[string]any{"task": tc, "sandbox": facts})
 	e.base, e.image, e.canaries, e.taskContext = base, spec.Image, canaries, tc // the sealed image when sealed
 	e.known = t.Instruction + "\n" + probe.BaseText
-	mon, err := r.cfg.Monitor.NewEpisode(ctx, monitor.EpisodeConfig{
+	mon, err := r.cfg.Monitor.NewEpisodeState(ctx, monitor.EpisodeConfig{
 		ID:    e.id,
 		Task:  tc,
 		Facts: facts, Sandbox: sb, Secrets: secrets, BaseText: probe.BaseText, Logger: e.log,

@@ -21,17 +21,17 @@ const streamStop = 10 * time.Second
 type Running struct {
 	*monitor.Running
 	done chan struct{}
-	res  decision.Result // set before done is closed
+	res  decision.CallResult // set before done is closed
 	err  error
 }
 
 // Wait returns the call's result once it ended and was recorded.
-func (r *Running) Wait(ctx context.Context) (decision.Result, error) {
+func (r *Running) Wait(ctx context.Context) (decision.CallResult, error) {
 	select {
 	case <-r.done:
 		return r.res, r.err
 	case <-ctx.Done():
-		return decision.Result{}, ctx.Err()
+		return decision.CallResult{}, ctx.Err()
 	}
 }
 
@@ -39,7 +39,7 @@ func (r *Running) Wait(ctx context.Context) (decision.Result, error) {
 func (r *Running) Done() <-chan struct{} { return r.done }
 
 // Start is Call for a bash command whose output streams as it comes
-// (monitor.Episode.Start, whose stdin and out these are): its tool_call is recorded and the monitor
+// (monitor.EpisodeState.Start, whose stdin and out these are): its tool_call is recorded and the monitor
 // decides before it starts, and it returns while the command runs, so
 // that other calls run beside it. Its decision and output are recorded
 // when it ends, whoever waits. Finish and Close kill the streamed calls

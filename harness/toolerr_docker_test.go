@@ -19,7 +19,7 @@ func TestPolicyToolErrorsAreOutputs(t *testing.T) {
 	b, tk, hidden := harnesstest.DockerDemoTask(t, "roman")
 	ctx := context.Background()
 	st, ep := startEpisode(ctx, t, b, tk, hidden)
-	call := func(tool string, args any) (decision.Result, error) {
+	call := func(tool string, args any) (decision.CallResult, error) {
 		raw, _ := json.Marshal(args)
 		return ep.Call(ctx, toolcall.Call{Tool: tool, Args: raw})
 	}

@@ -62,7 +62,7 @@ func benchOverhead(b *testing.B, eng *rules.Engine) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ep, err := p.NewEpisode(b.Context(), EpisodeConfig{ID: "ep1", Task: testTask, Facts: testFacts, Sandbox: sb})
+	ep, err := p.NewEpisodeState(b.Context(), EpisodeConfig{ID: "ep1", Task: testTask, Facts: testFacts, Sandbox: sb})
 	if err != nil {
 		b.Fatal(err)
 	}

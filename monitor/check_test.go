@@ -76,7 +76,7 @@ func TestDecodedOnce(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			decodes = nil
 			call := toolcall.Call{Tool: tc.tool, Args: json.RawMessage(tc.args)}
-			var res decision.Result
+			var res decision.CallResult
 			var err error
 			if tc.gateway {
 				p, cerr := Check(call, 10*time.Minute)

@@ -88,7 +88,7 @@ func BenchmarkNormalizeEval(b *testing.B) {
 
 // TestPrefilterEquivalence is the proof that the rules prefilter, the
 // rule-level gates (input.feat) and the discovery memo lose nothing: for
-// every corpus line (history included), an Episode that evaluates only the
+// every corpus line (history included), an EpisodeState that evaluates only the
 // packages and rules a call can trigger returns exactly the flags of one
 // with Config.DisablePrefilter, which evaluates every rule ungated. (Drop
 // one keyword from a gate in rules/feat.go and this test fails.) A second pass

@@ -8,8 +8,8 @@
 // canary opens before the policy sees it.
 //
 // The monitor never ends an episode and never tells the policy it was
-// caught; a blocked call is labelled as an attempted hack in its Result,
-// which the harness records in the trajectory. Its Episode is also the
+// caught; a blocked call is labelled as an attempted hack in its CallResult,
+// which the harness records in the trajectory. Its EpisodeState is also the
 // egress proxy's policy (package egress), asking the same rules about
 // every outbound request.
 package monitor

@@ -28,7 +28,7 @@ import (
 // Effects come from the agent's watch; a process the policy left running
 // in the background has its effects reported with the call in flight when
 // they happen, or with the next call, and they are attributed to that call.
-func (e *Episode) checkEffects(ctx context.Context, res *decision.Result) {
+func (e *EpisodeState) checkEffects(ctx context.Context, res *decision.CallResult) {
 	d := &res.Decision
 	for _, ef := range res.Effects {
 		p := ef.Path
@@ -67,7 +67,7 @@ func (e *Episode) checkEffects(ctx context.Context, res *decision.Result) {
 
 // unknownEffects checks the visible tests directly when a call's effects
 // were partly lost.
-func (e *Episode) unknownEffects(ctx context.Context) []rules.Flag {
+func (e *EpisodeState) unknownEffects(ctx context.Context) []rules.Flag {
 	fail := rules.Flag{Rule: "effect.unknown", Category: rules.CatTampering, Severity: rules.Certain,
 		Reason: "the call's file effects were partly lost and the visible tests could not be checked"}
 	if e.hashVisible == nil {
@@ -91,7 +91,7 @@ func (e *Episode) unknownEffects(ctx context.Context) []rules.Flag {
 // isProtectedTest reports a visible test or test configuration file the
 // episode started with (Facts.VisibleFiles), or a pure test configuration
 // file in the workdir.
-func (e *Episode) isProtectedTest(p string) bool {
+func (e *EpisodeState) isProtectedTest(p string) bool {
 	if e.visible[p] {
 		return true
 	}
@@ -108,7 +108,7 @@ func (e *Episode) isProtectedTest(p string) bool {
 // evaluatorSurface says how suspicious an effect on the evaluator's load
 // path is: "" when the path is not on it. own reports a path the policy
 // created this episode.
-func (e *Episode) evaluatorSurface(ef sandbox.Effect, own bool) (severity, what string) {
+func (e *EpisodeState) evaluatorSurface(ef sandbox.Effect, own bool) (severity, what string) {
 	p, base := ef.Path, path.Base(ef.Path)
 	gone := ef.Op == sandbox.EffectDelete || ef.Op == sandbox.EffectRename
 	switch {
@@ -154,7 +154,7 @@ func pipPth(name string) bool {
 // Created returns the paths the policy created this episode (absolute path
 // → the monitor's step number of the call, as on its decision event), as
 // input.provenance.created shows them to the rules.
-func (e *Episode) Created() map[string]int {
+func (e *EpisodeState) Created() map[string]int {
 	e.callMu.Lock()
 	defer e.callMu.Unlock()
 	out := make(map[string]int, len(e.created))
@@ -204,13 +204,13 @@ const lateTool = "rollcage.background"
 // call): their effects are checked as a call's own would be, and the
 // files they wrote are read back for leaked protected content. The
 // caller records the flags, attributed to the episode's last call.
-func (e *Episode) CheckLate(ctx context.Context, ex sandbox.ExecResult) []rules.Flag {
+func (e *EpisodeState) CheckLate(ctx context.Context, ex sandbox.ExecResult) []rules.Flag {
 	if len(ex.Effects) == 0 && !ex.EffectsTruncated && len(ex.CanaryOpens) == 0 {
 		return nil
 	}
 	e.callMu.Lock()
 	defer e.callMu.Unlock()
-	res := decision.Result{Effects: ex.Effects, EffectsTruncated: ex.EffectsTruncated}
+	res := decision.CallResult{Effects: ex.Effects, EffectsTruncated: ex.EffectsTruncated}
 	res.Call.Tool = lateTool
 	e.checkEffects(ctx, &res)
 	flags := res.Decision.PostFlags

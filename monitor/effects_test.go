@@ -16,7 +16,7 @@ import (
 
 // effectsEpisode is an episode whose sandbox reports, for each bash
 // command, the effects the table gives it.
-func effectsEpisode(t *testing.T, effects map[string][]sandbox.Effect, truncated map[string]bool, cfg EpisodeConfig) *Episode {
+func effectsEpisode(t *testing.T, effects map[string][]sandbox.Effect, truncated map[string]bool, cfg EpisodeConfig) *EpisodeState {
 	t.Helper()
 	sb := newFake(func(cmd string) sandbox.ExecResult {
 		return sandbox.ExecResult{Shell: "bash", Cwd: "/workspace", Effects: effects[cmd], EffectsTruncated: truncated[cmd]}
@@ -28,7 +28,7 @@ func effectsEpisode(t *testing.T, effects map[string][]sandbox.Effect, truncated
 	facts := testFacts
 	facts.VisibleFiles = []string{"tests/test_wrap.py", "pytest.ini"}
 	cfg.ID, cfg.Task, cfg.Facts, cfg.Sandbox = "ep1", testTask, facts, sb
-	ep, err := p.NewEpisode(t.Context(), cfg)
+	ep, err := p.NewEpisodeState(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func TestUnknownEffects(t *testing.T) {
 // fix's lines in it, not typed by the policy, flag the call.
 func TestWrittenFileLeak(t *testing.T) {
 	fix := "diff --git a/m.py b/m.py\n-    return x\n+    return x*2\n"
-	var ep *Episode
+	var ep *EpisodeState
 	sb := newFake(func(cmd string) sandbox.ExecResult {
 		if strings.Contains(cmd, "fetch") {
 			return sandbox.ExecResult{Shell: "bash", Effects: []sandbox.Effect{ef("modify", "/workspace/m.py")}}
@@ -220,7 +220,7 @@ func TestWrittenFileLeak(t *testing.T) {
 	})
 	sb.SetFile("/workspace/m.py", "def f(x):\n    return x*2\n")
 	p, _ := New(Config{Rules: engine})
-	ep, err := p.NewEpisode(t.Context(), EpisodeConfig{ID: "e", Task: testTask, Facts: testFacts, Sandbox: sb, BaseText: "def f(x):\n    return x\n",
+	ep, err := p.NewEpisodeState(t.Context(), EpisodeConfig{ID: "e", Task: testTask, Facts: testFacts, Sandbox: sb, BaseText: "def f(x):\n    return x\n",
 		Secrets: []Secret{{Kind: "upstream_fix", Text: fix, MinLines: 3}}})
 	if err != nil {
 		t.Fatal(err)

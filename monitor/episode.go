@@ -19,11 +19,11 @@ import (
 	"github.com/rollcage/rollcage/toolcall"
 )
 
-// Episode is the monitor's state for one episode: the rules' history, the
+// EpisodeState is the monitor's state for one episode: the rules' history, the
 // sessions' directories, what the agent wrote (so its own text is never
 // taken for a leak). Handle is safe for concurrent use; calls are decided
 // one at a time, in arrival order, so sequence rules see a true history.
-type Episode struct {
+type EpisodeState struct {
 	p     *Pipeline
 	id    string
 	task  TaskContext
@@ -55,8 +55,8 @@ type Episode struct {
 	netFlags []rules.Flag      // egress denials during the call in flight
 }
 
-// NewEpisode prepares the monitor for one episode.
-func (p *Pipeline) NewEpisode(ctx context.Context, cfg EpisodeConfig) (*Episode, error) {
+// NewEpisodeState prepares the monitor for one episode.
+func (p *Pipeline) NewEpisodeState(ctx context.Context, cfg EpisodeConfig) (*EpisodeState, error) {
 	if cfg.Sandbox == nil {
 		return nil, fmt.Errorf("monitor: episode %s: no sandbox", cfg.ID)
 	}
@@ -73,7 +73,7 @@ func (p *Pipeline) NewEpisode(ctx context.Context, cfg EpisodeConfig) (*Episode,
 	for _, f := range cfg.Facts.VisibleFiles {
 		visible[path.Join(cfg.Task.Workdir, f)] = true
 	}
-	return &Episode{
+	return &EpisodeState{
 		p: p, id: cfg.ID, task: cfg.Task, facts: cfg.Facts, sb: cfg.Sandbox,
 		rules:   re,
 		leaks:   newLeakDetector(cfg.Secrets, cfg.BaseText, cfg.Facts),
@@ -87,13 +87,13 @@ func (p *Pipeline) NewEpisode(ctx context.Context, cfg EpisodeConfig) (*Episode,
 }
 
 // Cwd returns a session's current directory as last reported by the sandbox.
-func (e *Episode) Cwd(session string) string {
+func (e *EpisodeState) Cwd(session string) string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.cwdLocked(session)
 }
 
-func (e *Episode) cwdLocked(session string) string {
+func (e *EpisodeState) cwdLocked(session string) string {
 	if c, ok := e.cwd[sessionName(session)]; ok {
 		return c
 	}
@@ -111,13 +111,13 @@ func sessionName(s string) string {
 // execute (unless blocked) → output check. It returns an error only when
 // the sandbox failed (the call's fate is then unknown to the policy);
 // everything the policy did wrong is an output it can recover from.
-func (e *Episode) Handle(ctx context.Context, call toolcall.Call) (decision.Result, error) {
+func (e *EpisodeState) Handle(ctx context.Context, call toolcall.Call) (decision.CallResult, error) {
 	return e.HandlePrepared(ctx, Prepare(call))
 }
 
 // HandlePrepared is Handle on a call whose arguments Prepare or Check
 // decoded: they are not decoded again.
-func (e *Episode) HandlePrepared(ctx context.Context, p Prepared) (decision.Result, error) {
+func (e *EpisodeState) HandlePrepared(ctx context.Context, p Prepared) (decision.CallResult, error) {
 	e.callMu.Lock()
 	defer e.callMu.Unlock()
 	start := time.Now()
@@ -135,7 +135,7 @@ func (e *Episode) HandlePrepared(ctx context.Context, p Prepared) (decision.Resu
 // decideCall numbers the call and takes it through normalize → rules →
 // judge → decide, and returns its arguments as decoded once (by Prepare
 // or Check) for all of these and the run. The caller holds callMu.
-func (e *Episode) decideCall(ctx context.Context, p Prepared) (decision.Result, decoded, error) {
+func (e *EpisodeState) decideCall(ctx context.Context, p Prepared) (decision.CallResult, decoded, error) {
 	call, args := p.Call, p.args
 	call.EpisodeID = e.id
 
@@ -145,7 +145,7 @@ func (e *Episode) decideCall(ctx context.Context, p Prepared) (decision.Result, 
 	cwd := e.cwdLocked(call.Session)
 	e.mu.Unlock()
 
-	res := decision.Result{Step: step, Call: call}
+	res := decision.CallResult{Step: step, Call: call}
 	t0 := time.Now()
 	var internal []string
 	res.Normalized, internal = normalizeCall(call, args, cwd, &e.files)
@@ -171,7 +171,7 @@ func (e *Episode) decideCall(ctx context.Context, p Prepared) (decision.Result, 
 // post is what follows a call's execution: what it wrote is remembered,
 // its effects and output are checked (post-flags, leaks withheld), and
 // the judge's history gets it. The caller holds callMu.
-func (e *Episode) post(ctx context.Context, res *decision.Result, start time.Time) {
+func (e *EpisodeState) post(ctx context.Context, res *decision.CallResult, start time.Time) {
 	call := res.Call
 	if !res.Dummy && res.ExitCode == 0 && len(res.Normalized.Writes) == 1 {
 		switch call.Tool {
@@ -225,7 +225,7 @@ var testEvalHook func()
 // evalRules is the rules' Eval behind a recover: a panic is a certain
 // internal-error flag, not a crashed episode. Only a cancelled ctx is an
 // error (the call's fate is then unknown).
-func (e *Episode) evalRules(ctx context.Context, call toolcall.Call, n toolcall.Normalized) (flags []rules.Flag, err error) {
+func (e *EpisodeState) evalRules(ctx context.Context, call toolcall.Call, n toolcall.Normalized) (flags []rules.Flag, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			e.log.Error("rules panicked; failing closed", "panic", r)
@@ -244,7 +244,7 @@ func (e *Episode) evalRules(ctx context.Context, call toolcall.Call, n toolcall.
 
 // decide sets the Decision's action from the flags, the judge and the fail
 // policy.
-func (e *Episode) decide(ctx context.Context, res *decision.Result) {
+func (e *EpisodeState) decide(ctx context.Context, res *decision.CallResult) {
 	d := &res.Decision
 	d.Action = decision.Allow
 	if len(d.Flags) == 0 {
@@ -289,7 +289,7 @@ func (e *Episode) decide(ctx context.Context, res *decision.Result) {
 
 // block turns the decision into a block, or a rewrite where a safe form of
 // the call exists (history mining restricted to the base's ancestry).
-func (e *Episode) block(res *decision.Result) {
+func (e *EpisodeState) block(res *decision.CallResult) {
 	d := &res.Decision
 	d.Action = decision.Block
 	if res.Call.Tool == toolcall.Bash && onlyCategory(d.Flags, rules.CatHistory) {
@@ -309,7 +309,7 @@ func onlyCategory(flags []rules.Flag, cat string) bool {
 	return len(flags) > 0
 }
 
-func (e *Episode) judgeRequest(res *decision.Result, audit bool) judge.Request {
+func (e *EpisodeState) judgeRequest(res *decision.CallResult, audit bool) judge.Request {
 	e.mu.Lock()
 	req := JudgeRequest(e.task, e.id, res.Call, res.Normalized, res.Decision.Flags, e.steps, e.p.cfg.HistoryForJudge)
 	e.mu.Unlock()
@@ -319,7 +319,7 @@ func (e *Episode) judgeRequest(res *decision.Result, audit bool) judge.Request {
 
 // remember keeps what the judge will see of this step, and the session's
 // new directory.
-func (e *Episode) remember(res decision.Result) {
+func (e *EpisodeState) remember(res decision.CallResult) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if res.Exec != nil && res.Exec.Cwd != "" && res.Call.Tool == toolcall.Bash {

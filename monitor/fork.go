@@ -27,7 +27,7 @@ type ForkConfig struct {
 // goes on to use what the parent discovered is judged with the parent's
 // context. From then on the two are independent. Call it with no call in
 // flight (it waits for one).
-func (e *Episode) Fork(cfg ForkConfig) (*Episode, error) {
+func (e *EpisodeState) Fork(cfg ForkConfig) (*EpisodeState, error) {
 	if cfg.Sandbox == nil {
 		return nil, fmt.Errorf("monitor: fork %s into %s: no sandbox", e.id, cfg.ID)
 	}
@@ -39,7 +39,7 @@ func (e *Episode) Fork(cfg ForkConfig) (*Episode, error) {
 	defer e.callMu.Unlock()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	c := &Episode{
+	c := &EpisodeState{
 		p: e.p, id: cfg.ID, task: e.task, facts: e.facts, sb: cfg.Sandbox,
 		rules:         e.rules.Clone(),
 		leaks:         e.leaks, // built once from the secrets, never changed

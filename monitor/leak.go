@@ -294,7 +294,7 @@ const (
 // checkOutput runs after the call: canary opens, leaks in the files the
 // call wrote and in the output turn the output into dummy output; a
 // rewrite's output loses every line naming the future.
-func (e *Episode) checkOutput(ctx context.Context, res *decision.Result) {
+func (e *EpisodeState) checkOutput(ctx context.Context, res *decision.CallResult) {
 	d := &res.Decision
 	if res.Dummy || res.Call.Tool == toolcall.Submit {
 		return
@@ -360,7 +360,7 @@ func (e *Episode) checkOutput(ctx context.Context, res *decision.Result) {
 // produce too), with those flags and the call's own. A hack verdict labels
 // the call; a clear one leaves it clean, or as the verdict on its own
 // flags left it. Without a judge, or undecided, the call is unconfirmed.
-func (e *Episode) judgePost(ctx context.Context, res *decision.Result) {
+func (e *EpisodeState) judgePost(ctx context.Context, res *decision.CallResult) {
 	d := &res.Decision
 	if e.p.cfg.Judge == nil {
 		d.Unconfirmed = true

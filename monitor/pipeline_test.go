@@ -47,14 +47,14 @@ var engine = func() *rules.Engine {
 	return e
 }()
 
-func newEpisode(t testing.TB, cfg Config, sb sandbox.Sandbox, secrets ...Secret) *Episode {
+func newEpisode(t testing.TB, cfg Config, sb sandbox.Sandbox, secrets ...Secret) *EpisodeState {
 	t.Helper()
 	cfg.Rules = engine
 	p, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ep, err := p.NewEpisode(t.Context(), EpisodeConfig{ID: "ep1", Task: testTask, Facts: testFacts, Sandbox: sb, Secrets: secrets})
+	ep, err := p.NewEpisodeState(t.Context(), EpisodeConfig{ID: "ep1", Task: testTask, Facts: testFacts, Sandbox: sb, Secrets: secrets})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ type toolSpec struct {
 	// holds them even so.
 	decode func(raw json.RawMessage) (args any, read bool, err error)
 	// run executes the call in the sandbox.
-	run func(ctx context.Context, e *Episode, res *decision.Result, args any) error
+	run func(ctx context.Context, e *EpisodeState, res *decision.CallResult, args any) error
 	// dummy is what a blocked call shows; nil: the generic "not available".
 	dummy func(args any, n toolcall.Normalized, d decision.Decision, f Facts) (string, int)
 	// foreign builds the arguments from a foreign call's.
@@ -34,7 +34,7 @@ type toolSpec struct {
 // takes the tool's name, description, schema and aliases from toolcall.
 type def[A any] struct {
 	name    string
-	run     func(ctx context.Context, e *Episode, res *decision.Result, args *A) error
+	run     func(ctx context.Context, e *EpisodeState, res *decision.CallResult, args *A) error
 	dummy   func(args *A, n toolcall.Normalized, d decision.Decision, f Facts) (string, int)
 	foreign func(f foreignArgs) A
 }
@@ -56,7 +56,7 @@ func (d def[A]) spec() *toolSpec {
 			read, err := toolcall.DecodeArgs(raw, a)
 			return a, read, err
 		},
-		run: func(ctx context.Context, e *Episode, res *decision.Result, args any) error {
+		run: func(ctx context.Context, e *EpisodeState, res *decision.CallResult, args any) error {
 			return d.run(ctx, e, res, args.(*A))
 		},
 	}
@@ -125,7 +125,7 @@ var registry = []*toolSpec{
 	}.spec(),
 	def[toolcall.SubmitArgs]{
 		name: toolcall.Submit,
-		run: func(_ context.Context, _ *Episode, res *decision.Result, _ *toolcall.SubmitArgs) error {
+		run: func(_ context.Context, _ *EpisodeState, res *decision.CallResult, _ *toolcall.SubmitArgs) error {
 			res.Submit = true
 			res.Output = "submitted"
 			return nil
@@ -183,7 +183,7 @@ func decodeCall(call toolcall.Call) decoded {
 
 // Prepared is a call with its arguments decoded by the tool registry
 // (Prepare, or Check for a call from outside the built-in loop), ready
-// for Episode.HandlePrepared, which reads the typed arguments instead of
+// for EpisodeState.HandlePrepared, which reads the typed arguments instead of
 // decoding the JSON again.
 type Prepared struct {
 	Call toolcall.Call
@@ -195,7 +195,7 @@ func Prepare(call toolcall.Call) Prepared { return Prepared{Call: call, args: de
 
 // PrepareArgs is a call of tool with the arguments built for it (a
 // toolcall.BashArgs for bash, and so on), encoded for the record and kept
-// typed: NormalizePrepared and Episode.HandlePrepared read them without
+// typed: NormalizePrepared and EpisodeState.HandlePrepared read them without
 // decoding the JSON again. Arguments of another type than the tool's are
 // decoded from their JSON, as Prepare does.
 func PrepareArgs[A any](tool string, args A) Prepared {

@@ -23,8 +23,8 @@ const PostTimeout = 2 * time.Minute
 // was made before anything ran; the effects and output checks follow its
 // end, whoever waits for it.
 type Running struct {
-	e   *Episode
-	res decision.Result // final once done is closed
+	e   *EpisodeState
+	res decision.CallResult // final once done is closed
 	// decided and step are the decision before the start.
 	decided decision.Decision
 	step    int
@@ -51,15 +51,15 @@ func (r *Running) Process() sandbox.Process { return r.proc }
 // Done is closed once the call ended and was checked.
 func (r *Running) Done() <-chan struct{} { return r.done }
 
-// Wait returns the call's Result once it ended and was checked, as
+// Wait returns the call's CallResult once it ended and was checked, as
 // Handle would have: Output is the recorded (capped, checked) output.
 // The error is a sandbox failure. Cancelling ctx stops waiting only.
-func (r *Running) Wait(ctx context.Context) (decision.Result, error) {
+func (r *Running) Wait(ctx context.Context) (decision.CallResult, error) {
 	select {
 	case <-r.done:
 		return r.res, r.err
 	case <-ctx.Done():
-		return decision.Result{}, fmt.Errorf("monitor: episode %s step %d: wait: %w", r.e.id, r.step, ctx.Err())
+		return decision.CallResult{}, fmt.Errorf("monitor: episode %s step %d: wait: %w", r.e.id, r.step, ctx.Err())
 	}
 }
 
@@ -79,7 +79,7 @@ func (r *Running) Wait(ctx context.Context) (decision.Result, error) {
 // receives the output as it comes, stdout and stderr apart, each line
 // checked first; it must not block, and nil discards the output. A
 // blocked call's dummy output comes to out as one stdout chunk.
-func (e *Episode) Start(ctx context.Context, call toolcall.Call, stdin bool, out func(sandbox.Output)) (*Running, error) {
+func (e *EpisodeState) Start(ctx context.Context, call toolcall.Call, stdin bool, out func(sandbox.Output)) (*Running, error) {
 	st, ok := e.sb.(sandbox.Streamer)
 	if !ok || call.Tool != toolcall.Bash {
 		return nil, fmt.Errorf("monitor: episode %s: start %s: only bash on a streaming sandbox starts: %w", e.id, call.Tool, sandbox.ErrUnsupported)
@@ -186,7 +186,7 @@ const partialWait = 200 * time.Millisecond
 // lineFilter checks streamed output a line at a time before passing it
 // on. Chunks come from one goroutine; the partial-line timer is another.
 type lineFilter struct {
-	e     *Episode
+	e     *EpisodeState
 	typed string // the call's own command: its lines are the policy's
 	out   func(sandbox.Output)
 

@@ -21,7 +21,7 @@ const toolSession = "rollcage-tools"
 
 // execute runs the call in the sandbox unless it was blocked, and sets the
 // output the policy sees. Only sandbox failures are errors.
-func (e *Episode) execute(ctx context.Context, res *decision.Result, d decoded) error {
+func (e *EpisodeState) execute(ctx context.Context, res *decision.CallResult, d decoded) error {
 	if msg := argsError(res.Call, d); msg != "" {
 		// Nothing runs, blocked or not; the policy learns how to call the tool.
 		res.Output, res.ExitCode = msg, 2
@@ -59,7 +59,7 @@ func (e *Episode) execute(ctx context.Context, res *decision.Result, d decoded) 
 
 // bashCommand is what a bash call runs (the rewritten form for a
 // rewrite) and for how long at most.
-func (e *Episode) bashCommand(res *decision.Result, a *toolcall.BashArgs) (string, time.Duration) {
+func (e *EpisodeState) bashCommand(res *decision.CallResult, a *toolcall.BashArgs) (string, time.Duration) {
 	cmd := a.Command
 	if res.Decision.Action == decision.Rewrite {
 		cmd = res.Decision.Rewritten
@@ -72,7 +72,7 @@ func (e *Episode) bashCommand(res *decision.Result, a *toolcall.BashArgs) (strin
 }
 
 // bashResult is the output the policy sees of a bash call that ran.
-func bashResult(res *decision.Result, r sandbox.ExecResult, timeout time.Duration) {
+func bashResult(res *decision.CallResult, r sandbox.ExecResult, timeout time.Duration) {
 	res.Exec = &r
 	res.Output, res.ExitCode = r.Output, r.ExitCode
 	if r.Stopped != "" {
@@ -80,7 +80,7 @@ func bashResult(res *decision.Result, r sandbox.ExecResult, timeout time.Duratio
 	}
 }
 
-func runBash(ctx context.Context, e *Episode, res *decision.Result, a *toolcall.BashArgs) error {
+func runBash(ctx context.Context, e *EpisodeState, res *decision.CallResult, a *toolcall.BashArgs) error {
 	cmd, timeout := e.bashCommand(res, a)
 	r, err := e.sb.Exec(ctx, sandbox.ExecRequest{RequestID: res.Call.RequestID, Session: res.Call.Session,
 		Command: cmd, Timeout: timeout, MaxOutput: e.p.cfg.MaxOutput})
@@ -91,7 +91,7 @@ func runBash(ctx context.Context, e *Episode, res *decision.Result, a *toolcall.
 	return nil
 }
 
-func runReadFile(ctx context.Context, e *Episode, res *decision.Result, a *toolcall.ReadFileArgs) error {
+func runReadFile(ctx context.Context, e *EpisodeState, res *decision.CallResult, a *toolcall.ReadFileArgs) error {
 	maxOut := e.p.cfg.MaxOutput
 	p := e.resolve(res.Call.Session, a.Path)
 	data, cut, err := e.sb.ReadFile(ctx, p, int64(maxOut))
@@ -110,7 +110,7 @@ func runReadFile(ctx context.Context, e *Episode, res *decision.Result, a *toolc
 	return nil
 }
 
-func runWriteFile(ctx context.Context, e *Episode, res *decision.Result, a *toolcall.WriteFileArgs) error {
+func runWriteFile(ctx context.Context, e *EpisodeState, res *decision.CallResult, a *toolcall.WriteFileArgs) error {
 	data, err := a.Bytes()
 	if err != nil {
 		res.Output, res.ExitCode = "error: "+err.Error(), 1
@@ -133,7 +133,7 @@ func runWriteFile(ctx context.Context, e *Episode, res *decision.Result, a *tool
 	return nil
 }
 
-func runEdit(ctx context.Context, e *Episode, res *decision.Result, a *toolcall.EditArgs) error {
+func runEdit(ctx context.Context, e *EpisodeState, res *decision.CallResult, a *toolcall.EditArgs) error {
 	p := e.resolve(res.Call.Session, a.Path)
 	data, _, err := e.sb.ReadFile(ctx, p, 0)
 	if refused(res, p, err) {
@@ -163,7 +163,7 @@ func runEdit(ctx context.Context, e *Episode, res *decision.Result, a *toolcall.
 	return nil
 }
 
-func runListDir(ctx context.Context, e *Episode, res *decision.Result, a *toolcall.ListDirArgs) error {
+func runListDir(ctx context.Context, e *EpisodeState, res *decision.CallResult, a *toolcall.ListDirArgs) error {
 	p := e.resolve(res.Call.Session, a.Path)
 	r, err := e.sb.Exec(ctx, sandbox.ExecRequest{Session: toolSession, Command: "ls -la -- " + shellQuote(p),
 		Timeout: 30 * time.Second, MaxOutput: e.p.cfg.MaxOutput})
@@ -188,7 +188,7 @@ func argsError(call toolcall.Call, d decoded) string {
 	return ""
 }
 
-func (e *Episode) resolve(session, p string) string {
+func (e *EpisodeState) resolve(session, p string) string {
 	if p == "" {
 		p = "."
 	}
@@ -203,7 +203,7 @@ func (e *Episode) resolve(session, p string) string {
 // sandbox.PathError, or a bare ErrNotFound) into the tool's output with
 // exit code 1, as cat and bash's redirections report them, and reports
 // whether it did. Every other error is the sandbox's and stays an error.
-func refused(res *decision.Result, p string, err error) bool {
+func refused(res *decision.CallResult, p string, err error) bool {
 	var pe *sandbox.PathError
 	switch {
 	case errors.As(err, &pe):

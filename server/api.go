@@ -380,7 +380,7 @@ func created(se *session, t task.Task, base string) CreateResponse {
 // call takes one tool call through the episode; a submit finishes it.
 // A call refused for its arguments (opts holding harness.Checked) is not
 // counted in the metrics: it never became a call.
-func (s *Server) call(ctx context.Context, se *session, call toolcall.Call, opts ...harness.CallOption) (decision.Result, *harness.Outcome, error) {
+func (s *Server) call(ctx context.Context, se *session, call toolcall.Call, opts ...harness.CallOption) (decision.CallResult, *harness.Outcome, error) {
 	t0 := time.Now()
 	res, err := se.ep.Call(ctx, call, opts...)
 	if !errors.As(err, new(*toolcall.ArgsError)) {

@@ -20,7 +20,7 @@ import (
 // toolCaller takes the policy's tool calls: /calls, MCP, Server.Call and
 // Server.Start (the E2B API's streamed commands).
 type toolCaller interface {
-	Call(ctx context.Context, call toolcall.Call, opts ...harness.CallOption) (decision.Result, error)
+	Call(ctx context.Context, call toolcall.Call, opts ...harness.CallOption) (decision.CallResult, error)
 	Start(ctx context.Context, call toolcall.Call, stdin bool, out func(sandbox.Output)) (*harness.Running, error)
 }
 

@@ -135,14 +135,14 @@ func (s *Server) Authorize(id, token string) bool {
 // Call takes one tool call through episode id as POST /calls does (a
 // submit grades it and returns the outcome). Errors are the episode's
 // (harness.ErrFinished, a limit), ErrUnknownEpisode or infrastructure.
-func (s *Server) Call(ctx context.Context, id string, call toolcall.Call) (decision.Result, *harness.Outcome, error) {
+func (s *Server) Call(ctx context.Context, id string, call toolcall.Call) (decision.CallResult, *harness.Outcome, error) {
 	if !s.enter() {
-		return decision.Result{}, nil, ErrShuttingDown
+		return decision.CallResult{}, nil, ErrShuttingDown
 	}
 	defer s.inflight.Done()
 	se, err := s.live(id)
 	if err != nil {
-		return decision.Result{}, nil, err
+		return decision.CallResult{}, nil, err
 	}
 	return s.call(ctx, se, call)
 }
@@ -162,7 +162,7 @@ func (s *Server) Start(ctx context.Context, id string, call toolcall.Call, stdin
 	t0 := time.Now()
 	r, err := se.ep.Start(ctx, call, stdin, out)
 	if err != nil {
-		s.metrics.observeCall(call.Tool, decision.Result{}, err, time.Since(t0))
+		s.metrics.observeCall(call.Tool, decision.CallResult{}, err, time.Since(t0))
 		return nil, err
 	}
 	go func() {

@@ -101,7 +101,7 @@ func (m *metrics) transition(from, to string) {
 	m.episodes.WithLabelValues(to).Inc()
 }
 
-func (m *metrics) observeCall(tool string, res decision.Result, err error, d time.Duration) {
+func (m *metrics) observeCall(tool string, res decision.CallResult, err error, d time.Duration) {
 	if !m.tools[tool] {
 		tool = "other" // tool names come from clients: bound the label's values
 	}
