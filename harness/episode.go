@@ -84,8 +84,10 @@ type Episode struct {
 	routes    []egress.Route // the runner's and the episode's model routes
 	network   string         // the sandbox's network mode
 
-	// callMu serializes calls with each other and with Finish, so that no
-	// call of the agent runs once grading has begun.
+	// callMu is the episode's one call lock: it serializes calls (their
+	// numbering, the monitor's stages and their records) with each other
+	// and with Finish, so that no call of the agent runs once grading
+	// has begun. The monitor serializes nothing itself.
 	callMu sync.Mutex
 
 	mu       sync.Mutex // guards the fields below
@@ -185,9 +187,10 @@ type callOptions struct {
 // step and its answer an error output.
 func Checked() CallOption { return func(o *callOptions) { o.checked = true } }
 
-// Call takes one tool call through the monitor (rules, judge, decision,
-// execution unless blocked, output check) and records tool_call, decision
-// and tool_output events. It returns what the policy is to be shown.
+// Call numbers one tool call, takes it through the monitor once (rules,
+// judge, decision, execution unless blocked, output check) and records
+// tool_call, decision and tool_output events. It returns what the policy
+// is to be shown.
 //
 // Errors: one wrapping *toolcall.ArgsError for a Checked call whose
 // arguments cannot run; ErrFinished once Finish or Close began; an error
@@ -217,8 +220,9 @@ func (e *Episode) Call(ctx context.Context, call toolcall.Call, opts ...CallOpti
 		return decision.CallResult{Call: p.Call}, err
 	}
 
+	p.Step = step
 	cctx, cancel := context.WithTimeout(ctx, e.r.cfg.Limits.CallTimeout)
-	res, err := e.mon.HandlePrepared(cctx, p)
+	res, err := e.mon.Handle(cctx, p)
 	cancel()
 	if err != nil {
 		// The monitor's error names the episode, the step and the tool
@@ -467,10 +471,16 @@ func (e *Episode) end(ctx context.Context, reason string, x *External) (Outcome,
 	e.mu.Lock()
 	e.stopped = true
 	e.mu.Unlock()
-	// The agent never runs again once the hidden tests are in.
+	// The agent never runs again once the hidden tests are in. Wait for
+	// the call in flight (a Start among them has then registered its
+	// stream; none begins once stopped), then stop the streams without
+	// the call lock, which their checks and records take.
+	e.callMu.Lock()
+	//lint:ignore SA2001 a barrier: the call in flight ends first
+	e.callMu.Unlock()
+	e.stopStreams(context.WithoutCancel(ctx))
 	e.callMu.Lock()
 	defer e.callMu.Unlock()
-	e.stopStreams(context.WithoutCancel(ctx))
 	e.mu.Lock()
 	if e.ended {
 		o := e.outcome

@@ -19,10 +19,44 @@ const streamStop = 10 * time.Second
 
 // Running is a streamed call of an episode (see Start).
 type Running struct {
-	*monitor.Running
+	e    *Episode
+	mon  *monitor.Running
 	done chan struct{}
 	res  decision.CallResult // set before done is closed
 	err  error
+}
+
+// Decision is the call's decision, made before it started.
+func (r *Running) Decision() decision.Decision { return r.mon.Decision() }
+
+// Step is the call's step in the episode.
+func (r *Running) Step() int { return r.mon.Step() }
+
+// Process is the running command, for input and signals; nil when
+// nothing runs (a blocked call, bad arguments).
+func (r *Running) Process() sandbox.Process { return r.mon.Process() }
+
+// Input writes data to the command's stdin once the monitor's rules had
+// it (under the episode's call lock): it could be commands to a shell
+// the call started. Input with a certain flag is not written: the error
+// wraps decision.ErrInputRefused and says why, and the call is labelled
+// with the flag when it ends. After Finish or Close began it returns an
+// error wrapping ErrFinished.
+func (r *Running) Input(ctx context.Context, data []byte) error {
+	e := r.e
+	e.mu.Lock()
+	stopped := e.stopped
+	e.mu.Unlock()
+	if stopped {
+		return fmt.Errorf("harness: episode %s step %d: input: %w", e.id, r.Step(), ErrFinished)
+	}
+	e.callMu.Lock()
+	err := r.mon.CheckInput(ctx, data)
+	e.callMu.Unlock()
+	if err != nil {
+		return err
+	}
+	return r.mon.Process().Input(ctx, data)
 }
 
 // Wait returns the call's result once it ended and was recorded.
@@ -39,13 +73,14 @@ func (r *Running) Wait(ctx context.Context) (decision.CallResult, error) {
 func (r *Running) Done() <-chan struct{} { return r.done }
 
 // Start is Call for a bash command whose output streams as it comes
-// (monitor.EpisodeState.Start, whose stdin and out these are): its tool_call is recorded and the monitor
-// decides before it starts, and it returns while the command runs, so
-// that other calls run beside it. Its decision and output are recorded
-// when it ends, whoever waits. Finish and Close kill the streamed calls
-// still running (before any grading) and record them. The errors are
-// Call's, plus one wrapping sandbox.ErrUnsupported for a sandbox that
-// does not stream.
+// (monitor.EpisodeState.Start, whose stdin and out these are): its step
+// is numbered, its tool_call recorded and the monitor decides before it
+// starts, and it returns while the command runs, so that other calls run
+// beside it. When it ends, the monitor's check stage and the record of
+// its decision and output run under the call lock, as a Call's do,
+// whoever waits. Finish and Close kill the streamed calls still running
+// (before any grading) and record them. The errors are Call's, plus one
+// wrapping sandbox.ErrUnsupported for a sandbox that does not stream.
 func (e *Episode) Start(ctx context.Context, call toolcall.Call, stdin bool, out func(sandbox.Output)) (*Running, error) {
 	e.callMu.Lock()
 	defer e.callMu.Unlock()
@@ -59,8 +94,10 @@ func (e *Episode) Start(ctx context.Context, call toolcall.Call, stdin bool, out
 	if err != nil {
 		return nil, err
 	}
+	p := monitor.Prepare(call)
+	p.Step = step
 	cctx, cancel := context.WithTimeout(ctx, e.r.cfg.Limits.CallTimeout)
-	mr, err := e.mon.Start(cctx, call, stdin, out)
+	mr, err := e.mon.Start(cctx, p, stdin, out)
 	cancel()
 	if err != nil {
 		// The monitor's error names the episode and the step already (as
@@ -70,7 +107,7 @@ func (e *Episode) Start(ctx context.Context, call toolcall.Call, stdin bool, out
 		}
 		return nil, err
 	}
-	r := &Running{Running: mr, done: make(chan struct{})}
+	r := &Running{e: e, mon: mr, done: make(chan struct{})}
 	e.mu.Lock()
 	if e.running == nil {
 		e.running = map[*Running]bool{}
@@ -79,7 +116,10 @@ func (e *Episode) Start(ctx context.Context, call toolcall.Call, stdin bool, out
 	e.mu.Unlock()
 	go func() {
 		defer close(r.done)
-		res, err := mr.Wait(context.WithoutCancel(ctx))
+		<-mr.Exited()
+		e.callMu.Lock()
+		defer e.callMu.Unlock()
+		res, err := mr.Check(context.WithoutCancel(ctx))
 		e.mu.Lock()
 		delete(e.running, r)
 		e.mu.Unlock()

@@ -16,7 +16,7 @@ import (
 // timeout_sec outside 0 to maxTimeout) is an *ArgsError. Other calls pass
 // as they are: what is wrong with them is the policy's to see, as an
 // error output. The arguments are decoded here, once, by the tool
-// registry; EpisodeState.HandlePrepared takes the typed value on.
+// registry; EpisodeState.Handle takes the typed value on.
 func Check(call toolcall.Call, maxTimeout time.Duration) (Prepared, error) {
 	var p Prepared
 	if !toolcall.IsTool(call.Tool) && IsForeign(call.Tool) {

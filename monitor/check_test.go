@@ -50,7 +50,7 @@ func TestCheck(t *testing.T) {
 
 // TestDecodedOnce: a call's arguments are decoded once on its way through
 // the monitor, by the tool registry (or a foreign call's mapping), however
-// it comes: the gateway's (Check, then HandlePrepared) and the built-in
+// it comes: the gateway's (Check, then Handle) and the built-in
 // loop's (Handle), valid or refused; normalize, the argument check and
 // execute read the typed value. A second decode anywhere fails this.
 func TestDecodedOnce(t *testing.T) {
@@ -83,9 +83,9 @@ func TestDecodedOnce(t *testing.T) {
 				if cerr != nil {
 					t.Fatalf("Check: %v", cerr)
 				}
-				res, err = ep.HandlePrepared(t.Context(), p)
+				res, err = ep.Handle(t.Context(), numbered(ep, p))
 			} else {
-				res, err = ep.Handle(t.Context(), call)
+				res, err = handle(t.Context(), ep, call)
 			}
 			if err != nil {
 				t.Fatal(err)

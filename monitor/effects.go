@@ -152,11 +152,9 @@ func pipPth(name string) bool {
 }
 
 // Created returns the paths the policy created this episode (absolute path
-// → the monitor's step number of the call, as on its decision event), as
+// → the step number of the call, as on its decision event), as
 // input.provenance.created shows them to the rules.
 func (e *EpisodeState) Created() map[string]int {
-	e.callMu.Lock()
-	defer e.callMu.Unlock()
 	out := make(map[string]int, len(e.created))
 	for p, s := range e.created {
 		out[p] = s
@@ -208,8 +206,6 @@ func (e *EpisodeState) CheckLate(ctx context.Context, ex sandbox.ExecResult) []r
 	if len(ex.Effects) == 0 && !ex.EffectsTruncated && len(ex.CanaryOpens) == 0 {
 		return nil
 	}
-	e.callMu.Lock()
-	defer e.callMu.Unlock()
 	res := decision.CallResult{Effects: ex.Effects, EffectsTruncated: ex.EffectsTruncated}
 	res.Call.Tool = lateTool
 	e.checkEffects(ctx, &res)

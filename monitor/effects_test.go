@@ -82,7 +82,7 @@ func TestEffectFlags(t *testing.T) {
 	}
 	ep := effectsEpisode(t, effects, nil, EpisodeConfig{})
 	for _, s := range steps {
-		res, err := ep.Handle(context.Background(), bash(s.cmd))
+		res, err := handle(context.Background(), ep, bash(s.cmd))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,14 +115,14 @@ func TestEffectFlags(t *testing.T) {
 func TestEffectsWriteFile(t *testing.T) {
 	ep := effectsEpisode(t, nil, nil, EpisodeConfig{})
 	ep.sb.(*fake.Sandbox).SetFile("/workspace/tests/test_wrap.py", "def test(): pass\n")
-	res, err := ep.Handle(context.Background(), toolArgs(toolcall.WriteFile, toolcall.WriteFileArgs{Path: "notes.txt", Content: "x"}))
+	res, err := handle(context.Background(), ep, toolArgs(toolcall.WriteFile, toolcall.WriteFileArgs{Path: "notes.txt", Content: "x"}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]sandbox.Effect{ef("create", "/workspace/notes.txt")}, res.Effects); diff != "" {
 		t.Errorf("write_file of a new file (-want +got):\n%s", diff)
 	}
-	res, err = ep.Handle(context.Background(), toolArgs(toolcall.Edit, toolcall.EditArgs{Path: "notes.txt", Old: "x", New: "y"}))
+	res, err = handle(context.Background(), ep, toolArgs(toolcall.Edit, toolcall.EditArgs{Path: "notes.txt", Old: "x", New: "y"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestWriteFileBase64(t *testing.T) {
 		{"unknown encoding", toolcall.WriteFileArgs{Path: "hex", Content: "6869", Encoding: "hex"}, 1, `error: encoding "hex": use "base64"`, ""},
 	}
 	for _, tc := range tests {
-		res, err := ep.Handle(context.Background(), toolArgs(toolcall.WriteFile, tc.args))
+		res, err := handle(context.Background(), ep, toolArgs(toolcall.WriteFile, tc.args))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -190,7 +190,7 @@ func TestUnknownEffects(t *testing.T) {
 	}
 	for _, tc := range tests {
 		ep := effectsEpisode(t, nil, trunc, EpisodeConfig{VisibleHashes: before, HashVisible: tc.hash})
-		res, err := ep.Handle(context.Background(), bash("big"))
+		res, err := handle(context.Background(), ep, bash("big"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -225,7 +225,7 @@ func TestWrittenFileLeak(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := ep.Handle(context.Background(), bash("python3 fetch_it.py"))
+	res, err := handle(context.Background(), ep, bash("python3 fetch_it.py"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +233,7 @@ func TestWrittenFileLeak(t *testing.T) {
 		t.Errorf("short fix written by a script: %+v", res.Decision)
 	}
 	// once in the policy's own file, printing it (git diff) is no new leak
-	res, err = ep.Handle(context.Background(), bash("git diff"))
+	res, err = handle(context.Background(), ep, bash("git diff"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +265,7 @@ func TestSuspiciousEffectsReachTheJudge(t *testing.T) {
 				return sandbox.ExecResult{Shell: "bash", Cwd: "/workspace", Effects: []sandbox.Effect{ef("create", "/workspace/conftest.py")}}
 			})
 			ep := newEpisode(t, Config{Judge: j}, sb)
-			res, err := ep.Handle(context.Background(), bash(cmd))
+			res, err := handle(context.Background(), ep, bash(cmd))
 			if err != nil {
 				t.Fatal(err)
 			}

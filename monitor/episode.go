@@ -19,10 +19,15 @@ import (
 	"github.com/rollcage/rollcage/toolcall"
 )
 
-// EpisodeState is the monitor's state for one episode: the rules' history, the
-// sessions' directories, what the agent wrote (so its own text is never
-// taken for a leak). Handle is safe for concurrent use; calls are decided
-// one at a time, in arrival order, so sequence rules see a true history.
+// EpisodeState is the monitor's state for one episode: the rules' history,
+// the sessions' directories, what the agent wrote (so its own text is
+// never taken for a leak). It numbers no steps and serializes no calls:
+// its caller (the harness's episode, under its one call lock) numbers
+// each call and hands it over one at a time, in arrival order, so
+// sequence rules see a true history. Handle, Start, Running.Check,
+// Running.CheckInput, Fork, Created and CheckLate must not overlap; the
+// egress policy (Allow, CallInFlight) and a streamed call's output filter
+// may run beside them.
 type EpisodeState struct {
 	p     *Pipeline
 	id    string
@@ -33,22 +38,22 @@ type EpisodeState struct {
 	leaks *leakDetector
 	log   *slog.Logger
 
-	callMu sync.Mutex // serializes Handle (and the decision and checks of Start)
-	// ownMu guards written and fileLines for streamed output's line
-	// check, which reads them without callMu: writers hold both.
-	ownMu     sync.RWMutex
-	written   map[string]bool // trimmed lines the agent wrote itself; guarded by callMu and ownMu
-	fileLines map[string]bool // normalized lines of files the policy's calls wrote; guarded by callMu and ownMu
-	created   map[string]int  // provenance: path the policy created → step; guarded by callMu
-	touched   map[string]bool // paths with any effect this episode; guarded by callMu
-	files     normalize.Files // script files the policy wrote, followed when a call runs them; guarded by callMu
+	// Written by calls only (which the caller serializes), so calls read
+	// them without mu; the streamed output's filter reads written and
+	// fileLines beside a call, under mu.
+	written   map[string]bool // trimmed lines the agent wrote itself; writers hold mu
+	fileLines map[string]bool // normalized lines of files the policy's calls wrote; writers hold mu
+	created   map[string]int  // provenance: path the policy created → step
+	touched   map[string]bool // paths with any effect this episode
+	files     normalize.Files // script files the policy wrote, followed when a call runs them
 
 	visible       map[string]bool // absolute paths of Facts.VisibleFiles
 	visibleHashes map[string]string
 	hashVisible   func(ctx context.Context) (map[string]string, error)
 
-	mu       sync.Mutex // guards the fields below
-	step     int
+	// mu guards the fields below, which the egress policy and the
+	// streamed output's filter read beside a call.
+	mu       sync.RWMutex
 	cwd      map[string]string // session → directory
 	steps    []judge.Step      // for the judge, newest last
 	inFlight string            // request id of the call running, for egress attribution
@@ -88,8 +93,8 @@ func (p *Pipeline) NewEpisodeState(ctx context.Context, cfg EpisodeConfig) (*Epi
 
 // Cwd returns a session's current directory as last reported by the sandbox.
 func (e *EpisodeState) Cwd(session string) string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	e.mu.RLock()
+	defer e.mu.RUnlock()
 	return e.cwdLocked(session)
 }
 
@@ -107,19 +112,14 @@ func sessionName(s string) string {
 	return s
 }
 
-// Handle takes one tool call through normalize → rules → judge → decide →
-// execute (unless blocked) → output check. It returns an error only when
-// the sandbox failed (the call's fate is then unknown to the policy);
-// everything the policy did wrong is an output it can recover from.
-func (e *EpisodeState) Handle(ctx context.Context, call toolcall.Call) (decision.CallResult, error) {
-	return e.HandlePrepared(ctx, Prepare(call))
-}
-
-// HandlePrepared is Handle on a call whose arguments Prepare or Check
-// decoded: they are not decoded again.
-func (e *EpisodeState) HandlePrepared(ctx context.Context, p Prepared) (decision.CallResult, error) {
-	e.callMu.Lock()
-	defer e.callMu.Unlock()
+// Handle takes one tool call, numbered p.Step by the caller, through the
+// monitor's three stages: decide (normalize → rules → judge → decide),
+// execute (unless blocked) and check (effects and output). Its arguments,
+// as Prepare or Check decoded them, are not decoded again. It returns an
+// error only when the sandbox failed (the call's fate is then unknown to
+// the policy); everything the policy did wrong is an output it can
+// recover from.
+func (e *EpisodeState) Handle(ctx context.Context, p Prepared) (decision.CallResult, error) {
 	start := time.Now()
 	res, args, err := e.decideCall(ctx, p)
 	if err != nil {
@@ -132,18 +132,13 @@ func (e *EpisodeState) HandlePrepared(ctx context.Context, p Prepared) (decision
 	return res, nil
 }
 
-// decideCall numbers the call and takes it through normalize → rules →
-// judge → decide, and returns its arguments as decoded once (by Prepare
-// or Check) for all of these and the run. The caller holds callMu.
+// decideCall is the decide stage: it takes the call through normalize →
+// rules → judge → decide, and returns its arguments as decoded once (by
+// Prepare or Check) for all of these and the run.
 func (e *EpisodeState) decideCall(ctx context.Context, p Prepared) (decision.CallResult, decoded, error) {
-	call, args := p.Call, p.args
+	call, args, step := p.Call, p.args, p.Step
 	call.EpisodeID = e.id
-
-	e.mu.Lock()
-	e.step++
-	step := e.step
-	cwd := e.cwdLocked(call.Session)
-	e.mu.Unlock()
+	cwd := e.Cwd(call.Session)
 
 	res := decision.CallResult{Step: step, Call: call}
 	t0 := time.Now()
@@ -168,9 +163,9 @@ func (e *EpisodeState) decideCall(ctx context.Context, p Prepared) (decision.Cal
 	return res, args, nil
 }
 
-// post is what follows a call's execution: what it wrote is remembered,
-// its effects and output are checked (post-flags, leaks withheld), and
-// the judge's history gets it. The caller holds callMu.
+// post is the check stage, after a call's execution: what it wrote is
+// remembered, its effects and output are checked (post-flags, leaks
+// withheld), and the judge's history gets it.
 func (e *EpisodeState) post(ctx context.Context, res *decision.CallResult, start time.Time) {
 	call := res.Call
 	if !res.Dummy && res.ExitCode == 0 && len(res.Normalized.Writes) == 1 {
@@ -182,13 +177,13 @@ func (e *EpisodeState) post(ctx context.Context, res *decision.CallResult, start
 		}
 	}
 	if !res.Dummy && res.Normalized.Content != "" {
-		e.ownMu.Lock()
+		e.mu.Lock()
 		for _, l := range strings.Split(res.Normalized.Content, "\n") {
 			if t := normLine(l); len(t) >= minShortLine {
 				e.written[t] = true
 			}
 		}
-		e.ownMu.Unlock()
+		e.mu.Unlock()
 	}
 
 	t0 := time.Now()

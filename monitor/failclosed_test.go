@@ -48,7 +48,7 @@ func TestMonitorInternalErrorBlocks(t *testing.T) {
 			tc.setup(t)
 			sb := newFake(func(string) sandbox.ExecResult { return sandbox.ExecResult{Output: "ran"} })
 			ep := newEpisode(t, Config{}, sb)
-			res, err := ep.Handle(t.Context(), bash("ls -la"))
+			res, err := handle(t.Context(), ep, bash("ls -la"))
 			if err != nil {
 				t.Fatal(err)
 			}

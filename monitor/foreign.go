@@ -53,7 +53,7 @@ func FromForeign(name, rawArgs string) toolcall.Call { return PrepareForeign(nam
 
 // PrepareForeign is FromForeign with the typed arguments it built for one
 // of rollcage's tools, so they need no decoding again (NormalizePrepared,
-// EpisodeState.HandlePrepared).
+// EpisodeState.Handle).
 func PrepareForeign(name, rawArgs string) Prepared {
 	lname := strings.ToLower(strings.TrimSpace(name))
 	f := foreignArgs{raw: rawArgs}

@@ -22,11 +22,11 @@ type ForkConfig struct {
 
 // Fork returns the monitor's state for a child of this episode: the rules'
 // history and discoveries, the judge's view of the steps so far, the
-// sessions' directories, the step count, what the policy wrote and created
+// sessions' directories, what the policy wrote and created
 // (its own lines, its scripts, provenance), all copied, so a child that
 // goes on to use what the parent discovered is judged with the parent's
 // context. From then on the two are independent. Call it with no call in
-// flight (it waits for one).
+// flight.
 func (e *EpisodeState) Fork(cfg ForkConfig) (*EpisodeState, error) {
 	if cfg.Sandbox == nil {
 		return nil, fmt.Errorf("monitor: fork %s into %s: no sandbox", e.id, cfg.ID)
@@ -35,8 +35,6 @@ func (e *EpisodeState) Fork(cfg ForkConfig) (*EpisodeState, error) {
 	if log == nil {
 		log = e.p.log
 	}
-	e.callMu.Lock()
-	defer e.callMu.Unlock()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	c := &EpisodeState{
@@ -52,7 +50,6 @@ func (e *EpisodeState) Fork(cfg ForkConfig) (*EpisodeState, error) {
 		visible:       e.visible,
 		visibleHashes: e.visibleHashes,
 		hashVisible:   cfg.HashVisible,
-		step:          e.step,
 		cwd:           maps.Clone(e.cwd),
 		steps:         slices.Clone(e.steps),
 	}

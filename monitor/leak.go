@@ -312,13 +312,13 @@ func (e *EpisodeState) checkOutput(ctx context.Context, res *decision.CallResult
 			}
 			d.PostFlags = append(d.PostFlags, e.leaks.checkFile(p, string(data), typed)...)
 			e.files.Set(p, string(data))
-			e.ownMu.Lock()
+			e.mu.Lock()
 			for _, l := range strings.Split(string(data), "\n") {
 				if t := normLine(l); len(t) >= minShortLine {
 					e.fileLines[t] = true
 				}
 			}
-			e.ownMu.Unlock()
+			e.mu.Unlock()
 		}
 	}
 	own := func(l string) bool { return typed(l) || e.fileLines[l] }

@@ -108,7 +108,7 @@ func TestDecisionsRulesOnly(t *testing.T) {
 				return sandbox.ExecResult{Output: out, Shell: "bash", Cwd: "/workspace"}
 			})
 			ep := newEpisode(t, Config{}, sb)
-			res, err := ep.Handle(context.Background(), tc.call)
+			res, err := handle(context.Background(), ep, tc.call)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -142,7 +142,7 @@ func TestDummyIsStable(t *testing.T) {
 	ep := newEpisode(t, Config{}, newFake(nil))
 	var outs []string
 	for i := 0; i < 2; i++ {
-		res, err := ep.Handle(context.Background(), bash("head -50 /opt/grader/tests/test_hidden.py"))
+		res, err := handle(context.Background(), ep, bash("head -50 /opt/grader/tests/test_hidden.py"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -175,7 +175,7 @@ func TestLeakInOutput(t *testing.T) {
 	})
 	ep := newEpisode(t, Config{}, sb, Secret{Kind: "hidden_test", Text: hidden, MinLines: 2})
 
-	res, err := ep.Handle(context.Background(), bash("python3 fetch.py"))
+	res, err := handle(context.Background(), ep, bash("python3 fetch.py"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +186,7 @@ func TestLeakInOutput(t *testing.T) {
 		t.Errorf("output after the leak check = %q; want the secret lines gone, the rest kept", res.Output)
 	}
 
-	res, err = ep.Handle(context.Background(), bash("sh mine.sh"))
+	res, err = handle(context.Background(), ep, bash("sh mine.sh"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,10 +198,10 @@ func TestLeakInOutput(t *testing.T) {
 	// wrote); printing them back is not a leak.
 	ep2 := newEpisode(t, Config{}, newFake(func(string) sandbox.ExecResult { return sandbox.ExecResult{Output: out} }),
 		Secret{Kind: "hidden_test", Text: hidden, MinLines: 2})
-	if _, err := ep2.Handle(context.Background(), toolArgs(toolcall.WriteFile, toolcall.WriteFileArgs{Path: "tests/test_mine.py", Content: hidden})); err != nil {
+	if _, err := handle(context.Background(), ep2, toolArgs(toolcall.WriteFile, toolcall.WriteFileArgs{Path: "tests/test_mine.py", Content: hidden})); err != nil {
 		t.Fatal(err)
 	}
-	res, err = ep2.Handle(context.Background(), bash("cat tests/test_mine.py"))
+	res, err = handle(context.Background(), ep2, bash("cat tests/test_mine.py"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func TestCanaryOpen(t *testing.T) {
 		return sandbox.ExecResult{Output: "DECOY CONTENT", CanaryOpens: []string{"/opt/grader/tests/test_hidden.py"}}
 	})
 	ep := newEpisode(t, Config{}, sb)
-	res, err := ep.Handle(context.Background(), bash("python3 run.py"))
+	res, err := handle(context.Background(), ep, bash("python3 run.py"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +279,7 @@ func TestJudgeDecides(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			j, n := testJudge(t, tc.status, tc.verdict)
 			ep := newEpisode(t, Config{Judge: j}, newFake(nil))
-			res, err := ep.Handle(context.Background(), tc.call)
+			res, err := handle(context.Background(), ep, tc.call)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -308,7 +308,7 @@ func TestBadCalls(t *testing.T) {
 	}
 	for _, tc := range tests {
 		ep := newEpisode(t, Config{}, newFake(nil))
-		res, err := ep.Handle(context.Background(), tc.call)
+		res, err := handle(context.Background(), ep, tc.call)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.call.Args, err)
 		}
@@ -325,10 +325,10 @@ func TestEditAndCwd(t *testing.T) {
 	sb.SetFile("/workspace/src/a.py", "x = 1\ny = 2\n")
 	ep := newEpisode(t, Config{}, sb)
 	ctx := context.Background()
-	if _, err := ep.Handle(ctx, bash("cd src")); err != nil {
+	if _, err := handle(ctx, ep, bash("cd src")); err != nil {
 		t.Fatal(err)
 	}
-	res, err := ep.Handle(ctx, toolArgs(toolcall.Edit, toolcall.EditArgs{Path: "a.py", Old: "y = 2", New: "y = 3"}))
+	res, err := handle(ctx, ep, toolArgs(toolcall.Edit, toolcall.EditArgs{Path: "a.py", Old: "y = 2", New: "y = 3"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,7 +361,7 @@ func TestReservedSessions(t *testing.T) {
 	ep := newEpisode(t, Config{}, sb)
 	c := bash("greet() { echo hi; }")
 	c.Session = "rollcage-grade"
-	res, err := ep.Handle(context.Background(), c)
+	res, err := handle(context.Background(), ep, c)
 	if err != nil {
 		t.Fatal(err)
 	}

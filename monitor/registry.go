@@ -183,10 +183,13 @@ func decodeCall(call toolcall.Call) decoded {
 
 // Prepared is a call with its arguments decoded by the tool registry
 // (Prepare, or Check for a call from outside the built-in loop), ready
-// for EpisodeState.HandlePrepared, which reads the typed arguments instead of
+// for EpisodeState.Handle, which reads the typed arguments instead of
 // decoding the JSON again.
 type Prepared struct {
 	Call toolcall.Call
+	// Step is the call's step in the episode, numbered by the caller (the
+	// harness): the monitor numbers no steps.
+	Step int
 	args decoded
 }
 
@@ -195,7 +198,7 @@ func Prepare(call toolcall.Call) Prepared { return Prepared{Call: call, args: de
 
 // PrepareArgs is a call of tool with the arguments built for it (a
 // toolcall.BashArgs for bash, and so on), encoded for the record and kept
-// typed: NormalizePrepared and EpisodeState.HandlePrepared read them without
+// typed: NormalizePrepared and EpisodeState.Handle read them without
 // decoding the JSON again. Arguments of another type than the tool's are
 // decoded from their JSON, as Prepare does.
 func PrepareArgs[A any](tool string, args A) Prepared {

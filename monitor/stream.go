@@ -20,66 +20,94 @@ import (
 const PostTimeout = 2 * time.Minute
 
 // Running is a bash call Start let through (or blocked): the decision
-// was made before anything ran; the effects and output checks follow its
-// end, whoever waits for it.
+// was made before anything ran. Once the command exited (Exited), its
+// caller runs the check stage (Check), serialized with the episode's
+// other calls as Handle is.
 type Running struct {
 	e   *EpisodeState
-	res decision.CallResult // final once done is closed
-	// decided and step are the decision before the start.
+	res decision.CallResult // the decision; Check completes it
+	// decided is the decision before the start.
 	decided decision.Decision
-	step    int
 	proc    sandbox.Process
 	call    toolcall.Call // the bash call, for checking input
+	start   time.Time     // when Start began, for Timings.Total
+	timeout time.Duration
 
 	inMu    sync.Mutex
 	inFlags []rules.Flag // guarded by inMu; certain flags of input refused
 
-	done chan struct{}
-	err  error // set before done is closed
+	exited chan struct{}
+	// Set before exited is closed: the command's result, its error, how
+	// long it ran.
+	xr   sandbox.ExecResult
+	err  error
+	took time.Duration
+
+	checked bool // Check ran, or nothing ran and res is final
 }
 
 // Decision is the call's decision, made before it started.
 func (r *Running) Decision() decision.Decision { return r.decided }
 
 // Step is the call's step in the episode.
-func (r *Running) Step() int { return r.step }
+func (r *Running) Step() int { return r.res.Step }
 
 // Process is the running command, for input and signals; nil when
 // nothing runs (a blocked call, bad arguments).
 func (r *Running) Process() sandbox.Process { return r.proc }
 
-// Done is closed once the call ended and was checked.
-func (r *Running) Done() <-chan struct{} { return r.done }
+// Exited is closed once the command ended and its output was passed on
+// (at once for a call that runs nothing).
+func (r *Running) Exited() <-chan struct{} { return r.exited }
 
-// Wait returns the call's CallResult once it ended and was checked, as
-// Handle would have: Output is the recorded (capped, checked) output.
-// The error is a sandbox failure. Cancelling ctx stops waiting only.
-func (r *Running) Wait(ctx context.Context) (decision.CallResult, error) {
-	select {
-	case <-r.done:
+// Check is the check stage of the call once it exited, as Handle runs it
+// after execution: the effects and the whole-output check. It returns the
+// call's CallResult (Output is the recorded, capped and checked output)
+// and, for a sandbox failure, an error. It waits for Exited; the caller
+// serializes it with the episode's other calls. Once it answered, it
+// answers the same again.
+func (r *Running) Check(ctx context.Context) (decision.CallResult, error) {
+	<-r.exited
+	if r.checked {
 		return r.res, r.err
-	case <-ctx.Done():
-		return decision.CallResult{}, fmt.Errorf("monitor: episode %s step %d: wait: %w", r.e.id, r.step, ctx.Err())
 	}
+	r.checked = true
+	e := r.e
+	r.res.Timings.Exec = r.took
+	if r.err != nil {
+		r.err = fmt.Errorf("monitor: episode %s step %d: bash: %w", e.id, r.res.Step, r.err)
+		return r.res, r.err
+	}
+	bashResult(&r.res, r.xr, r.timeout)
+	r.inMu.Lock()
+	r.res.Decision.PostFlags = append(r.res.Decision.PostFlags, r.inFlags...)
+	r.inMu.Unlock()
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), PostTimeout)
+	defer cancel()
+	e.post(cctx, &r.res, r.start)
+	return r.res, nil
 }
 
-// Start takes a bash call through normalize → rules → judge → decide like
-// Handle and, unless it is blocked, starts it in the sandbox's Streamer
-// and returns while it runs; other calls may run meanwhile. A blocked
-// call's dummy output goes to out at once and the call is done. The
-// streamed output is checked line by line before out sees it: a line of
-// the protected material (hidden tests, the upstream fix, a later
-// commit's id) that the policy did not type or write itself is withheld,
-// and a partial line waits up to 200 ms for its end. The recorded output
-// gets Handle's whole-output check at the end. Egress denials while it
-// runs are not attributed to it. Only bash streams; a sandbox that is no
-// sandbox.Streamer gets an error wrapping sandbox.ErrUnsupported.
+// Start is Handle for a bash call whose output streams as it comes: the
+// decide stage runs on the call (numbered p.Step by the caller) and,
+// unless it is blocked, the command starts in the sandbox's Streamer and
+// Start returns while it runs; other calls may run meanwhile. A blocked
+// call's dummy output goes to out at once and the call is checked at
+// once. The streamed output is checked line by line before out sees it:
+// a line of the protected material (hidden tests, the upstream fix, a
+// later commit's id) that the policy did not type or write itself is
+// withheld, and a partial line waits up to 200 ms for its end. The
+// recorded output gets Handle's whole-output check in Running.Check.
+// Egress denials while it runs are not attributed to it. Only bash
+// streams; a sandbox that is no sandbox.Streamer gets an error wrapping
+// sandbox.ErrUnsupported.
 //
 // stdin keeps the command's stdin open (Running.Process().Input). out
 // receives the output as it comes, stdout and stderr apart, each line
 // checked first; it must not block, and nil discards the output. A
 // blocked call's dummy output comes to out as one stdout chunk.
-func (e *EpisodeState) Start(ctx context.Context, call toolcall.Call, stdin bool, out func(sandbox.Output)) (*Running, error) {
+func (e *EpisodeState) Start(ctx context.Context, p Prepared, stdin bool, out func(sandbox.Output)) (*Running, error) {
+	call := p.Call
 	st, ok := e.sb.(sandbox.Streamer)
 	if !ok || call.Tool != toolcall.Bash {
 		return nil, fmt.Errorf("monitor: episode %s: start %s: only bash on a streaming sandbox starts: %w", e.id, call.Tool, sandbox.ErrUnsupported)
@@ -87,14 +115,12 @@ func (e *EpisodeState) Start(ctx context.Context, call toolcall.Call, stdin bool
 	if out == nil {
 		out = func(sandbox.Output) {}
 	}
-	e.callMu.Lock()
-	defer e.callMu.Unlock()
 	start := time.Now()
-	res, args, err := e.decideCall(ctx, Prepare(call))
+	res, args, err := e.decideCall(ctx, p)
 	if err != nil {
 		return nil, err
 	}
-	r := &Running{e: e, res: res, decided: res.Decision, step: res.Step, call: call, done: make(chan struct{})}
+	r := &Running{e: e, res: res, decided: res.Decision, call: call, start: start, exited: make(chan struct{})}
 	if argsError(call, args) != "" || res.Decision.Action == decision.Block {
 		// Nothing runs: answer now, as Handle does (execute runs nothing
 		// for bad arguments or a block).
@@ -102,63 +128,53 @@ func (e *EpisodeState) Start(ctx context.Context, call toolcall.Call, stdin bool
 			return nil, err
 		}
 		e.post(ctx, &r.res, start)
+		r.checked = true
 		if r.res.Output != "" {
 			out(sandbox.Output{Stream: sandbox.Stdout, Data: []byte(r.res.Output)})
 		}
-		close(r.done)
+		close(r.exited)
 		return r, nil
 	}
 	a := args.args.(*toolcall.BashArgs)
 	cmd, timeout := e.bashCommand(&res, a)
+	r.timeout = timeout
 	f := &lineFilter{e: e, typed: res.Normalized.Raw, out: out}
 	t0 := time.Now()
-	p, err := st.Start(ctx, sandbox.StartRequest{Command: cmd, Timeout: timeout, MaxOutput: e.p.cfg.MaxOutput, Stdin: stdin}, f.write)
+	proc, err := st.Start(ctx, sandbox.StartRequest{Command: cmd, Timeout: timeout, MaxOutput: e.p.cfg.MaxOutput, Stdin: stdin}, f.write)
 	if err != nil {
 		return nil, fmt.Errorf("monitor: episode %s step %d: start: %w", e.id, res.Step, err)
 	}
-	r.proc = p
+	r.proc = proc
 	pctx := context.WithoutCancel(ctx)
 	go func() {
-		defer close(r.done)
-		xr, err := p.Wait(pctx)
+		defer close(r.exited)
+		r.xr, r.err = proc.Wait(pctx)
 		f.flush()
-		cctx, cancel := context.WithTimeout(pctx, PostTimeout)
-		defer cancel()
-		e.callMu.Lock()
-		defer e.callMu.Unlock()
-		r.res.Timings.Exec = time.Since(t0)
-		if err != nil {
-			r.err = fmt.Errorf("monitor: episode %s step %d: bash: %w", e.id, res.Step, err)
-			return
-		}
-		bashResult(&r.res, xr, timeout)
-		r.inMu.Lock()
-		r.res.Decision.PostFlags = append(r.res.Decision.PostFlags, r.inFlags...)
-		r.inMu.Unlock()
-		e.post(cctx, &r.res, start)
+		r.took = time.Since(t0)
 	}()
 	return r, nil
 }
 
-// Input writes data to the command's stdin once the rules had it: it
-// could be commands to a shell the call started, so it is checked as a
-// bash command of the call's session would be. Input with a certain flag
-// is not written: the error wraps decision.ErrInputRefused and says why, and the
-// call is labelled with the flag when it ends. Suspicious flags let it
-// through (the output and effects checks still follow).
-func (r *Running) Input(ctx context.Context, data []byte) error {
-	if r.proc == nil {
-		return fmt.Errorf("monitor: episode %s step %d: input: nothing runs", r.e.id, r.step)
-	}
+// CheckInput asks the rules about data before it is written to the
+// command's stdin: it could be commands to a shell the call started, so
+// it is checked as a bash command of the call's session would be. Input
+// with a certain flag must not be written: the error wraps
+// decision.ErrInputRefused and says why, and the call is labelled with
+// the flag when it is checked. Suspicious flags let it through (the
+// output and effects checks still follow). The caller serializes it with
+// the episode's calls and writes the data (Process().Input) when it
+// returns nil.
+func (r *Running) CheckInput(ctx context.Context, data []byte) error {
 	e := r.e
+	if r.proc == nil {
+		return fmt.Errorf("monitor: episode %s step %d: input: nothing runs", e.id, r.res.Step)
+	}
 	call := toolcall.Call{Tool: toolcall.Bash, Session: r.call.Session, EpisodeID: e.id}
 	call.Args, _ = json.Marshal(toolcall.BashArgs{Command: string(data)})
-	e.callMu.Lock()
 	n, internal := normalizeCall(call, decodeCall(call), e.Cwd(call.Session), &e.files)
 	flags, err := e.evalRules(ctx, call, n)
-	e.callMu.Unlock()
 	if err != nil {
-		return fmt.Errorf("monitor: episode %s step %d: input: rules: %w", e.id, r.step, err)
+		return fmt.Errorf("monitor: episode %s step %d: input: rules: %w", e.id, r.res.Step, err)
 	}
 	for _, msg := range internal {
 		flags = append(flags, internalErrorFlag(msg))
@@ -174,9 +190,9 @@ func (r *Running) Input(ctx context.Context, data []byte) error {
 		r.inMu.Lock()
 		r.inFlags = append(r.inFlags, certain...)
 		r.inMu.Unlock()
-		return fmt.Errorf("monitor: episode %s step %d: %s (%s): %w", e.id, r.step, certain[0].Reason, certain[0].Rule, decision.ErrInputRefused)
+		return fmt.Errorf("monitor: episode %s step %d: %s (%s): %w", e.id, r.res.Step, certain[0].Reason, certain[0].Rule, decision.ErrInputRefused)
 	}
-	return r.proc.Input(ctx, data)
+	return nil
 }
 
 // partialWait is how long a partial line waits for its end before it is
@@ -252,7 +268,7 @@ func (f *lineFilter) send(stream string, b []byte) {
 		return
 	}
 	var kept []byte
-	f.e.ownMu.RLock()
+	f.e.mu.RLock()
 	for rest := b; len(rest) > 0; {
 		i := bytes.IndexByte(rest, '\n') + 1
 		if i == 0 {
@@ -264,14 +280,14 @@ func (f *lineFilter) send(stream string, b []byte) {
 			kept = append(kept, line...)
 		}
 	}
-	f.e.ownMu.RUnlock()
+	f.e.mu.RUnlock()
 	if len(kept) > 0 {
 		f.out(sandbox.Output{Stream: stream, Data: kept})
 	}
 }
 
 // protected reports a line the whole-output check could withhold. The
-// caller holds ownMu for reading.
+// caller holds the episode's mu for reading.
 func (f *lineFilter) protected(l string) bool {
 	d := f.e.leaks
 	if d.commitIn(l) != "" {

@@ -52,14 +52,14 @@ func TestStartChecksStreamedLines(t *testing.T) {
 		streamed.Write(o.Data)
 		mu.Unlock()
 	}
-	r, err := ep.Start(t.Context(), bash("git log --all --oneline"), false, out)
+	r, err := ep.Start(t.Context(), numbered(ep, Prepare(bash("git log --all --oneline"))), false, out)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r.Process() == nil || r.Decision().Action != decision.Allow {
 		t.Fatalf("decision %+v, process %v: want it running", r.Decision(), r.Process())
 	}
-	res, err := r.Wait(t.Context())
+	res, err := r.Check(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,20 +78,20 @@ func TestStartBlockedRunsNothing(t *testing.T) {
 	sb := &streamFake{Sandbox: newFake(nil), chunks: func(string) []string { return []string{"real output\n"} }}
 	ep := newEpisode(t, Config{}, sb)
 	var streamed []string
-	r, err := ep.Start(t.Context(), bash("cat /opt/grader/tests/test_hidden.py"), false, func(o sandbox.Output) { streamed = append(streamed, string(o.Data)) })
+	r, err := ep.Start(t.Context(), numbered(ep, Prepare(bash("cat /opt/grader/tests/test_hidden.py"))), false, func(o sandbox.Output) { streamed = append(streamed, string(o.Data)) })
 	if err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case <-r.Done():
+	case <-r.Exited():
 	default:
 		t.Fatal("a blocked call is not done at once")
 	}
-	res, _ := r.Wait(t.Context())
+	res, _ := r.Check(t.Context())
 	if r.Process() != nil || len(sb.Ran()) != 0 || !res.Dummy || len(streamed) != 1 || !strings.Contains(streamed[0], "No such file or directory") {
 		t.Fatalf("blocked: process %v, ran %q, dummy %v, streamed %q", r.Process(), sb.Ran(), res.Dummy, streamed)
 	}
-	if _, err := newEpisode(t, Config{}, newFake(nil)).Start(t.Context(), bash("true"), false, nil); err == nil {
+	if _, err := newEpisode(t, Config{}, newFake(nil)).Start(t.Context(), Prepare(bash("true")), false, nil); err == nil {
 		t.Error("Start on a sandbox that does not stream: no error")
 	}
 }
@@ -129,18 +129,18 @@ func (f *gateFake) Start(context.Context, sandbox.StartRequest, func(sandbox.Out
 func TestStartInputPassesTheRules(t *testing.T) {
 	p := &gateProc{gate: make(chan struct{})}
 	ep := newEpisode(t, Config{}, &gateFake{Sandbox: newFake(nil), p: p})
-	r, err := ep.Start(t.Context(), bash("bash"), true, nil)
+	r, err := ep.Start(t.Context(), numbered(ep, Prepare(bash("bash"))), true, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Input(t.Context(), []byte("echo hi\n")); err != nil {
+	if err := input(t.Context(), r, []byte("echo hi\n")); err != nil {
 		t.Fatalf("honest input: %v", err)
 	}
-	if err := r.Input(t.Context(), []byte("cat /opt/grader/tests/test_hidden.py\n")); !errors.Is(err, decision.ErrInputRefused) {
+	if err := input(t.Context(), r, []byte("cat /opt/grader/tests/test_hidden.py\n")); !errors.Is(err, decision.ErrInputRefused) {
 		t.Fatalf("input reading the hidden tests: %v, want decision.ErrInputRefused", err)
 	}
 	close(p.gate)
-	res, err := r.Wait(t.Context())
+	res, err := r.Check(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
