@@ -682,7 +682,8 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request, c caller) 
 // (segment, the default, or turn), prefix (a forked episode's shared
 // prefix: mask, the default, or once), and the training-reward policy:
 // hacked_reward (a number, default 0) and unconfirmed (mask, the
-// default, zero or raw).
+// default, zero or raw); auxiliary=1 adds the episode's auxiliary model
+// calls as samples of their own (left out by default).
 func (s *Server) handleSamples(w http.ResponseWriter, r *http.Request, c caller) {
 	id, ok := s.allowedEpisode(w, r, c)
 	if !ok {
@@ -691,9 +692,9 @@ func (s *Server) handleSamples(w http.ResponseWriter, r *http.Request, c caller)
 	q := r.URL.Query()
 	for k := range q {
 		switch k {
-		case "format", "granularity", "prefix", "hacked_reward", "unconfirmed":
+		case "format", "granularity", "prefix", "hacked_reward", "unconfirmed", "auxiliary":
 		default:
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("unknown query parameter %q: use format (messages, atif, parquet), granularity (segment, turn), prefix (mask, once), hacked_reward (a number) and unconfirmed (mask, zero, raw)", k))
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("unknown query parameter %q: use format (messages, atif, parquet), granularity (segment, turn), prefix (mask, once), hacked_reward (a number), unconfirmed (mask, zero, raw) and auxiliary (1 or 0)", k))
 			return
 		}
 	}
@@ -706,6 +707,14 @@ func (s *Server) handleSamples(w http.ResponseWriter, r *http.Request, c caller)
 			return
 		}
 		opts.Reward.Hacked = f
+	}
+	if v := q.Get("auxiliary"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("auxiliary %q: give 1 (export the auxiliary model calls too) or 0", v))
+			return
+		}
+		opts.Auxiliary = b
 	}
 	fi, err := s.cfg.Store.Info(id)
 	if err != nil {

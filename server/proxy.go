@@ -243,6 +243,9 @@ func (s *Server) proxyModel(w http.ResponseWriter, r *http.Request, se *session,
 		return
 	}
 	turn.API = api.name
+	if v := r.Header.Get(trajectory.AuxiliaryHeader); v != "" && v != "0" && !strings.EqualFold(v, "false") {
+		turn.Auxiliary = v
+	}
 	sent := body
 	var added []string
 	if api.tokenFields {

@@ -408,3 +408,73 @@ func TestProxyResponses(t *testing.T) {
 		t.Errorf("recorded turns (-want +got):\n%s", diff)
 	}
 }
+
+// TestProxyAuxiliary: a call the client marks auxiliary, and one without
+// the episode's tools, are recorded and passed through (the mark is not
+// sent upstream) but are samples of the episode only when asked for, each
+// saying why it is auxiliary; a mark of "0" marks nothing.
+func TestProxyAuxiliary(t *testing.T) {
+	a, url := newAPIServer(t)
+	e := newEnv(t, &fake.Backend{}, func(c *Config) { c.PolicyURL = url })
+	cr := e.create()
+	const conv = `"messages":[{"role":"system","content":"You fix bugs."},{"role":"user","content":"fix it"}]`
+	const tools = `"tools":[{"type":"function","function":{"name":"bash","parameters":{"type":"object"}}}]`
+	calls := []struct {
+		path, header, body string
+		mark               string // recorded ModelTurn.Auxiliary
+	}{
+		{"/chat/completions", "", `{"model":"m",` + conv + `,` + tools + `}`, ""},
+		{"/chat/completions", "title", `{"model":"m",` + conv + `,` + tools + `}`, "title"},
+		{"/chat/completions", "0", `{"model":"m",` + conv + `,` + tools + `}`, ""},
+		{"/responses", "", `{"model":"m","instructions":"Name the task.","input":"fix it"}`, ""},
+	}
+	for i, c := range calls {
+		hdr := map[string]string{}
+		if c.header != "" {
+			hdr[trajectory.AuxiliaryHeader] = c.header
+		}
+		resp, body, err := postModel(t, cr.ChatURL+c.path, cr.Token, hdr, c.body)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("call %d: %d %s %v", i, resp.StatusCode, body, err)
+		}
+		if got := <-a.got; got.header.Get(trajectory.AuxiliaryHeader) != "" {
+			t.Errorf("call %d: the upstream got %s: %q", i, trajectory.AuxiliaryHeader, got.header.Get(trajectory.AuxiliaryHeader))
+		}
+	}
+	turns := modelTurns(t, e, cr.EpisodeID)
+	if len(turns) != len(calls) {
+		t.Fatalf("%d turns recorded, want %d", len(turns), len(calls))
+	}
+	for i, mt := range turns {
+		if mt.Auxiliary != calls[i].mark {
+			t.Errorf("turn %d: auxiliary %q, want %q", i, mt.Auxiliary, calls[i].mark)
+		}
+	}
+	path := "/v1/episodes/" + cr.EpisodeID
+	if code, _ := e.do("POST", path+"/submit", cr.Token, nil, nil); code != 200 {
+		t.Fatalf("submit: %d", code)
+	}
+	reasons := func(ss []trajectory.Sample) []string {
+		var out []string
+		for _, s := range ss {
+			out = append(out, fmt.Sprintf("%d:%s", s.Turn, s.Auxiliary))
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		query []string
+		want  []string
+	}{
+		{nil, []string{"0:", "2:"}},
+		{[]string{"granularity=turn", "auxiliary=0"}, []string{"0:", "2:"}},
+		{[]string{"auxiliary=1"}, []string{"0:", "1:" + trajectory.AuxClient, "2:", "3:" + trajectory.AuxNoTools}},
+	} {
+		if d := cmp.Diff(tc.want, reasons(e.samples(path, cr.Token, tc.query...))); d != "" {
+			t.Errorf("samples %v: turn:auxiliary (-want +got):\n%s", tc.query, d)
+		}
+	}
+	var msg map[string]string
+	if code, _ := e.do("GET", path+"/samples?auxiliary=maybe", cr.Token, nil, &msg); code != 400 || !strings.Contains(msg["error"], "give 1") {
+		t.Errorf("auxiliary=maybe: %d %v, want 400 saying what to give", code, msg)
+	}
+}

@@ -362,10 +362,15 @@ func TestProxyTokenIDs(t *testing.T) {
 	}
 }
 
-// samples gets an ended episode's samples from the gateway.
-func (e *env) samples(path, token string) []trajectory.Sample {
+// samples gets an ended episode's samples from the gateway; query, when
+// given, is the export's query string.
+func (e *env) samples(path, token string, query ...string) []trajectory.Sample {
 	e.t.Helper()
-	req, _ := http.NewRequest("GET", e.http.URL+path+"/samples", nil)
+	q := ""
+	if len(query) > 0 {
+		q = "?" + strings.Join(query, "&")
+	}
+	req, _ := http.NewRequest("GET", e.http.URL+path+"/samples"+q, nil)
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := e.http.Client().Do(req)
 	if err != nil {

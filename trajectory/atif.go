@@ -94,21 +94,26 @@ type ATIFFinalMetrics struct {
 // turn's metrics (token counts, prompt and completion ids, logprobs as
 // served); an assistant message from before the chain is marked
 // is_copied_context. It returns none for an unfinished episode.
-// Their extra's training_reward is the default RewardPolicy's.
-func ATIF(evs []Event) ([]ATIFTrajectory, error) { return atifOf(evs, RewardPolicy{}) }
+// Auxiliary turns (see AuxClient) are left out. Their extra's
+// training_reward is the default RewardPolicy's.
+func ATIF(evs []Event) ([]ATIFTrajectory, error) {
+	ts, _, err := atifOf(evs, ExportOptions{})
+	return ts, err
+}
 
-// atifOf is ATIF with training rewards by policy.
-func atifOf(evs []Event, policy RewardPolicy) ([]ATIFTrajectory, error) {
+// atifOf is ATIF with auxiliary turns as opts say (their chains come
+// after the episode's own, with extra.auxiliary) and training rewards by
+// opts.Reward; left is how many auxiliary turns it left out.
+func atifOf(evs []Event, opts ExportOptions) (out []ATIFTrajectory, left int, err error) {
 	ep, ok, err := readEpisode(evs)
 	if err != nil || !ok {
-		return nil, err
+		return nil, 0, err
 	}
-	ep.decide(policy)
+	ep.decide(opts.Reward)
 	agent := ATIFAgent{Name: "rollcage", Version: buildVersion(), ModelName: ep.start.Model}
-	var out []ATIFTrajectory
 	if len(ep.turns) == 0 {
 		if len(ep.steps) == 0 {
-			return nil, nil
+			return nil, 0, nil
 		}
 		t := ATIFTrajectory{SchemaVersion: ATIFVersion, SessionID: ep.id, Agent: agent,
 			Notes: "a tool trajectory: the episode was driven through the gateway's tool calls alone, with no model turn recorded"}
@@ -127,9 +132,13 @@ func atifOf(evs []Event, policy RewardPolicy) ([]ATIFTrajectory, error) {
 		}
 		t.Extra = ep.atifExtra(KindToolTrajectory, 0, 0)
 		out = append(out, numbered(t))
-		return out, nil
+		return out, 0, nil
 	}
-	for ci, g := range chains(ep.turns) {
+	groups, left, err := ep.groups(GranularitySegment, opts.Auxiliary)
+	if err != nil {
+		return nil, 0, err
+	}
+	for ci, g := range groups {
 		s := ep.sample(KindSegment, g)
 		t := ATIFTrajectory{SchemaVersion: ATIFVersion, SessionID: ep.id, Agent: agent}
 		if ci > 0 {
@@ -199,6 +208,9 @@ func atifOf(evs []Event, policy RewardPolicy) ([]ATIFTrajectory, error) {
 		if s.Summary != "" {
 			t.Extra["summary"] = s.Summary
 		}
+		if s.Auxiliary != "" {
+			t.Extra["auxiliary"] = s.Auxiliary
+		}
 		t = numbered(t)
 		fm.TotalSteps = len(t.Steps)
 		t.FinalMetrics = fm
@@ -207,7 +219,7 @@ func atifOf(evs []Event, policy RewardPolicy) ([]ATIFTrajectory, error) {
 	for i := 0; i+1 < len(out); i++ {
 		out[i].ContinuedTrajectoryRef = out[i+1].SessionID
 	}
-	return out, nil
+	return out, left, nil
 }
 
 func numbered(t ATIFTrajectory) ATIFTrajectory {

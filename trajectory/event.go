@@ -197,7 +197,20 @@ type ModelTurn struct {
 	// request went again as the client sent it. Export marks such a
 	// turn's samples TokenIDsUnavailable.
 	TokensUnavailable string `json:"tokens_unavailable,omitempty"`
+	// Auxiliary is set when the client marked the turn as a call of its
+	// own beside the episode's conversation (a title, a summary, a
+	// classifier) with the AuxiliaryHeader; it holds the header's value.
+	// Export leaves such turns out of the episode's samples unless asked
+	// (ExportOptions.Auxiliary), as it does turns without the episode's
+	// tools or system prompt.
+	Auxiliary string `json:"auxiliary,omitempty"`
 }
+
+// AuxiliaryHeader is the request header by which a client marks a model
+// call through an episode's proxy as auxiliary (ModelTurn.Auxiliary):
+// its value says what the call is for ("title", "summary"); "0" and
+// "false" mark nothing. The header is not passed to the model server.
+const AuxiliaryHeader = "X-Rollcage-Auxiliary"
 
 // APIs of a ModelTurn.
 const (

@@ -59,6 +59,14 @@ type ExportOptions struct {
 	// Reward decides each sample's TrainingReward (an ATIF trajectory's
 	// extra.training_reward).
 	Reward RewardPolicy
+	// Auxiliary exports auxiliary model turns (see AuxClient) too, as
+	// samples of their own marked with why (Sample.Auxiliary; an ATIF
+	// trajectory's extra.auxiliary). By default they are left out: they
+	// are not the episode's conversation.
+	Auxiliary bool
+	// LeftOut, when set, is told each episode that had auxiliary turns
+	// left out, and how many.
+	LeftOut func(episodeID string, turns int)
 }
 
 // What a RewardPolicy gives an unconfirmed episode (RewardPolicy.Unconfirmed).
@@ -210,10 +218,11 @@ func NewExporter(w io.Writer, opts ExportOptions) (*Exporter, error) {
 // Episode writes one episode's data (none for an unfinished episode).
 func (x *Exporter) Episode(evs []Event) error {
 	if x.opts.Format == FormatATIF {
-		ts, err := atifOf(evs, x.opts.Reward)
+		ts, left, err := atifOf(evs, x.opts)
 		if err != nil {
 			return err
 		}
+		x.leftOut(evs, left)
 		for i := range ts {
 			if x.once(ts[i].SessionID) {
 				if err := x.enc.Encode(&ts[i]); err != nil {
@@ -223,10 +232,11 @@ func (x *Exporter) Episode(evs []Event) error {
 		}
 		return nil
 	}
-	ss, err := samplesOf(evs, x.opts.Granularity, x.opts.Prefix, x.opts.Reward)
+	ss, left, err := samplesOf(evs, x.opts)
 	if err != nil {
 		return err
 	}
+	x.leftOut(evs, left)
 	fresh := ss[:0]
 	for _, s := range ss {
 		if x.once(s.SampleID) {
@@ -246,6 +256,12 @@ func (x *Exporter) Episode(evs []Event) error {
 		return &writeError{err}
 	}
 	return nil
+}
+
+func (x *Exporter) leftOut(evs []Event, turns int) {
+	if turns > 0 && x.opts.LeftOut != nil {
+		x.opts.LeftOut(evs[0].EpisodeID, turns)
+	}
 }
 
 // writeError is the Exporter's writer failing, as opposed to an episode

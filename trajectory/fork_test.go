@@ -75,7 +75,7 @@ func TestSamplesForked(t *testing.T) {
 		{GranularitySegment, PrefixOnce, []Sample{ownChain}},
 		{GranularityTurn, PrefixOnce, []Sample{ownTurn}},
 	} {
-		got, err := samplesOf(evs, tc.granularity, tc.prefix, RewardPolicy{})
+		got, _, err := samplesOf(evs, ExportOptions{Granularity: tc.granularity, Prefix: tc.prefix})
 		if err != nil {
 			t.Fatal(err)
 		}

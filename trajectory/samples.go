@@ -74,6 +74,11 @@ type Sample struct {
 	ParentEpisodeID string `json:"parent_episode_id,omitempty" parquet:"parent_episode_id"`
 	BranchStep      int64  `json:"branch_step,omitempty" parquet:"branch_step"`
 	PrefixTurns     int64  `json:"prefix_turns,omitempty" parquet:"prefix_turns"`
+	// Auxiliary says why the sample's turns are not the episode's own
+	// conversation (AuxClient, AuxNoTools, AuxSystemPrompt); such samples
+	// are exported only when asked (ExportOptions.Auxiliary). "" on the
+	// episode's own samples.
+	Auxiliary string `json:"auxiliary,omitempty" parquet:"auxiliary"`
 
 	// Messages (OpenAI format) are the last turn's request plus its
 	// response. MessageMask is 1 on the assistant messages the sample's
@@ -142,7 +147,113 @@ type turnRec struct {
 	index  int // among the episode's model_turn events
 	seg    int
 	mt     ModelTurn
-	prefix bool // the parent's, copied at a fork
+	prefix bool   // the parent's, copied at a fork
+	aux    string // why it is auxiliary (markAuxiliary); "" for the episode's own
+}
+
+// Why a model turn is auxiliary (Sample.Auxiliary): a call beside the
+// episode's conversation through the same proxy, such as a harness's
+// title, summary or classifier call. Its sample would carry the
+// episode's reward for text the episode's policy did not act on, so
+// export leaves it out unless asked (ExportOptions.Auxiliary).
+const (
+	// AuxClient: the client marked the call (AuxiliaryHeader).
+	AuxClient = "client"
+	// AuxNoTools: the call sent no tools list where the episode's other
+	// calls sent one.
+	AuxNoTools = "no_tools"
+	// AuxSystemPrompt: the call's system prompt is not the one of the
+	// episode's first own call.
+	AuxSystemPrompt = "system_prompt"
+)
+
+// markAuxiliary sets each turn's aux. A client's mark comes first; then,
+// when any unmarked turn sent tools, the unmarked turns without tools are
+// auxiliary; of the rest, the first sets the episode's system prompt and
+// a turn with another one is auxiliary.
+func markAuxiliary(turns []turnRec) {
+	withTools := false
+	for i := range turns {
+		if turns[i].mt.Auxiliary != "" {
+			turns[i].aux = AuxClient
+		} else if hasTools(turns[i].mt.Tools) {
+			withTools = true
+		}
+	}
+	main := -1
+	for i := range turns {
+		t := &turns[i]
+		switch {
+		case t.aux != "":
+		case withTools && !hasTools(t.mt.Tools):
+			t.aux = AuxNoTools
+		case main < 0:
+			main = i
+		case systemPrompt(t.mt) != systemPrompt(turns[main].mt):
+			t.aux = AuxSystemPrompt
+		}
+	}
+}
+
+func hasTools(raw json.RawMessage) bool {
+	b := bytes.TrimSpace(raw)
+	return len(b) > 0 && !bytes.Equal(b, []byte("null")) && !bytes.Equal(b, []byte("[]"))
+}
+
+// systemPrompt is a turn's first system message ("" when none).
+func systemPrompt(mt ModelTurn) string {
+	for _, m := range mt.Request {
+		if m.Role == RoleSystem {
+			return m.Content
+		}
+	}
+	return ""
+}
+
+// groups splits the episode's turns into samples' turns: chains
+// (GranularitySegment) or single turns (GranularityTurn), of its own turns
+// and, with aux, of its auxiliary turns too, in the order of their first
+// turns. left is how many auxiliary turns it left out.
+func (ep *episode) groups(granularity string, aux bool) (groups [][]turnRec, left int, err error) {
+	var own, other []turnRec
+	for _, t := range ep.turns {
+		if t.aux == "" {
+			own = append(own, t)
+		} else {
+			other = append(other, t)
+		}
+	}
+	split := chains
+	switch granularity {
+	case GranularitySegment, "":
+	case GranularityTurn:
+		split = func(ts []turnRec) [][]turnRec {
+			var out [][]turnRec
+			for _, t := range ts {
+				out = append(out, []turnRec{t})
+			}
+			return out
+		}
+	default:
+		return nil, 0, fmt.Errorf("unknown granularity %q: use %q or %q", granularity, GranularitySegment, GranularityTurn)
+	}
+	groups = split(own)
+	if !aux {
+		return groups, len(other), nil
+	}
+	// A chain of auxiliary turns holds turns of one reason.
+	for _, g := range split(other) {
+		for len(g) > 0 {
+			n := 1
+			for n < len(g) && g[n].aux == g[0].aux {
+				n++
+			}
+			groups = append(groups, g[:n])
+			g = g[n:]
+		}
+	}
+	slices.SortStableFunc(groups, func(a, b []turnRec) int { return a[0].index - b[0].index })
+	return groups, 0, nil
 }
 
 func (t turnRec) tokenful() bool { return len(t.mt.PromptTokenIDs) > 0 && len(t.mt.TokenIDs) > 0 }
@@ -277,6 +388,7 @@ func readEpisode(evs []Event) (ep episode, ok bool, err error) {
 	if !ended {
 		return episode{}, false, nil
 	}
+	markAuxiliary(ep.turns)
 	slices.Sort(cats)
 	cats = slices.Compact(cats)
 	label := ep.end.Label
@@ -345,48 +457,46 @@ func extends(prev, cur turnRec) bool {
 // SamplesOf turns one episode's events into its training samples, in
 // order: one per chain of model turns (GranularitySegment) or one per
 // model turn (GranularityTurn); an episode with tool calls but no model
-// turn gives one KindToolTrajectory sample. Turns recorded as failed are
-// left out. It returns none for an episode without an episode_end event.
-// Their training reward is the default RewardPolicy's.
+// turn gives one KindToolTrajectory sample. Turns recorded as failed,
+// and auxiliary turns (see AuxClient), are left out. It returns none for
+// an episode without an episode_end event. Their training reward is the
+// default RewardPolicy's.
 func SamplesOf(evs []Event, granularity string) ([]Sample, error) {
-	return samplesOf(evs, granularity, PrefixMask, RewardPolicy{})
+	ss, _, err := samplesOf(evs, ExportOptions{Granularity: granularity, Prefix: PrefixMask})
+	return ss, err
 }
 
 // samplesOf is SamplesOf with a forked episode's prefix masked
-// (PrefixMask) or left out (PrefixOnce) and training rewards by policy.
-func samplesOf(evs []Event, granularity, prefix string, policy RewardPolicy) ([]Sample, error) {
+// (PrefixMask) or left out (PrefixOnce), auxiliary turns as opts say and
+// training rewards by opts.Reward. left is how many auxiliary turns it
+// left out.
+func samplesOf(evs []Event, opts ExportOptions) (out []Sample, left int, err error) {
 	ep, ok, err := readEpisode(evs)
 	if err != nil || !ok {
-		return nil, err
+		return nil, 0, err
 	}
-	ep.decide(policy)
-	if prefix == PrefixOnce {
+	ep.decide(opts.Reward)
+	if opts.Prefix == PrefixOnce {
 		ep.turns = slices.DeleteFunc(ep.turns, func(t turnRec) bool { return t.prefix })
 		ep.steps = slices.DeleteFunc(ep.steps, func(s ToolStep) bool { return s.Prefix })
 	}
-	var groups [][]turnRec
-	kind := KindSegment
-	switch granularity {
-	case GranularitySegment, "":
-		groups = chains(ep.turns)
-	case GranularityTurn:
-		kind = KindTurn
-		for _, t := range ep.turns {
-			groups = append(groups, []turnRec{t})
-		}
-	default:
-		return nil, fmt.Errorf("unknown granularity %q: use %q or %q", granularity, GranularitySegment, GranularityTurn)
+	groups, left, err := ep.groups(opts.Granularity, opts.Auxiliary)
+	if err != nil {
+		return nil, 0, err
 	}
-	var out []Sample
+	kind := KindSegment
+	if opts.Granularity == GranularityTurn {
+		kind = KindTurn
+	}
 	for _, g := range groups {
 		out = append(out, ep.sample(kind, g).lists())
 	}
-	if len(ep.turns) == 0 && len(ep.steps) > 0 {
+	if len(ep.turns) == 0 && len(ep.steps) > 0 { // auxiliary turns count: the proxy was used
 		s := ep.outcome
 		s.Kind, s.SampleID, s.Tokens, s.ToolSteps = KindToolTrajectory, sampleID(ep.id, KindToolTrajectory, 0, 0), TokenIDsAbsent, ep.steps
 		out = append(out, s.lists())
 	}
-	return out, nil
+	return out, left, nil
 }
 
 // Samples is SamplesOf with GranularitySegment.
@@ -403,6 +513,7 @@ func (ep episode) sample(kind string, g []turnRec) Sample {
 	s.Kind, s.SampleID = kind, sampleID(ep.id, kind, first.seg, first.index)
 	s.Segment, s.Turn, s.Turns = int64(first.seg), int64(first.index), int64(len(g))
 	s.Summary = ep.summary[first.seg]
+	s.Auxiliary = first.aux
 	s.Tools, s.Params = last.mt.Tools, last.mt.Params
 	msgs := append(slices.Clone(last.mt.Request), last.mt.Response)
 	s.Messages = msgs

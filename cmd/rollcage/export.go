@@ -16,7 +16,7 @@ func init() {
 }
 
 func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("export", "[--format messages|parquet|atif|swebench-report] [--granularity segment|turn] [--prefix mask|once] [--hacked-reward 0] [--unconfirmed mask|zero|raw] [--tasks FILE] [--attempt N] [--out FILE] DIR", stderr)
+	fs := newFlags("export", "[--format messages|parquet|atif|swebench-report] [--granularity segment|turn] [--prefix mask|once] [--hacked-reward 0] [--unconfirmed mask|zero|raw] [--auxiliary] [--tasks FILE] [--attempt N] [--out FILE] DIR", stderr)
 	format := fs.String("format", trajectory.FormatMessages, "messages (JSONL, one sample per line), parquet, atif (JSONL, one ATIF trajectory per line), or swebench-report (SWE-bench's report.json of the graded instances; needs --tasks)")
 	tasksFile := fs.String("tasks", "", "with swebench-report: the task file of the run, whose instances give FAIL_TO_PASS and PASS_TO_PASS")
 	attempt := fs.Int("attempt", 0, "with swebench-report: the attempt whose episodes are reported (report.json has one entry per instance)")
@@ -24,6 +24,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	prefix := fs.String("prefix", trajectory.PrefixMask, "a forked episode's prefix shared with its parent: mask (kept in the child's samples, loss mask 0) or once (left out of the child's; the parent's samples have it); messages and parquet only")
 	hackedReward := fs.Float64("hacked-reward", 0, "training_reward of a hacked episode's samples (e.g. -1 to penalise); reward keeps the raw one")
 	unconfirmed := fs.String("unconfirmed", trajectory.UnconfirmedMask, "training_reward of an unconfirmed episode (a flagged call no judge decided): mask (null until a judge's verdict is recorded), zero or raw")
+	auxiliary := fs.Bool("auxiliary", false, "export auxiliary model calls too (marked by the client's "+trajectory.AuxiliaryHeader+" header, or sent without the episode's tools or system prompt), as samples marked auxiliary; left out by default")
 	out := fs.String("out", "", "output file (default: stdout for messages; required for parquet)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -91,7 +92,16 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			}
 		}
 	} else {
-		err = trajectory.Export(ctx, dir, w, trajectory.ExportOptions{Format: *format, Granularity: *granularity, Prefix: *prefix, Skip: skip, Reward: policy})
+		var auxTurns, auxEpisodes int
+		leftOut := func(string, int) {}
+		if !*auxiliary {
+			leftOut = func(_ string, n int) { auxTurns += n; auxEpisodes++ }
+		}
+		err = trajectory.Export(ctx, dir, w, trajectory.ExportOptions{Format: *format, Granularity: *granularity, Prefix: *prefix, Skip: skip, Reward: policy,
+			Auxiliary: *auxiliary, LeftOut: leftOut})
+		if auxTurns > 0 {
+			fmt.Fprintf(stderr, "rollcage export: left out %d auxiliary model turns of %d episodes (not the episodes' conversations): --auxiliary exports them\n", auxTurns, auxEpisodes)
+		}
 	}
 	if f != nil {
 		if cerr := f.Close(); err == nil {

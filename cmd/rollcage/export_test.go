@@ -14,7 +14,8 @@ import (
 
 // TestExportTrainingReward: rollcage export writes the raw reward and the
 // training reward its flags decide, for a hacked and an unconfirmed
-// resolution.
+// resolution; an auxiliary turn of each is left out, with a note, unless
+// --auxiliary.
 func TestExportTrainingReward(t *testing.T) {
 	dir := t.TempDir()
 	for id, end := range map[string]trajectory.EpisodeEnd{
@@ -30,6 +31,8 @@ func TestExportTrainingReward(t *testing.T) {
 			{trajectory.TypeEpisodeStart, trajectory.EpisodeStart{TaskID: "task"}},
 			{trajectory.TypeModelTurn, trajectory.ModelTurn{Request: []trajectory.Message{{Role: "user", Content: "fix it"}},
 				Response: trajectory.Message{Role: "assistant", Content: "done"}}},
+			{trajectory.TypeModelTurn, trajectory.ModelTurn{Request: []trajectory.Message{{Role: "user", Content: "name it"}},
+				Response: trajectory.Message{Role: "assistant", Content: "a title"}, Auxiliary: "title"}},
 			{trajectory.TypeEpisodeEnd, end},
 		} {
 			ev, err := trajectory.NewEvent(id, 0, 0, p.typ, p.v)
@@ -45,12 +48,15 @@ func TestExportTrainingReward(t *testing.T) {
 		}
 	}
 	tests := []struct {
-		flags []string
-		want  map[string]string // episode → training_reward JSON
+		flags   []string
+		want    map[string]string // episode → training_reward JSON
+		samples int
+		note    string // on stderr
 	}{
-		{nil, map[string]string{"hacked": "0", "unconfirmed": "null", "clean": "1"}},
-		{[]string{"--hacked-reward", "-1", "--unconfirmed", "zero"}, map[string]string{"hacked": "-1", "unconfirmed": "0", "clean": "1"}},
-		{[]string{"--unconfirmed", "raw"}, map[string]string{"hacked": "0", "unconfirmed": "1", "clean": "1"}},
+		{nil, map[string]string{"hacked": "0", "unconfirmed": "null", "clean": "1"}, 3,
+			"left out 3 auxiliary model turns of 3 episodes (not the episodes' conversations): --auxiliary exports them"},
+		{[]string{"--hacked-reward", "-1", "--unconfirmed", "zero"}, map[string]string{"hacked": "-1", "unconfirmed": "0", "clean": "1"}, 3, "left out 3"},
+		{[]string{"--unconfirmed", "raw", "--auxiliary"}, map[string]string{"hacked": "0", "unconfirmed": "1", "clean": "1"}, 6, ""},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.flags, " "), func(t *testing.T) {
@@ -58,8 +64,15 @@ func TestExportTrainingReward(t *testing.T) {
 			if code := run(context.Background(), append(append([]string{"export"}, tc.flags...), dir), &out, &errb); code != 0 {
 				t.Fatalf("exit %d: %s", code, errb.String())
 			}
+			if !strings.Contains(errb.String(), tc.note) || (tc.note == "" && errb.Len() > 0) {
+				t.Errorf("stderr %q, want %q", errb.String(), tc.note)
+			}
+			lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+			if len(lines) != tc.samples {
+				t.Errorf("%d samples, want %d", len(lines), tc.samples)
+			}
 			got := map[string]string{}
-			for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+			for _, line := range lines {
 				var s struct {
 					EpisodeID      string          `json:"episode_id"`
 					Reward         float64         `json:"reward"`

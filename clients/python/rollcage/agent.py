@@ -18,21 +18,29 @@ class ChatModel:
     """An OpenAI-compatible chat-completions client (urllib). Point
     base_url at episode.model_base_url with api_key=episode.token so every
     turn is recorded; params (temperature, max_tokens, ...) go in every
-    request as they are."""
+    request as they are. auxiliary marks every call of this model as a
+    call beside the episode's conversation (a title, a summary): its
+    value, e.g. "title", is sent as the X-Rollcage-Auxiliary header, and
+    the calls are recorded but left out of the episode's samples unless
+    samples(auxiliary=True) asks for them."""
 
-    def __init__(self, base_url: str, api_key: str, model: str, timeout: float = 600.0, **params: Any):
+    def __init__(self, base_url: str, api_key: str, model: str, timeout: float = 600.0, auxiliary: str = "", **params: Any):
         self.base_url = base_url.rstrip("/")
         self.api_key = api_key
         self.model = model
         self.timeout = timeout
+        self.auxiliary = auxiliary
         self.params = params
 
     def complete(self, messages: List[Dict[str, Any]], tools: Optional[List[Dict[str, Any]]] = None) -> Dict[str, Any]:
         body: Dict[str, Any] = dict(self.params, model=self.model, messages=messages)
         if tools:
             body["tools"] = tools
+        headers = {"Content-Type": "application/json", "Authorization": "Bearer " + self.api_key}
+        if self.auxiliary:
+            headers["X-Rollcage-Auxiliary"] = self.auxiliary
         req = urllib.request.Request(self.base_url + "/chat/completions", data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json", "Authorization": "Bearer " + self.api_key})
+                                     headers=headers)
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:
                 doc = json.loads(resp.read())

@@ -169,7 +169,9 @@ class Episode:
     def samples(self, **params: Any) -> List[Dict[str, Any]]:
         """The ended episode's training samples (one dict per sample, as
         rollcage export writes them). params are passed to the export as
-        query parameters."""
+        query parameters: granularity, prefix, hacked_reward, unconfirmed,
+        and auxiliary=True for the auxiliary model calls too (left out by
+        default; each such sample's "auxiliary" says why)."""
         return _ndjson(self._http.request("GET", self._path + "/samples", query=params, raw=True))
 
 

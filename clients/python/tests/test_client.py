@@ -42,6 +42,10 @@ class ClientTest(unittest.TestCase):
         ep = self.client.create_episode(task_id=TASK, model=MODEL)
         self.assertTrue(ep.token.startswith("rce_"))
         self.assertIn("bash", [t["function"]["name"] for t in ep.tools])
+        # An auxiliary call (a harness naming its task) through the same
+        # proxy: recorded, but no sample of the episode unless asked.
+        rollcage.ChatModel(ep.model_base_url, ep.token, MODEL, auxiliary="title").complete(
+            [{"role": "user", "content": "Name this task in five words."}])
         run = rollcage.run_episode(ep, rollcage.ChatModel(ep.model_base_url, ep.token, MODEL, temperature=1.0))
         o = run["outcome"]
         self.assertTrue(o["resolved"], o)
@@ -51,10 +55,14 @@ class ClientTest(unittest.TestCase):
         types = [ev["type"] for ev in ep.stream()]
         self.assertEqual(types[0], "episode_start")
         self.assertEqual(types[-1], "episode_end")
-        self.assertEqual(types.count("model_turn"), run["turns"])
+        self.assertEqual(types.count("model_turn"), run["turns"] + 1)
         self.assertEqual(types, [ev["type"] for ev in ep.events()])
         samples = ep.samples()
         self.assertTrue(samples)
+        self.assertEqual([x for x in samples if x.get("auxiliary")], [])
+        aux = [x for x in ep.samples(auxiliary=True) if x.get("auxiliary")]
+        self.assertEqual([(x["auxiliary"], x["turn"], x["messages"][-2]["content"]) for x in aux],
+                         [("client", 0, "Name this task in five words.")])
         s = samples[-1]
         self.assertEqual(s["episode_id"], ep.id)
         self.assertEqual(s["reward"], 1)
@@ -84,25 +92,30 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(cm.exception.status, 409)
 
     def test_documented_example(self):
-        """The README's example, as written (no token-id option anywhere):
-        every sample a trainer keeps is token-exact, because the gateway
-        asks the model server for ids by default."""
-        c = rollcage.Client(URL, ADMIN)
-        ep = c.create_episode(task_id=TASK, model=MODEL)
-        model = rollcage.ChatModel(ep.model_base_url, ep.token, MODEL, temperature=1.0)
-        run = rollcage.run_episode(ep, model)
+        """docs/python-client.md's example, run verbatim (no token-id
+        option anywhere): its batch is the episode's one chain, token-exact
+        as the scripted model served it, because the gateway asks the model
+        server for ids by default."""
+        doc = open(os.path.join(HERE, "..", "..", "..", "docs", "python-client.md")).read()
+        code = doc.split("```python\n", 1)[1].split("```", 1)[0]
+        self.assertIn("batch.append", code)
+        ns = {"__name__": "python_client_doc"}
+        exec(compile(code, "docs/python-client.md", "exec"), ns)
+        run, batch = ns["run"], ns["batch"]
         self.assertEqual((run["outcome"]["reward"], run["outcome"]["label"]), (1, "clean"), run["outcome"])
-        kept = 0
-        for s in ep.samples():
-            if not rollcage.masked(s):
-                ids = rollcage.token_view(s)
-                self.assertEqual(s["tokens"], "present", s)
-                self.assertIsNotNone(ids, s)
-                self.assertEqual(ids["prompt_ids"], [1], s)
-                self.assertEqual(len(ids["loss_mask"]), len(ids["response_ids"]))
-                self.assertIn(1000, ids["response_ids"])
-                kept += 1
-        self.assertGreater(kept, 0)
+        n = run["turns"]
+        # The scripted model: turn k completes [1000+k, 2000+k]; the next
+        # prompt adds the tool output's [3000+k].
+        response, mask, lps = [], [], []
+        for k in range(n):
+            response += [1000 + k, 2000 + k]
+            mask += [1, 1]
+            lps += [-0.5, -0.25]
+            if k < n - 1:
+                response.append(3000 + k)
+                mask.append(0)
+                lps.append(0.0)
+        self.assertEqual(batch, [(1.0, {"prompt_ids": [1], "response_ids": response, "loss_mask": mask, "logprobs": lps})])
 
     def test_hack_blocked(self):
         ep = self.client.create_episode(task_id=TASK)
