@@ -3,6 +3,7 @@ package trajectory
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -127,6 +128,12 @@ func TestMarkAuxiliary(t *testing.T) {
 		}
 		return turnRec{mt: mt}
 	}
+	// compaction is the harness's summary request after t: t's
+	// conversation and answer, then the ask, without tools.
+	compaction := func(t turnRec) turnRec {
+		mt := ModelTurn{Request: append(slices.Clone(t.mt.Request), t.mt.Response, Message{Role: RoleUser, Content: "Summarize."})}
+		return turnRec{mt: mt}
+	}
 	tests := []struct {
 		name  string
 		turns []turnRec
@@ -139,6 +146,8 @@ func TestMarkAuxiliary(t *testing.T) {
 		{"other system prompt", []turnRec{turn("a", true, ""), turn("b", true, ""), turn("", true, "")}, []string{"", AuxSystemPrompt, AuxSystemPrompt}},
 		{"marked first", []turnRec{turn("t", false, "title"), turn("a", false, ""), turn("a", false, "")}, []string{AuxClient, "", ""}},
 		{"marked, same prompt", []turnRec{turn("a", true, ""), turn("a", true, "summary")}, []string{"", AuxClient}},
+		{"compaction: continues without tools", []turnRec{turn("a", true, ""), compaction(turn("a", true, "")), turn("a", true, "")}, []string{"", "", ""}},
+		{"an aside does not continue", []turnRec{turn("a", true, ""), turn("q", false, ""), compaction(turn("q", false, ""))}, []string{"", AuxNoTools, AuxNoTools}},
 	}
 	for _, tc := range tests {
 		markAuxiliary(tc.turns)

@@ -170,7 +170,9 @@ const (
 // markAuxiliary sets each turn's aux. A client's mark comes first; then,
 // when any unmarked turn sent tools, the unmarked turns without tools are
 // auxiliary; of the rest, the first sets the episode's system prompt and
-// a turn with another one is auxiliary.
+// a turn with another one is auxiliary. A turn that continues the
+// conversation of the episode's last own turn (its messages and answer,
+// then more; a compaction's summary request) is the episode's own.
 func markAuxiliary(turns []turnRec) {
 	withTools := false
 	for i := range turns {
@@ -180,11 +182,12 @@ func markAuxiliary(turns []turnRec) {
 			withTools = true
 		}
 	}
-	main := -1
+	main, last := -1, -1
 	for i := range turns {
 		t := &turns[i]
 		switch {
 		case t.aux != "":
+		case last >= 0 && len(turns[last].mt.Request) > 0 && continues(turns[last].mt, t.mt):
 		case withTools && !hasTools(t.mt.Tools):
 			t.aux = AuxNoTools
 		case main < 0:
@@ -192,7 +195,19 @@ func markAuxiliary(turns []turnRec) {
 		case systemPrompt(t.mt) != systemPrompt(turns[main].mt):
 			t.aux = AuxSystemPrompt
 		}
+		if t.aux == "" {
+			last = i
+		}
 	}
+}
+
+// continues says whether cur's messages are prev's request and answer and
+// then more.
+func continues(prev, cur ModelTurn) bool {
+	n := len(prev.Request)
+	return len(cur.Request) > n &&
+		reflect.DeepEqual(cur.Request[:n], prev.Request) &&
+		reflect.DeepEqual(cur.Request[n], prev.Response)
 }
 
 func hasTools(raw json.RawMessage) bool {
@@ -448,10 +463,7 @@ func extends(prev, cur turnRec) bool {
 		seq := slices.Concat(prev.mt.PromptTokenIDs, prev.mt.TokenIDs)
 		return len(cur.mt.PromptTokenIDs) >= len(seq) && slices.Equal(cur.mt.PromptTokenIDs[:len(seq)], seq)
 	}
-	n := len(prev.mt.Request)
-	return len(cur.mt.Request) > n &&
-		reflect.DeepEqual(cur.mt.Request[:n], prev.mt.Request) &&
-		reflect.DeepEqual(cur.mt.Request[n], prev.mt.Response)
+	return continues(prev.mt, cur.mt)
 }
 
 // SamplesOf turns one episode's events into its training samples, in
