@@ -295,9 +295,7 @@ func (r *Runner) recoveredOutcome(ctx context.Context, id string, batchIDs []str
 		FailureClass: end.FailureClass, Reason: reason, Error: errText,
 		Duration: time.Duration(end.DurationMS) * time.Millisecond, Recovered: true,
 	}
-	if f := start.Fork; f != nil {
-		o.ParentEpisodeID, o.BranchStep = f.ParentEpisodeID, f.BranchStep
-	}
+	o.fork(start.Fork)
 	if o.Label == "" {
 		o.Label = trajectory.EpisodeLabel(o.Hacked, o.Unconfirmed)
 	}

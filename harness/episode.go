@@ -601,7 +601,7 @@ func (e *Episode) outcomeLocked(reason string) Outcome {
 		Duration: time.Since(e.start),
 	}
 	o.Label = trajectory.EpisodeLabel(o.Hacked, o.Unconfirmed)
-	o.ParentEpisodeID, o.BranchStep = e.Parent()
+	o.fork(e.fork)
 	if e.steps > 0 {
 		o.Overhead = e.overhead / time.Duration(e.steps)
 	}

@@ -31,8 +31,8 @@ func TestRunTreeInDocker(t *testing.T) {
 		if err := Expect(s, o); err != nil {
 			t.Errorf("leaf %d: %v\noutcome: %+v", i, err, o)
 		}
-		if i > 0 && (o.ParentEpisodeID != outs[0].EpisodeID || o.BranchStep != 1) {
-			t.Errorf("leaf %d: parent %q at %d, want %s at 1", i, o.ParentEpisodeID, o.BranchStep, outs[0].EpisodeID)
+		if i > 0 && (o.ParentEpisodeID != outs[0].EpisodeID || deref(o.BranchStep) != 1) {
+			t.Errorf("leaf %d: parent %q at %d, want %s at 1", i, o.ParentEpisodeID, deref(o.BranchStep), outs[0].EpisodeID)
 		}
 	}
 }

@@ -229,8 +229,8 @@ func TestEpisodeFork(t *testing.T) {
 			continue
 		}
 		n++
-		if s.ParentEpisodeID != parent.ID() || s.BranchStep != 2 || s.PrefixTurns != 1 || !slices.Equal(s.MessageMask, []int32{0, 0}) {
-			t.Errorf("%s: parent %q branch %d prefix turns %d mask %v; want parent %s, branch 2, 1 prefix turn masked", s.SampleID, s.ParentEpisodeID, s.BranchStep, s.PrefixTurns, s.MessageMask, parent.ID())
+		if s.ParentEpisodeID != parent.ID() || deref(s.BranchStep) != 2 || s.PrefixTurns != 1 || !slices.Equal(s.MessageMask, []int32{0, 0}) {
+			t.Errorf("%s: parent %q branch %d prefix turns %d mask %v; want parent %s, branch 2, 1 prefix turn masked", s.SampleID, s.ParentEpisodeID, deref(s.BranchStep), s.PrefixTurns, s.MessageMask, parent.ID())
 		}
 	}
 	if n != 3 {
@@ -285,8 +285,8 @@ func TestRunTree(t *testing.T) {
 		if i == 0 {
 			continue
 		}
-		if o.ParentEpisodeID != parent.EpisodeID || o.BranchStep != 2 {
-			t.Errorf("leaf %d: parent %q at %d, want %s at 2", i, o.ParentEpisodeID, o.BranchStep, parent.EpisodeID)
+		if o.ParentEpisodeID != parent.EpisodeID || deref(o.BranchStep) != 2 {
+			t.Errorf("leaf %d: parent %q at %d, want %s at 2", i, o.ParentEpisodeID, deref(o.BranchStep), parent.EpisodeID)
 		}
 		var cmds []string
 		for _, ev := range events(t, st, o.EpisodeID) {
@@ -351,8 +351,8 @@ func TestRunBatchTree(t *testing.T) {
 	for _, o := range outs {
 		if o.ParentEpisodeID != "" {
 			forks++
-			if !roots[o.ParentEpisodeID] || o.BranchStep != 1 || !o.Resolved {
-				t.Errorf("fork %s: parent %q at %d, resolved %v; want a root of this batch at 1, resolved", o.EpisodeID, o.ParentEpisodeID, o.BranchStep, o.Resolved)
+			if !roots[o.ParentEpisodeID] || deref(o.BranchStep) != 1 || !o.Resolved {
+				t.Errorf("fork %s: parent %q at %d, resolved %v; want a root of this batch at 1, resolved", o.EpisodeID, o.ParentEpisodeID, deref(o.BranchStep), o.Resolved)
 			}
 		}
 	}
@@ -418,4 +418,11 @@ func TestOpenAITree(t *testing.T) {
 	if strings.Count(buf.String(), "\n") != 1 || s.Turn != 1 || s.Turns != 1 || s.ParentEpisodeID != outs[0].EpisodeID {
 		t.Errorf("fork's samples without the prefix: %s; want one, of its own turn 1", buf.String())
 	}
+}
+
+func deref[T any](p *T) (v T) {
+	if p != nil {
+		v = *p
+	}
+	return v
 }

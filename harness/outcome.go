@@ -126,10 +126,13 @@ type Outcome struct {
 	// Overhead is the time spent in the harness and monitor per call,
 	// sandbox execution excluded (mean over the episode's calls).
 	Overhead time.Duration `json:"overhead_ns,omitempty"`
-	// ParentEpisodeID and BranchStep are set on a forked episode's outcome
-	// (Episode.Fork): the episode it branched off and the parent's step.
+	// ParentEpisodeID, BranchStep and ForkGroupID are set on a forked
+	// episode's outcome (Episode.Fork): the episode it branched off, the
+	// parent's step (null on a root, 0 on a fork before any call) and the
+	// group of its siblings (trajectory.ForkOrigin.GroupID).
 	ParentEpisodeID string `json:"parent_episode_id,omitempty"`
-	BranchStep      int    `json:"branch_step,omitempty"`
+	BranchStep      *int   `json:"branch_step,omitempty"`
+	ForkGroupID     string `json:"fork_group_id,omitempty"`
 	// GroupID is the episode's group (EpisodeMeta.GroupID), "" when none.
 	GroupID string `json:"group_id,omitempty"`
 }
@@ -139,4 +142,13 @@ type Outcome struct {
 // sample is masked (infrastructure, grading, unconfirmed).
 func (o Outcome) TrainingReward() *float64 {
 	return trajectory.RewardPolicy{}.TrainingReward(o.Reward, o.Label, o.FailureClass)
+}
+
+// fork sets the outcome's fork fields from where its episode branched
+// off (nil: a root).
+func (o *Outcome) fork(f *trajectory.ForkOrigin) {
+	if f != nil {
+		step := f.BranchStep
+		o.ParentEpisodeID, o.BranchStep, o.ForkGroupID = f.ParentEpisodeID, &step, f.GroupID()
+	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rollcage/rollcage/harness"
 	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/trajectory"
 )
 
 // ForkRequest is the body of POST /v1/episodes/{id}/fork.
@@ -18,10 +19,13 @@ type ForkRequest struct {
 
 // ForkResponse answers POST /v1/episodes/{id}/fork: the children, each
 // with its own token (acting on that child only) and URLs, as
-// POST /v1/episodes answers for one episode.
+// POST /v1/episodes answers for one episode. ForkGroupID is the group of
+// the episodes forked off this parent at this step
+// (trajectory.ForkOrigin.GroupID): their samples carry it.
 type ForkResponse struct {
 	ParentEpisodeID string           `json:"parent_episode_id"`
 	BranchStep      int              `json:"branch_step"`
+	ForkGroupID     string           `json:"fork_group_id"`
 	Episodes        []CreateResponse `json:"episodes"`
 }
 
@@ -77,6 +81,7 @@ func (s *Server) handleFork(w http.ResponseWriter, r *http.Request, c caller) {
 	t := se.task
 	resp := ForkResponse{ParentEpisodeID: se.id, Episodes: make([]CreateResponse, 0, len(kids))}
 	_, resp.BranchStep = kids[0].Parent()
+	resp.ForkGroupID = trajectory.ForkOrigin{ParentEpisodeID: se.id, BranchStep: resp.BranchStep}.GroupID()
 	base := s.baseURL(r)
 	for i, k := range kids {
 		ks, err := s.register(r.Context(), k, se.taskID, se.groupID, &prefix)

@@ -30,7 +30,7 @@ func TestFork(t *testing.T) {
 	if code, _ := e.do("POST", fork(a.EpisodeID), a.Token, ForkRequest{N: 2}, &fr); code != http.StatusCreated {
 		t.Fatalf("fork with the parent's token: status %d", code)
 	}
-	if fr.ParentEpisodeID != a.EpisodeID || fr.BranchStep != 1 || len(fr.Episodes) != 2 {
+	if fr.ParentEpisodeID != a.EpisodeID || fr.BranchStep != 1 || fr.ForkGroupID != a.EpisodeID+".b1" || len(fr.Episodes) != 2 {
 		t.Fatalf("fork: %+v; want 2 episodes of parent %s at step 1", fr, a.EpisodeID)
 	}
 	k1, k2 := fr.Episodes[0], fr.Episodes[1]
@@ -88,6 +88,9 @@ func TestFork(t *testing.T) {
 	var o harness.Outcome
 	if code, _ := e.do("POST", "/v1/episodes/"+k1.EpisodeID+"/submit", k1.Token, nil, &o); code != http.StatusOK || o.EpisodeID != k1.EpisodeID || o.Steps != 3 {
 		t.Errorf("submit child 1: %d %+v; want its outcome, 3 steps (1 of the parent's, its call, the submit)", code, o)
+	}
+	if o.ParentEpisodeID != a.EpisodeID || o.BranchStep == nil || *o.BranchStep != 1 || o.ForkGroupID != fr.ForkGroupID {
+		t.Errorf("child 1's outcome: parent %q, branch %v, fork group %q; want %s, 1, %s", o.ParentEpisodeID, o.BranchStep, o.ForkGroupID, a.EpisodeID, fr.ForkGroupID)
 	}
 	var info EpisodeInfo
 	if e.do("GET", "/v1/episodes/"+a.EpisodeID, a.Token, nil, &info); info.State != StateRunning {

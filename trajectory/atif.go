@@ -259,7 +259,7 @@ func (ep episode) atifExtra(kind string, segment, turn int) map[string]any {
 		"hack_categories": o.HackCategories, "blocked_steps": o.BlockedSteps, "failure_class": o.FailureClass,
 	}
 	if f := ep.start.Fork; f != nil {
-		x["parent_episode_id"], x["branch_step"], x["prefix_turns"] = f.ParentEpisodeID, f.BranchStep, f.PrefixTurns
+		x["parent_episode_id"], x["branch_step"], x["prefix_turns"], x["fork_group_id"] = f.ParentEpisodeID, f.BranchStep, f.PrefixTurns, f.GroupID()
 	}
 	return x
 }

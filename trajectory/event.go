@@ -104,6 +104,13 @@ type ForkOrigin struct {
 	PrefixTurns int `json:"prefix_turns"`
 }
 
+// GroupID is the group of the episodes forked off the same parent at the
+// same step, "<parent>.b<step>": siblings, which tree-GRPO compares with
+// each other. The parent, which goes on from that step too, is not in it.
+func (f ForkOrigin) GroupID() string {
+	return fmt.Sprintf("%s.b%d", f.ParentEpisodeID, f.BranchStep)
+}
+
 // Message is one chat message in the OpenAI format.
 type Message struct {
 	Role       string         `json:"role" parquet:"role"` // system, user, assistant, tool

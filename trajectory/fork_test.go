@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -29,11 +30,12 @@ func forkedEpisode(t *testing.T) []Event {
 // TestSamplesForked: a forked episode's samples name the parent and the
 // branch step; with PrefixMask the parent's turn is in the chain with
 // loss and message mask 0 on it, with PrefixOnce it is left out and the
-// child's chain starts at its own turn, whose prompt holds the prefix.
+// child's chain starts at its own turn, whose prompt holds the prefix
+// (prefix_turns says how many turns).
 func TestSamplesForked(t *testing.T) {
 	evs := forkedEpisode(t)
 	base := Sample{EpisodeID: "kid", TaskID: "task", Label: LabelClean, Tools: tools, Tokens: TokenIDsPresent, TrainingReward: ptr(0.0),
-		ParentEpisodeID: "ep", BranchStep: 1}
+		ParentEpisodeID: "ep", BranchStep: ptr(int64(1)), ForkGroupID: "ep.b1"}
 
 	masked := base
 	masked.SampleID, masked.Kind, masked.Turns, masked.PrefixTurns = "kid/segment/0/0", KindSegment, 2, 1
@@ -65,6 +67,10 @@ func TestSamplesForked(t *testing.T) {
 	ownChain, ownTurn := own, own
 	ownChain.SampleID, ownChain.Kind = "kid/segment/0/1", KindSegment
 	ownTurn.SampleID, ownTurn.Kind = "kid/turn/0/1", KindTurn
+	// With PrefixOnce the child's first sample says how many of the
+	// parent's turns its prompt holds.
+	onceChain, onceTurn := ownChain, ownTurn
+	onceChain.PrefixTurns, onceTurn.PrefixTurns = 1, 1
 
 	for _, tc := range []struct {
 		granularity, prefix string
@@ -72,8 +78,8 @@ func TestSamplesForked(t *testing.T) {
 	}{
 		{GranularitySegment, PrefixMask, []Sample{masked}},
 		{GranularityTurn, PrefixMask, []Sample{t0, ownTurn}},
-		{GranularitySegment, PrefixOnce, []Sample{ownChain}},
-		{GranularityTurn, PrefixOnce, []Sample{ownTurn}},
+		{GranularitySegment, PrefixOnce, []Sample{onceChain}},
+		{GranularityTurn, PrefixOnce, []Sample{onceTurn}},
 	} {
 		got, _, err := samplesOf(evs, ExportOptions{Granularity: tc.granularity, Prefix: tc.prefix})
 		if err != nil {
@@ -132,9 +138,9 @@ func TestExportForkedToolTrajectory(t *testing.T) {
 		for _, st := range s.ToolSteps {
 			steps, marked = append(steps, st.Step), append(marked, st.Prefix)
 		}
-		if s.Kind != KindToolTrajectory || s.ParentEpisodeID != "ep" || s.BranchStep != 1 || !cmp.Equal(steps, tc.steps) || !cmp.Equal(marked, tc.marked) {
+		if s.Kind != KindToolTrajectory || s.ParentEpisodeID != "ep" || s.BranchStep == nil || *s.BranchStep != 1 || s.ForkGroupID != "ep.b1" || !cmp.Equal(steps, tc.steps) || !cmp.Equal(marked, tc.marked) {
 			t.Errorf("%s: %s parent %q branch %d steps %v prefix %v; want a tool trajectory of parent ep, branch 1, steps %v prefix %v",
-				tc.prefix, s.Kind, s.ParentEpisodeID, s.BranchStep, steps, marked, tc.steps, tc.marked)
+				tc.prefix, s.Kind, s.ParentEpisodeID, deref(s.BranchStep), steps, marked, tc.steps, tc.marked)
 		}
 	}
 	var buf bytes.Buffer
@@ -152,5 +158,57 @@ func TestExportForkedToolTrajectory(t *testing.T) {
 	}
 	if err := Export(context.Background(), dir, &buf, ExportOptions{Prefix: "twice"}); err == nil {
 		t.Error("prefix mode twice accepted")
+	}
+}
+
+func deref[T any](p *T) (v T) {
+	if p != nil {
+		v = *p
+	}
+	return v
+}
+
+// TestForkFields: a root's samples have no fork fields; a fork's, even
+// one before any call (step 0), name the parent, the step and the group
+// of the siblings forked there, in JSON and in Parquet.
+func TestForkFields(t *testing.T) {
+	forkAt := func(step int) []Event {
+		evs := tokenEpisode(t)
+		start := mustEvent(t, TypeEpisodeStart, 0, 0, EpisodeStart{TaskID: "task", Model: "m",
+			Fork: &ForkOrigin{ParentEpisodeID: "ep", BranchStep: step}})
+		evs[0].Data = start.Data
+		for i := range evs {
+			evs[i].EpisodeID = fmt.Sprintf("ep.b%d-ab12-1", step)
+		}
+		return evs
+	}
+	tests := []struct {
+		name string
+		evs  []Event
+		want string // the fork fields of the sample's JSON
+	}{
+		{"root", tokenEpisode(t), `{}`},
+		{"fork at step 0", forkAt(0), `{"branch_step":0,"fork_group_id":"ep.b0","parent_episode_id":"ep"}`},
+		{"fork at step 1", forkAt(1), `{"branch_step":1,"fork_group_id":"ep.b1","parent_episode_id":"ep"}`},
+	}
+	for _, tc := range tests {
+		for _, format := range []string{FormatMessages, FormatParquet} {
+			lines := exported(t, tc.evs, ExportOptions{Format: format})
+			var s Sample
+			if err := json.Unmarshal([]byte(lines[0]), &s); len(lines) != 1 || err != nil {
+				t.Fatalf("%s, %s: %d samples, %v", tc.name, format, len(lines), err)
+			}
+			b, _ := json.Marshal(struct {
+				ParentEpisodeID string `json:"parent_episode_id,omitempty"`
+				BranchStep      *int64 `json:"branch_step,omitempty"`
+				ForkGroupID     string `json:"fork_group_id,omitempty"`
+			}{s.ParentEpisodeID, s.BranchStep, s.ForkGroupID})
+			var got, want map[string]any
+			json.Unmarshal(b, &got)
+			json.Unmarshal([]byte(tc.want), &want)
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("%s, %s: fork fields (-want +got):\n%s", tc.name, format, d)
+			}
+		}
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/parquet-go/parquet-go"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -24,6 +26,36 @@ func withEnd(t *testing.T, evs []Event, end EpisodeEnd) []Event {
 	}
 	last.Data = b
 	return out
+}
+
+// exported is what an Exporter with opts writes for evs, one JSON sample
+// per line (a Parquet row marshalled as a Sample).
+func exported(t *testing.T, evs []Event, opts ExportOptions) []string {
+	t.Helper()
+	var buf bytes.Buffer
+	x, err := NewExporter(&buf, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := x.Episode(evs); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if opts.Format != FormatParquet {
+		return strings.Split(strings.TrimSpace(buf.String()), "\n")
+	}
+	rows, err := parquet.Read[Sample](bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, r := range rows {
+		b, _ := json.Marshal(r)
+		lines = append(lines, string(b))
+	}
+	return lines
 }
 
 // TestTrainingReward: every exported sample carries the raw reward and a
@@ -67,18 +99,18 @@ func TestTrainingReward(t *testing.T) {
 	}
 	for _, p := range policies {
 		for i, e := range episodes {
-			for _, gran := range []string{GranularitySegment, GranularityTurn} {
-				t.Run(fmt.Sprintf("%s/%s/%s", p.name, e.name, gran), func(t *testing.T) {
-					var buf bytes.Buffer
-					x, err := NewExporter(&buf, ExportOptions{Granularity: gran, Reward: p.policy})
-					if err != nil {
-						t.Fatal(err)
+			for _, o := range []ExportOptions{
+				{Granularity: GranularitySegment}, {Granularity: GranularityTurn},
+				{Granularity: GranularityTurn, Prefix: PrefixOnce}, {Granularity: GranularityTurn, Format: FormatParquet},
+			} {
+				o.Reward = p.policy
+				t.Run(fmt.Sprintf("%s/%s/%s/%s/%s", p.name, e.name, o.Granularity, o.Prefix, o.Format), func(t *testing.T) {
+					lines := exported(t, e.evs, o)
+					want := map[string]int{GranularitySegment: 1, GranularityTurn: 2}[o.Granularity]
+					if o.Prefix == PrefixOnce && strings.HasPrefix(e.name, "fork") {
+						want = 1 // the child's own turn; the parent's is the parent's
 					}
-					if err := x.Episode(e.evs); err != nil {
-						t.Fatal(err)
-					}
-					lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
-					if want := map[string]int{GranularitySegment: 1, GranularityTurn: 2}[gran]; len(lines) != want {
+					if len(lines) != want {
 						t.Fatalf("%d samples, want %d", len(lines), want)
 					}
 					for _, line := range lines {

@@ -66,13 +66,18 @@ type Sample struct {
 	// Summary is the compaction summary that opened the segment ("" for
 	// segment 0).
 	Summary string `json:"summary,omitempty" parquet:"summary"`
-	// ParentEpisodeID and BranchStep are set on a forked episode's samples:
-	// the episode it branched off and the parent's last tool call before
-	// the branch. PrefixTurns is how many of the sample's turns are that
-	// shared prefix (their loss and message masks are 0; with PrefixOnce
-	// none are exported).
+	// ParentEpisodeID, BranchStep and ForkGroupID are set on a forked
+	// episode's samples (BranchStep is null on a root's, 0 on a fork's
+	// before any call): the episode it branched off, the parent's last
+	// tool call before the branch, and the group of the siblings forked
+	// off that parent at that step (ForkOrigin.GroupID; tree-GRPO's
+	// group). PrefixTurns is how many of the sample's turns are that
+	// shared prefix (their loss and message masks are 0); with PrefixOnce,
+	// which leaves them out, it is on the child's first sample, whose
+	// prompt holds them, and says how many there were.
 	ParentEpisodeID string `json:"parent_episode_id,omitempty" parquet:"parent_episode_id"`
-	BranchStep      int64  `json:"branch_step,omitempty" parquet:"branch_step"`
+	BranchStep      *int64 `json:"branch_step,omitempty" parquet:"branch_step,optional"`
+	ForkGroupID     string `json:"fork_group_id,omitempty" parquet:"fork_group_id"`
 	PrefixTurns     int64  `json:"prefix_turns,omitempty" parquet:"prefix_turns"`
 	// Auxiliary says why the sample's turns are not the episode's own
 	// conversation (AuxClient, AuxNoTools, AuxSystemPrompt); such samples
@@ -422,7 +427,8 @@ func readEpisode(evs []Event) (ep episode, ok bool, err error) {
 		HackCategories: cats, BlockedSteps: blocked, FailureClass: failure,
 	}
 	if f := ep.start.Fork; f != nil {
-		ep.outcome.ParentEpisodeID, ep.outcome.BranchStep = f.ParentEpisodeID, int64(f.BranchStep)
+		step := int64(f.BranchStep)
+		ep.outcome.ParentEpisodeID, ep.outcome.BranchStep, ep.outcome.ForkGroupID = f.ParentEpisodeID, &step, f.GroupID()
 	}
 	return ep, true, nil
 }
@@ -488,7 +494,11 @@ func samplesOf(evs []Event, opts ExportOptions) (out []Sample, left int, err err
 		return nil, 0, err
 	}
 	ep.decide(opts.Reward)
+	var prefixTurns int64 // left out
 	if opts.Prefix == PrefixOnce {
+		n := len(ep.turns)
+		ep.turns = slices.DeleteFunc(ep.turns, func(t turnRec) bool { return t.prefix && t.aux == "" })
+		prefixTurns = int64(n - len(ep.turns))
 		ep.turns = slices.DeleteFunc(ep.turns, func(t turnRec) bool { return t.prefix })
 		ep.steps = slices.DeleteFunc(ep.steps, func(s ToolStep) bool { return s.Prefix })
 	}
@@ -501,7 +511,11 @@ func samplesOf(evs []Event, opts ExportOptions) (out []Sample, left int, err err
 		kind = KindTurn
 	}
 	for _, g := range groups {
-		out = append(out, ep.sample(kind, g).lists())
+		s := ep.sample(kind, g)
+		if prefixTurns > 0 && s.Auxiliary == "" {
+			s.PrefixTurns, prefixTurns = prefixTurns, 0
+		}
+		out = append(out, s.lists())
 	}
 	if len(ep.turns) == 0 && len(ep.steps) > 0 { // auxiliary turns count: the proxy was used
 		s := ep.outcome

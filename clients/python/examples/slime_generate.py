@@ -1,7 +1,10 @@
 """slime: a custom generate function that runs each prompt as a rollcage
 episode and returns slime Samples filled from rollcage's samples, one
 per chain of model turns (a compacted episode, or a harness that
-rewrote its history, has several; each is a sample of its own).
+rewrote its history, has several; each is a sample of its own), all
+returned for the prompt's one rollout. metadata["rollcage_group"] is the
+group to compare rewards within (rollcage.group_of: a fork's siblings
+for tree-GRPO, else the episode's group).
 
   --custom-generate-function-path slime_generate.generate
 
@@ -32,7 +35,7 @@ from typing import Any, Dict, List
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from rollcage import AsyncClient, ChatModel, reward_policy, run_episode_async, token_view, training_reward  # noqa: E402
+from rollcage import AsyncClient, ChatModel, group_of, reward_policy, run_episode_async, token_view, training_reward  # noqa: E402
 
 try:  # slime's own Sample when slime is installed
     from slime.utils.types import Sample
@@ -54,7 +57,8 @@ def to_slime(sample, rows: List[Dict[str, Any]]) -> list:
         s.reward = 0.0 if r is None else r
         s.metadata = dict(sample.metadata, rollcage_episode=row["episode_id"], rollcage_sample=row["sample_id"],
                           label=row["label"], hacked=row["hacked"], failure_class=row["failure_class"],
-                          reward_raw=row["reward"], tokens=row["tokens"])
+                          reward_raw=row["reward"], tokens=row["tokens"], rollcage_group=group_of(row),
+                          parent_episode=row.get("parent_episode_id"), branch_step=row.get("branch_step"))
         s.response = "".join(m.get("content") or "" for m in row["messages"] if m["role"] == "assistant")
         view = token_view(row)
         if view is not None:

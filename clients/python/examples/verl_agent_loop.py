@@ -13,7 +13,9 @@ reward_score is rollcage's training_reward, decided by the gateway's
 reward policy (ROLLCAGE_HACKED_REWARD, ROLLCAGE_UNCONFIRMED; by default
 a hacked episode gets 0 and an unconfirmed or failed one is masked: its
 response_mask is all 0 and extra_fields.masked is set). extra_fields
-keep the raw reward and the label.
+keep the raw reward, the label and rollcage_group, the group to compare
+rewards within (rollcage.group_of: a fork's siblings for tree-GRPO, else
+the episode's group).
 
 Run as a script it plays one episode without verl against a real
 gateway: python3 verl_agent_loop.py TASK_ID.
@@ -29,7 +31,7 @@ from typing import Any, Dict, List
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from rollcage import AsyncClient, ChatModel, reward_policy, run_episode_async, token_view, training_reward  # noqa: E402
+from rollcage import AsyncClient, ChatModel, group_of, reward_policy, run_episode_async, token_view, training_reward  # noqa: E402
 
 try:
     from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
@@ -55,7 +57,8 @@ def to_verl(rows: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
             "reward_score": 0.0 if r is None else r,
             "extra_fields": {"rollcage_episode": row["episode_id"], "rollcage_sample": row["sample_id"], "label": row["label"],
                              "hacked": row["hacked"], "failure_class": row["failure_class"], "reward_raw": row["reward"],
-                             "masked": r is None, "tokens": row["tokens"]},
+                             "masked": r is None, "tokens": row["tokens"], "rollcage_group": group_of(row),
+                             "parent_episode": row.get("parent_episode_id"), "branch_step": row.get("branch_step")},
             "metrics": {},
         })
     return out

@@ -11,8 +11,8 @@ asyncio. agent.run_episode is a complete agent loop over both.
 from .aio import AsyncClient, AsyncEpisode, AsyncGroup
 from .agent import ChatModel, run_episode, run_episode_async
 from .client import Client, Episode, Group, RollcageError
-from .samples import masked, policy_messages, reward_policy, token_view, training_reward
+from .samples import group_of, masked, policy_messages, reward_policy, token_view, training_reward
 
 __all__ = ["Client", "Episode", "Group", "RollcageError", "AsyncClient", "AsyncEpisode", "AsyncGroup",
            "ChatModel", "run_episode", "run_episode_async",
-           "token_view", "policy_messages", "masked", "training_reward", "reward_policy"]
+           "token_view", "policy_messages", "masked", "training_reward", "reward_policy", "group_of"]

@@ -60,6 +60,15 @@ def training_reward(sample: Dict[str, Any]) -> Optional[float]:
     return None if r is None else float(r)
 
 
+def group_of(sample: Dict[str, Any]) -> str:
+    """The group whose rewards a GRPO-style trainer compares this
+    sample's with: the siblings forked off one parent at one step
+    (fork_group_id, tree-GRPO's group), else the episode's group
+    (group_id: a task's attempts run together), else the episode alone.
+    Every sample of an episode (each of its chains) has the same one."""
+    return sample.get("fork_group_id") or sample.get("group_id") or sample["episode_id"]
+
+
 def reward_policy(hacked_reward: Optional[float] = None, unconfirmed: Optional[str] = None) -> Dict[str, str]:
     """The samples() query parameters of a training-reward policy; each
     unset one comes from the environment (ROLLCAGE_HACKED_REWARD, e.g.

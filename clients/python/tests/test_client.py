@@ -166,6 +166,14 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(cm.exception.status, 400)
         for e in kids + [ep]:
             e.close()
+        # The siblings are a group of their own (tree-GRPO); the root has
+        # no fork fields, not even a branch step of 0.
+        for k in kids:
+            for smp in k.samples():
+                self.assertEqual((smp["parent_episode_id"], smp["branch_step"], smp["fork_group_id"]), (ep.id, 1, ep.id + ".b1"))
+                self.assertEqual(rollcage.group_of(smp), ep.id + ".b1")
+        for smp in ep.samples():
+            self.assertEqual([k for k in ("parent_episode_id", "branch_step", "fork_group_id") if k in smp], [])
 
     def test_group_async(self):
         async def main():

@@ -22,13 +22,17 @@ def _example(name):
     return mod
 
 
-def _row(chain, label, reward, training, failure=""):
-    """A rollcage sample of chain `chain` as the gateway exports it."""
-    return {"sample_id": f"ep/segment/{chain}/{2 * chain}", "episode_id": "ep", "kind": "segment", "tokens": "present",
+def _row(chain, label, reward, training, failure="", **fork):
+    """A rollcage sample of chain `chain` as the gateway exports it; fork
+    adds a forked episode's fields."""
+    return dict({"sample_id": f"ep/segment/{chain}/{2 * chain}", "episode_id": "ep", "group_id": "g1", "kind": "segment", "tokens": "present",
             "prompt_token_ids": [1, 2], "completion_token_ids": [10 + chain, 20 + chain], "loss_mask": [0, 0, 1, 1],
             "logprobs": [-0.5, -0.25], "messages": [{"role": "user", "content": "fix it"}, {"role": "assistant", "content": f"c{chain}"}],
             "turns": 1, "reward": reward, "training_reward": training, "label": label, "hacked": label == "hacked",
-            "failure_class": failure}
+            "failure_class": failure}, **fork)
+
+
+FORK = {"parent_episode_id": "root", "branch_step": 0, "fork_group_id": "root.b0", "prefix_turns": 1}
 
 
 EPISODES = {
@@ -38,6 +42,8 @@ EPISODES = {
     "penalised": ([_row(0, "hacked", 1, -1), _row(1, "hacked", 1, -1)], -1.0, False),
     "unconfirmed": ([_row(0, "unconfirmed", 1, None), _row(1, "unconfirmed", 1, None)], 0.0, True),
     "abandoned": ([_row(0, "clean", 0, None, "infrastructure"), _row(1, "clean", 0, None, "infrastructure")], 0.0, True),
+    "fork": ([_row(0, "clean", 1, 1, **FORK), _row(1, "clean", 1, 1, **FORK)], 1.0, False),
+    "fork, hacked": ([_row(0, "hacked", 1, 0, **FORK), _row(1, "hacked", 1, 0, **FORK)], 0.0, False),
 }
 
 
@@ -50,6 +56,10 @@ class ExamplesOfflineTest(unittest.TestCase):
         # A gateway older than training_reward: masked on label.
         self.assertIsNone(rollcage.training_reward({"reward": 1, "label": "hacked", "failure_class": ""}))
         self.assertEqual(rollcage.reward_policy(-1, "zero"), {"hacked_reward": "-1", "unconfirmed": "zero"})
+        # Groups: a fork's siblings, else the episode's group, else the episode.
+        self.assertEqual(rollcage.group_of(_row(0, "clean", 1, 1, **FORK)), "root.b0")
+        self.assertEqual(rollcage.group_of(_row(0, "clean", 1, 1)), "g1")
+        self.assertEqual(rollcage.group_of(dict(_row(0, "clean", 1, 1), group_id="")), "ep")
 
     def test_slime(self):
         slime = _example("slime_generate")
@@ -66,6 +76,8 @@ class ExamplesOfflineTest(unittest.TestCase):
                     self.assertEqual(s.response_length, 2)
                     self.assertEqual(s.loss_mask, [0, 0] if masked else [1, 1])
                     self.assertEqual(bool(getattr(s, "remove_sample", False)), masked)
+                    self.assertEqual(s.metadata["rollcage_group"], "root.b0" if "fork" in name else "g1")
+                    self.assertEqual(s.metadata["branch_step"], 0 if "fork" in name else None)
                 self.assertIsNone(prompt.reward, "the prompt's sample is copied, not changed")
 
     def test_verl(self):
@@ -80,6 +92,7 @@ class ExamplesOfflineTest(unittest.TestCase):
                     self.assertEqual(o["response_mask"], [0, 0] if masked else [1, 1])
                     self.assertEqual(o["extra_fields"]["masked"], masked)
                     self.assertEqual(o["extra_fields"]["reward_raw"], rows[i]["reward"])
+                    self.assertEqual(o["extra_fields"]["rollcage_group"], "root.b0" if "fork" in name else "g1")
 
 
 if __name__ == "__main__":
