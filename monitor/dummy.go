@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/rollcage/rollcage/decision"
+	"github.com/rollcage/rollcage/normalize"
 	"github.com/rollcage/rollcage/rules"
 	"github.com/rollcage/rollcage/toolcall"
 )
@@ -33,8 +34,18 @@ func notFoundDummy(n toolcall.Normalized) (string, int) {
 	return notFound(n.Raw), 1
 }
 
-// bashDummy answers by what the rules found the command reaching for.
-func bashDummy(_ *toolcall.BashArgs, n toolcall.Normalized, d decision.Decision, f Facts) (string, int) {
+// bashDummy answers by what the rules found the command reaching for,
+// after what the command's opening echo and printf statements would have
+// printed before it got there (normalize.LeadingOutput).
+func bashDummy(args *toolcall.BashArgs, n toolcall.Normalized, d decision.Decision, f Facts) (string, int) {
+	out, code := bashDummyOf(n, d, f)
+	if args != nil {
+		out = normalize.LeadingOutput(args.Command) + out
+	}
+	return out, code
+}
+
+func bashDummyOf(n toolcall.Normalized, d decision.Decision, f Facts) (string, int) {
 	switch d.Category {
 	case rules.CatNetwork:
 		return networkDummy(n)
