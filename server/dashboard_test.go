@@ -148,6 +148,13 @@ func TestDashboardInChromium(t *testing.T) {
 	bctx, bcancel := chromedp.NewContext(actx)
 	defer bcancel()
 
+	rowIDs := func() string {
+		v, err := chromedp.Run(bctx, chromedp.Evaluate[string](`Array.prototype.map.call(document.querySelectorAll("#episodes tbody tr"), function (tr) { return tr.dataset.id; }).join(" ")`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
 	text := func(id string) string {
 		v, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.getElementById("`+id+`").textContent`))
 		if err != nil {
@@ -172,10 +179,33 @@ func TestDashboardInChromium(t *testing.T) {
 	}
 	fits, err := chromedp.Run(bctx, chromedp.Evaluate[bool](`document.querySelector("#episodes").getBoundingClientRect().right <= document.querySelector("#episodes").parentElement.getBoundingClientRect().right + 1 && document.documentElement.scrollWidth <= window.innerWidth`))
 	if err != nil || !fits {
-		t.Errorf("the episodes table is wider than its column (clipped): %v", err)
+		dims, _ := chromedp.Run(bctx, chromedp.Evaluate[string](`JSON.stringify([document.querySelector("#episodes").getBoundingClientRect().width, document.querySelector("#episodes").parentElement.getBoundingClientRect().width, document.documentElement.scrollWidth, window.innerWidth, Array.prototype.map.call(document.querySelectorAll("#episodes tr:first-child > *"), function (c) { return c.getBoundingClientRect().width; })])`))
+		t.Errorf("the episodes table is wider than its column (clipped): %v %s", err, dims)
 	}
 	if got := text("c-hacks"); got != "1" {
 		t.Errorf("hacks = %s, want 1", got)
+	}
+	// The running episode is listed first, the ended one after it.
+	if got := rowIDs(); got != "lru-0 "+longID {
+		t.Errorf("episode rows %q, want the running lru-0 first", got)
+	}
+	// The long id wraps after its separators: no piece between two of
+	// them spans two lines unless it alone is wider than the cell.
+	wraps, err := chromedp.Run(bctx, chromedp.Evaluate[string](`(function () {
+		var td = document.querySelector('#episodes tr[data-id="`+longID+`"] td.id'), cs = getComputedStyle(td), pieces = 0, broken = [];
+		var room = td.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight);
+		var ctx = document.createElement("canvas").getContext("2d"); ctx.font = cs.font;
+		td.childNodes.forEach(function (c) {
+			if (c.nodeType !== 3) return;
+			var r = document.createRange(); r.selectNodeContents(c);
+			pieces++;
+			if (r.getClientRects().length > 1 && ctx.measureText(c.textContent).width <= room) broken.push(c.textContent);
+		});
+		var lines = Math.round(td.getBoundingClientRect().height / parseFloat(cs.lineHeight));
+		return td.textContent === "`+longID+`" && pieces > 1 && lines > 1 && broken.length === 0 ? "ok" : JSON.stringify({pieces: pieces, lines: lines, room: room, broken: broken});
+	})()`))
+	if err != nil || wraps != "ok" {
+		t.Errorf("long id cell: %s %v; want it wrapped at separators only", wraps, err)
 	}
 	hackText, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.querySelector("li.decision.hack").textContent`))
 	if err != nil {
@@ -208,4 +238,8 @@ func TestDashboardInChromium(t *testing.T) {
 	dashAppend(t, l2, dashEvent(t, "slugify-0", 0, trajectory.TypeEpisodeStart, trajectory.EpisodeStart{TaskID: "slugify"}),
 		dashDecision(t, "slugify-0", 1, "ls", false))
 	waitFor(`document.querySelectorAll("#episodes tbody tr").length === 3 && document.getElementById("c-calls").textContent === "5"`)
+	// Running first; of the ended, the latest to end first.
+	if got := rowIDs(); got != "slugify-0 lru-0 "+longID {
+		t.Errorf("episode rows %q, want slugify-0 (running), lru-0, %s", got, longID)
+	}
 }
