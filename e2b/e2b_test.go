@@ -50,6 +50,7 @@ var boundTask = task.Task{
 // rules, no judge) and store, on host sandboxes.
 type env struct {
 	t     *testing.T
+	api   *e2b.Server
 	url   string
 	dir   string // the sandboxes' shared host directory
 	store *trajectory.Store
@@ -89,7 +90,7 @@ func newEnvWith(t *testing.T, apiTweak func(*e2b.Config), tweak ...func(*server.
 		srv.Shutdown(context.Background())
 		hs.Close()
 	})
-	return &env{t: t, url: hs.URL, dir: dir, store: st}
+	return &env{t: t, api: api, url: hs.URL, dir: dir, store: st}
 }
 
 // do sends a control-plane request with key and decodes the answer.

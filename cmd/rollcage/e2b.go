@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -18,7 +19,7 @@ import (
 )
 
 type e2bFlags struct {
-	addr, keys, imageKeys, domain *string
+	addr, keys, imageKeys, domain, tlsCert, tlsKey *string
 }
 
 func addE2BFlags(fs *flag.FlagSet) e2bFlags {
@@ -27,6 +28,8 @@ func addE2BFlags(fs *flag.FlagSet) e2bFlags {
 		keys:      fs.String("e2b-api-keys", os.Getenv("ROLLCAGE_E2B_API_KEYS"), "E2B API keys, comma-separated [client=]e2b_<40 hex> (env ROLLCAGE_E2B_API_KEYS); one is generated and printed when empty"),
 		imageKeys: fs.String("e2b-image-keys", os.Getenv("ROLLCAGE_E2B_IMAGE_KEYS"), "further sandbox metadata keys read as the image, comma-separated (env ROLLCAGE_E2B_IMAGE_KEYS); rollcage/image is always read"),
 		domain:    fs.String("e2b-domain", os.Getenv("ROLLCAGE_E2B_DOMAIN"), "domain returned to the SDKs, for envd routed by host {port}-{id}.{domain} (env ROLLCAGE_E2B_DOMAIN)"),
+		tlsCert:   fs.String("e2b-tls-cert", os.Getenv("ROLLCAGE_E2B_TLS_CERT"), "serve the E2B API over TLS with this PEM certificate (env ROLLCAGE_E2B_TLS_CERT), as SDKs routing by host name (https://api.{domain}, https://{port}-{id}.{domain}) need; with --e2b-domain it must cover *.{domain}"),
+		tlsKey:    fs.String("e2b-tls-key", os.Getenv("ROLLCAGE_E2B_TLS_KEY"), "the PEM private key of --e2b-tls-cert (env ROLLCAGE_E2B_TLS_KEY)"),
 	}
 }
 
@@ -61,6 +64,15 @@ func startE2B(f e2bFlags, srv *server.Server, stdout io.Writer, log *slog.Logger
 	if err != nil {
 		return nil, err
 	}
+	var tlsCfg *tls.Config
+	switch {
+	case (*f.tlsCert == "") != (*f.tlsKey == ""):
+		return nil, fmt.Errorf("--e2b-tls-cert and --e2b-tls-key go together: give both (the certificate and its key) or neither")
+	case *f.tlsCert != "":
+		if tlsCfg, err = e2b.TLSConfig(*f.tlsCert, *f.tlsKey, *f.domain); err != nil {
+			return nil, err
+		}
+	}
 	generated := ""
 	if len(keys) == 0 {
 		generated = e2b.NewAPIKey()
@@ -80,16 +92,29 @@ func startE2B(f e2bFlags, srv *server.Server, stdout io.Writer, log *slog.Logger
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w (pick another --e2b-addr)", *f.addr, err)
 	}
-	hs := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	hs := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn), TLSConfig: tlsCfg}
+	scheme := "http"
+	if tlsCfg != nil {
+		scheme = "https"
+	}
 	go func() {
-		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		var err error
+		if tlsCfg != nil {
+			err = hs.ServeTLS(ln, "", "") // the certificate is in TLSConfig
+		} else {
+			err = hs.Serve(ln)
+		}
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("e2b listener", "err", err)
 		}
 	}()
 	if generated != "" {
 		fmt.Fprintf(stdout, "rollcage serve: E2B API key (generated; set --e2b-api-keys or ROLLCAGE_E2B_API_KEYS to fix it): %s\n", generated)
 	}
-	fmt.Fprintf(stdout, "rollcage serve: E2B API on http://%s (set E2B_API_URL and E2B_SANDBOX_URL to it)\n", ln.Addr())
+	fmt.Fprintf(stdout, "rollcage serve: E2B API on %s://%s (set E2B_API_URL and E2B_SANDBOX_URL to it)\n", scheme, ln.Addr())
+	if *f.domain != "" {
+		fmt.Fprintf(stdout, "rollcage serve: SDKs with E2B_DOMAIN=%s reach https://api.%s and https://{port}-{id}.%s on port 443: route those names here (TLS here with --e2b-tls-cert, or a terminator in front)\n", *f.domain, *f.domain, *f.domain)
+	}
 	return func(ctx context.Context) error {
 		// Sandboxes first: their episodes close as abandoned before the
 		// gateway's shutdown would close them as "shutdown".

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"io"
+	"log/slog"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -34,6 +37,25 @@ func TestParseE2BKeys(t *testing.T) {
 		}
 		if diff := cmp.Diff(tc.want, got); diff != "" {
 			t.Errorf("parseE2BKeys(%q) (-want +got):\n%s", tc.in, diff)
+		}
+	}
+}
+
+// TestE2BTLSFlags: the certificate and key go together, and a bad one
+// fails the start with the reason, before anything listens.
+func TestE2BTLSFlags(t *testing.T) {
+	str := func(s string) *string { return &s }
+	tests := []struct {
+		cert, key, want string
+	}{
+		{"cert.pem", "", "--e2b-tls-cert and --e2b-tls-key go together"},
+		{"", "key.pem", "--e2b-tls-cert and --e2b-tls-key go together"},
+		{filepath.Join(t.TempDir(), "none.pem"), filepath.Join(t.TempDir(), "none.key"), "no such file"},
+	}
+	for _, tc := range tests {
+		f := e2bFlags{addr: str("127.0.0.1:0"), keys: str(""), imageKeys: str(""), domain: str("e2b.test"), tlsCert: str(tc.cert), tlsKey: str(tc.key)}
+		if _, err := startE2B(f, nil, io.Discard, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("cert %q key %q: %v, want an error saying %q", tc.cert, tc.key, err, tc.want)
 		}
 	}
 }
