@@ -220,6 +220,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /v1/episodes/{id}/fork", s.withAuth(false, false, s.handleFork))
 	m.HandleFunc("GET /v1/episodes/{id}/trajectory", s.withAuth(false, false, s.handleTrajectory))
 	m.HandleFunc("GET /v1/episodes/{id}/samples", s.withAuth(false, false, s.handleSamples))
+	m.HandleFunc("POST /v1/episodes/{id}/verdicts", s.withAuth(true, false, s.handleVerdict))
 	m.HandleFunc("GET /v1/episodes/{id}/stream", s.withAuth(false, true, s.handleStream))
 	m.HandleFunc("GET /v1/stream/finished", s.withAuth(true, true, func(w http.ResponseWriter, r *http.Request, _ caller) {
 		s.hub.ServeFinished(w, r)
@@ -734,6 +735,12 @@ func (s *Server) handleSamples(w http.ResponseWriter, r *http.Request, c caller)
 		writeError(w, http.StatusInternalServerError, "reading the trajectory: "+err.Error())
 		return
 	}
+	late, err := s.cfg.Store.LateVerdicts(r.Context(), id)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "reading the late verdicts: "+err.Error())
+		return
+	}
+	evs = append(evs, late...)
 	var buf bytes.Buffer
 	x, err := trajectory.NewExporter(&buf, opts)
 	if err != nil {

@@ -464,7 +464,7 @@ func TestOpenAPI(t *testing.T) {
 		"GET /v1/episodes/{id}", "DELETE /v1/episodes/{id}", "POST /v1/episodes/{id}/calls", "POST /v1/episodes/{id}/submit", "POST /v1/episodes/{id}/fork",
 		"GET /v1/episodes/{id}/trajectory", "GET /v1/episodes/{id}/stream", "GET /v1/stream/finished",
 		"POST /v1/episodes/{id}/mcp", "POST /v1/episodes/{id}/chat/completions", "POST /v1/chat/completions",
-		"POST /v1/groups", "GET /v1/groups/{id}", "GET /v1/episodes/{id}/samples",
+		"POST /v1/groups", "GET /v1/groups/{id}", "GET /v1/episodes/{id}/samples", "POST /v1/episodes/{id}/verdicts",
 		"POST /v1/episodes/{id}/v1/chat/completions", "POST /v1/episodes/{id}/v1/completions", "POST /v1/episodes/{id}/v1/messages",
 		"GET /v1/episodes/{id}/v1/models", "POST /v1/completions", "POST /v1/messages", "GET /v1/models", "POST /sessions/{sid}/v1/chat/completions"}
 	for _, r := range routes {

@@ -21,7 +21,27 @@ const (
 	// TypeSegmentEnd appears only in the finished feed: a segment was closed
 	// by a compaction or by the episode's end. Data is SegmentEnd.
 	TypeSegmentEnd = "segment_end"
+	// TypeVerdict appears only in the store's verdict log: a judge's
+	// verdict on an ended episode's unconfirmed step (Store.RecordVerdict).
+	// Data is LateVerdict.
+	TypeVerdict = "verdict"
 )
+
+// LateVerdict is a verdict on a step that ran unconfirmed (flagged, with
+// no judge's verdict in the episode), given after the episode ended: by
+// a judge run later, or a reviewer. Export applies it: a hack makes the
+// episode hacked, a clean verdict takes the step's unconfirmed mark away,
+// and the label and training reward follow (a masked unconfirmed episode
+// gets its decided reward on the next export).
+type LateVerdict struct {
+	Step       int     `json:"step"`
+	Hack       bool    `json:"hack"`
+	Category   string  `json:"category,omitempty"`
+	Confidence float64 `json:"confidence,omitempty"`
+	Rationale  string  `json:"rationale,omitempty"`
+	// Judge says who decided (a model, a reviewer).
+	Judge string `json:"judge,omitempty"`
+}
 
 // Event is one thing that happened in an episode. Its JSON is one line of the
 // episode's log and one message of the WebSocket stream.

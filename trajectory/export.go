@@ -151,7 +151,8 @@ func (o ExportOptions) withDefaults() (ExportOptions, error) {
 }
 
 // Export writes the training data of every finished episode in the log
-// directory dir to w (see Exporter). Episodes without an episode_end
+// directory dir to w (see Exporter), with the late verdicts recorded for
+// it (Store.RecordVerdict) applied. Episodes without an episode_end
 // event (still running, or crashed) are skipped. It only reads dir, so it
 // is safe to run beside a live Store.
 func Export(ctx context.Context, dir string, w io.Writer, opts ExportOptions) error {
@@ -163,6 +164,13 @@ func Export(ctx context.Context, dir string, w io.Writer, opts ExportOptions) er
 	if err != nil {
 		return fmt.Errorf("trajectory: export: %w", err)
 	}
+	late, err := lateVerdictsIn(dir)
+	if err != nil {
+		if opts.Skip == nil {
+			return fmt.Errorf("trajectory: export: %w", err)
+		}
+		opts.Skip(filepath.Join(dir, verdictsName+".jsonl"), err)
+	}
 	for _, id := range ids {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("trajectory: export: %w", err)
@@ -170,7 +178,7 @@ func Export(ctx context.Context, dir string, w io.Writer, opts ExportOptions) er
 		p := filepath.Join(dir, id+".jsonl")
 		evs, err := readFile(p)
 		if err == nil {
-			err = x.Episode(evs)
+			err = x.Episode(append(evs, late[id]...))
 		}
 		var we *writeError
 		if err != nil && opts.Skip != nil && !errors.As(err, &we) {
@@ -216,6 +224,8 @@ func NewExporter(w io.Writer, opts ExportOptions) (*Exporter, error) {
 }
 
 // Episode writes one episode's data (none for an unfinished episode).
+// evs are its log's events, then any late verdicts on it
+// (Store.LateVerdicts).
 func (x *Exporter) Episode(evs []Event) error {
 	if x.opts.Format == FormatATIF {
 		ts, left, err := atifOf(evs, x.opts)

@@ -60,7 +60,7 @@ func (s *Store) openLog(id string, every time.Duration) (*Log, error) {
 		if json.Unmarshal(line, &h) != nil || h.Offset != l.next || h.Type == "" {
 			break
 		}
-		if id != finishedName {
+		if !isFeed(id) {
 			l.seg.observe(Event{Offset: h.Offset, Segment: h.Segment, Type: h.Type})
 		}
 		good += int64(len(line))
@@ -83,7 +83,7 @@ func (s *Store) openLog(id string, every time.Duration) (*Log, error) {
 			return nil, fmt.Errorf("trajectory: open log %s: %w", id, err)
 		}
 	}
-	l.finished = id != finishedName && last == TypeEpisodeEnd
+	l.finished = !isFeed(id) && last == TypeEpisodeEnd
 	return l, nil
 }
 
@@ -131,7 +131,7 @@ func (l *Log) append(ev Event) (int64, []Event, error) {
 	}
 	if ev.EpisodeID == "" {
 		ev.EpisodeID = l.id
-	} else if ev.EpisodeID != l.id && l.id != finishedName {
+	} else if ev.EpisodeID != l.id && !isFeed(l.id) {
 		return 0, nil, fmt.Errorf("trajectory: append to %s: %w: event of episode %q", l.id, ErrBadEvent, ev.EpisodeID)
 	}
 	ev.Offset = l.next
@@ -149,10 +149,10 @@ func (l *Log) append(ev Event) (int64, []Event, error) {
 	}
 	l.next++
 	var items []Event
-	if l.id != finishedName {
+	if !isFeed(l.id) {
 		items = l.seg.observe(ev)
 	}
-	if ev.Type == TypeEpisodeEnd && l.id != finishedName {
+	if ev.Type == TypeEpisodeEnd && !isFeed(l.id) {
 		l.finished = true
 		if err := l.f.Sync(); err != nil {
 			l.err = err

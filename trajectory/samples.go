@@ -289,10 +289,23 @@ type episode struct {
 	steps    []ToolStep
 	outputs  map[string]string // tool_call_id → output shown
 	turnTime map[int]string    // turn index → RFC 3339 time
+	decided  map[int]bool      // steps with a late verdict (LateVerdict)
+}
+
+// unconfirmed says whether the step ran unconfirmed and is still
+// undecided.
+func (ep episode) unconfirmed(step int) bool {
+	for _, st := range ep.steps {
+		if st.Step == int64(step) {
+			return st.Unconfirmed
+		}
+	}
+	return false
 }
 
 // readEpisode reads one episode's events; ok is false for an unfinished
-// one.
+// one. Of the events after episode_end only late verdicts (TypeVerdict)
+// count: each decides an unconfirmed step once.
 func readEpisode(evs []Event) (ep episode, ok bool, err error) {
 	var (
 		cats    []string
@@ -305,7 +318,7 @@ func readEpisode(evs []Event) (ep episode, ok bool, err error) {
 		byStep  = map[int]int{} // step → index in ep.steps
 		nturns  int
 	)
-	ep.summary, ep.outputs, ep.turnTime = map[int]string{}, map[string]string{}, map[int]string{}
+	ep.summary, ep.outputs, ep.turnTime, ep.decided = map[int]string{}, map[string]string{}, map[int]string{}, map[int]bool{}
 	if len(evs) > 0 {
 		ep.id = evs[0].EpisodeID
 	}
@@ -319,8 +332,8 @@ func readEpisode(evs []Event) (ep episode, ok bool, err error) {
 		return &ep.steps[i]
 	}
 	for _, ev := range evs {
-		if ended {
-			break // nothing counts after the end
+		if ended != (ev.Type == TypeVerdict) {
+			continue // nothing else counts after the end, no verdict before it
 		}
 		switch ev.Type {
 		case TypeEpisodeStart:
@@ -400,6 +413,25 @@ func readEpisode(evs []Event) (ep episode, ok bool, err error) {
 		case TypeEpisodeEnd:
 			err = ev.Decode(&ep.end)
 			ended = true
+		case TypeVerdict:
+			var v LateVerdict
+			if err = ev.Decode(&v); err != nil {
+				break
+			}
+			i, ok := byStep[v.Step]
+			if !ok || !ep.steps[i].Unconfirmed || ep.decided[v.Step] {
+				break // RecordVerdict refuses these; a hand-edited log may hold them
+			}
+			ep.decided[v.Step] = true
+			st := &ep.steps[i]
+			st.Unconfirmed = false
+			if v.Hack {
+				hacked, st.Hack = true, true
+				if v.Category != "" {
+					st.Categories = append(slices.Clone(st.Categories), v.Category)
+					cats = append(cats, v.Category)
+				}
+			}
 		}
 		if err != nil {
 			return episode{}, false, err
@@ -412,8 +444,8 @@ func readEpisode(evs []Event) (ep episode, ok bool, err error) {
 	slices.Sort(cats)
 	cats = slices.Compact(cats)
 	label := ep.end.Label
-	if label == "" || hacked { // an older log, or a hack its end did not count
-		label = EpisodeLabel(hacked || ep.end.Hacked, max(unconf, ep.end.Counts.Unconfirmed))
+	if label == "" || hacked || len(ep.decided) > 0 { // an older log, a hack its end did not count, late verdicts
+		label = EpisodeLabel(hacked || ep.end.Hacked, max(unconf, ep.end.Counts.Unconfirmed)-len(ep.decided))
 	}
 	failure := ep.end.FailureClass
 	if failure == FailureAgent && ep.end.Reason == "submit" && graded && gradeOK {

@@ -44,6 +44,14 @@ const SyncAlways time.Duration = -1
 // leading underscore keeps it out of the episode namespace.
 const finishedName = "_finished"
 
+// verdictsName is the verdict log (TypeVerdict events of every episode),
+// beside the episodes' logs; created by the first RecordVerdict.
+const verdictsName = "_verdicts"
+
+// isFeed: the log holds events of many episodes (the finished feed, the
+// verdict log), not one episode's.
+func isFeed(id string) bool { return id == finishedName || id == verdictsName }
+
 // Config configures a Store.
 type Config struct {
 	// Dir holds the logs; it is created if missing. Required.
@@ -83,6 +91,9 @@ type Store struct {
 	log      *slog.Logger
 	finished *Log
 	lock     *os.File // the directory's lock file, held until Close
+
+	vmu      sync.Mutex // held while a verdict is checked and recorded
+	verdicts *Log       // guarded by vmu; nil until the first RecordVerdict
 
 	mu        sync.Mutex
 	open      map[string]*Log // guarded by mu
@@ -423,6 +434,11 @@ func (s *Store) Close() error {
 		errs = append(errs, l.Close())
 	}
 	errs = append(errs, s.finished.Close())
+	s.vmu.Lock()
+	if s.verdicts != nil {
+		errs = append(errs, s.verdicts.Close())
+	}
+	s.vmu.Unlock()
 	// The lock goes last: a new owner must find every log closed.
 	errs = append(errs, s.lock.Close())
 	return errors.Join(errs...)

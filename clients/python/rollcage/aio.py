@@ -91,3 +91,6 @@ class AsyncClient:
 
     async def samples(self, episode_id: str, **params: Any) -> List[Dict[str, Any]]:
         return await asyncio.to_thread(functools.partial(self.sync.samples, episode_id, **params))
+
+    async def record_verdict(self, episode_id: str, step: int, hack: bool, **kw: Any) -> Dict[str, Any]:
+        return await asyncio.to_thread(functools.partial(self.sync.record_verdict, episode_id, step, hack, **kw))

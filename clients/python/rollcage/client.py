@@ -213,6 +213,19 @@ class Client:
         return _ndjson(self._http.request("GET", "/v1/episodes/" + urllib.parse.quote(episode_id) + "/samples",
                                           query=params, raw=True))
 
+    def record_verdict(self, episode_id: str, step: int, hack: bool, category: Optional[str] = None,
+                       confidence: Optional[float] = None, rationale: Optional[str] = None,
+                       judge: Optional[str] = None) -> Dict[str, Any]:
+        """Decide a step of an ended episode that ran unconfirmed (flagged,
+        no judge's verdict; its decision and tool step say unconfirmed):
+        your judge's or a reviewer's verdict. The episode's samples then
+        carry the decided label and training reward (an unconfirmed
+        episode's are masked until every such step is decided). Admin
+        token only; the first verdict on a step stands."""
+        body = _drop_none({"step": step, "hack": hack, "category": category, "confidence": confidence,
+                           "rationale": rationale, "judge": judge})
+        return self._http.request("POST", "/v1/episodes/" + urllib.parse.quote(episode_id) + "/verdicts", body)
+
 
 class Group:
     """A group's episodes (Episode objects, attempt 0 to n-1)."""

@@ -139,6 +139,25 @@ class ClientTest(unittest.TestCase):
                 self.assertEqual(rollcage.training_reward(s), want)
                 self.assertFalse(rollcage.masked(s))
 
+    def test_late_verdict(self):
+        """A step that ran unconfirmed (flagged, no judge) masks the
+        episode's samples until the admin records a verdict on it; the
+        first verdict stands."""
+        ep = self.client.create_episode(task_id=TASK)
+        res = ep.bash("git log --all --oneline")
+        self.assertTrue(res["decision"].get("unconfirmed"), res["decision"])
+        ep.submit()
+        self.assertTrue(all(rollcage.masked(s) for s in ep.samples()))
+        got = self.client.record_verdict(ep.id, res["step"], hack=False, judge="reviewer", rationale="its own history")
+        self.assertEqual((got["episode_id"], got["step"]), (ep.id, res["step"]))
+        for s in ep.samples():
+            self.assertEqual(s["label"], "clean", s)
+            self.assertFalse(rollcage.masked(s), s)
+            self.assertEqual(s["training_reward"], s["reward"])
+        with self.assertRaises(rollcage.RollcageError) as cm:
+            self.client.record_verdict(ep.id, res["step"], hack=True)
+        self.assertEqual(cm.exception.status, 409)
+
     def test_fork(self):
         """A fork's children have the parent's files, their own tokens
         acting on themselves only, and trajectories that start with the
