@@ -190,15 +190,21 @@ func markAuxiliary(turns []turnRec) {
 	main, last := -1, -1
 	for i := range turns {
 		t := &turns[i]
+		if t.aux != "" {
+			continue
+		}
 		switch {
-		case t.aux != "":
-		case last >= 0 && len(turns[last].mt.Request) > 0 && continues(turns[last].mt, t.mt):
 		case withTools && !hasTools(t.mt.Tools):
 			t.aux = AuxNoTools
 		case main < 0:
 			main = i
 		case systemPrompt(t.mt) != systemPrompt(turns[main].mt):
 			t.aux = AuxSystemPrompt
+		}
+		// Compared only when it would be auxiliary: the messages of a
+		// long conversation are costly to compare.
+		if t.aux != "" && last >= 0 && len(turns[last].mt.Request) > 0 && continues(turns[last].mt, t.mt) {
+			t.aux = ""
 		}
 		if t.aux == "" {
 			last = i
