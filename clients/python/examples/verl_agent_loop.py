@@ -5,9 +5,10 @@ Register it in the agent-loop config (name: rollcage_agent) with
 ROLLCAGE_URL, ROLLCAGE_ADMIN_TOKEN and ROLLCAGE_MODEL set, and rollcage
 serve --policy-url at the OpenAI API of verl's rollout servers. Each
 dataset row's extra_info carries {"task_id": ...}; the loop returns a
-list of verl's AgentLoopOutput, one per chain of model turns (an agent
-loop may return an ordered list for one trajectory; a compacted episode
-has several chains), built from the token ids rollcage recorded.
+list of verl's AgentLoopOutput, one per chain of model turns (verl's v1
+agent-loop path, trainer.use_v1, takes a list, one row each; a
+compacted episode has several chains), built from the token ids
+rollcage recorded.
 
 reward_score is rollcage's training_reward, decided by the gateway's
 reward policy (ROLLCAGE_HACKED_REWARD, ROLLCAGE_UNCONFIRMED; by default
