@@ -130,10 +130,18 @@ func TestMarkAuxiliary(t *testing.T) {
 	}
 	// compaction is the harness's summary request after t: t's
 	// conversation and answer, then the ask, without tools.
-	compaction := func(t turnRec) turnRec {
-		mt := ModelTurn{Request: append(slices.Clone(t.mt.Request), t.mt.Response, Message{Role: RoleUser, Content: "Summarize."})}
+	// then is the turn after t in t's conversation: its messages and
+	// answer, then a user message.
+	then := func(t turnRec, withTools bool) turnRec {
+		mt := ModelTurn{Request: append(slices.Clone(t.mt.Request), t.mt.Response, Message{Role: RoleUser, Content: "go on"})}
+		if withTools {
+			mt.Tools = tools
+		}
 		return turnRec{mt: mt}
 	}
+	compaction := func(t turnRec) turnRec { return then(t, false) }
+	plan := turn("a", false, "")
+	plan.mt.Response = Message{Role: RoleAssistant, Content: "First read wrap.py, then test."}
 	tests := []struct {
 		name  string
 		turns []turnRec
@@ -147,6 +155,8 @@ func TestMarkAuxiliary(t *testing.T) {
 		{"marked first", []turnRec{turn("t", false, "title"), turn("a", false, ""), turn("a", false, "")}, []string{AuxClient, "", ""}},
 		{"marked, same prompt", []turnRec{turn("a", true, ""), turn("a", true, "summary")}, []string{"", AuxClient}},
 		{"compaction: continues without tools", []turnRec{turn("a", true, ""), compaction(turn("a", true, "")), turn("a", true, "")}, []string{"", "", ""}},
+		{"planning call the tool loop continues", []turnRec{plan, then(plan, true), turn("q", false, "")}, []string{"", "", AuxNoTools}},
+		{"marked, continued: still the client's", []turnRec{turn("a", true, "title"), then(turn("a", true, "title"), true)}, []string{AuxClient, ""}},
 		{"an aside does not continue", []turnRec{turn("a", true, ""), turn("q", false, ""), compaction(turn("q", false, ""))}, []string{"", AuxNoTools, AuxNoTools}},
 	}
 	for _, tc := range tests {

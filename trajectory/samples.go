@@ -177,7 +177,9 @@ const (
 // auxiliary; of the rest, the first sets the episode's system prompt and
 // a turn with another one is auxiliary. A turn that continues the
 // conversation of the episode's last own turn (its messages and answer,
-// then more; a compaction's summary request) is the episode's own.
+// then more; a compaction's summary request), or that the episode's next
+// own turn continues (a planning call before the tools came in), is the
+// episode's own.
 func markAuxiliary(turns []turnRec) {
 	withTools := false
 	for i := range turns {
@@ -208,6 +210,18 @@ func markAuxiliary(turns []turnRec) {
 		}
 		if t.aux == "" {
 			last = i
+		}
+	}
+	next := -1
+	for i := len(turns) - 1; i >= 0; i-- {
+		t := &turns[i]
+		switch t.aux {
+		case "":
+			next = i
+		case AuxNoTools, AuxSystemPrompt:
+			if next >= 0 && len(t.mt.Request) > 0 && continues(t.mt, turns[next].mt) {
+				t.aux, next = "", i
+			}
 		}
 	}
 }
