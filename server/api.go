@@ -677,6 +677,10 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request, c caller) 
 	s.hub.ServeEpisode(w, r, id)
 }
 
+// AuxiliaryLeftOutHeader, on a samples answer, is how many auxiliary
+// model turns the samples leave out (ask with auxiliary=1 for them).
+const AuxiliaryLeftOutHeader = "X-Rollcage-Auxiliary-Left-Out"
+
 // handleSamples answers an ended episode's training data, what `rollcage
 // export` writes for it, with the same options as query parameters:
 // format (messages, the default, atif or parquet), granularity
@@ -684,7 +688,8 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request, c caller) 
 // prefix: mask, the default, or once), and the training-reward policy:
 // hacked_reward (a number, default 0) and unconfirmed (mask, the
 // default, zero or raw); auxiliary=1 adds the episode's auxiliary model
-// calls as samples of their own (left out by default).
+// calls as samples of their own (left out by default; the answer's
+// AuxiliaryLeftOutHeader says how many were).
 func (s *Server) handleSamples(w http.ResponseWriter, r *http.Request, c caller) {
 	id, ok := s.allowedEpisode(w, r, c)
 	if !ok {
@@ -741,6 +746,8 @@ func (s *Server) handleSamples(w http.ResponseWriter, r *http.Request, c caller)
 		return
 	}
 	evs = append(evs, late...)
+	left := 0
+	opts.LeftOut = func(_ string, n int) { left += n }
 	var buf bytes.Buffer
 	x, err := trajectory.NewExporter(&buf, opts)
 	if err != nil {
@@ -760,5 +767,8 @@ func (s *Server) handleSamples(w http.ResponseWriter, r *http.Request, c caller)
 		ct = "application/vnd.apache.parquet"
 	}
 	w.Header().Set("Content-Type", ct)
+	if left > 0 {
+		w.Header().Set(AuxiliaryLeftOutHeader, strconv.Itoa(left))
+	}
 	w.Write(buf.Bytes())
 }

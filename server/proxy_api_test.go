@@ -473,6 +473,11 @@ func TestProxyAuxiliary(t *testing.T) {
 			t.Errorf("samples %v: turn:auxiliary (-want +got):\n%s", tc.query, d)
 		}
 	}
+	for q, want := range map[string]string{"": "2", "?auxiliary=1": ""} {
+		if code, h := e.do("GET", path+"/samples"+q, cr.Token, nil, nil); code != 200 || h.Get(AuxiliaryLeftOutHeader) != want {
+			t.Errorf("samples%s: %d, %s %q, want %q", q, code, AuxiliaryLeftOutHeader, h.Get(AuxiliaryLeftOutHeader), want)
+		}
+	}
 	var msg map[string]string
 	if code, _ := e.do("GET", path+"/samples?auxiliary=maybe", cr.Token, nil, &msg); code != 400 || !strings.Contains(msg["error"], "give 1") {
 		t.Errorf("auxiliary=maybe: %d %v, want 400 saying what to give", code, msg)
