@@ -1049,3 +1049,25 @@ func TestTimeoutOverWallTime(t *testing.T) {
 		}
 	}
 }
+
+// TestCreateByInstanceID: a sandbox is bound to a loaded task by its
+// benchmark instance id, given as the template or as metadata
+// rollcage/task, and is then graded by submit as that task.
+func TestCreateByInstanceID(t *testing.T) {
+	inst := boundTask
+	inst.InstanceID = "demo/fake-instance"
+	e := newEnv(t, func(c *server.Config) { c.Tasks = []task.Task{inst} })
+	for _, req := range []map[string]any{
+		{"templateID": inst.InstanceID},
+		{"templateID": "base", "metadata": map[string]string{e2b.MetaTask: inst.InstanceID}},
+	} {
+		var c created
+		if code, _ := e.do("POST", "/v2/sandboxes", keyA, req, &c); code != http.StatusCreated {
+			t.Fatalf("create %v: %d %+v", req, code, c)
+		}
+		var o harness.Outcome
+		if code, _ := e.do("POST", "/sandboxes/"+c.SandboxID+"/rollcage/submit", keyA, nil, &o); code != 200 || o.TaskID != inst.ID {
+			t.Errorf("submit of the sandbox created with %v: %d, task %q; want 200 and %q", req, code, o.TaskID, inst.ID)
+		}
+	}
+}

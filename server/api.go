@@ -278,7 +278,10 @@ func (s *Server) resolveTask(req CreateRequest) (task.Task, string) {
 	case req.TaskID != "" && req.Task != nil:
 		return task.Task{}, `fields "task_id" and "task": give one, not both`
 	case req.TaskID != "":
-		t, ok := s.tasks[req.TaskID]
+		t, same, ok := s.lookupTask(req.TaskID)
+		if len(same) > 0 {
+			return task.Task{}, fmt.Sprintf("field \"task_id\": %q is the instance id of tasks %s: give one of their task ids", req.TaskID, strings.Join(same, ", "))
+		}
 		if !ok {
 			ids := make([]string, 0, len(s.tasks))
 			for id := range s.tasks {

@@ -21,6 +21,7 @@ import (
 	"github.com/rollcage/rollcage/harness/harnesstest"
 	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/sandbox/fake"
+	"github.com/rollcage/rollcage/task"
 	"github.com/rollcage/rollcage/toolcall"
 	"github.com/rollcage/rollcage/trajectory"
 )
@@ -499,6 +500,48 @@ func TestConfigValidate(t *testing.T) {
 		err := tc.cfg.Validate()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestCreateByInstanceID: a create names a loaded task by its task id or,
+// where they differ (a Harbor task's name), by its benchmark instance id;
+// an instance id two tasks carry is refused with their task ids.
+func TestCreateByInstanceID(t *testing.T) {
+	named := func(id, inst string) task.Task {
+		tk := fakeTask
+		tk.ID, tk.InstanceID = id, inst
+		return tk
+	}
+	e := newEnv(t, &fake.Backend{}, func(c *Config) {
+		c.Tasks = []task.Task{named("wrap-width", "demo/wrap-width"), named("a", "org/twice"), named("b", "org/twice"),
+			named("django__django-1", "django__django-1")}
+	})
+	tests := []struct {
+		taskID   string
+		wantCode int
+		want     string // the task created, or a part of the error
+	}{
+		{"wrap-width", 201, "wrap-width"},
+		{"demo/wrap-width", 201, "wrap-width"},
+		{"django__django-1", 201, "django__django-1"},
+		{"org/twice", 400, `"org/twice" is the instance id of tasks a, b: give one of their task ids`},
+		{"demo/nope", 400, `unknown task "demo/nope"`},
+	}
+	for _, tc := range tests {
+		var cr CreateResponse
+		var ae apiError
+		code, _ := e.do("POST", "/v1/episodes", testAdmin, CreateRequest{TaskID: tc.taskID}, &cr)
+		if code != 201 {
+			e.do("POST", "/v1/episodes", testAdmin, CreateRequest{TaskID: tc.taskID}, &ae)
+		}
+		switch {
+		case code != tc.wantCode:
+			t.Errorf("task_id %q: status %d (%s), want %d", tc.taskID, code, ae.Error, tc.wantCode)
+		case code == 201 && cr.TaskID != tc.want:
+			t.Errorf("task_id %q: created a %q episode, want %q", tc.taskID, cr.TaskID, tc.want)
+		case code != 201 && !strings.Contains(ae.Error, tc.want):
+			t.Errorf("task_id %q: error %q, want it to say %q", tc.taskID, ae.Error, tc.want)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"time"
 
 	"github.com/rollcage/rollcage/decision"
@@ -81,10 +82,24 @@ func (s *Server) register(ctx context.Context, ep started, taskID, groupID strin
 	return se, nil
 }
 
-// Task returns the loaded task of that id.
+// Task returns the loaded task of that id, or of that benchmark
+// instance id (Task.InstanceID) when one task alone carries it.
 func (s *Server) Task(id string) (task.Task, bool) {
-	t, ok := s.tasks[id]
+	t, _, ok := s.lookupTask(id)
 	return t, ok
+}
+
+// lookupTask is Task; when id is no task id and the instance id of
+// more than one task, it returns those tasks' ids, sorted.
+func (s *Server) lookupTask(id string) (task.Task, []string, bool) {
+	if t, ok := s.tasks[id]; ok {
+		return t, nil, true
+	}
+	ids := s.byInstance[id]
+	if len(ids) == 1 {
+		return s.tasks[ids[0]], nil, true
+	}
+	return task.Task{}, slices.Sorted(slices.Values(ids)), false
 }
 
 // Tasks returns the loaded tasks (in no order).

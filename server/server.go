@@ -41,13 +41,17 @@ const (
 // Server is the gateway. It is an http.Handler; Serve runs it on a
 // listener, Shutdown stops it without losing a call.
 type Server struct {
-	cfg     Config
-	log     *slog.Logger
-	tasks   map[string]task.Task
-	hub     *trajectory.Hub
-	mux     *http.ServeMux
-	metrics *metrics
-	admin   session // the admin token's rate limiter lives here
+	cfg   Config
+	log   *slog.Logger
+	tasks map[string]task.Task
+	// byInstance maps a benchmark instance id to the ids of the tasks
+	// that carry it, where it differs from the task id (a Harbor task's
+	// name), so creates may name either.
+	byInstance map[string][]string
+	hub        *trajectory.Hub
+	mux        *http.ServeMux
+	metrics    *metrics
+	admin      session // the admin token's rate limiter lives here
 	// instance names this run of the gateway in the tokens it issues,
 	// so a token from before a restart is told apart from a wrong one.
 	instance string
@@ -132,8 +136,12 @@ func New(cfg Config) (*Server, error) {
 		reapDone: make(chan struct{}),
 	}
 	s.admin.limiter = s.newLimiter()
+	s.byInstance = map[string][]string{}
 	for _, t := range cfg.Tasks {
 		s.tasks[t.ID] = t
+		if t.InstanceID != "" && t.InstanceID != t.ID {
+			s.byInstance[t.InstanceID] = append(s.byInstance[t.InstanceID], t.ID)
+		}
 	}
 	s.metrics = newMetrics(s)
 	if err := s.recoverStore(context.Background()); err != nil {
