@@ -10,7 +10,7 @@ CHECKFLAGS ?= -short -race
 # staticcheck, pinned; go run fetches it through the module proxy on first use.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build docker containerd demo-containerd images test-deps check test lint demo redteam swebench-demo bench gc clean gateway-image compose-e2e kube-build kube-up kube-down kube-test
+.PHONY: all build docker containerd demo-containerd images test-deps check test lint demo redteam swebench-demo harbor-demo bench gc clean gateway-image compose-e2e kube-build kube-up kube-down kube-test
 
 all: build
 
@@ -85,6 +85,12 @@ redteam: build images
 # them with rollcage run --tasks $(BIN)/swebench-demo/instances.jsonl.
 swebench-demo: build images
 	$(BIN)/rollcage swebench-demo --out $(BIN)/swebench-demo
+
+# harbor-demo: the demo's Harbor task (demo/harbor/wrap-width, its image
+# built FROM local images, never pulled) played by its five scripts, each
+# graded by the task's own verifier in a separate container.
+harbor-demo: build images
+	$(BIN)/rollcage run --tasks demo/harbor --policy replay:demo/harbor/scripts --attempts 5 --out $(BIN)/harbor-demo
 
 bench: build images
 	$(GO) test -run '^$$' -bench . -benchmem ./...
