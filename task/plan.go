@@ -126,13 +126,13 @@ func plural(n int, noun string) string {
 func (t Task) watchPlan() string {
 	switch {
 	case t.RewardFile != "":
-		return "integrity unavailable: the verifier's reward file is written inside the submitted filesystem; no probes or differential cases"
+		return "the verifier runs inside the submitted filesystem, whose interpreter and tools the solution could replace; integrity watched in any pytest it runs where the image has Python (forged outcomes make the reward 0), else unavailable; no probes or differential cases"
 	case t.Reward == RewardSummary:
 		return "none: the summary line is the solution's to write (reward: summary)"
 	case t.TestFramework() != FrameworkPytest:
 		return "integrity unavailable: " + t.TestFramework() + "'s log is read, which the solution's code can write; no probes or differential cases for " + t.TestFramework()
 	case t.TestPatch != "":
-		return "integrity watched (the grading kit in the pytest process); no probes or differential cases for a test patch yet"
+		return "integrity watched (the grading kit in the pytest process); literal known-answer probes added to the test patch's test files; no differential cases for a test patch"
 	}
 	probes := "known-answer probes from the hidden tests' == assertions, kept when they fail with the reference fix"
 	cases := "differential cases from the hidden tests' call sites, kept where the reference fix and the base commit differ"
