@@ -296,6 +296,9 @@ func (r *Runner) recoveredOutcome(ctx context.Context, id string, batchIDs []str
 		Duration: time.Duration(end.DurationMS) * time.Millisecond, Recovered: true,
 	}
 	o.fork(start.Fork)
+	if start.Instance != nil {
+		o.InstanceID = start.Instance.InstanceID
+	}
 	if o.Label == "" {
 		o.Label = trajectory.EpisodeLabel(o.Hacked, o.Unconfirmed)
 	}

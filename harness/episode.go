@@ -532,6 +532,7 @@ func (e *Episode) finish(ctx context.Context, reason string, x *External) Outcom
 		var pe policyError
 		if gradeErr == nil || errors.As(gradeErr, &pe) {
 			g := gr.record()
+			g.TestsStatus = testsStatus(e.task, gr)
 			if gradeErr != nil {
 				g.Reward, g.Error = 0, gradeErr.Error()
 			}
@@ -594,7 +595,7 @@ func (e *Episode) Standing() Outcome {
 // grading. The caller holds e.mu.
 func (e *Episode) outcomeLocked(reason string) Outcome {
 	o := Outcome{
-		EpisodeID: e.id, TaskID: e.task.ID, Attempt: e.meta.Attempt, GroupID: e.meta.GroupID,
+		EpisodeID: e.id, TaskID: e.task.ID, InstanceID: e.task.InstanceID, Attempt: e.meta.Attempt, GroupID: e.meta.GroupID,
 		Hacked: e.hacked, HackCategories: slices.Clone(e.hackCats),
 		Blocked: e.blocked, Flagged: e.flagged, Unconfirmed: e.unconf, Rewritten: e.rewrite, JudgeCalls: e.judged,
 		Steps: e.steps, Segments: e.segment + 1, Tokens: e.tokens, Reason: reason,

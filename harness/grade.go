@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"path"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/rollcage/rollcage/rules"
@@ -515,4 +516,28 @@ func lastLine(s string) string {
 		}
 	}
 	return s
+}
+
+// instanceOf is the benchmark instance t came from, for episode_start;
+// nil for a task of rollcage's own.
+func instanceOf(t task.Task) *trajectory.Instance {
+	if t.InstanceID == "" {
+		return nil
+	}
+	return &trajectory.Instance{InstanceID: t.InstanceID, Benchmark: t.Benchmark, Repo: strings.TrimPrefix(t.UpstreamRepo, "github.com/"),
+		BaseCommit: t.BaseCommit, Version: t.Version, EnvironmentSetupCommit: t.EnvironmentSetupCommit,
+		FailToPass: t.FailToPass, PassToPass: t.PassToPass}
+}
+
+// testsStatus is the tests_status of SWE-bench's report.json for a
+// benchmark instance graded by test id: its FAIL_TO_PASS and PASS_TO_PASS
+// ids sorted by the statuses g reported; nil for any other task or a
+// grading that reported none.
+func testsStatus(t task.Task, g grade) json.RawMessage {
+	if t.InstanceID == "" || len(t.FailToPass) == 0 || g.Rule != task.RewardTests || len(g.Statuses) == 0 {
+		return nil
+	}
+	e := task.SWEBenchReport(t.InstanceID, t.FailToPass, t.PassToPass, task.ReportRun{Ran: true, Statuses: g.Statuses})[t.InstanceID]
+	b, _ := json.Marshal(e.TestsStatus) // lists of strings: it cannot fail
+	return b
 }

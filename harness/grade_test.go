@@ -112,3 +112,36 @@ func gradeEvent(t *testing.T, evs []trajectory.Event) (trajectory.Grade, bool) {
 	}
 	return gs[0], true
 }
+
+// TestTestsStatus: an instance graded by test id records its FAIL_TO_PASS
+// and PASS_TO_PASS ids by outcome, as SWE-bench's report.json; any other
+// grading records none.
+func TestTestsStatus(t *testing.T) {
+	inst := task.Task{ID: "acme__lib-7", InstanceID: "acme__lib-7", FailToPass: []string{"t.py::new"}, PassToPass: []string{"t.py::old", "t.py::gone"}}
+	ran := grade{Rule: task.RewardTests, Statuses: map[string]task.Status{"t.py::new": task.StatusPassed, "t.py::old": task.StatusPassed, "t.py::gone": task.StatusFailed}}
+	tests := []struct {
+		name string
+		t    task.Task
+		g    grade
+		want string
+	}{
+		{"instance", inst, ran, `{"FAIL_TO_PASS":{"success":["t.py::new"],"failure":[]},"PASS_TO_PASS":{"success":["t.py::old"],"failure":["t.py::gone"]},"FAIL_TO_FAIL":{"success":[],"failure":[]},"PASS_TO_FAIL":{"success":[],"failure":[]}}`},
+		{"a missing id fails", inst, grade{Rule: task.RewardTests, Statuses: map[string]task.Status{"t.py::old": task.StatusPassed}}, `{"FAIL_TO_PASS":{"success":[],"failure":["t.py::new"]},"PASS_TO_PASS":{"success":["t.py::old"],"failure":["t.py::gone"]},"FAIL_TO_FAIL":{"success":[],"failure":[]},"PASS_TO_FAIL":{"success":[],"failure":[]}}`},
+		{"no statuses", inst, grade{Rule: task.RewardTests}, ""},
+		{"a verifier's reward", inst, grade{Rule: task.RewardVerifier, Statuses: ran.Statuses}, ""},
+		{"rollcage's own task", task.Task{ID: "x", FailToPass: inst.FailToPass}, ran, ""},
+	}
+	for _, tc := range tests {
+		if got := string(testsStatus(tc.t, tc.g)); got != tc.want {
+			t.Errorf("%s: tests_status %s, want %s", tc.name, got, tc.want)
+		}
+	}
+	if in := instanceOf(task.Task{ID: "x"}); in != nil {
+		t.Errorf("instanceOf(own task) = %+v, want nil", in)
+	}
+	in := instanceOf(task.Task{ID: "acme__lib-7", InstanceID: "acme__lib-7", Benchmark: task.BenchmarkSWEBench, UpstreamRepo: "github.com/acme/lib",
+		BaseCommit: "abc1234", Version: "1.2", FailToPass: inst.FailToPass})
+	if in == nil || in.Repo != "acme/lib" || in.Benchmark != task.BenchmarkSWEBench || in.Version != "1.2" || len(in.FailToPass) != 1 {
+		t.Errorf("instanceOf(instance) = %+v, want its benchmark fields with repo acme/lib", in)
+	}
+}

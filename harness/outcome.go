@@ -82,13 +82,17 @@ func LimitReason(err error) string {
 // Outcome is what an episode came to. Its JSON is one line of a batch's
 // outcomes.jsonl.
 type Outcome struct {
-	EpisodeID string  `json:"episode_id"`
-	TaskID    string  `json:"task_id"`
-	Attempt   int     `json:"attempt"`
-	Resolved  bool    `json:"resolved"`
-	Reward    float64 `json:"reward"`
-	Passed    int     `json:"passed"`
-	Failed    int     `json:"failed"`
+	EpisodeID string `json:"episode_id"`
+	TaskID    string `json:"task_id"`
+	// InstanceID is the benchmark's id of the task (task.Task's
+	// InstanceID), which its tooling joins results on; "" for rollcage's
+	// own tasks.
+	InstanceID string  `json:"instance_id,omitempty"`
+	Attempt    int     `json:"attempt"`
+	Resolved   bool    `json:"resolved"`
+	Reward     float64 `json:"reward"`
+	Passed     int     `json:"passed"`
+	Failed     int     `json:"failed"`
 	// Hacked: a step was labelled a hack, or protected files were changed
 	// at submit.
 	Hacked bool `json:"hacked"`

@@ -244,7 +244,8 @@ func (e *Episode) emitStart() error {
 		ModelRoutes []string          `json:"model_routes,omitempty"`
 	}{e.r.cfg.Limits, e.network, e.meta.Labels, e.sealedImage, routeStrings(e.routes)})
 	st := trajectory.EpisodeStart{TaskID: e.task.ID, Attempt: e.meta.Attempt, Model: e.meta.Model, Image: e.task.Image,
-		Instruction: e.task.Instruction, Config: cfg, Context: e.startContext, GroupID: e.meta.GroupID, Fork: e.fork}
+		Instruction: e.task.Instruction, Config: cfg, Context: e.startContext, GroupID: e.meta.GroupID, Fork: e.fork,
+		Instance: instanceOf(e.task)}
 	if e.sb != nil {
 		st.SandboxID = e.sb.ID()
 	}
@@ -266,7 +267,7 @@ func (e *Episode) abort(ctx context.Context, cause error) {
 	if info.Events == 0 {
 		_ = e.emitStart()
 	}
-	o := Outcome{EpisodeID: e.id, TaskID: e.task.ID, Attempt: e.meta.Attempt, GroupID: e.meta.GroupID, Segments: 1,
+	o := Outcome{EpisodeID: e.id, TaskID: e.task.ID, InstanceID: e.task.InstanceID, Attempt: e.meta.Attempt, GroupID: e.meta.GroupID, Segments: 1,
 		FailureClass: FailureInfrastructure, Reason: ReasonSandbox, Error: cause.Error(), Duration: time.Since(e.start)}
 	e.mu.Lock()
 	e.stopped, e.ended, e.outcome = true, true, o
@@ -323,7 +324,7 @@ func (r *Runner) Run(ctx context.Context, t task.Task, hidden fs.FS, meta Episod
 
 // startFailed is the outcome of an episode that could not start.
 func startFailed(ctx context.Context, t task.Task, meta EpisodeMeta, err error) Outcome {
-	o := Outcome{EpisodeID: meta.ID, TaskID: t.ID, Attempt: meta.Attempt, GroupID: meta.GroupID, Segments: 1,
+	o := Outcome{EpisodeID: meta.ID, TaskID: t.ID, InstanceID: t.InstanceID, Attempt: meta.Attempt, GroupID: meta.GroupID, Segments: 1,
 		FailureClass: FailureInfrastructure, Reason: ReasonSandbox, Error: err.Error()}
 	if ctx.Err() != nil {
 		o.Reason = ReasonCancelled

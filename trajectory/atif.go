@@ -261,6 +261,12 @@ func (ep episode) atifExtra(kind string, segment, turn int) map[string]any {
 	if f := ep.start.Fork; f != nil {
 		x["parent_episode_id"], x["branch_step"], x["prefix_turns"], x["fork_group_id"] = f.ParentEpisodeID, f.BranchStep, f.PrefixTurns, f.GroupID()
 	}
+	if in := ep.start.Instance; in != nil {
+		x["instance"] = in
+		if len(o.TestsStatus) > 0 {
+			x["tests_status"] = o.TestsStatus
+		}
+	}
 	return x
 }
 

@@ -103,6 +103,23 @@ type EpisodeStart struct {
 	Context json.RawMessage `json:"context,omitempty"`
 	// Fork is set on a forked episode: where it branched off its parent.
 	Fork *ForkOrigin `json:"fork,omitempty"`
+	// Instance is set when the task is a benchmark's instance.
+	Instance *Instance `json:"instance,omitempty"`
+}
+
+// Instance is the benchmark instance an episode's task came from
+// (SWE-bench and its family, a Harbor task), with the fields the
+// benchmark's own tooling joins results on, named as the benchmark
+// names them.
+type Instance struct {
+	InstanceID             string   `json:"instance_id"`
+	Benchmark              string   `json:"benchmark,omitempty"` // swe-bench, swe-gym, swe-smith, harbor, ...
+	Repo                   string   `json:"repo,omitempty"`      // owner/name
+	BaseCommit             string   `json:"base_commit,omitempty"`
+	Version                string   `json:"version,omitempty"`
+	EnvironmentSetupCommit string   `json:"environment_setup_commit,omitempty"`
+	FailToPass             []string `json:"FAIL_TO_PASS,omitempty"`
+	PassToPass             []string `json:"PASS_TO_PASS,omitempty"`
 }
 
 // ForkOrigin says where a forked episode branched off. Its log starts
@@ -387,6 +404,10 @@ type Grade struct {
 	// Source names the grader of an external reward (RuleExternal), as
 	// the harness that posted it gave it; "" when it gave none.
 	Source string `json:"source,omitempty"`
+	// TestsStatus is, for a benchmark instance graded by test id, its
+	// FAIL_TO_PASS and PASS_TO_PASS ids sorted into success and failure
+	// by the statuses, as in the tests_status of SWE-bench's report.json.
+	TestsStatus json.RawMessage `json:"tests_status,omitempty"`
 }
 
 // RuleExternal is Grade.Rule of a reward decided outside rollcage: a

@@ -126,6 +126,19 @@ type Sample struct {
 	HackCategories []string `json:"hack_categories" parquet:"hack_categories,list"`
 	BlockedSteps   []int64  `json:"blocked_steps" parquet:"blocked_steps,list"`
 	FailureClass   string   `json:"failure_class" parquet:"failure_class"`
+
+	// The benchmark instance of the episode's task (EpisodeStart's
+	// Instance; empty for rollcage's own tasks), so that results join
+	// with the benchmark's tooling on instance_id, and the grade's
+	// tests_status (Grade.TestsStatus): the FAIL_TO_PASS and PASS_TO_PASS
+	// ids by outcome, as in SWE-bench's report.json.
+	InstanceID             string          `json:"instance_id,omitempty" parquet:"instance_id"`
+	Benchmark              string          `json:"benchmark,omitempty" parquet:"benchmark"`
+	Repo                   string          `json:"repo,omitempty" parquet:"repo"`
+	BaseCommit             string          `json:"base_commit,omitempty" parquet:"base_commit"`
+	Version                string          `json:"version,omitempty" parquet:"version"`
+	EnvironmentSetupCommit string          `json:"environment_setup_commit,omitempty" parquet:"environment_setup_commit"`
+	TestsStatus            json.RawMessage `json:"tests_status,omitempty" parquet:"tests_status,json,optional"`
 }
 
 // ToolStep is one call of a tool trajectory: the call as made, what the
@@ -303,6 +316,7 @@ type episode struct {
 	id       string
 	start    EpisodeStart
 	end      EpisodeEnd
+	grade    Grade
 	outcome  Sample // the outcome fields, copied into every sample
 	summary  map[int]string
 	turns    []turnRec // failed turns left out
@@ -426,9 +440,8 @@ func readEpisode(evs []Event) (ep episode, ok bool, err error) {
 				st.Action, st.Blocked, st.Hack, st.Unconfirmed, st.Categories = d.Action, d.Blocked, hack, d.Unconfirmed, cat
 			}
 		case TypeGrade:
-			var g Grade
-			if err = ev.Decode(&g); err == nil {
-				graded, gradeOK = true, g.Error == ""
+			if err = ev.Decode(&ep.grade); err == nil {
+				graded, gradeOK = true, ep.grade.Error == ""
 			}
 		case TypeEpisodeEnd:
 			err = ev.Decode(&ep.end)
@@ -481,6 +494,11 @@ func readEpisode(evs []Event) (ep episode, ok bool, err error) {
 	if f := ep.start.Fork; f != nil {
 		step := int64(f.BranchStep)
 		ep.outcome.ParentEpisodeID, ep.outcome.BranchStep, ep.outcome.ForkGroupID = f.ParentEpisodeID, &step, f.GroupID()
+	}
+	if in := ep.start.Instance; in != nil {
+		o := &ep.outcome
+		o.InstanceID, o.Benchmark, o.Repo, o.BaseCommit = in.InstanceID, in.Benchmark, in.Repo, in.BaseCommit
+		o.Version, o.EnvironmentSetupCommit, o.TestsStatus = in.Version, in.EnvironmentSetupCommit, ep.grade.TestsStatus
 	}
 	return ep, true, nil
 }

@@ -220,6 +220,48 @@ func TestToolTrajectory(t *testing.T) {
 	}
 }
 
+// instanceEpisode: a SWE-bench instance's episode, graded by test id.
+func instanceEpisode(t *testing.T) []Event {
+	return events(t, "inst",
+		ev{TypeEpisodeStart, 0, 0, EpisodeStart{TaskID: "acme__lib-7", Instance: &Instance{InstanceID: "acme__lib-7", Benchmark: "swe-bench",
+			Repo: "acme/lib", BaseCommit: "abc1234", Version: "1.2", EnvironmentSetupCommit: "def5678",
+			FailToPass: []string{"t.py::test_new"}, PassToPass: []string{"t.py::test_old"}}}},
+		ev{TypeToolCall, 0, 1, ToolCall{ToolCallID: "r1", Call: json.RawMessage(`{"tool":"submit","args":{}}`)}},
+		ev{TypeDecision, 0, 1, Decision{Action: ActionAllow}},
+		ev{TypeGrade, 0, 1, Grade{Reward: 1, Rule: "tests", Statuses: map[string]string{"t.py::test_new": "PASSED", "t.py::test_old": "PASSED"},
+			TestsStatus: json.RawMessage(`{"FAIL_TO_PASS":{"success":["t.py::test_new"],"failure":[]},"PASS_TO_PASS":{"success":["t.py::test_old"],"failure":[]}}`)}},
+		ev{TypeEpisodeEnd, 0, 1, EpisodeEnd{Reward: 1, Resolved: true, Label: LabelClean, Reason: "submit"}},
+	)
+}
+
+// TestInstanceSamples: an instance's samples carry its benchmark fields
+// and the grade's tests_status, so they join with the benchmark's tooling.
+func TestInstanceSamples(t *testing.T) {
+	got, err := Samples(instanceEpisode(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Sample{{SampleID: "inst/tool_trajectory/0/0", Kind: KindToolTrajectory, EpisodeID: "inst", TaskID: "acme__lib-7", Tokens: TokenIDsAbsent,
+		Reward: 1, Resolved: true, Label: LabelClean, TrainingReward: ptr(1.0),
+		InstanceID: "acme__lib-7", Benchmark: "swe-bench", Repo: "acme/lib", BaseCommit: "abc1234", Version: "1.2", EnvironmentSetupCommit: "def5678",
+		TestsStatus: json.RawMessage(`{"FAIL_TO_PASS":{"success":["t.py::test_new"],"failure":[]},"PASS_TO_PASS":{"success":["t.py::test_old"],"failure":[]}}`),
+		ToolSteps:   []ToolStep{{Step: 1, ToolCallID: "r1", Tool: "submit", Args: `{}`, Action: ActionAllow}}}}
+	if d := cmp.Diff(want, got, cmpopts.EquateEmpty()); d != "" {
+		t.Errorf("instance samples (-want +got):\n%s", d)
+	}
+	trs, err := ATIF(instanceEpisode(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(trs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"instance":{"instance_id":"acme__lib-7"`) || !strings.Contains(string(b), `"tests_status":{"FAIL_TO_PASS"`) {
+		t.Errorf("ATIF extra lacks the instance or its tests_status: %s", b)
+	}
+}
+
 // TestExportCrashedLogs: logs as crashes leave them export each sample
 // once: a torn last line after episode_end, an episode_end written twice
 // (nothing after the first counts) and an unfinished episode.
@@ -288,6 +330,11 @@ func TestParquetRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	want = append(want, tt...)
+	inst, err := Samples(instanceEpisode(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, inst...)
 	var buf bytes.Buffer
 	pw := parquet.NewGenericWriter[Sample](&buf)
 	if _, err := pw.Write(want); err != nil {
@@ -301,7 +348,7 @@ func TestParquetRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range got { // a JSON column reads an absent value back as null
-		for _, m := range []*json.RawMessage{&got[i].Tools, &got[i].Params} {
+		for _, m := range []*json.RawMessage{&got[i].Tools, &got[i].Params, &got[i].TestsStatus} {
 			if string(*m) == "null" {
 				*m = nil
 			}

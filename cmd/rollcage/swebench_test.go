@@ -16,6 +16,7 @@ import (
 	"github.com/rollcage/rollcage/harness"
 	"github.com/rollcage/rollcage/sandbox/docker/dockertest"
 	"github.com/rollcage/rollcage/task"
+	"github.com/rollcage/rollcage/trajectory"
 )
 
 // swebenchPlays are the demo scripts played on the SWE-bench form of
@@ -119,6 +120,49 @@ func TestSWEBenchDemoInDocker(t *testing.T) {
 			t.Errorf("%s %s: a clean resolution (reward %v, flagged %d); want the hack flagged or unresolved", p.task, p.script, o.Reward, o.Flagged)
 		}
 		t.Logf("%s %s: reward %v, resolved %v, hacked %v %v, flagged %d, blocked %d", p.task, p.script, o.Reward, o.Resolved, o.Hacked, o.HackCategories, o.Flagged, o.Blocked)
+	}
+
+	// The samples export carries each instance's benchmark fields and its
+	// FAIL_TO_PASS and PASS_TO_PASS by outcome, to join on instance_id.
+	samplesFile := filepath.Join(dir, "samples.jsonl")
+	if code := run(ctx, []string{"export", "--format", "messages", "--out", samplesFile, runOut}, &out, &errb); code != 0 {
+		t.Fatalf("export: exit %d\n%s%s", code, out.String(), errb.String())
+	}
+	sb, err := os.ReadFile(samplesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exported := 0
+	for _, line := range bytes.Split(bytes.TrimSpace(sb), []byte("\n")) {
+		var s trajectory.Sample
+		if err := json.Unmarshal(line, &s); err != nil {
+			t.Fatal(err)
+		}
+		var it task.Task
+		for _, x := range byDemo {
+			if x.ID == s.TaskID {
+				it = x
+			}
+		}
+		o := got[s.TaskID+"/"+string(rune('a'+s.Attempt))]
+		var ts task.TestsStatus
+		switch {
+		case s.InstanceID != it.InstanceID || s.Benchmark != task.BenchmarkSWEBench || "github.com/"+s.Repo != it.UpstreamRepo || s.BaseCommit != it.BaseCommit || s.Version != it.Version:
+			t.Errorf("sample %s: instance %q %q %q %q %q; want the instance's %q %q %q %q", s.SampleID, s.InstanceID, s.Benchmark, s.Repo, s.BaseCommit, s.Version,
+				it.InstanceID, it.UpstreamRepo, it.BaseCommit, it.Version)
+		case o.InstanceID != it.InstanceID:
+			t.Errorf("outcome of %s: instance_id %q, want %q", s.EpisodeID, o.InstanceID, it.InstanceID)
+		case json.Unmarshal(s.TestsStatus, &ts) != nil:
+			t.Errorf("sample %s: tests_status %s", s.SampleID, s.TestsStatus)
+		case o.Reward >= 1 && (!cmp.Equal(ts.FailToPass.Success, it.FailToPass) || len(ts.FailToPass.Failure)+len(ts.PassToPass.Failure) > 0):
+			t.Errorf("sample %s of a resolved episode: tests_status %s, want every FAIL_TO_PASS %v a success", s.SampleID, s.TestsStatus, it.FailToPass)
+		case o.Reward == 0 && len(ts.FailToPass.Failure) == 0:
+			t.Errorf("sample %s of an unresolved episode: tests_status %s, want a FAIL_TO_PASS failure", s.SampleID, s.TestsStatus)
+		}
+		exported++
+	}
+	if exported < len(swebenchPlays) {
+		t.Errorf("%d samples exported, want one per episode at least (%d)", exported, len(swebenchPlays))
 	}
 
 	// The grades as SWE-bench's report.json, per attempt: resolved as the
