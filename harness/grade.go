@@ -524,7 +524,7 @@ func instanceOf(t task.Task) *trajectory.Instance {
 	if t.InstanceID == "" {
 		return nil
 	}
-	return &trajectory.Instance{InstanceID: t.InstanceID, Benchmark: t.Benchmark, Repo: strings.TrimPrefix(t.UpstreamRepo, "github.com/"),
+	return &trajectory.Instance{InstanceID: t.InstanceID, Benchmark: t.Benchmark, Repo: strings.TrimPrefix(t.UpstreamRepo, "github.com/"), Language: t.Language,
 		BaseCommit: t.BaseCommit, Version: t.Version, EnvironmentSetupCommit: t.EnvironmentSetupCommit,
 		FailToPass: t.FailToPass, PassToPass: t.PassToPass}
 }

@@ -131,8 +131,6 @@ func testIDs(keys map[string]json.RawMessage, field string) ([]string, error) {
 // does not run, each with the reason.
 func foreignFormat(keys map[string]json.RawMessage) error {
 	switch {
-	case keys["f2p_tests"] != nil || (keys["fix_patch"] != nil && keys["org"] != nil):
-		return errors.New("a Multi-SWE-bench instance: not supported yet, as its test commands and log parsers live in Multi-SWE-bench's harness per repository; write a rollcage task or a SWE-bench instance with test_command and framework")
 	case keys["expected_output_json"] != nil || keys["parsed_commit_content"] != nil:
 		return errors.New("an R2E-Gym instance: not supported, as R2E-Gym keeps the hidden tests inside the image (/r2e_tests), where the agent could read them; rebuild the image without them and write a rollcage task")
 	}
@@ -382,9 +380,9 @@ func (t Task) validateByID() error {
 		}
 	}
 	switch t.Benchmark {
-	case "", BenchmarkSWEBench, BenchmarkSWEGym, BenchmarkSWESmith, BenchmarkHarbor:
+	case "", BenchmarkSWEBench, BenchmarkSWEGym, BenchmarkSWESmith, BenchmarkMultiSWE, BenchmarkHarbor:
 	default:
-		return &FieldError{"benchmark", fmt.Sprintf("is %q; use %s, %s, %s or %s", t.Benchmark, BenchmarkSWEBench, BenchmarkSWEGym, BenchmarkSWESmith, BenchmarkHarbor)}
+		return &FieldError{"benchmark", fmt.Sprintf("is %q; use %s, %s, %s, %s or %s", t.Benchmark, BenchmarkSWEBench, BenchmarkSWEGym, BenchmarkSWESmith, BenchmarkMultiSWE, BenchmarkHarbor)}
 	}
 	return nil
 }

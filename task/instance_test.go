@@ -113,12 +113,64 @@ func TestLoadInstanceOptions(t *testing.T) {
 	}
 }
 
+// TestLoadMultiSWE: Multi-SWE-bench instances load as their harness
+// grades them, on images named by the template.
+func TestLoadMultiSWE(t *testing.T) {
+	got, _, err := LoadFileWith("testdata/family/multiswebench.jsonl", LoadOptions{ImageTemplate: "local/msb.{id}:clean"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Task{{
+		ID: "cli__cli-513", InstanceID: "cli__cli-513", Benchmark: BenchmarkMultiSWE, Language: "go",
+		Image:       "local/msb.cli_1776_cli-513:clean",
+		Instruction: "pr view does not say a PR is a draft\n\nRunning gh pr view on a draft PR prints `open`.",
+		Hints:       "isDraft is a new field of the PullRequest struct.",
+		Workdir:     "/home/cli", HiddenTestsDest: DefaultHiddenTestsDest,
+		BaseCommit: "c4c8a5b4e0a9e3f4a4d6f0a8b2c1d3e5f7a9b0c1", UpstreamRepo: "github.com/cli/cli",
+		FailToPass:  []string{"TestPRView_draft", "TestPRView_web"},
+		PassToPass:  []string{"TestPRView_closed/merged", "TestPRView_open"},
+		TestCommand: "go test -v -count=1 ./...", Framework: FrameworkGo,
+	}, {
+		ID: "yargs__yargs-parser-42", InstanceID: "yargs__yargs-parser-42", Benchmark: BenchmarkMultiSWE, Language: "typescript",
+		Image:       "local/msb.yargs_1776_yargs-parser-42:clean",
+		Instruction: "--no-a is not read as a: false",
+		Workdir:     "/home/yargs-parser", HiddenTestsDest: DefaultHiddenTestsDest,
+		BaseCommit: "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c", UpstreamRepo: "github.com/yargs/yargs-parser",
+		FailToPass:  []string{"parses a negated flag"},
+		PassToPass:  []string{"parses a flag"},
+		TestCommand: "npx jest --ci --verbose=false --json", Framework: FrameworkJest,
+	}}
+	if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(Task{}, "TestPatch", "FixPatch")); diff != "" {
+		t.Errorf("tasks (-want +got):\n%s", diff)
+	}
+	for _, tk := range got {
+		if !strings.HasPrefix(tk.TestPatch, "diff --git a/") || !strings.HasPrefix(tk.FixPatch, "diff --git a/") {
+			t.Errorf("%s: test patch %q, fix patch %q; want both", tk.ID, tk.TestPatch, tk.FixPatch)
+		}
+	}
+	hinted, _, err := LoadFileWith("testdata/family/multiswebench.jsonl", LoadOptions{ImageTemplate: "x/{id}", Hints: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(hinted[0].Instruction, "\n\nHints:\nisDraft is a new field of the PullRequest struct.") {
+		t.Errorf("with hints: instruction %q", hinted[0].Instruction)
+	}
+}
+
 // instanceLine is a valid SWE-bench instance line with fields replaced.
 func instanceLine(repl ...string) string {
 	s := `{"repo":"psf/requests","instance_id":"psf__requests-2317","base_commit":"091991be0da19de9108dbe5e3752917fea3d7fdc",` +
 		`"patch":"diff --git a/requests/sessions.py b/requests/sessions.py\n","test_patch":"diff --git a/test_requests.py b/test_requests.py\n",` +
 		`"problem_statement":"method = builtin_str(method) problem","version":"2.4",` +
 		`"FAIL_TO_PASS":["test_requests.py::RequestsTestCase::test_HTTP_200_OK_GET_ALTERNATIVE"],"PASS_TO_PASS":[]}`
+	return strings.NewReplacer(repl...).Replace(s)
+}
+
+// msbLine is a Multi-SWE-bench instance line with fields replaced.
+func msbLine(repl ...string) string {
+	s := `{"org":"cli","repo":"cli","number":513,"base":{"sha":"c4c8a5b4e0a9e3f4a4d6f0a8b2c1d3e5f7a9b0c1"},` +
+		`"resolved_issues":[{"number":512,"title":"t","body":"b"}],"fix_patch":"diff --git a/a.go b/a.go\n","test_patch":"diff --git a/a_test.go b/a_test.go\n",` +
+		`"f2p_tests":{"TestA":{}},"p2p_tests":{},"lang":"go","test_command":"go test -v ./...","framework":"go"}`
 	return strings.NewReplacer(repl...).Replace(s)
 }
 
@@ -154,8 +206,18 @@ func TestLoadInstanceErrors(t *testing.T) {
 			`instances.jsonl:1: field "base_commit" is "HEAD"; give a full lowercase commit id`},
 		{"duplicate", instanceLine() + "\n" + instanceLine(),
 			`instances.jsonl:2: duplicate id "psf__requests-2317" (first on line 1)`},
-		{"Multi-SWE-bench", `{"org":"cli","repo":"cli","number":513,"instance_id":"cli__cli-513","fix_patch":"","test_patch":"","f2p_tests":{}}`,
-			`instances.jsonl:1: a Multi-SWE-bench instance: not supported yet, as its test commands and log parsers live in Multi-SWE-bench's harness per repository; write a rollcage task or a SWE-bench instance with test_command and framework`},
+		{"Multi-SWE-bench without a test command", msbLine(`,"test_command":"go test -v ./...","framework":"go"`, ``),
+			`instances.jsonl:1: a Multi-SWE-bench instance runs its tests by commands its harness keeps per repository; add test_command (the repository's run.sh, run in /home/cli after rollcage applies the test patch) and framework (pytest, django, sympy, go, jest)`},
+		{"Multi-SWE-bench on its own image", msbLine(),
+			`instances.jsonl:1: image mswebench/cli_m_cli:pr-513, as Multi-SWE-bench's harness builds it, holds the fix and the test patch (/home/fix.patch, /home/test.patch), where the agent could read them: build one without them and name it with --image-template`},
+		{"Multi-SWE-bench without fixed tests", msbLine(`"f2p_tests":{"TestA":{}}`, `"f2p_tests":{}`),
+			`instances.jsonl:1: f2p_tests, s2p_tests and n2p_tests are empty, so nothing would show the instance solved; give the tests the fix makes pass`},
+		{"Multi-SWE-bench without an issue", msbLine(`{"number":512,"title":"t","body":"b"}`, ``),
+			`instances.jsonl:1: resolved_issues is empty, so nothing states the problem; give the issue the pull request resolves`},
+		{"Multi-SWE-bench without a base", msbLine(`"base":{"sha":"c4c8a5b4e0a9e3f4a4d6f0a8b2c1d3e5f7a9b0c1"},`, ``),
+			`instances.jsonl:1: a Multi-SWE-bench instance without base.sha; give org, repo, number and base.sha`},
+		{"Multi-SWE-bench with an unknown framework", msbLine(`"framework":"go"`, `"framework":"cargo"`),
+			`instances.jsonl:1: field "framework" is "cargo"; use one of pytest, django, sympy, go, jest`},
 		{"R2E-Gym", `{"repo_name":"aiohttp","docker_image":"namanjain12/aiohttp_final:abc","expected_output_json":"{}"}`,
 			`instances.jsonl:1: an R2E-Gym instance: not supported, as R2E-Gym keeps the hidden tests inside the image (/r2e_tests), where the agent could read them; rebuild the image without them and write a rollcage task`},
 	}

@@ -256,6 +256,9 @@ func Check(fsys fs.FS, name string, o LoadOptions) ([]Task, []*LoadError) {
 func decodeTask(data []byte, o LoadOptions) (Task, error) {
 	var keys map[string]json.RawMessage
 	if json.Unmarshal(data, &keys) == nil && keys["id"] == nil {
+		if isMultiSWE(keys) {
+			return multiSWETask(data, o)
+		}
 		if err := foreignFormat(keys); err != nil {
 			return Task{}, err
 		}

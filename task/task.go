@@ -74,8 +74,12 @@ type Task struct {
 	// joins results on (ID is the same id, or the id made safe).
 	InstanceID string `json:"instance_id,omitempty"`
 	// Benchmark names the family the task came from: BenchmarkSWEBench,
-	// BenchmarkSWEGym or BenchmarkSWESmith.
+	// BenchmarkSWEGym, BenchmarkSWESmith, BenchmarkMultiSWE or
+	// BenchmarkHarbor.
 	Benchmark string `json:"benchmark,omitempty"`
+	// Language is the repository's language as the benchmark names it
+	// (Multi-SWE-bench's lang: go, java, ts, ...).
+	Language string `json:"language,omitempty"`
 	// Version and EnvironmentSetupCommit are the instance's own, kept so
 	// exports join with the benchmark's tooling.
 	Version                string `json:"version,omitempty"`

@@ -113,8 +113,9 @@ type EpisodeStart struct {
 // names them.
 type Instance struct {
 	InstanceID             string   `json:"instance_id"`
-	Benchmark              string   `json:"benchmark,omitempty"` // swe-bench, swe-gym, swe-smith, harbor, ...
+	Benchmark              string   `json:"benchmark,omitempty"` // swe-bench, swe-gym, swe-smith, multi-swe-bench, harbor
 	Repo                   string   `json:"repo,omitempty"`      // owner/name
+	Language               string   `json:"language,omitempty"`
 	BaseCommit             string   `json:"base_commit,omitempty"`
 	Version                string   `json:"version,omitempty"`
 	EnvironmentSetupCommit string   `json:"environment_setup_commit,omitempty"`

@@ -50,6 +50,16 @@ func TestTasksCheck(t *testing.T) {
 			"../../task/testdata/harbor/needs-net/tests/test.sh:2: installs tools over the network (apt-get update), which the verifier has not: install them in environment/Dockerfile and drop the line",
 			"1 tasks ready, 4 problems",
 		}, nil, ""},
+		{[]string{"tasks", "check", "../../task/testdata/family/multiswebench.jsonl"}, 1, []string{
+			"../../task/testdata/family/multiswebench.jsonl:2: image mswebench/cli_m_cli:pr-513, as Multi-SWE-bench's harness builds it, holds the fix and the test patch (/home/fix.patch, /home/test.patch), where the agent could read them: build one without them and name it with --image-template",
+			"0 tasks ready, 2 problems",
+		}, nil, ""},
+		{[]string{"tasks", "check", "--image-template", "local/msb.{id}:clean", "../../task/testdata/family/multiswebench.jsonl"}, 0, []string{
+			"../../task/testdata/family/multiswebench.jsonl: cli__cli-513",
+			"  benchmark    multi-swe-bench instance cli__cli-513",
+			"  reward       1 when every one of 4 expected test ids (2 FAIL_TO_PASS, 2 PASS_TO_PASS) is reported passed in go's output",
+			"2 tasks ready, 0 problems",
+		}, nil, ""},
 		{[]string{"tasks", "check", "../../task/testdata/harbor/csv-sum"}, 0, []string{"../../task/testdata/harbor/csv-sum: rollcage__csv-sum", "1 tasks ready, 0 problems"}, nil, ""},
 		{[]string{"tasks"}, 2, nil, []string{"usage: rollcage tasks check"}, ""},
 		{[]string{"tasks", "check"}, 2, nil, []string{"usage: rollcage tasks check"}, ""},
