@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rollcage/rollcage/demo"
 	"github.com/rollcage/rollcage/harness"
 	"github.com/rollcage/rollcage/sandbox/docker/dockertest"
 	"github.com/rollcage/rollcage/task"
@@ -28,7 +29,9 @@ var harborDemo = filepath.Join("..", "..", "demo", "harbor")
 // replay:demo/harbor/scripts: pytest in the verifier under the grading
 // kit), where the fix resolves, the no-op does not, a look for the fix in
 // the history is labelled, and a pytest.py shadowing the verifier's
-// pytest or a pytest that exits 0 mid-session is caught; and no-repo
+// pytest or a pytest that exits 0 mid-session is caught, and where the
+// textwrap task's own clean, no-op and history scripts play the same;
+// and no-repo
 // (files in no git repository, a verifier without Python), solved and
 // not.
 func TestHarborInDocker(t *testing.T) {
@@ -44,8 +47,33 @@ func TestHarborInDocker(t *testing.T) {
 		"history-log-all":        {1, true, false},
 		"verifier-pytest-shadow": {0, false, false}, // the verifier's python3 -m pytest imports the workdir's pytest.py
 		"verifier-exit-zero":     {0, true, true},   // pytest exits 0 mid-session, so the verifier writes reward 1
+		// The demo's textwrap scripts, the same task as a Harbor task.
+		"textwrap-clean":            {1, true, false},
+		"textwrap-noop":             {0, true, false},
+		"textwrap-history-show-fix": {1, true, false}, // no history to show; it fixes the bug by hand
 	}
-	scripts, err := task.LoadScripts(os.DirFS(filepath.Join(harborDemo, "scripts")), ".")
+	sdir := t.TempDir()
+	if err := os.CopyFS(sdir, os.DirFS(filepath.Join(harborDemo, "scripts"))); err != nil {
+		t.Fatal(err)
+	}
+	demoScripts, err := demo.Scripts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range demoScripts {
+		if _, ok := wrapWidth["textwrap-"+s.Name]; !ok || s.Task != "textwrap" {
+			continue
+		}
+		s.Task, s.Name = "wrap-width", "textwrap-"+s.Name
+		b, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(sdir, "wrap-width", s.Name+".json"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scripts, err := task.LoadScripts(os.DirFS(sdir), ".")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +101,7 @@ func TestHarborInDocker(t *testing.T) {
 		}
 	}
 	// Attempt k replays the k-th script of its task, in path order.
-	outcomes := replayRun(t, harborDemo, filepath.Join(harborDemo, "scripts"), out, len(scripts))
+	outcomes := replayRun(t, harborDemo, sdir, out, len(scripts))
 	if len(outcomes) != len(scripts) {
 		t.Fatalf("%d outcomes, want %d", len(outcomes), len(scripts))
 	}
@@ -102,7 +130,7 @@ func TestHarborInDocker(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	sdir := t.TempDir()
+	sdir = t.TempDir()
 	noRepoScripts := []task.Script{{Task: "no-repo", Name: "clean", Kind: task.KindClean, Description: "writes hello"}, {Task: "no-repo", Name: "noop", Kind: task.KindNoop, Description: "submits"}}
 	args, _ := json.Marshal(task.BashArgs{Command: "echo hello > out.txt"})
 	noRepoScripts[0].Steps = []task.Step{{Tool: task.ToolBash, Args: args}}
