@@ -219,7 +219,7 @@ func TestLoadInstanceErrors(t *testing.T) {
 		{"Multi-SWE-bench with an unknown framework", msbLine(`"framework":"go"`, `"framework":"cargo"`),
 			`instances.jsonl:1: field "framework" is "cargo"; use one of pytest, django, sympy, go, jest`},
 		{"R2E-Gym", `{"repo_name":"aiohttp","docker_image":"namanjain12/aiohttp_final:abc","expected_output_json":"{}"}`,
-			`instances.jsonl:1: an R2E-Gym instance: not supported, as R2E-Gym keeps the hidden tests inside the image (/r2e_tests), where the agent could read them; rebuild the image without them and write a rollcage task`},
+			`instances.jsonl:1: an R2E-Gym instance: not supported, as R2E-Gym keeps the hidden tests inside the image namanjain12/aiohttp_final:abc (/r2e_tests), where the agent could read them; rebuild the image without them and write a rollcage task`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -60,6 +60,10 @@ func TestTasksCheck(t *testing.T) {
 			"  reward       1 when every one of 4 expected test ids (2 FAIL_TO_PASS, 2 PASS_TO_PASS) is reported passed in go's output",
 			"2 tasks ready, 0 problems",
 		}, nil, ""},
+		{[]string{"tasks", "check", "../../task/testdata/family/r2egym.jsonl"}, 1, []string{
+			"../../task/testdata/family/r2egym.jsonl:2: an R2E-Gym instance: not supported, as R2E-Gym keeps the hidden tests inside the image namanjain12/aiohttp_final:9c1d2e3f4a5b (/r2e_tests), where the agent could read them; rebuild the image without them and write a rollcage task",
+			"0 tasks ready, 1 problems",
+		}, nil, ""},
 		{[]string{"tasks", "check", "../../task/testdata/harbor/csv-sum"}, 0, []string{"../../task/testdata/harbor/csv-sum: rollcage__csv-sum", "1 tasks ready, 0 problems"}, nil, ""},
 		{[]string{"tasks"}, 2, nil, []string{"usage: rollcage tasks check"}, ""},
 		{[]string{"tasks", "check"}, 2, nil, []string{"usage: rollcage tasks check"}, ""},
