@@ -37,7 +37,7 @@ func (t Task) Plan() []PlanItem {
 	if len(first) > 72 {
 		first = first[:72] + "..."
 	}
-	add("instruction", "%q (%d chars)%s", first, len(t.Instruction), map[bool]string{true: "; hints_text not shown", false: ""}[t.Hints != "" && !strings.Contains(t.Instruction, t.Hints)])
+	add("instruction", "%q (%d chars)%s", first, len(t.Instruction), map[bool]string{true: "; hints not shown (--hints adds them)", false: ""}[t.Hints != "" && !strings.Contains(t.Instruction, t.Hints)])
 
 	var tests string
 	switch {

@@ -35,7 +35,7 @@ func TestTasksCheck(t *testing.T) {
 		{[]string{"tasks", "check", "--hints", "--image-template", "local/{id}", "../../task/testdata/instances/swebench.jsonl"}, 0, []string{
 			"  image        local/django_1776_django-11099 (never pulled; sealed at d26b2424437d: nothing beyond it in the history)",
 			"2 tasks ready, 0 problems",
-		}, nil, "hints_text not shown"},
+		}, nil, "hints not shown"},
 		{[]string{"tasks", "check", "../../demo/tasks.jsonl"}, 0, []string{"../../demo/tasks.jsonl: textwrap", "8 tasks ready, 0 problems"}, nil, ""},
 		{[]string{"tasks", "check", bad}, 1, []string{
 			bad + `:1: no test command is known for repository "x/y"; add test_command and framework to the instance`,
@@ -57,6 +57,7 @@ func TestTasksCheck(t *testing.T) {
 		{[]string{"tasks", "check", "--image-template", "local/msb.{id}:clean", "../../task/testdata/family/multiswebench.jsonl"}, 0, []string{
 			"../../task/testdata/family/multiswebench.jsonl: cli__cli-513",
 			"  benchmark    multi-swe-bench instance cli__cli-513",
+			"  instruction  \"pr view does not say a PR is a draft\" (85 chars); hints not shown (--hints adds them)",
 			"  reward       1 when every one of 4 expected test ids (2 FAIL_TO_PASS, 2 PASS_TO_PASS) is reported passed in go's output",
 			"2 tasks ready, 0 problems",
 		}, nil, ""},
