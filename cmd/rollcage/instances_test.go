@@ -357,8 +357,8 @@ func TestInstancesThroughAPIsInDocker(t *testing.T) {
 			}
 			t.Logf("reward %v, resolved %v, label %s %v, flagged %d, blocked %d", o.Reward, o.Resolved, o.Label, o.HackCategories, o.Flagged, o.Blocked)
 			switch {
-			case o.TaskID != id:
-				t.Errorf("task %q, want the instance %q", o.TaskID, id)
+			case o.TaskID != id || o.InstanceID != id:
+				t.Errorf("task %q, instance %q; want the instance %q", o.TaskID, o.InstanceID, id)
 			case o.FailureClass != "":
 				t.Errorf("failure class %q (%s); want a graded episode", o.FailureClass, o.Error)
 			case s.Kind == task.KindClean && (!o.CleanResolution || o.Reward != 1 || o.Label != trajectory.LabelClean):
