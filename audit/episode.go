@@ -61,21 +61,21 @@ type Step struct {
 	Recorded *trajectory.Decision `json:"recorded,omitempty"`
 	// prep is Call with the arguments the reader built, typed; zero when
 	// it built none (rollcage's own records).
-	prep monitor.Prepared
+	prep toolcall.Prepared
 }
 
 // set makes p the step's call.
-func (s *Step) set(p monitor.Prepared) { s.Call, s.prep = p.Call, p }
+func (s *Step) set(p toolcall.Prepared) { s.Call, s.prep = p.Call, p }
 
 // prepared is the step's call with the typed arguments its reader built,
 // while Call is still the call they were built for; else Call alone, whose
 // arguments the normalizer then decodes.
-func (s Step) prepared() monitor.Prepared {
+func (s Step) prepared() toolcall.Prepared {
 	if p := s.prep; p.Call.Tool == s.Call.Tool && bytes.Equal(p.Call.Args, s.Call.Args) {
 		p.Call = s.Call
 		return p
 	}
-	return monitor.Prepared{Call: s.Call}
+	return toolcall.Prepared{Call: s.Call}
 }
 
 // Online is what an episode's own run recorded about itself.

@@ -14,8 +14,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rollcage/rollcage/internal/realcorpus"
-	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/normalize"
+	"github.com/rollcage/rollcage/toolcall"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
@@ -39,7 +39,7 @@ func sameAsRaw(t *testing.T, name string, data []byte) bool {
 		return true
 	}
 	// a step's typed arguments have unexported fields: compared whole
-	samePrepared := cmp.Comparer(func(a, b monitor.Prepared) bool { return reflect.DeepEqual(a, b) })
+	samePrepared := cmp.Comparer(func(a, b toolcall.Prepared) bool { return reflect.DeepEqual(a, b) })
 	if d := cmp.Diff(raw[0], fast, cmp.AllowUnexported(Step{}), samePrepared); d != "" {
 		t.Errorf("%s: parseFast differs from the raw way (-raw +fast):\n%s", name, d)
 	}

@@ -7,7 +7,6 @@ import (
 
 	json "github.com/go-json-experiment/json/v1"
 
-	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/toolcall"
 )
 
@@ -121,13 +120,13 @@ func parseOpenHands(base, name string, obj map[string]json.RawMessage) (Trace, e
 
 // ohCall maps an OpenHands action onto rollcage's tool model; ok is
 // false for events that run nothing (message, think, system, recall).
-func ohCall(ev ohEvent) (monitor.Prepared, bool) {
+func ohCall(ev ohEvent) (toolcall.Prepared, bool) {
 	a := ev.Args
 	switch ev.Action {
 	case "run":
 		return bash(a.Command), true
 	case "run_ipython":
-		return monitor.Prepared{Call: toolcall.Call{Tool: "ipython", Args: mustJSON(map[string]string{"code": a.Code})}}, true
+		return toolcall.Prepared{Call: toolcall.Call{Tool: "ipython", Args: mustJSON(map[string]string{"code": a.Code})}}, true
 	case "read":
 		return editorCall("view", a.Path, "", "", ""), true
 	case "edit":
@@ -142,5 +141,5 @@ func ohCall(ev ohEvent) (monitor.Prepared, bool) {
 	case "browse":
 		return bash("curl " + shq(a.URL)), true // a fetch, as the rules know fetches
 	}
-	return monitor.Prepared{}, false
+	return toolcall.Prepared{}, false
 }

@@ -6,7 +6,6 @@ import (
 
 	json "github.com/go-json-experiment/json/v1"
 
-	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/toolcall"
 	"github.com/rollcage/rollcage/trajectory"
 )
@@ -104,7 +103,7 @@ type sweMapper struct {
 
 // action maps one SWE-agent action. Its own commands become file tools
 // or the shell commands they stand for; anything else is a shell command.
-func (m *sweMapper) action(a, obs string) monitor.Prepared {
+func (m *sweMapper) action(a, obs string) toolcall.Prepared {
 	first, rest, _ := strings.Cut(a, "\n")
 	fields := shellWords(first)
 	if len(fields) == 0 {
@@ -130,7 +129,7 @@ func (m *sweMapper) action(a, obs string) monitor.Prepared {
 	case "goto", "scroll_up", "scroll_down":
 		// Moves the window over the open file: what it shows was already
 		// read by open.
-		return monitor.Prepared{Call: toolcall.Call{Tool: "swe_" + fields[0], Args: []byte(`{}`)}}
+		return toolcall.Prepared{Call: toolcall.Call{Tool: "swe_" + fields[0], Args: []byte(`{}`)}}
 	case "edit":
 		text := strings.TrimSuffix(strings.TrimRight(rest, "\n"), "end_of_edit")
 		return call(toolcall.Edit, toolcall.EditArgs{Path: m.open, New: strings.TrimRight(text, "\n")})
@@ -153,7 +152,7 @@ func (m *sweMapper) action(a, obs string) monitor.Prepared {
 
 // editor maps SWE-agent 1.x's str_replace_editor action line:
 // str_replace_editor CMD PATH [--old_str X] [--new_str Y] [--file_text Z].
-func (m *sweMapper) editor(a string) monitor.Prepared {
+func (m *sweMapper) editor(a string) toolcall.Prepared {
 	words := shellWords(a)
 	if len(words) < 3 {
 		return bash(a)

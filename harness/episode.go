@@ -182,7 +182,7 @@ type callOptions struct {
 // gateway's /calls and MCP): a foreign tool name is mapped onto
 // rollcage's tools, and a call whose arguments cannot run returns an error
 // wrapping *toolcall.ArgsError, which names the field, before anything is
-// numbered or recorded (monitor.Check, with the episode's per-call timeout
+// numbered or recorded (toolcall.Check, with the episode's per-call timeout
 // as the longest timeout_sec). Without it, such a call is the policy's
 // step and its answer an error output.
 func Checked() CallOption { return func(o *callOptions) { o.checked = true } }
@@ -203,14 +203,14 @@ func (e *Episode) Call(ctx context.Context, call toolcall.Call, opts ...CallOpti
 	for _, opt := range opts {
 		opt(&o)
 	}
-	var p monitor.Prepared
+	var p toolcall.Prepared
 	if o.checked {
 		var err error
-		if p, err = monitor.Check(call, e.r.cfg.Limits.CallTimeout); err != nil {
+		if p, err = toolcall.Check(call, e.r.cfg.Limits.CallTimeout); err != nil {
 			return decision.CallResult{}, fmt.Errorf("harness: episode %s: call %s: %w", e.id, call.Tool, err)
 		}
 	} else {
-		p = monitor.Prepare(call)
+		p = toolcall.Prepare(call)
 	}
 	e.callMu.Lock()
 	defer e.callMu.Unlock()

@@ -94,7 +94,7 @@ func (e *Episode) Start(ctx context.Context, call toolcall.Call, stdin bool, out
 	if err != nil {
 		return nil, err
 	}
-	p := monitor.Prepare(call)
+	p := toolcall.Prepare(call)
 	p.Step = step
 	cctx, cancel := context.WithTimeout(ctx, e.r.cfg.Limits.CallTimeout)
 	mr, err := e.mon.Start(cctx, p, stdin, out)

@@ -115,11 +115,11 @@ func sessionName(s string) string {
 // Handle takes one tool call, numbered p.Step by the caller, through the
 // monitor's three stages: decide (normalize → rules → judge → decide),
 // execute (unless blocked) and check (effects and output). Its arguments,
-// as Prepare or Check decoded them, are not decoded again. It returns an
+// as toolcall.Prepare or Check decoded them, are not decoded again. It returns an
 // error only when the sandbox failed (the call's fate is then unknown to
 // the policy); everything the policy did wrong is an output it can
 // recover from.
-func (e *EpisodeState) Handle(ctx context.Context, p Prepared) (decision.CallResult, error) {
+func (e *EpisodeState) Handle(ctx context.Context, p toolcall.Prepared) (decision.CallResult, error) {
 	start := time.Now()
 	res, args, err := e.decideCall(ctx, p)
 	if err != nil {
@@ -134,9 +134,9 @@ func (e *EpisodeState) Handle(ctx context.Context, p Prepared) (decision.CallRes
 
 // decideCall is the decide stage: it takes the call through normalize →
 // rules → judge → decide, and returns its arguments as decoded once (by
-// Prepare or Check) for all of these and the run.
-func (e *EpisodeState) decideCall(ctx context.Context, p Prepared) (decision.CallResult, decoded, error) {
-	call, args, step := p.Call, p.args, p.Step
+// toolcall.Prepare or Check) for all of these and the run.
+func (e *EpisodeState) decideCall(ctx context.Context, p toolcall.Prepared) (decision.CallResult, decoded, error) {
+	call, args, step := p.Call, decodedOf(p), p.Step
 	call.EpisodeID = e.id
 	cwd := e.Cwd(call.Session)
 

@@ -88,7 +88,7 @@ func FuzzNormalizeFailsClosed(f *testing.F) {
 		call := bash(cmd)
 		var sent toolcall.BashArgs // what survives JSON (invalid UTF-8 becomes U+FFFD)
 		json.Unmarshal(call.Args, &sent)
-		n, internal := normalizeCall(call, decodeCall(call), "/workspace", nil)
+		n, internal := normalizeCall(call, decodedOf(toolcall.Prepare(call)), "/workspace", nil)
 		if len(internal) > 0 {
 			t.Errorf("internal errors normalizing %q: %v", cmd, internal)
 		}

@@ -22,7 +22,7 @@ var testSteps = struct {
 }{last: map[*EpisodeState]int{}}
 
 // numbered gives p the next step of ep's calls.
-func numbered(ep *EpisodeState, p Prepared) Prepared {
+func numbered(ep *EpisodeState, p toolcall.Prepared) toolcall.Prepared {
 	testSteps.Lock()
 	defer testSteps.Unlock()
 	testSteps.last[ep]++
@@ -33,7 +33,7 @@ func numbered(ep *EpisodeState, p Prepared) Prepared {
 // handle takes call through ep as the harness does: numbered, then
 // handed over once.
 func handle(ctx context.Context, ep *EpisodeState, call toolcall.Call) (decision.CallResult, error) {
-	return ep.Handle(ctx, numbered(ep, Prepare(call)))
+	return ep.Handle(ctx, numbered(ep, toolcall.Prepare(call)))
 }
 
 // input writes data to a streamed call's stdin once the rules had it, as

@@ -3,7 +3,6 @@ package monitor
 import (
 	"encoding/json"
 	"reflect"
-	"slices"
 	"strings"
 	"testing"
 
@@ -11,45 +10,6 @@ import (
 	"github.com/rollcage/rollcage/normalize"
 	"github.com/rollcage/rollcage/toolcall"
 )
-
-// TestToolAliases: every alias the registry lists is mapped by
-// FromForeign (the audit's and the gateway's vocabulary mapping) onto its
-// tool, in any case, and a name no tool lists stays generic.
-func TestToolAliases(t *testing.T) {
-	seen := map[string]string{}
-	for _, tl := range toolcall.Tools() {
-		if !slices.Contains(tl.Aliases, tl.Name) {
-			t.Errorf("%s: aliases %v lack the name itself", tl.Name, tl.Aliases)
-		}
-		for _, a := range tl.Aliases {
-			if prev, dup := seen[a]; dup {
-				t.Errorf("alias %q is both %s's and %s's", a, prev, tl.Name)
-			}
-			seen[a] = tl.Name
-			for _, name := range []string{a, strings.ToUpper(a)} {
-				if !IsForeign(name) {
-					t.Errorf("IsForeign(%q) = false, want true (an alias of %s)", name, tl.Name)
-				}
-				if got := FromForeign(name, `{"path":"/w/x","command":"ls"}`); got.Tool != tl.Name {
-					t.Errorf("FromForeign(%q) = %s, want %s", name, got.Tool, tl.Name)
-				}
-			}
-		}
-	}
-	for _, a := range editorAliases {
-		if !IsForeign(a) || seen[a] != "" {
-			t.Errorf("editor alias %q: IsForeign %v, also the alias of %q", a, IsForeign(a), seen[a])
-		}
-	}
-	if IsForeign("web_search") || FromForeign("web_search", `{"q":"x"}`).Tool != "web_search" {
-		t.Errorf("web_search is no tool's alias and must stay generic")
-	}
-	for _, ft := range toolcall.ForeignTools() {
-		if !IsForeign(ft.Name) || toolcall.IsTool(ft.Name) || !json.Valid(ft.Schema) {
-			t.Errorf("foreign tool %s: IsForeign %v, IsTool %v, schema valid %v", ft.Name, IsForeign(ft.Name), toolcall.IsTool(ft.Name), json.Valid(ft.Schema))
-		}
-	}
-}
 
 // TestArgsTypes: the registry's tools are toolcall's own, with the
 // argument types toolcall decodes them into (normalize.Normalize decodes
@@ -89,7 +49,7 @@ func TestDecodeStrict(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			d := decodeCall(tc.call)
+			d := decodedOf(toolcall.Prepare(tc.call))
 			msg := argsError(tc.call, d)
 			if (tc.wantErr == "") != (msg == "") || !strings.Contains(msg, tc.wantErr) {
 				t.Errorf("argsError = %q, want one containing %q", msg, tc.wantErr)
@@ -102,35 +62,5 @@ func TestDecodeStrict(t *testing.T) {
 				t.Errorf("the monitor's normalization differs from Normalize's:\n%s", cmp.Diff(off, n))
 			}
 		})
-	}
-}
-
-// TestPrepareArgs: a call built with typed arguments normalizes as its
-// JSON decoded does, whether the arguments are the tool's own type (kept
-// typed) or another (decoded from their JSON, as Prepare does).
-func TestPrepareArgs(t *testing.T) {
-	tests := []struct {
-		name   string
-		p      Prepared
-		raw    string
-		failed bool // a ParseError
-	}{
-		{"bash", PrepareArgs(toolcall.Bash, toolcall.BashArgs{Command: "cat /etc/hosts"}), "cat /etc/hosts", false},
-		{"read_file", PrepareArgs(toolcall.ReadFile, toolcall.ReadFileArgs{Path: "a.py"}), "a.py", false},
-		{"another type", PrepareArgs(toolcall.Bash, map[string]string{"command": "ls"}), "ls", false},
-		{"unknown field", PrepareArgs(toolcall.Bash, toolcall.ReadFileArgs{Path: "a.py"}), "", false}, // read past, as ever
-		{"not an object", PrepareArgs(toolcall.Bash, "ls"), `"ls"`, true},
-		{"foreign", PrepareForeign("execute_bash", `{"command":"pwd"}`), "pwd", false},
-		{"editor", PrepareEditor("create", "b.py", "x", "", ""), "b.py", false},
-	}
-	for _, tc := range tests {
-		args, err := tc.p.Args()
-		got, _ := normalize.Decoded(tc.p.Call, args, err, "/w", nil)
-		if d := cmp.Diff(normalize.Normalize(tc.p.Call, "/w", nil), got); d != "" {
-			t.Errorf("%s: typed arguments normalize otherwise (-decoded +typed):\n%s", tc.name, d)
-		}
-		if got.Raw != tc.raw || (got.ParseError != "") != tc.failed {
-			t.Errorf("%s: Raw %q, ParseError %q; want Raw %q, an error %v", tc.name, got.Raw, got.ParseError, tc.raw, tc.failed)
-		}
 	}
 }

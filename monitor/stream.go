@@ -106,7 +106,7 @@ func (r *Running) Check(ctx context.Context) (decision.CallResult, error) {
 // receives the output as it comes, stdout and stderr apart, each line
 // checked first; it must not block, and nil discards the output. A
 // blocked call's dummy output comes to out as one stdout chunk.
-func (e *EpisodeState) Start(ctx context.Context, p Prepared, stdin bool, out func(sandbox.Output)) (*Running, error) {
+func (e *EpisodeState) Start(ctx context.Context, p toolcall.Prepared, stdin bool, out func(sandbox.Output)) (*Running, error) {
 	call := p.Call
 	st, ok := e.sb.(sandbox.Streamer)
 	if !ok || call.Tool != toolcall.Bash {
@@ -171,7 +171,7 @@ func (r *Running) CheckInput(ctx context.Context, data []byte) error {
 	}
 	call := toolcall.Call{Tool: toolcall.Bash, Session: r.call.Session, EpisodeID: e.id}
 	call.Args, _ = json.Marshal(toolcall.BashArgs{Command: string(data)})
-	n, internal := normalizeCall(call, decodeCall(call), e.Cwd(call.Session), &e.files)
+	n, internal := normalizeCall(call, decodedOf(toolcall.Prepare(call)), e.Cwd(call.Session), &e.files)
 	flags, err := e.evalRules(ctx, call, n)
 	if err != nil {
 		return fmt.Errorf("monitor: episode %s step %d: input: rules: %w", e.id, r.res.Step, err)

@@ -12,6 +12,7 @@ import (
 	"github.com/rollcage/rollcage/decision"
 	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/sandbox/fake"
+	"github.com/rollcage/rollcage/toolcall"
 )
 
 // streamFake is a fake.Sandbox that streams: Start sends the scripted
@@ -52,7 +53,7 @@ func TestStartChecksStreamedLines(t *testing.T) {
 		streamed.Write(o.Data)
 		mu.Unlock()
 	}
-	r, err := ep.Start(t.Context(), numbered(ep, Prepare(bash("git log --all --oneline"))), false, out)
+	r, err := ep.Start(t.Context(), numbered(ep, toolcall.Prepare(bash("git log --all --oneline"))), false, out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +79,7 @@ func TestStartBlockedRunsNothing(t *testing.T) {
 	sb := &streamFake{Sandbox: newFake(nil), chunks: func(string) []string { return []string{"real output\n"} }}
 	ep := newEpisode(t, Config{}, sb)
 	var streamed []string
-	r, err := ep.Start(t.Context(), numbered(ep, Prepare(bash("cat /opt/grader/tests/test_hidden.py"))), false, func(o sandbox.Output) { streamed = append(streamed, string(o.Data)) })
+	r, err := ep.Start(t.Context(), numbered(ep, toolcall.Prepare(bash("cat /opt/grader/tests/test_hidden.py"))), false, func(o sandbox.Output) { streamed = append(streamed, string(o.Data)) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +92,7 @@ func TestStartBlockedRunsNothing(t *testing.T) {
 	if r.Process() != nil || len(sb.Ran()) != 0 || !res.Dummy || len(streamed) != 1 || !strings.Contains(streamed[0], "No such file or directory") {
 		t.Fatalf("blocked: process %v, ran %q, dummy %v, streamed %q", r.Process(), sb.Ran(), res.Dummy, streamed)
 	}
-	if _, err := newEpisode(t, Config{}, newFake(nil)).Start(t.Context(), Prepare(bash("true")), false, nil); err == nil {
+	if _, err := newEpisode(t, Config{}, newFake(nil)).Start(t.Context(), toolcall.Prepare(bash("true")), false, nil); err == nil {
 		t.Error("Start on a sandbox that does not stream: no error")
 	}
 }
@@ -129,7 +130,7 @@ func (f *gateFake) Start(context.Context, sandbox.StartRequest, func(sandbox.Out
 func TestStartInputPassesTheRules(t *testing.T) {
 	p := &gateProc{gate: make(chan struct{})}
 	ep := newEpisode(t, Config{}, &gateFake{Sandbox: newFake(nil), p: p})
-	r, err := ep.Start(t.Context(), numbered(ep, Prepare(bash("bash"))), true, nil)
+	r, err := ep.Start(t.Context(), numbered(ep, toolcall.Prepare(bash("bash"))), true, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

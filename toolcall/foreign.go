@@ -1,4 +1,4 @@
-package monitor
+package toolcall
 
 import (
 	"encoding/json"
@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/rollcage/rollcage/internal/jsondec"
-	"github.com/rollcage/rollcage/toolcall"
 )
 
 // IsForeign reports whether FromForeign maps name onto one of rollcage's
@@ -14,7 +13,43 @@ import (
 // name of the str_replace_editor family.
 func IsForeign(name string) bool {
 	n := strings.ToLower(strings.TrimSpace(name))
-	return byAlias[n] != nil || slices.Contains(editorAliases, n)
+	_, ok := byAlias[n]
+	return ok || slices.Contains(editorAliases, n)
+}
+
+// editorAliases are the str_replace_editor family (Anthropic's, OpenHands'
+// and SWE-agent's), which FromForeign maps by sub-command (EditorCall).
+var editorAliases = []string{"str_replace_editor", "str_replace_based_edit_tool", "text_editor", "edit_tool", "file_editor"}
+
+// byAlias is the tool each alias of the registry names.
+var byAlias = func() map[string]string {
+	a := map[string]string{}
+	for _, t := range registry {
+		for _, x := range t.Aliases {
+			a[x] = t.Name
+		}
+	}
+	return a
+}()
+
+// fromForeign builds each tool's arguments from a foreign call's, by the
+// keys other harnesses use.
+var fromForeign = map[string]func(f foreignArgs) any{
+	Bash: func(f foreignArgs) any {
+		if !f.ok {
+			return &BashArgs{Command: f.raw} // not JSON: the text is the command
+		}
+		return &BashArgs{Command: f.str("command", "cmd", "script", "input", "code")}
+	},
+	ReadFile: func(f foreignArgs) any { return &ReadFileArgs{Path: f.path()} },
+	WriteFile: func(f foreignArgs) any {
+		return &WriteFileArgs{Path: f.path(), Content: f.str("content", "file_text", "contents", "text")}
+	},
+	Edit: func(f foreignArgs) any {
+		return &EditArgs{Path: f.path(), Old: f.str("old", "old_str", "old_string", "search"), New: f.str("new", "new_str", "new_string", "replace")}
+	},
+	ListDir: func(f foreignArgs) any { return &ListDirArgs{Path: f.str("path", "dir", "directory")} },
+	Submit:  func(f foreignArgs) any { return &SubmitArgs{Message: f.str("message", "result", "summary")} },
 }
 
 // foreignArgs are a foreign call's arguments as the model wrote them.
@@ -49,11 +84,11 @@ func (f foreignArgs) path() string { return f.str("path", "file_path", "filename
 // Unknown tools stay generic: the normalizer still picks paths and URLs
 // out of them. The audit reads foreign trajectories with it and the
 // gateway takes foreign tool names with it.
-func FromForeign(name, rawArgs string) toolcall.Call { return PrepareForeign(name, rawArgs).Call }
+func FromForeign(name, rawArgs string) Call { return PrepareForeign(name, rawArgs).Call }
 
 // PrepareForeign is FromForeign with the typed arguments it built for one
-// of rollcage's tools, so they need no decoding again (NormalizePrepared,
-// EpisodeState.Handle).
+// of rollcage's tools, so they need no decoding again (the normalizer and
+// the monitor read them).
 func PrepareForeign(name, rawArgs string) Prepared {
 	lname := strings.ToLower(strings.TrimSpace(name))
 	f := foreignArgs{raw: rawArgs}
@@ -61,22 +96,22 @@ func PrepareForeign(name, rawArgs string) Prepared {
 		testDecodeHook(name)
 	}
 	f.ok = jsondec.Unmarshal([]byte(rawArgs), &f.args) == nil
-	if s := byAlias[lname]; s != nil {
-		return typedCall(s.Name, s.foreign(f))
+	if tool, ok := byAlias[lname]; ok {
+		return typedCall(tool, fromForeign[tool](f))
 	}
 	if slices.Contains(editorAliases, lname) {
 		return PrepareEditor(strings.ToLower(f.str("command")), f.str("path"), f.str("file_text"), f.str("old_str"), f.str("new_str"))
 	}
 	if !f.ok && rawArgs != "" {
 		b, _ := json.Marshal(map[string]string{"input": rawArgs})
-		return Prepared{Call: toolcall.Call{Tool: lname, Args: b}}
+		return Prepared{Call: Call{Tool: lname, Args: b}, decoded: true}
 	}
-	return Prepared{Call: toolcall.Call{Tool: lname, Args: json.RawMessage(rawArgs)}}
+	return Prepared{Call: Call{Tool: lname, Args: json.RawMessage(rawArgs)}, decoded: true}
 }
 
 // EditorCall maps the str_replace_editor family (Anthropic's and
 // SWE-agent's) by its sub-command.
-func EditorCall(cmd, path, fileText, oldStr, newStr string) toolcall.Call {
+func EditorCall(cmd, path, fileText, oldStr, newStr string) Call {
 	return PrepareEditor(cmd, path, fileText, oldStr, newStr).Call
 }
 
@@ -85,20 +120,20 @@ func PrepareEditor(cmd, path, fileText, oldStr, newStr string) Prepared {
 	switch cmd {
 	case "view":
 		if looksLikeDir(path) {
-			return typedCall(toolcall.ListDir, &toolcall.ListDirArgs{Path: path})
+			return typedCall(ListDir, &ListDirArgs{Path: path})
 		}
-		return typedCall(toolcall.ReadFile, &toolcall.ReadFileArgs{Path: path})
+		return typedCall(ReadFile, &ReadFileArgs{Path: path})
 	case "create":
-		return typedCall(toolcall.WriteFile, &toolcall.WriteFileArgs{Path: path, Content: fileText})
+		return typedCall(WriteFile, &WriteFileArgs{Path: path, Content: fileText})
 	case "str_replace":
-		return typedCall(toolcall.Edit, &toolcall.EditArgs{Path: path, Old: oldStr, New: newStr})
+		return typedCall(Edit, &EditArgs{Path: path, Old: oldStr, New: newStr})
 	case "insert":
 		// An insertion writes new text and replaces nothing: edit-like.
-		return typedCall(toolcall.Edit, &toolcall.EditArgs{Path: path, New: newStr})
+		return typedCall(Edit, &EditArgs{Path: path, New: newStr})
 	case "undo_edit":
-		return typedCall(toolcall.WriteFile, &toolcall.WriteFileArgs{Path: path})
+		return typedCall(WriteFile, &WriteFileArgs{Path: path})
 	}
-	return typedCall(toolcall.ReadFile, &toolcall.ReadFileArgs{Path: path})
+	return typedCall(ReadFile, &ReadFileArgs{Path: path})
 }
 
 // looksLikeDir: a path whose last element has no extension (or ends in
@@ -109,13 +144,6 @@ func looksLikeDir(p string) bool {
 	}
 	last := p[strings.LastIndexByte(p, '/')+1:]
 	return !strings.Contains(last, ".") && !strings.HasPrefix(strings.ToLower(last), "makefile") && !strings.EqualFold(last, "dockerfile")
-}
-
-// typedCall is a call of one of rollcage's tools with the arguments built
-// for it (a pointer to its argument type), encoded for the record.
-func typedCall(tool string, args any) Prepared {
-	b, _ := json.Marshal(args)
-	return Prepared{Call: toolcall.Call{Tool: tool, Args: b}, args: decoded{spec: byName[tool], args: args}}
 }
 
 // argvText renders an argv list as a command: ["bash","-lc","X"] is X.
