@@ -131,14 +131,6 @@ func (s *hostSandbox) CopyOut(ctx context.Context, p string) (io.ReadCloser, err
 	return nil, errors.New("host sandbox: no copy out")
 }
 
-func (s *hostSandbox) Fork(ctx context.Context, n int) (sandbox.ForkResult, error) {
-	return sandbox.ForkResult{}, fmt.Errorf("host sandbox fork: %w", sandbox.ErrUnsupported)
-}
-
-func (s *hostSandbox) Snapshot(ctx context.Context, ref string) (string, error) {
-	return "", errors.New("host sandbox: no snapshots")
-}
-
 func (s *hostSandbox) Close(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true

@@ -90,7 +90,7 @@ type Config struct {
 	SandboxLimits sandbox.Limits
 	// FinishTimeout bounds grading and teardown. Zero: 10m.
 	FinishTimeout time.Duration
-	// Seal runs episodes on sealed task images (see Sealer): the
+	// Seal runs episodes on sealed task images (see sandbox.Sealer): the
 	// repository holds nothing beyond the base commit, and the facts the
 	// monitor needs are taken before sealing. A task with "seal": false
 	// runs on its image as it is. cmd/rollcage sets it unless --no-seal.

@@ -82,7 +82,7 @@ func (e *Episode) Fork(ctx context.Context, n int) ([]*Episode, error) {
 	origin := trajectory.ForkOrigin{ParentEpisodeID: e.id, BranchStep: step, PrefixEvents: len(prefix), PrefixTurns: turns}
 
 	t0 := time.Now()
-	res, err := e.sb.Fork(ctx, n)
+	res, err := sandbox.Fork(ctx, e.sb, n)
 	if err != nil {
 		return nil, fmt.Errorf("harness: episode %s: fork: %w", e.id, err)
 	}

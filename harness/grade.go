@@ -161,7 +161,7 @@ func (e *Episode) gradeEpisode(ctx context.Context) (g grade, err error) {
 	if g.Mode == task.GradeSnapshot {
 		t0 = time.Now()
 		ref := "rollcage/grade-snapshot:" + unsafeID.ReplaceAllString(e.id, "-")
-		id, err := e.sb.Snapshot(ctx, ref)
+		id, err := sandbox.Snapshot(ctx, e.sb, ref)
 		g.Phases.SnapshotMS = phase(t0)
 		if err != nil {
 			return g, classify(fmt.Errorf("harness: episode %s: grade: snapshot: %w", e.id, err))

@@ -9,13 +9,6 @@ import (
 	"github.com/rollcage/rollcage/task"
 )
 
-// Sealer is a backend that derives sealed task images (the Docker backend
-// is one): Seal returns the image whose repository holds nothing beyond the
-// base commit, and the output of the probe run before sealing.
-type Sealer interface {
-	Seal(ctx context.Context, spec sandbox.SealSpec) (sandbox.Sealed, error)
-}
-
 // SealSpec is what the harness asks to seal for t: its image, repository
 // and base, with the monitor's probe taking the facts first. Sealing ahead
 // of a run with the same spec (rollcage seal) fills the same cache.
@@ -35,7 +28,7 @@ func (r *Runner) seal(ctx context.Context, t task.Task, workdir string) (monitor
 	if !r.cfg.Seal || !t.Sealed() {
 		return monitor.Probe{}, "", nil
 	}
-	s, ok := r.cfg.Backend.(Sealer)
+	s, ok := r.cfg.Backend.(sandbox.Sealer)
 	if !ok {
 		return monitor.Probe{}, "", fmt.Errorf("seal %s: backend %T cannot seal images: run with --no-seal or set \"seal\": false on the task", t.Image, r.cfg.Backend)
 	}

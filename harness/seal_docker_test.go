@@ -200,7 +200,7 @@ func TestSealedHistoryLeaksNothing(t *testing.T) {
 		t.Fatalf("only %d history tricks: issue 12 asks for at least 40", len(historyTricks))
 	}
 	b := dockertest.Backend(t)
-	sealer, ok := b.(Sealer)
+	sealer, ok := b.(sandbox.Sealer)
 	if !ok {
 		t.Fatalf("the Docker backend %T does not seal", b)
 	}

@@ -1,7 +1,8 @@
 // Package sandbox is the contract between rollcage and the isolated
 // environments its episodes run in: a Backend creates a Sandbox from a Spec,
 // and a Sandbox runs commands in persistent shell sessions, moves files in
-// and out, snapshots itself and closes.
+// and out and closes. What only some can do (fork, snapshot, stream, seal)
+// is an interface of its own, checked for at run time.
 //
 // The package holds only interfaces, data types and sentinel errors; it
 // imports none of rollcage's other packages. Backends live in

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"time"
@@ -28,9 +29,9 @@ var (
 	// ErrRefused: a file operation failed for a reason of the caller's own
 	// making (see PathError): an answer for the policy, not a fault.
 	ErrRefused = errors.New("refused by the sandbox")
-	// ErrUnsupported: the backend cannot do this (a Fork on a backend
-	// without one, or on an engine setup it cannot fork on). The message
-	// says what it needs.
+	// ErrUnsupported: the backend cannot do this (a capability it lacks:
+	// a sandbox that is no Forker asked to fork, a Fork on an engine setup
+	// it cannot fork on). The message says what it needs.
 	ErrUnsupported = errors.New("not supported by this sandbox backend")
 )
 
@@ -110,21 +111,54 @@ type Sandbox interface {
 	CopyIn(ctx context.Context, dir string, tar io.Reader) error
 	// CopyOut returns a tar stream of path.
 	CopyOut(ctx context.Context, path string) (io.ReadCloser, error)
-	// Snapshot commits the sandbox's filesystem to an image reference and
-	// returns the image id.
-	Snapshot(ctx context.Context, ref string) (string, error)
-	// Fork makes n new sandboxes whose filesystem is this one's at one
-	// instant and whose shell sessions start from this one's state (cwd,
-	// exported variables, functions, shell options). The parent is frozen
-	// only while its changes are copied and goes on afterwards. Running
-	// processes are not carried (ForkResult.NotCarried lists them). The
-	// children have the parent's spec (limits, labels, lease) under their
-	// own episode ids; closing them is the caller's business. Do not run a
-	// call in the parent while it forks. A backend that cannot fork
-	// returns an error wrapping ErrUnsupported.
-	Fork(ctx context.Context, n int) (ForkResult, error)
 	// Close stops and removes the sandbox and its host-side state. Idempotent.
 	Close(ctx context.Context) error
+}
+
+// What a sandbox may do besides, each an interface of its own that a
+// caller checks for at run time, as net/http's Flusher: Forker,
+// Snapshotter, Streamer (stream.go) and ProcessKiller; a backend may be a
+// Sealer (seal.go). A caller that needs one a sandbox lacks fails with an
+// error wrapping ErrUnsupported.
+
+// Forker is a sandbox that forks. Fork makes n new sandboxes whose
+// filesystem is this one's at one instant and whose shell sessions start
+// from this one's state (cwd, exported variables, functions, shell
+// options). The parent is frozen only while its changes are copied and
+// goes on afterwards. Running processes are not carried
+// (ForkResult.NotCarried lists them). The children have the parent's
+// spec (limits, labels, lease) under their own episode ids; closing them
+// is the caller's business. Do not run a call in the parent while it
+// forks. An engine setup it cannot fork on is an error wrapping
+// ErrUnsupported.
+type Forker interface {
+	Fork(ctx context.Context, n int) (ForkResult, error)
+}
+
+// Snapshotter is a sandbox that commits its filesystem to an image
+// reference and returns the image id.
+type Snapshotter interface {
+	Snapshot(ctx context.Context, ref string) (string, error)
+}
+
+// Fork forks sb when it is a Forker; else it returns an error wrapping
+// ErrUnsupported.
+func Fork(ctx context.Context, sb Sandbox, n int) (ForkResult, error) {
+	f, ok := sb.(Forker)
+	if !ok {
+		return ForkResult{}, fmt.Errorf("sandbox %s: fork: %T cannot fork: %w", sb.ID(), sb, ErrUnsupported)
+	}
+	return f.Fork(ctx, n)
+}
+
+// Snapshot commits sb to ref when it is a Snapshotter; else it returns an
+// error wrapping ErrUnsupported.
+func Snapshot(ctx context.Context, sb Sandbox, ref string) (string, error) {
+	s, ok := sb.(Snapshotter)
+	if !ok {
+		return "", fmt.Errorf("sandbox %s: snapshot: %T cannot snapshot: %w", sb.ID(), sb, ErrUnsupported)
+	}
+	return s.Snapshot(ctx, ref)
 }
 
 // MaxFork bounds the children of one Fork call.

@@ -1,15 +1,22 @@
 package sandbox
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
-// SealSpec asks a backend for the sealed image of a task image: a derived
+// Sealer is a backend that derives sealed task images (the Docker
+// backend is one): Seal returns the image whose repository holds nothing
+// beyond the base commit, and the output of the probe run before
+// sealing. It caches the result by content (source image id, its seal
+// script, Probe and ProbeArgs), so a task image is sealed once.
+type Sealer interface {
+	Seal(ctx context.Context, spec SealSpec) (Sealed, error)
+}
+
+// SealSpec asks a Sealer for the sealed image of a task image: a derived
 // image whose repository (the one holding Workdir) has nothing beyond the
-// base commit. Backends that can seal implement
-//
-//	Seal(ctx context.Context, spec SealSpec) (Sealed, error)
-//
-// and cache the result by content (source image id, their seal script,
-// Probe and ProbeArgs), so a task image is sealed once.
+// base commit.
 type SealSpec struct {
 	Image   string `json:"image"`
 	Workdir string `json:"workdir,omitempty"` // default /workspace

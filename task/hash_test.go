@@ -13,22 +13,23 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/sandbox/fake"
 )
 
-// hostShell runs Exec on the host with bash, so HashFiles' find/sha256sum
-// pipeline is really run.
-type hostShell struct{ sandbox.Sandbox }
-
-func (hostShell) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
-	out, err := exec.CommandContext(ctx, "bash", "-c", req.Command).CombinedOutput()
-	res := sandbox.ExecResult{Output: string(out), Shell: "bash"}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		res.ExitCode = ee.ExitCode()
-	} else if err != nil {
-		return res, err
-	}
-	return res, nil
+// hostShell is a fake sandbox whose Exec runs on the host with bash, so
+// HashFiles' find/sha256sum pipeline is really run.
+func hostShell() *fake.Sandbox {
+	return fake.New(sandbox.Spec{EpisodeID: "hash-test"}, func(ctx context.Context, _ *fake.Sandbox, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+		out, err := exec.CommandContext(ctx, "bash", "-c", req.Command).CombinedOutput()
+		res := sandbox.ExecResult{Output: string(out), Shell: "bash"}
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			res.ExitCode = ee.ExitCode()
+		} else if err != nil {
+			return res, err
+		}
+		return res, nil
+	})
 }
 
 func TestHashFiles(t *testing.T) {
@@ -63,7 +64,7 @@ func TestHashFiles(t *testing.T) {
 		}
 	}
 	patterns := []string{"tests/**", "conftest.py", "pytest.ini", "setup.cfg", "tox.ini", ".github/**"}
-	got, err := HashFiles(t.Context(), hostShell{}, dir, patterns)
+	got, err := HashFiles(t.Context(), hostShell(), dir, patterns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +80,7 @@ func TestHashFiles(t *testing.T) {
 
 	// A change shows.
 	os.WriteFile(filepath.Join(dir, "tests/test_a.py"), []byte("def test_a(): assert True or 0\n"), 0o644)
-	got2, err := HashFiles(t.Context(), hostShell{}, dir, patterns)
+	got2, err := HashFiles(t.Context(), hostShell(), dir, patterns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,13 +90,13 @@ func TestHashFiles(t *testing.T) {
 
 	// A workdir the policy removed hashes to nothing: every file counts as
 	// deleted (tampering), and the episode is still graded.
-	if m, err := HashFiles(t.Context(), hostShell{}, filepath.Join(dir, "missing"), patterns); err != nil || len(m) != 0 {
+	if m, err := HashFiles(t.Context(), hostShell(), filepath.Join(dir, "missing"), patterns); err != nil || len(m) != 0 {
 		t.Errorf("HashFiles(missing dir) = %v, %v, want no files and no error", m, err)
 	}
-	if m, err := HashFiles(t.Context(), hostShell{}, dir, nil); err != nil || len(m) != 0 {
+	if m, err := HashFiles(t.Context(), hostShell(), dir, nil); err != nil || len(m) != 0 {
 		t.Errorf("HashFiles(no patterns) = %v, %v", m, err)
 	}
-	if _, err := HashFiles(t.Context(), hostShell{}, dir, []string{"a**"}); err == nil {
+	if _, err := HashFiles(t.Context(), hostShell(), dir, []string{"a**"}); err == nil {
 		t.Error("HashFiles accepted a bad pattern")
 	}
 }

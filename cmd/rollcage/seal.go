@@ -12,6 +12,7 @@ import (
 
 	"github.com/rollcage/rollcage/demo"
 	"github.com/rollcage/rollcage/harness"
+	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/sandbox/docker"
 	"github.com/rollcage/rollcage/task"
 )
@@ -35,7 +36,7 @@ func sealNote(noSeal bool) string {
 // episodeImages are the images episodes of tasks run, each once: each
 // task's sealed image (sealed now by sealer when missing) unless seal is
 // off or the task says "seal": false.
-func episodeImages(ctx context.Context, tasks []task.Task, seal bool, sealer harness.Sealer) ([]string, error) {
+func episodeImages(ctx context.Context, tasks []task.Task, seal bool, sealer sandbox.Sealer) ([]string, error) {
 	var out []string
 	for _, t := range tasks {
 		img := t.Image

@@ -422,7 +422,7 @@ func closeAll(ctx context.Context, sbs []sandbox.Sandbox) {
 func forkReady(b *testing.B, parent sandbox.Sandbox, n int) (sandbox.ForkResult, time.Duration) {
 	ctx := b.Context()
 	t0 := time.Now()
-	res, err := parent.Fork(ctx, n)
+	res, err := sandbox.Fork(ctx, parent, n)
 	if err != nil {
 		b.Fatal(err)
 	}

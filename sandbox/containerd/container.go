@@ -40,6 +40,8 @@ type container struct {
 
 var (
 	_ sandbox.Sandbox       = (*container)(nil)
+	_ sandbox.Forker        = (*container)(nil)
+	_ sandbox.Snapshotter   = (*container)(nil)
 	_ sandbox.Streamer      = (*container)(nil) // through hostside.Conn
 	_ sandbox.ProcessKiller = (*container)(nil) // through hostside.Conn
 )

@@ -57,7 +57,7 @@ func reaperChild(stateDir string) int {
 		fmt.Println("ERROR", err)
 		return 1
 	}
-	res, err := sb.Fork(ctx, 1)
+	res, err := sandbox.Fork(ctx, sb, 1)
 	if err != nil {
 		fmt.Println("ERROR", err)
 		return 1

@@ -41,7 +41,10 @@ type Backend struct {
 	storageOpt atomic.Bool
 }
 
-var _ sandbox.Backend = (*Backend)(nil)
+var (
+	_ sandbox.Backend = (*Backend)(nil)
+	_ sandbox.Sealer  = (*Backend)(nil)
+)
 
 // New connects to the Docker engine of the environment (DOCKER_HOST and
 // friends), removes what dead rollcage processes left behind and starts

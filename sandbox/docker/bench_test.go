@@ -325,7 +325,7 @@ func BenchmarkFork(b *testing.B) {
 					b.StartTimer()
 					var res sandbox.ForkResult
 					lat.time(func() {
-						res, err = parent.Fork(ctx, n)
+						res, err = sandbox.Fork(ctx, parent, n)
 						if err != nil {
 							b.Fatal(err)
 						}

@@ -262,7 +262,7 @@ func TestSnapshotNotManaged(t *testing.T) {
 	}
 	defer sb.Close(t.Context())
 	ref := "rollcage-test/snap-labels:" + randomToken()
-	if _, err := sb.Snapshot(t.Context(), ref); err != nil {
+	if _, err := sandbox.Snapshot(t.Context(), sb, ref); err != nil {
 		t.Fatal(err)
 	}
 	defer removeImage(cli)(context.Background(), ref)

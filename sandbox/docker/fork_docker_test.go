@@ -51,7 +51,7 @@ func TestForkWarm(t *testing.T) {
 		t.Fatalf("child: %v %+v", err, r)
 	}
 	ref := "rollcage-test/warm-fork-snapshot:" + randomToken()
-	if _, err := child.Snapshot(ctx, ref); err != nil {
+	if _, err := sandbox.Snapshot(ctx, child, ref); err != nil {
 		t.Fatalf("Snapshot of a warm child: %v", err)
 	}
 	t.Cleanup(func() { removeImage(cli)(context.Background(), ref) })

@@ -97,7 +97,7 @@ func reaperChild(stateDir string) int {
 		}
 		ids = append(ids, sb.ID())
 		if i == 1 {
-			res, err := sb.Fork(ctx, 1)
+			res, err := sandbox.Fork(ctx, sb, 1)
 			if err != nil {
 				fmt.Println("ERROR", err)
 				return 1

@@ -134,7 +134,11 @@ type Sandbox struct {
 	copied bool              // CopyIn was called (the hidden tests went in); guarded by mu
 }
 
-var _ sandbox.Sandbox = (*Sandbox)(nil)
+var (
+	_ sandbox.Sandbox     = (*Sandbox)(nil)
+	_ sandbox.Forker      = (*Sandbox)(nil)
+	_ sandbox.Snapshotter = (*Sandbox)(nil)
+)
 
 // New returns a Sandbox whose every command, rollcage's own sessions
 // included, exec answers. Nil exec answers every command with empty

@@ -35,6 +35,8 @@ type pod struct {
 
 var (
 	_ sandbox.Sandbox       = (*pod)(nil)
+	_ sandbox.Forker        = (*pod)(nil) // refuses: ErrUnsupported, saying which backend forks
+	_ sandbox.Snapshotter   = (*pod)(nil) // refuses: ErrUnsupported
 	_ sandbox.Streamer      = (*pod)(nil)
 	_ sandbox.ProcessKiller = (*pod)(nil) // through hostside.Conn
 )

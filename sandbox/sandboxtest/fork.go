@@ -18,7 +18,7 @@ const forkLabel = "rollcage.test/fork"
 // ErrUnsupported, not some other failure.
 func (s *suite) testForkUnsupported(t *testing.T) {
 	sb := s.create(t, sandbox.Spec{EpisodeID: "conformance-nofork"})
-	res, err := sb.Fork(t.Context(), 1)
+	res, err := sandbox.Fork(t.Context(), sb, 1)
 	if !errors.Is(err, sandbox.ErrUnsupported) {
 		t.Fatalf("Fork on a backend without fork: err %v, want one wrapping sandbox.ErrUnsupported", err)
 	}
@@ -128,7 +128,7 @@ func (s *suite) testFork(t *testing.T) {
 		t.Errorf("parent after the fork: %q", got)
 	}
 	// A child forks in turn.
-	grand, err := res.Children[1].Fork(ctx, 1)
+	grand, err := sandbox.Fork(ctx, res.Children[1], 1)
 	if err != nil {
 		t.Fatalf("Fork of a child: %v", err)
 	}
@@ -140,12 +140,12 @@ func (s *suite) testFork(t *testing.T) {
 		s.checkForkSnapshot(t, grand.Children[0])
 	}
 
-	if _, err := parent.Fork(ctx, 0); err == nil {
+	if _, err := sandbox.Fork(ctx, parent, 0); err == nil {
 		t.Error("Fork(0) succeeded, want an error")
 	}
 	closed := s.create(t, sandbox.Spec{EpisodeID: "conformance-fork-closed"})
 	closed.Close(ctx)
-	if _, err := closed.Fork(ctx, 1); !errors.Is(err, sandbox.ErrClosed) {
+	if _, err := sandbox.Fork(ctx, closed, 1); !errors.Is(err, sandbox.ErrClosed) {
 		t.Errorf("Fork after Close: %v, want ErrClosed", err)
 	}
 }
@@ -154,7 +154,7 @@ func (s *suite) testFork(t *testing.T) {
 // fails t unless there are n of them, each with a new id.
 func forkChildren(ctx context.Context, t *testing.T, parent sandbox.Sandbox, n int) sandbox.ForkResult {
 	t.Helper()
-	res, err := parent.Fork(ctx, n)
+	res, err := sandbox.Fork(ctx, parent, n)
 	if err != nil {
 		t.Fatalf("Fork(%d): %v", n, err)
 	}
@@ -228,7 +228,7 @@ func (s *suite) testForkFiles(t *testing.T) {
 			t.Errorf("child %d sees the parent's later write: %q", i+1, got)
 		}
 	}
-	grand, err := res.Children[1].Fork(ctx, 1)
+	grand, err := sandbox.Fork(ctx, res.Children[1], 1)
 	if err != nil {
 		t.Fatalf("Fork of a child: %v", err)
 	}
@@ -236,12 +236,12 @@ func (s *suite) testForkFiles(t *testing.T) {
 	if got := read(grand.Children[0], "/workspace/written.txt"); got != "before the fork\n" {
 		t.Errorf("grandchild: written.txt = %q", got)
 	}
-	if _, err := parent.Fork(ctx, 0); err == nil {
+	if _, err := sandbox.Fork(ctx, parent, 0); err == nil {
 		t.Error("Fork(0) succeeded, want an error")
 	}
 	closed := s.create(t, sandbox.Spec{EpisodeID: "conformance-fork-files-closed"})
 	closed.Close(ctx)
-	if _, err := closed.Fork(ctx, 1); !errors.Is(err, sandbox.ErrClosed) {
+	if _, err := sandbox.Fork(ctx, closed, 1); !errors.Is(err, sandbox.ErrClosed) {
 		t.Errorf("Fork after Close: %v, want ErrClosed", err)
 	}
 }
@@ -253,7 +253,7 @@ func (s *suite) checkForkSnapshot(t *testing.T, grand sandbox.Sandbox) {
 	ctx := t.Context()
 	sh(t, grand, "echo mine > /workspace/grand.txt")
 	ref := "rollcage-test/fork-snapshot:" + randHex()
-	if _, err := grand.Snapshot(ctx, ref); err != nil {
+	if _, err := sandbox.Snapshot(ctx, grand, ref); err != nil {
 		t.Fatalf("Snapshot of a grandchild: %v", err)
 	}
 	if s.opts.RemoveImage != nil {
@@ -305,7 +305,7 @@ func WarmForkConfined(t *testing.T, child sandbox.Sandbox, oldRoot, runDir, agen
 func ForkOneWarm(t *testing.T, parent sandbox.Sandbox, forkedWarm func() int64) sandbox.Sandbox {
 	t.Helper()
 	before := forkedWarm()
-	res, err := parent.Fork(t.Context(), 1)
+	res, err := sandbox.Fork(t.Context(), parent, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

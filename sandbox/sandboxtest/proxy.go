@@ -57,7 +57,7 @@ func ProxyMode(t *testing.T, b sandbox.Backend, image string) {
 	if res.ExitCode == 0 {
 		t.Error("direct connection succeeded in proxy mode")
 	}
-	if fr, err := sb.Fork(t.Context(), 1); !errors.Is(err, sandbox.ErrUnsupported) {
+	if fr, err := sandbox.Fork(t.Context(), sb, 1); !errors.Is(err, sandbox.ErrUnsupported) {
 		for _, c := range fr.Children {
 			c.Close(t.Context())
 		}

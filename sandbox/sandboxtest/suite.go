@@ -762,7 +762,7 @@ func (s *suite) testSnapshot(t *testing.T) {
 	token := randHex()
 	sh(t, sb, "echo "+token+" > /workspace/snap.txt")
 	ref := "rollcage-test/snapshot:" + token
-	id, err := sb.Snapshot(t.Context(), ref)
+	id, err := sandbox.Snapshot(t.Context(), sb, ref)
 	if err != nil {
 		t.Fatalf("Snapshot: %v", err)
 	}
@@ -784,7 +784,7 @@ func (s *suite) testSnapshot(t *testing.T) {
 
 func (s *suite) testSnapshotUnsupported(t *testing.T) {
 	sb := s.create(t, sandbox.Spec{EpisodeID: "conformance-snapshot"})
-	if _, err := sb.Snapshot(t.Context(), "rollcage-test/snapshot:"+randHex()); !errors.Is(err, sandbox.ErrUnsupported) {
+	if _, err := sandbox.Snapshot(t.Context(), sb, "rollcage-test/snapshot:"+randHex()); !errors.Is(err, sandbox.ErrUnsupported) {
 		t.Fatalf("Snapshot on a backend without snapshots: %v, want ErrUnsupported", err)
 	}
 	if s.opts.NoProcesses {
@@ -839,7 +839,7 @@ func (s *suite) testClose(t *testing.T) {
 	calls["WriteFile"] = sb.WriteFile(ctx, "/tmp/x", nil, 0o644)
 	calls["CopyIn"] = sb.CopyIn(ctx, "/tmp", bytes.NewReader(nil))
 	_, calls["CopyOut"] = sb.CopyOut(ctx, "/tmp")
-	_, calls["Snapshot"] = sb.Snapshot(ctx, "rollcage-test/closed:"+randHex())
+	_, calls["Snapshot"] = sandbox.Snapshot(ctx, sb, "rollcage-test/closed:"+randHex())
 	for name, err := range calls {
 		if !errors.Is(err, sandbox.ErrClosed) {
 			t.Errorf("%s after Close: %v, want ErrClosed", name, err)
