@@ -20,7 +20,7 @@ const streamStop = 10 * time.Second
 // Running is a streamed call of an episode (see Start).
 type Running struct {
 	e    *Episode
-	mon  *monitor.Running
+	mon  *monitor.StreamedCall
 	done chan struct{}
 	res  decision.CallResult // set before done is closed
 	err  error

@@ -24,8 +24,8 @@ import (
 // never taken for a leak). It numbers no steps and serializes no calls:
 // its caller (the harness's episode, under its one call lock) numbers
 // each call and hands it over one at a time, in arrival order, so
-// sequence rules see a true history. Handle, Start, Running.Check,
-// Running.CheckInput, Fork, Created and CheckLate must not overlap; the
+// sequence rules see a true history. Handle, Start, StreamedCall.Check,
+// StreamedCall.CheckInput, Fork, Created and CheckLate must not overlap; the
 // egress policy (Allow, CallInFlight) and a streamed call's output filter
 // may run beside them.
 type EpisodeState struct {

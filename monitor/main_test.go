@@ -38,7 +38,7 @@ func handle(ctx context.Context, ep *EpisodeState, call toolcall.Call) (decision
 
 // input writes data to a streamed call's stdin once the rules had it, as
 // the harness does.
-func input(ctx context.Context, r *Running, data []byte) error {
+func input(ctx context.Context, r *StreamedCall, data []byte) error {
 	if err := r.CheckInput(ctx, data); err != nil {
 		return err
 	}

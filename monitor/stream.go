@@ -19,11 +19,11 @@ import (
 // back the files it wrote, the judge on suspicious effects).
 const PostTimeout = 2 * time.Minute
 
-// Running is a bash call Start let through (or blocked): the decision
+// StreamedCall is a bash call Start let through (or blocked): the decision
 // was made before anything ran. Once the command exited (Exited), its
 // caller runs the check stage (Check), serialized with the episode's
 // other calls as Handle is.
-type Running struct {
+type StreamedCall struct {
 	e   *EpisodeState
 	res decision.CallResult // the decision; Check completes it
 	// decided is the decision before the start.
@@ -47,18 +47,18 @@ type Running struct {
 }
 
 // Decision is the call's decision, made before it started.
-func (r *Running) Decision() decision.Decision { return r.decided }
+func (r *StreamedCall) Decision() decision.Decision { return r.decided }
 
 // Step is the call's step in the episode.
-func (r *Running) Step() int { return r.res.Step }
+func (r *StreamedCall) Step() int { return r.res.Step }
 
 // Process is the running command, for input and signals; nil when
 // nothing runs (a blocked call, bad arguments).
-func (r *Running) Process() sandbox.Process { return r.proc }
+func (r *StreamedCall) Process() sandbox.Process { return r.proc }
 
 // Exited is closed once the command ended and its output was passed on
 // (at once for a call that runs nothing).
-func (r *Running) Exited() <-chan struct{} { return r.exited }
+func (r *StreamedCall) Exited() <-chan struct{} { return r.exited }
 
 // Check is the check stage of the call once it exited, as Handle runs it
 // after execution: the effects and the whole-output check. It returns the
@@ -66,7 +66,7 @@ func (r *Running) Exited() <-chan struct{} { return r.exited }
 // and, for a sandbox failure, an error. It waits for Exited; the caller
 // serializes it with the episode's other calls. Once it answered, it
 // answers the same again.
-func (r *Running) Check(ctx context.Context) (decision.CallResult, error) {
+func (r *StreamedCall) Check(ctx context.Context) (decision.CallResult, error) {
 	<-r.exited
 	if r.checked {
 		return r.res, r.err
@@ -97,16 +97,16 @@ func (r *Running) Check(ctx context.Context) (decision.CallResult, error) {
 // a line of the protected material (hidden tests, the upstream fix, a
 // later commit's id) that the policy did not type or write itself is
 // withheld, and a partial line waits up to 200 ms for its end. The
-// recorded output gets Handle's whole-output check in Running.Check.
+// recorded output gets Handle's whole-output check in StreamedCall.Check.
 // Egress denials while it runs are not attributed to it. Only bash
 // streams; a sandbox that is no sandbox.Streamer gets an error wrapping
 // sandbox.ErrUnsupported.
 //
-// stdin keeps the command's stdin open (Running.Process().Input). out
+// stdin keeps the command's stdin open (StreamedCall.Process().Input). out
 // receives the output as it comes, stdout and stderr apart, each line
 // checked first; it must not block, and nil discards the output. A
 // blocked call's dummy output comes to out as one stdout chunk.
-func (e *EpisodeState) Start(ctx context.Context, p toolcall.Prepared, stdin bool, out func(sandbox.Output)) (*Running, error) {
+func (e *EpisodeState) Start(ctx context.Context, p toolcall.Prepared, stdin bool, out func(sandbox.Output)) (*StreamedCall, error) {
 	call := p.Call
 	st, ok := e.sb.(sandbox.Streamer)
 	if !ok || call.Tool != toolcall.Bash {
@@ -120,7 +120,7 @@ func (e *EpisodeState) Start(ctx context.Context, p toolcall.Prepared, stdin boo
 	if err != nil {
 		return nil, err
 	}
-	r := &Running{e: e, res: res, decided: res.Decision, call: call, start: start, exited: make(chan struct{})}
+	r := &StreamedCall{e: e, res: res, decided: res.Decision, call: call, start: start, exited: make(chan struct{})}
 	if argsError(call, args) != "" || res.Decision.Action == decision.Block {
 		// Nothing runs: answer now, as Handle does (execute runs nothing
 		// for bad arguments or a block).
@@ -164,7 +164,7 @@ func (e *EpisodeState) Start(ctx context.Context, p toolcall.Prepared, stdin boo
 // output and effects checks still follow). The caller serializes it with
 // the episode's calls and writes the data (Process().Input) when it
 // returns nil.
-func (r *Running) CheckInput(ctx context.Context, data []byte) error {
+func (r *StreamedCall) CheckInput(ctx context.Context, data []byte) error {
 	e := r.e
 	if r.proc == nil {
 		return fmt.Errorf("monitor: episode %s step %d: input: nothing runs", e.id, r.res.Step)
