@@ -10,7 +10,7 @@ CHECKFLAGS ?= -short -race
 # staticcheck, pinned; go run fetches it through the module proxy on first use.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build docker containerd demo-containerd images test-deps check test lint demo redteam swebench-demo harbor-demo bench gc clean gateway-image compose-e2e kube-build kube-up kube-down kube-test
+.PHONY: all build docker containerd quota-engine demo-containerd images test-deps check test lint demo redteam swebench-demo harbor-demo bench gc clean gateway-image compose-e2e kube-build kube-up kube-down kube-test
 
 all: build
 
@@ -26,6 +26,15 @@ docker:
 # own, else Debian's containerd started on /run/containerd/containerd.sock).
 containerd: docker
 	@scripts/containerd.sh
+
+# quota-engine: a Docker engine of rollcage's own on /run/rollcage-engine/
+# docker.sock (scripts/rollcage-engine.sh; the default engine untouched),
+# its data root a sparse loop-mounted xfs (project quotas) or btrfs (quota
+# groups) image, so each sandbox's disk limit is the kernel's; the images
+# the quota tests need are loaded into it. `scripts/rollcage-engine.sh up
+# --userns-remap` starts a second one that also remaps users.
+quota-engine: images
+	@scripts/rollcage-engine.sh up
 
 # images: the base and demo task images, built locally; present ones are skipped.
 images: docker
@@ -53,7 +62,7 @@ check: lint
 # on an autogroup of its own, so it takes only the CPU the rest leaves idle),
 # and kube-test at the end waits for it, brings the cluster up and runs the
 # kubernetes backend's conformance suite and demo there.
-test: kube-build build images containerd test-deps lint
+test: kube-build build images containerd quota-engine test-deps lint
 	$(GO) test $(TESTFLAGS) ./...
 	@$(MAKE) -s demo-containerd
 	@$(MAKE) -s compose-e2e
