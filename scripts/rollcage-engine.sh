@@ -44,7 +44,9 @@
 #                                    the host disk holds only what is used;
 #                                    xfs needs at least 300M)
 #   ROLLCAGE_ENGINE_IMAGES           images to load from the default engine
-#                                    (default rollcage/base:latest)
+#                                    (default: rollcage/base:latest and
+#                                    rollcage/demo-textwrap:latest, what the
+#                                    quota tests run)
 #   ROLLCAGE_ENGINE_REMAP_USER       the user whose /etc/subuid and /etc/subgid
 #                                    ranges back the remapping (default
 #                                    rollcage-remap, created if missing)
@@ -75,7 +77,7 @@ esac
 
 size=${ROLLCAGE_ENGINE_SIZE:-2G}
 fs=${ROLLCAGE_ENGINE_FS:-auto}
-images=${ROLLCAGE_ENGINE_IMAGES:-rollcage/base:latest}
+images=${ROLLCAGE_ENGINE_IMAGES:-rollcage/base:latest rollcage/demo-textwrap:latest}
 remap_user=${ROLLCAGE_ENGINE_REMAP_USER:-rollcage-remap}
 state=/var/lib/$name
 img=$state/fs.img
@@ -257,6 +259,13 @@ for ref in $images; do
     DOCKER_HOST= docker save "$ref" | "${engine[@]}" load -q >/dev/null
   fi
 done
+if [ "$fs" = btrfs ]; then
+  # The btrfs driver makes a base layer's subvolume root 0700 (overlay2's
+  # is 0755), and every container's / inherits it: no user but root could
+  # run a thing. Layer roots are 0755 there, as on overlay2.
+  root=$("${engine[@]}" info --format '{{.DockerRootDir}}')
+  find "$root/btrfs/subvolumes" -mindepth 1 -maxdepth 1 -type d -perm 0700 -exec chmod 0755 {} +
+fi
 
 # A probe: a container limited to 16 MiB gets ENOSPC or EDQUOT writing 32,
 # or the engine does not limit and says so.
