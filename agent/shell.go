@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/rollcage/rollcage/sandbox"
 )
 
@@ -562,9 +564,21 @@ func (s *session) dropShell() {
 func (s *session) cmdPath() string   { return s.dir + "/cmd" }
 func (s *session) stdinPath() string { return s.dir + "/stdin" }
 
+// callFilesDir is where sessions' command files go: /dev/shm, a tmpfs
+// charged to the sandbox's memory, where there is one, so that a sandbox
+// whose disk limit the kernel holds full can still run the command that
+// deletes files; else the temporary directory.
+func callFilesDir() string {
+	var st unix.Statfs_t
+	if err := unix.Statfs("/dev/shm", &st); err == nil && st.Type == unix.TMPFS_MAGIC && unix.Access("/dev/shm", unix.W_OK) == nil {
+		return "/dev/shm"
+	}
+	return os.TempDir()
+}
+
 // writeCallFiles puts the command (and stdin) where the shell sources it
-// from. The directory is the agent's (0755, files 0644): the sandbox user
-// reads them but, in sticky /tmp, cannot remove them. The files stay open
+// from (callFilesDir). The directory is the agent's (0755, files 0644): the
+// sandbox user reads them but, in a sticky directory, cannot remove them. The files stay open
 // and are overwritten in place: on ext4 an O_TRUNC rewrite costs ~0.9 ms
 // (the truncate forces the old blocks out), a pwrite+ftruncate ~7 µs.
 func (s *session) writeCallFiles(req sandbox.ExecRequest) error {
@@ -574,7 +588,7 @@ func (s *session) writeCallFiles(req sandbox.ExecRequest) error {
 		s.closeFiles()
 	}
 	if s.dir == "" {
-		dir, err := os.MkdirTemp("", ".rollcage-session-")
+		dir, err := os.MkdirTemp(callFilesDir(), ".rollcage-session-")
 		if err != nil {
 			return fmt.Errorf("command dir: %w", err)
 		}
