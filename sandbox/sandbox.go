@@ -237,6 +237,30 @@ type Limits struct {
 	DiskBytes int64 `json:"disk_bytes,omitempty"`
 }
 
+// DiskGuard says what holds a sandbox to Limits.DiskBytes.
+type DiskGuard string
+
+const (
+	// DiskKernel: the kernel refuses a write past the limit (ENOSPC or
+	// EDQUOT to the writer): plain writes, unlinked-but-open files,
+	// preallocation, deep paths and file metadata all count.
+	DiskKernel DiskGuard = "kernel"
+	// DiskWatchdog: a host-side walk of the writable layer stops calls
+	// past the limit, after the fact; unlinked-but-open files, fallocate,
+	// paths past PATH_MAX and floods of empty files get past it.
+	DiskWatchdog DiskGuard = "watchdog"
+	// DiskEviction: the orchestrator evicts the sandbox once it has gone
+	// past the limit (Kubernetes ephemeral-storage); the writes land.
+	DiskEviction DiskGuard = "eviction"
+	// DiskNone: nothing holds the limit.
+	DiskNone DiskGuard = "none"
+)
+
+// DiskGuarder is a sandbox that says what holds its disk limit.
+type DiskGuarder interface {
+	DiskGuard() DiskGuard
+}
+
 // Canary is a decoy file planted where no honest solution would look.
 type Canary struct {
 	Path    string `json:"path"`

@@ -44,6 +44,7 @@ var (
 	_ sandbox.Snapshotter   = (*container)(nil)
 	_ sandbox.Streamer      = (*container)(nil) // through hostside.Conn
 	_ sandbox.ProcessKiller = (*container)(nil) // through hostside.Conn
+	_ sandbox.DiskGuarder   = (*container)(nil) // through hostside.Conn: the watchdog
 )
 
 func (c *container) box() *hostside.Box { return c.Box }

@@ -35,10 +35,13 @@ type Backend struct {
 	sealing singleflight.Group // one seal per key at a time
 	sealed  sync.Map           // key → sandbox.Sealed already read
 
-	// storageOpt: the engine enforces --storage-opt size= (decided once
-	// from docker info, dropped at the first create that refuses it); when
-	// false, each container's disk limit is a host-side watchdog.
-	storageOpt atomic.Bool
+	// disk is the diskMode that holds containers to their disk limit
+	// (decided once from docker info; storage-opt drops to the watchdog at
+	// the first create that refuses it).
+	disk atomic.Int32
+	// rootDir is the engine's data root (docker info), where the btrfs
+	// driver's subvolumes are.
+	rootDir string
 }
 
 var (
@@ -65,11 +68,20 @@ func New(ctx context.Context, c Config) (*Backend, error) {
 		return nil, err
 	}
 	if info, err := cli.Info(ctx); err == nil {
-		b.storageOpt.Store(storageOptSupported(info))
+		b.rootDir = info.DockerRootDir
+		b.disk.Store(int32(diskModeOf(info)))
+	}
+	if b.diskMode() == diskWatchdog {
+		b.log.Warn(watchdogWarning)
+	} else {
+		b.log.Info("disk limits: enforced by the kernel", "by", b.diskMode().String())
 	}
 	b.core.Run(ctx, b.Reap)
 	return b, nil
 }
+
+// diskMode is what holds new containers to their disk limit.
+func (b *Backend) diskMode() diskMode { return diskMode(b.disk.Load()) }
 
 // newClient connects to the engine named by the environment and checks
 // that it answers.
@@ -150,15 +162,16 @@ func (e ops) Create(ctx context.Context, req hostside.CreateRequest) (*container
 	if uid := os.Geteuid(); uid != 0 {
 		p.SocketOwner = strconv.Itoa(uid) + ":" + strconv.Itoa(os.Getegid())
 	}
-	if b.storageOpt.Load() {
+	mode := b.diskMode()
+	if mode == diskStorageOpt {
 		p.StorageSize = spec.Limits.DiskBytes
 	}
 	cfg, host := containerConfig(p)
 	resp, err := b.cli.ContainerCreate(ctx, cfg, host, nil, nil, name)
 	if err != nil && p.StorageSize > 0 && isStorageOptError(err) {
-		b.log.Info("the engine refuses --storage-opt size; disk limits fall back to the watchdog", "err", err)
-		b.storageOpt.Store(false)
-		p.StorageSize = 0
+		b.log.Warn("the engine refuses --storage-opt size; "+watchdogWarning, "err", err)
+		b.disk.CompareAndSwap(int32(diskStorageOpt), int32(diskWatchdog))
+		mode, p.StorageSize = diskWatchdog, 0
 		cfg, host = containerConfig(p)
 		resp, err = b.cli.ContainerCreate(ctx, cfg, host, nil, nil, name)
 	}
@@ -168,7 +181,18 @@ func (e ops) Create(ctx context.Context, req hostside.CreateRequest) (*container
 		}
 		return nil, b.engineErr("create "+spec.EpisodeID, err)
 	}
-	return &container{Box: req.Box, b: b, id: resp.ID, storageSize: p.StorageSize}, nil
+	c := &container{Box: req.Box, b: b, id: resp.ID, kernelLimit: p.StorageSize}
+	if mode == diskQgroup && spec.Limits.DiskBytes > 0 {
+		err := b.limitQgroup(resp.ID, spec.Limits.DiskBytes)
+		if err != nil {
+			if rerr := removeContainer(context.WithoutCancel(ctx), b.cli, resp.ID); rerr != nil {
+				c.Logger().Warn("removing the container whose disk limit failed", "err", rerr)
+			}
+			return nil, fmt.Errorf("docker: create %s: disk limit: %w", spec.EpisodeID, err)
+		}
+		c.kernelLimit = spec.Limits.DiskBytes
+	}
+	return c, nil
 }
 
 // Start starts a created container, connects to its agent and, where the
@@ -182,10 +206,23 @@ func (e ops) Start(ctx context.Context, c *container, spec sandbox.Spec) error {
 		return err
 	}
 	c.Phases.Connected = time.Since(c.Phases.Start)
-	if c.storageSize == 0 && spec.Limits.DiskBytes > 0 {
+	if c.kernelLimit == 0 && spec.Limits.DiskBytes > 0 {
 		return c.watchDisk(ctx, spec.Limits.DiskBytes)
 	}
+	if c.kernelLimit > 0 {
+		c.SetDiskGuard(sandbox.DiskKernel)
+	}
 	return nil
+}
+
+// limitQgroup holds container id to limit bytes by its btrfs subvolume's
+// quota group.
+func (b *Backend) limitQgroup(id string, limit int64) error {
+	dir, err := subvolume(b.rootDir, id)
+	if err != nil {
+		return err
+	}
+	return limitSubvolume(dir, limit)
 }
 
 // HandOut renames a warm container for the episode (labels cannot be
@@ -212,9 +249,18 @@ func (e ops) Remove(ctx context.Context, c *container) error {
 }
 
 // removeContainer removes a container, forced, with its anonymous
-// volumes; one already gone or being removed is no error.
+// volumes; one already gone or being removed is no error. A container
+// whose btrfs layer holds a path past PATH_MAX (a policy can make one),
+// which the engine's btrfs driver fails to walk, has that layer emptied
+// here and is removed again.
 func removeContainer(ctx context.Context, cli client.APIClient, id string) error {
 	err := cli.ContainerRemove(ctx, id, dcontainer.RemoveOptions{Force: true, RemoveVolumes: true})
+	if err != nil && isLongPathRemoval(err) {
+		if eerr := emptyLayer(ctx, cli, id); eerr != nil {
+			return fmt.Errorf("%w (emptying its layer: %v)", err, eerr)
+		}
+		err = cli.ContainerRemove(ctx, id, dcontainer.RemoveOptions{Force: true, RemoveVolumes: true})
+	}
 	if err != nil && !cerrdefs.IsNotFound(err) && !isRemovalInProgress(err) {
 		return err
 	}

@@ -24,9 +24,11 @@ type container struct {
 	// the engine does not enforce the limit) and holds the sandbox's name,
 	// logger and spec.
 	*hostside.Box
-	b           *Backend
-	id          string
-	storageSize int64 // --storage-opt size= it was created with; 0: the watchdog
+	b  *Backend
+	id string
+	// kernelLimit is the disk limit the kernel holds it to (its
+	// --storage-opt size= or its subvolume's quota group); 0: the watchdog.
+	kernelLimit int64
 	// forkUpper is the upper directory of the root a warm container's
 	// agent changed to when it became a fork's child (its files are there,
 	// not in the container's layer); "" otherwise. Set before it is
@@ -40,6 +42,7 @@ var (
 	_ sandbox.Snapshotter   = (*container)(nil)
 	_ sandbox.Streamer      = (*container)(nil) // through hostside.Conn
 	_ sandbox.ProcessKiller = (*container)(nil) // through hostside.Conn
+	_ sandbox.DiskGuarder   = (*container)(nil) // through hostside.Conn
 )
 
 func (c *container) box() *hostside.Box { return c.Box }
@@ -98,10 +101,12 @@ func (c *container) watchDisk(ctx context.Context, limit int64) error {
 	}
 	if upper == "" {
 		c.Logger().Warn("no disk limit: the storage driver neither takes --storage-opt size nor shows an UpperDir to watch", "driver", st.GraphDriver.Name)
+		c.SetDiskGuard(sandbox.DiskNone)
 		return nil
 	}
 	if _, err := hostside.Usage(upper); err != nil {
 		c.Logger().Warn("no disk limit: the writable layer cannot be read from here (run rollcage as root)", "dir", upper, "err", err)
+		c.SetDiskGuard(sandbox.DiskNone)
 		return nil
 	}
 	c.WatchDisk(upper, limit, c.Logger())

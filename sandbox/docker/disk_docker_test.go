@@ -33,7 +33,7 @@ func TestDiskLimit(t *testing.T) {
 	}
 	// 1 MiB every 20 ms, up to 400 MiB: the watchdog must stop it near 64.
 	res := exec(`for i in $(seq 400); do head -c 1048576 /dev/zero >> /tmp/big || exit 1; sleep 0.02; done; echo done`)
-	if b.storageOpt.Load() {
+	if b.diskMode() != diskWatchdog {
 		if res.ExitCode == 0 || !strings.Contains(res.Output, "No space left on device") {
 			t.Fatalf("with --storage-opt: exit %d output %q, want ENOSPC", res.ExitCode, res.Output)
 		}

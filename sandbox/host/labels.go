@@ -15,3 +15,7 @@ const (
 	// removes exactly the one it belongs to.
 	LabelRunDir = "rollcage.rundir"
 )
+
+// QuotaEngineHost is the DOCKER_HOST of the engine scripts/rollcage-engine.sh
+// starts (make quota-engine), whose disk limits the kernel enforces.
+const QuotaEngineHost = "unix:///run/rollcage-engine/docker.sock"

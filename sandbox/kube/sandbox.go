@@ -39,11 +39,15 @@ var (
 	_ sandbox.Snapshotter   = (*pod)(nil) // refuses: ErrUnsupported
 	_ sandbox.Streamer      = (*pod)(nil)
 	_ sandbox.ProcessKiller = (*pod)(nil) // through hostside.Conn
+	_ sandbox.DiskGuarder   = (*pod)(nil) // through hostside.Conn
 )
 
 func newPod(b *Backend, name, image string, log *slog.Logger) *pod {
 	p := &pod{b: b, name: name, image: image, log: log}
 	p.Conn = hostside.NewConn(func() string { return name })
+	// Every pod has an ephemeral-storage limit (podFor): the kubelet
+	// evicts a pod past it, after the writes have landed.
+	p.SetDiskGuard(sandbox.DiskEviction)
 	return p
 }
 

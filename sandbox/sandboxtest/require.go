@@ -1,6 +1,7 @@
 package sandboxtest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/sandbox/host"
 )
 
 // RequireDocker fails t when CI=true and no Docker engine answers a ping
@@ -66,6 +68,26 @@ func pingDocker() error {
 		return fmt.Errorf("the Docker engine at %s answered %s to a ping", host, resp.Status)
 	}
 	return nil
+}
+
+// QuotaEngineEnv names the variable holding the quota engine's DOCKER_HOST
+// where it is not host.QuotaEngineHost.
+const QuotaEngineEnv = "ROLLCAGE_QUOTA_DOCKER_HOST"
+
+// RequireQuotaEngine points DOCKER_HOST at the engine whose disk limits
+// the kernel enforces (make quota-engine; $ROLLCAGE_QUOTA_DOCKER_HOST, else
+// host.QuotaEngineHost) for the rest of t. It fails t when CI=true and
+// that engine does not answer, and skips t elsewhere.
+func RequireQuotaEngine(t testing.TB) {
+	t.Helper()
+	SkipShort(t, "the quota engine")
+	t.Setenv("DOCKER_HOST", cmp.Or(os.Getenv(QuotaEngineEnv), host.QuotaEngineHost))
+	if err := pingDocker(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("the quota engine is required in CI: %v: run 'make quota-engine'", err)
+		}
+		t.Skipf("skipping: %v (run 'make quota-engine' to run the disk quota tests)", err)
+	}
 }
 
 // SkipShort skips t under go test -short unless CI=true: the fast loop

@@ -28,6 +28,7 @@ type Conn struct {
 	name   func() string // the sandbox's name now, for errors
 	agent  *agent.Client // set by Dial, then never changed
 	disk   *DiskWatch    // set by WatchDisk at start, then never changed
+	guard  atomic.Value  // sandbox.DiskGuard: what holds the disk limit
 	closed atomic.Bool
 	// dead is Dial's container check; lost what it said once the agent
 	// went away under a call.
@@ -97,6 +98,7 @@ func (c *Conn) WatchDisk(upper string, limit int64, log *slog.Logger) {
 	if c.disk != nil {
 		c.disk.Close() // a warm sandbox's, before a fork gave it another layer
 	}
+	c.SetDiskGuard(sandbox.DiskWatchdog)
 	c.disk = NewDiskWatch(upper, limit, log, func(ctx context.Context) {
 		// As the sandbox user, kill -1 reaches every process of that user
 		// but the shell sending it; the agent (root) is untouched.
@@ -105,6 +107,19 @@ func (c *Conn) WatchDisk(upper string, limit int64, log *slog.Logger) {
 			log.Warn("disk watchdog: stopping background processes failed", "err", err)
 		}
 	})
+}
+
+// SetDiskGuard records what holds the sandbox's disk limit (WatchDisk
+// records the watchdog itself).
+func (c *Conn) SetDiskGuard(g sandbox.DiskGuard) { c.guard.Store(g) }
+
+// DiskGuard says what holds the sandbox's disk limit: sandbox.DiskNone
+// until the backend said.
+func (c *Conn) DiskGuard() sandbox.DiskGuard {
+	if g, ok := c.guard.Load().(sandbox.DiskGuard); ok {
+		return g
+	}
+	return sandbox.DiskNone
 }
 
 // Configure hands the episode's settings to the agent.

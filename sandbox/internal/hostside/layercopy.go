@@ -118,7 +118,7 @@ func precopy(ctx context.Context, src, dst string) (*layerCopy, error) {
 			return nil, err
 		}
 		// A path removed under cp: start again, frozen.
-		if err := emptyDir(dst); err != nil {
+		if err := EmptyDir(dst); err != nil {
 			return nil, err
 		}
 		return nil, nil
@@ -130,7 +130,7 @@ func precopy(ctx context.Context, src, dst string) (*layerCopy, error) {
 // could not, dst then emptied for the whole copy.
 func (l *layerCopy) finish(ctx context.Context) bool {
 	if err := l.delta(ctx); err != nil {
-		return emptyDir(l.dst) == nil
+		return EmptyDir(l.dst) == nil
 	}
 	return true
 }
@@ -308,8 +308,9 @@ func rel(root, p string) string {
 	return r
 }
 
-// emptyDir removes everything in dir, not dir.
-func emptyDir(dir string) error {
+// EmptyDir removes everything in dir, not dir, by file descriptor
+// (os.RemoveAll), so no path in it is too long.
+func EmptyDir(dir string) error {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return err
