@@ -43,6 +43,7 @@ type grade struct {
 	VerifierInSubmission bool
 
 	Mode     string
+	Disk     sandbox.DiskGuard // what held the grading sandbox's disk limit
 	Sub      task.Submission
 	Findings []task.Finding
 	Phases   trajectory.GradePhases
@@ -54,7 +55,7 @@ func (g grade) record() trajectory.Grade {
 		ExitCode: g.ExitCode, Summary: g.Summary, ProtectedIntact: true, DurationMS: g.Duration.Milliseconds(),
 		Mode: g.Mode, DiffSHA256: g.Sub.SHA256, DiffBytes: len(g.Sub.Diff), Phases: g.Phases, Survivors: g.Sub.Survivors,
 		Rule: g.Rule, Integrity: g.Integrity, Tampered: g.Tampered, Dropped: task.BesideSource(g.Sub),
-		Cases: g.Cases, CasesFailed: g.CasesFailed, VerifierInSubmission: g.VerifierInSubmission}
+		Cases: g.Cases, CasesFailed: g.CasesFailed, VerifierInSubmission: g.VerifierInSubmission, Disk: string(g.Disk)}
 	if len(g.Statuses) > 0 {
 		rec.Statuses = map[string]string{}
 		for id, s := range g.Statuses {
@@ -121,6 +122,15 @@ type imageIDer interface {
 	ImageID(ctx context.Context) (string, error)
 }
 
+// diskGuard is what holds sb to its disk limit, "" when its backend does
+// not say.
+func diskGuard(sb sandbox.Sandbox) sandbox.DiskGuard {
+	if d, ok := sb.(sandbox.DiskGuarder); ok {
+		return d.DiskGuard()
+	}
+	return ""
+}
+
 // imageRemover is a backend that can remove an image it made by Snapshot.
 type imageRemover interface {
 	RemoveImage(ctx context.Context, ref string) error
@@ -185,6 +195,7 @@ func (e *Episode) gradeEpisode(ctx context.Context) (g grade, err error) {
 	if err != nil {
 		return g, infraError{fmt.Errorf("harness: episode %s: grade: fresh sandbox: %w", e.id, err)}
 	}
+	g.Disk = diskGuard(gsb)
 	// Closed beside the episode's sandbox, after the outcome is known:
 	// teardown is not on the grading's path. Finish waits for it.
 	e.closing.Add(1)

@@ -195,7 +195,17 @@ func (e *Episode) begin(ctx context.Context) error {
 		BaseCommit: base, UpstreamFixRef: t.UpstreamFixRef, UpstreamRepo: t.UpstreamRepo,
 		ReferenceURLs: t.ReferenceURLs, AllowedHosts: routeHosts(t.AllowedHosts, e.routes),
 	}
-	e.startContext, _ = json.Marshal(map[string]any{"task": tc, "sandbox": facts})
+	start := map[string]any{"task": tc, "sandbox": facts}
+	if g := diskGuard(sb); g != "" {
+		// What holds the episode to its disk limit: the kernel, or only
+		// the watchdog (see sandbox.DiskGuard).
+		disk := map[string]any{"guard": g}
+		if spec.Limits.DiskBytes > 0 {
+			disk["limit_bytes"] = spec.Limits.DiskBytes
+		}
+		start["disk"] = disk
+	}
+	e.startContext, _ = json.Marshal(start)
 	e.base, e.image, e.canaries, e.taskContext = base, spec.Image, canaries, tc // the sealed image when sealed
 	e.known = t.Instruction + "\n" + probe.BaseText
 	mon, err := r.cfg.Monitor.NewEpisodeState(ctx, monitor.EpisodeConfig{

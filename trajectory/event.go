@@ -402,6 +402,12 @@ type Grade struct {
 	// filesystem, whose interpreter and tools the solution could have
 	// replaced; only a pytest it ran was watched (Integrity).
 	VerifierInSubmission bool `json:"verifier_in_submission,omitempty"`
+	// Disk says what held the grading sandbox to its disk limit: "kernel"
+	// (ENOSPC or EDQUOT at the limit), "watchdog" (a host-side walk, which
+	// unlinked-but-open files and fallocate get past), "eviction"
+	// (Kubernetes, after the fact) or "none"; "" when the backend does
+	// not say.
+	Disk string `json:"disk,omitempty"`
 	// Source names the grader of an external reward (RuleExternal), as
 	// the harness that posted it gave it; "" when it gave none.
 	Source string `json:"source,omitempty"`
