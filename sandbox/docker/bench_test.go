@@ -22,6 +22,7 @@ import (
 
 	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/sandbox/internal/hostside"
+	"github.com/rollcage/rollcage/sandbox/sandboxtest"
 )
 
 // latencies records per-op wall times and reports their median, which says
@@ -440,4 +441,57 @@ func BenchmarkForkDump(b *testing.B) {
 	}
 	b.ReportMetric(float64(now.p(0.5).Microseconds()), "builtins-p50-µs")
 	b.ReportMetric(float64(old.p(0.5).Microseconds()), "grep-p50-µs")
+}
+
+// BenchmarkDiskQuota sets the kernel's disk limit (the quota engine of
+// make quota-engine: btrfs, a quota group per sandbox) beside the
+// watchdog's (the engine of DOCKER_HOST as given: overlay2 on ext4),
+// alternating in one run: a cold start to the first command, the round
+// trip of `true` (20 per start), and a call that writes 8 MiB and removes
+// it. Both under the default 10 GiB limit.
+func BenchmarkDiskQuota(b *testing.B) {
+	watch := newTestBackend(b, Config{})
+	if m := watch.diskMode(); m != diskWatchdog {
+		b.Fatalf("the engine of DOCKER_HOST holds disk limits by %s: run this with the default engine's DOCKER_HOST", m)
+	}
+	sandboxtest.RequireQuotaEngine(b)
+	quota := newTestBackend(b, Config{})
+	if m := quota.diskMode(); m == diskWatchdog {
+		b.Fatalf("the quota engine leaves disk limits to the watchdog: run scripts/rollcage-engine.sh status")
+	}
+	type lats struct{ start, rt, write latencies }
+	all := map[string]*lats{"watchdog": {}, "kernel": {}}
+	run := func(name string, bk *Backend) {
+		l := all[name]
+		var sb sandbox.Sandbox
+		exec := func(cmd string) {
+			res, err := sb.Exec(b.Context(), sandbox.ExecRequest{Command: cmd})
+			if err != nil || res.ExitCode != 0 {
+				b.Fatalf("%s: %s: %v %+v", name, cmd, err, res)
+			}
+		}
+		l.start.time(func() {
+			var err error
+			if sb, err = bk.Create(b.Context(), sandbox.Spec{Image: testImage(), EpisodeID: "bench-quota"}); err != nil {
+				b.Fatal(err)
+			}
+			exec("true")
+		})
+		defer sb.Close(b.Context())
+		for range 20 {
+			l.rt.time(func() { exec("true") })
+		}
+		l.write.time(func() { exec("head -c 8M /dev/zero >/tmp/w && rm /tmp/w") })
+	}
+	for b.Loop() {
+		run("watchdog", watch)
+		run("kernel", quota)
+	}
+	for _, name := range []string{"watchdog", "kernel"} {
+		l := all[name]
+		b.ReportMetric(float64(l.start.p(0.5).Milliseconds()), name+"-start-p50-ms")
+		b.ReportMetric(float64(l.rt.p(0.5).Microseconds()), name+"-rt-p50-µs")
+		b.ReportMetric(float64(l.rt.p(0.99).Microseconds()), name+"-rt-p99-µs")
+		b.ReportMetric(float64(l.write.p(0.5).Milliseconds()), name+"-write8M-p50-ms")
+	}
 }
