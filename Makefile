@@ -29,10 +29,11 @@ containerd: docker
 
 # quota-engine: a Docker engine of rollcage's own on /run/rollcage-engine/
 # docker.sock (scripts/rollcage-engine.sh; the default engine untouched),
-# its data root a sparse loop-mounted xfs (project quotas) or btrfs (quota
-# groups) image, so each sandbox's disk limit is the kernel's; the images
-# the quota tests need are loaded into it. `scripts/rollcage-engine.sh up
-# --userns-remap` starts a second one that also remaps users.
+# its data root a sparse loop-mounted xfs (project quotas) or btrfs (simple
+# quotas) image, so each sandbox's disk limit is the kernel's, for Docker
+# and for the containerd it runs; the images the quota tests need are
+# loaded into it. `scripts/rollcage-engine.sh up --userns-remap` starts a
+# second one that also remaps users.
 quota-engine: images
 	@scripts/rollcage-engine.sh up
 

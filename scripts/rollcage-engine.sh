@@ -8,7 +8,7 @@
 #
 #   - xfs with project quotas (prjquota) under overlay2, where the kernel
 #     has xfs quotas (CONFIG_XFS_QUOTA): the engine takes --storage-opt size=;
-#   - else btrfs with quota groups under the btrfs driver: rollcage sets each
+#   - else btrfs with simple quotas under the btrfs driver: rollcage sets each
 #     container's exclusive-bytes limit on its subvolume (the engine's own
 #     size option on btrfs counts the image's shared bytes too); the probe
 #     below sets one with `btrfs qgroup limit -e`.
@@ -28,8 +28,10 @@
 #           Idempotent: a running engine is checked and left running.
 #   down    stop the engine and unmount its filesystem (the image file stays;
 #           ROLLCAGE_ENGINE_PURGE=1 removes it too).
-#   env     print the DOCKER_HOST line to point a shell (or rollcage) at it:
-#           eval "$(scripts/rollcage-engine.sh env)"
+#   env     print the lines that point a shell (or rollcage) at it:
+#           eval "$(scripts/rollcage-engine.sh env)" sets DOCKER_HOST, and
+#           CONTAINERD_ADDRESS (the containerd it runs) and, on btrfs,
+#           CONTAINERD_SNAPSHOTTER=btrfs for --backend containerd.
 #   status  exit 0 when the engine answers on an xfs data root with quotas.
 #
 # Environment (flags win over it):
@@ -97,9 +99,41 @@ quotas_on() {
   mountpoint -q "$data" || return 1
   case "$(findmnt -n -o FSTYPE --target "$data")" in
     xfs) findmnt -n -o OPTIONS --target "$data" | tr , '\n' | grep -qx prjquota ;;
-    btrfs) btrfs qgroup show "$data" >/dev/null 2>&1 ;;
+    btrfs) simple_quotas ;;
     *) return 1 ;;
   esac
+}
+
+# simple_quotas: btrfs simple quotas are on at the data root. Full quota
+# groups are not enough: deleting a container's subvolume can mark them
+# inconsistent (dmesg: "qgroup marked inconsistent"), and then the kernel
+# stops enforcing every limit until a rescan. Simple quotas (Linux 6.7)
+# charge each extent to the subvolume that wrote it and never go
+# inconsistent.
+simple_quotas() {
+  local uuid
+  uuid=$(findmnt -n -o UUID --target "$data") || return 1
+  [ "$(cat "/sys/fs/btrfs/$uuid/features/simple_quota" 2>/dev/null)" = 1 ]
+}
+
+# enable_simple_quotas turns btrfs simple quotas on at the data root
+# (BTRFS_IOC_QUOTA_CTL, BTRFS_QUOTA_CTL_ENABLE_SIMPLE_QUOTA; Debian 12's
+# btrfs-progs predates `btrfs quota enable --simple`), after turning full
+# quota groups off if they are on.
+enable_simple_quotas() {
+  [ -e /sys/fs/btrfs/features/simple_quota ] || die "this kernel has no btrfs simple quotas (Linux 6.7 or later): use xfs with CONFIG_XFS_QUOTA"
+  command -v python3 >/dev/null 2>&1 || {
+    say "installing Debian's python3-minimal"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-minimal >/dev/null
+  }
+  btrfs quota disable "$data" 2>/dev/null || true
+  python3 - "$data" <<'PY'
+import fcntl, os, struct, sys
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)
+# _IOWR(0x94, 40, struct btrfs_ioctl_quota_ctl_args {u64 cmd, status})
+fcntl.ioctl(fd, 0xC0109428, bytearray(struct.pack("QQ", 4, 0)))
+PY
 }
 
 # answers: the engine answers on its socket, on its quota filesystem
@@ -125,6 +159,12 @@ need_root() {
 case "$cmd" in
   env)
     echo "export DOCKER_HOST=unix://$sock"
+    # The containerd this dockerd runs, for --backend containerd: its
+    # btrfs snapshotter is on the same filesystem with quotas.
+    echo "export CONTAINERD_ADDRESS=$run/exec/containerd/containerd.sock"
+    if [ "$(findmnt -n -o FSTYPE --target "$data" 2>/dev/null)" = btrfs ]; then
+      echo "export CONTAINERD_SNAPSHOTTER=btrfs"
+    fi
     exit 0 ;;
   status)
     answers && quotas_on && exit 0
@@ -196,8 +236,10 @@ if ! mountpoint -q "$data"; then
   mount -o "$opts" "$img" "$data" || die "mounting $img ($fs, -o $opts) on $data failed: $(dmesg 2>/dev/null | tail -1)"
 fi
 if [ "$fs" = btrfs ] && ! quotas_on; then
-  # On before any image is loaded, so every quota group is consistent.
-  btrfs quota enable "$data"
+  # On before any image is loaded where the filesystem is new; extents
+  # written before are charged to no one.
+  say "turning btrfs simple quotas on at $data"
+  enable_simple_quotas
 fi
 quotas_on || die "$data ($fs) is mounted without quotas (the kernel may lack CONFIG_XFS_QUOTA; see dmesg): run scripts/rollcage-engine.sh down, then ROLLCAGE_ENGINE_FS=btrfs ROLLCAGE_ENGINE_PURGE=1 and up"
 
