@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"sync"
 
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
@@ -37,6 +38,9 @@ type Backend struct {
 	log    *slog.Logger
 	core   *hostside.Core[*container] // admission, pool, live set, run dirs
 	images imageCache
+	// simpleOnce checks once, at the first btrfs limit, that the
+	// filesystem has simple quotas (a warning when not).
+	simpleOnce sync.Once
 }
 
 var _ sandbox.Backend = (*Backend)(nil)
@@ -49,7 +53,7 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		return nil, err
 	}
 	cfg.Namespace = cmp.Or(cfg.Namespace, DefaultNamespace)
-	cfg.Snapshotter = cmp.Or(cfg.Snapshotter, DefaultSnapshotter)
+	cfg.Snapshotter = cmp.Or(cfg.Snapshotter, os.Getenv(SnapshotterEnv), DefaultSnapshotter)
 	if os.Geteuid() != 0 {
 		return nil, fmt.Errorf("containerd: the backend needs root (containerd's socket, the snapshot directories the disk watchdog and fork read, the sandbox's network namespace): run rollcage as root or use --backend docker: %w", sandbox.ErrUnavailable)
 	}
@@ -62,6 +66,12 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 	if err != nil {
 		cli.Close()
 		return nil, err
+	}
+	if cfg.Snapshotter == "btrfs" {
+		// The filesystem is checked at the first create, which finds it.
+		b.log.Info("disk limits: enforced by the kernel", "by", "btrfs quota group")
+	} else {
+		b.log.Warn("disk limits: the " + cfg.Snapshotter + " snapshotter does not enforce them, so a host-side watchdog stands in, which unlinked-but-open files, fallocate, paths past PATH_MAX and floods of empty files get past; for limits the kernel enforces run 'make quota-engine' and eval \"$(scripts/rollcage-engine.sh env)\"")
 	}
 	b.core.Run(ctx, b.Reap)
 	return b, nil

@@ -11,6 +11,10 @@ const (
 // AddressEnv names the environment variable with containerd's socket.
 const AddressEnv = "CONTAINERD_ADDRESS"
 
+// SnapshotterEnv names the environment variable with the snapshotter, as
+// for ctr.
+const SnapshotterEnv = "CONTAINERD_SNAPSHOTTER"
+
 // Config configures a Backend. The zero value works on a host where a
 // containerd answers at one of the usual sockets and the agent binary
 // sits next to the executable or is named by $ROLLCAGE_AGENT_BIN.
@@ -23,7 +27,10 @@ type Config struct {
 	// containers and snapshots. Empty: "rollcage".
 	Namespace string
 	// Snapshotter must keep a writable layer the host can read (the disk
-	// watchdog and Fork need its upper directory). Empty: overlayfs.
+	// watchdog and Fork need its upper directory), or be "btrfs" on a
+	// btrfs filesystem with quotas on, whose quota group per snapshot holds
+	// the disk limit in the kernel (Fork is then ErrUnsupported).
+	// Empty: $CONTAINERD_SNAPSHOTTER, else overlayfs.
 	Snapshotter string
 	// ImportFromDocker, when true, imports an image missing from the
 	// namespace (or rebuilt since) from the Docker engine named by

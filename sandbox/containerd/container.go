@@ -31,7 +31,10 @@ type container struct {
 	id    string // containerd's container id, also its snapshot key and name
 	ctr   client.Container
 	snap  string // the key of the snapshot of its root: id, or a fork's adopted one
-	upper string // that snapshot's writable directory on the host
+	upper string // that snapshot's writable directory on the host; "" on btrfs
+	// kernelLimit is the disk limit its btrfs subvolume's quota group
+	// holds it to; 0: the watchdog on upper.
+	kernelLimit int64
 
 	task     client.Task              // set by startTask, then never changed
 	exited   <-chan client.ExitStatus // the task's exit, set with task
@@ -44,7 +47,7 @@ var (
 	_ sandbox.Snapshotter   = (*container)(nil)
 	_ sandbox.Streamer      = (*container)(nil) // through hostside.Conn
 	_ sandbox.ProcessKiller = (*container)(nil) // through hostside.Conn
-	_ sandbox.DiskGuarder   = (*container)(nil) // through hostside.Conn: the watchdog
+	_ sandbox.DiskGuarder   = (*container)(nil) // through hostside.Conn
 )
 
 func (c *container) box() *hostside.Box { return c.Box }
@@ -111,7 +114,14 @@ func (c *container) create(ctx context.Context, req hostside.CreateRequest) erro
 		return b.engineErr("create "+spec.EpisodeID, err)
 	}
 	c.ctr = ctr
-	c.upper, err = b.upperDir(ctx, c.id)
+	if b.cfg.Snapshotter == "btrfs" {
+		if spec.Limits.DiskBytes > 0 {
+			err = b.limitBtrfs(ctx, c.id, spec.Limits.DiskBytes)
+			c.kernelLimit = spec.Limits.DiskBytes
+		}
+	} else {
+		c.upper, err = b.upperDir(ctx, c.id)
+	}
 	if err != nil {
 		c.remove(context.WithoutCancel(ctx))
 		return err

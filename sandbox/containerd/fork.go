@@ -3,6 +3,7 @@ package containerd
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -30,6 +31,9 @@ const forkBasePrefix = "rollcage-forkbase-"
 func (c *container) Fork(ctx context.Context, n int) (sandbox.ForkResult, error) {
 	start := time.Now()
 	b := c.b
+	if c.upper == "" {
+		return sandbox.ForkResult{}, c.Wrap("fork", fmt.Errorf("the %s snapshotter shows no upper directory to copy: fork needs the overlayfs snapshotter: %w", b.cfg.Snapshotter, sandbox.ErrUnsupported))
+	}
 	spec, sessions, err := b.core.CheckFork(c.Box, n)
 	if err != nil {
 		return sandbox.ForkResult{}, err

@@ -24,7 +24,7 @@ func (e ops) Create(ctx context.Context, req hostside.CreateRequest) (*container
 }
 
 // Start starts the container's task, connects to its agent and starts
-// the disk watchdog.
+// the disk watchdog, unless the kernel holds the limit (btrfs).
 func (e ops) Start(ctx context.Context, c *container, spec sandbox.Spec) error {
 	if err := c.startTask(ctx); err != nil {
 		return err
@@ -34,7 +34,10 @@ func (e ops) Start(ctx context.Context, c *container, spec sandbox.Spec) error {
 		return err
 	}
 	c.Phases.Connected = time.Since(c.Phases.Start)
-	if spec.Limits.DiskBytes > 0 {
+	switch {
+	case c.kernelLimit > 0:
+		c.SetDiskGuard(sandbox.DiskKernel)
+	case spec.Limits.DiskBytes > 0:
 		c.WatchDisk(c.upper, spec.Limits.DiskBytes, c.Logger())
 	}
 	return nil

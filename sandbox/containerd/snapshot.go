@@ -51,6 +51,45 @@ func (b *Backend) upperDir(ctx context.Context, key string) (string, error) {
 	return "", fmt.Errorf("containerd: snapshotter %q shows no writable directory for %s (mounts %v): use the overlayfs snapshotter: %w", b.cfg.Snapshotter, key, mounts, sandbox.ErrUnsupported)
 }
 
+// limitBtrfs holds snapshot key of the btrfs snapshotter to limit bytes
+// by its subvolume's quota group, found from the snapshot's mount (the
+// device and subvolid=) and the device's mount point on the host.
+func (b *Backend) limitBtrfs(ctx context.Context, key string, limit int64) error {
+	mounts, err := b.snapshotter().Mounts(ctx, key)
+	if err != nil {
+		return b.engineErr("snapshot mounts of "+key, err)
+	}
+	for _, m := range mounts {
+		if m.Type != "btrfs" {
+			continue
+		}
+		for _, o := range m.Options {
+			v, ok := strings.CutPrefix(o, "subvolid=")
+			if !ok {
+				continue
+			}
+			id, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				return fmt.Errorf("containerd: snapshot %s: mount option %q: %w", key, o, err)
+			}
+			dir, err := hostside.MountPointOf(m.Source, "btrfs")
+			if err != nil {
+				return fmt.Errorf("containerd: snapshot %s: %w", key, err)
+			}
+			if err := hostside.LimitQgroup(dir, id, limit); err != nil {
+				return fmt.Errorf("containerd: snapshot %s: %w", key, err)
+			}
+			b.simpleOnce.Do(func() {
+				if ok, err := hostside.BtrfsSimpleQuotas(dir); !ok {
+					b.log.Warn(hostside.SimpleQuotaWarning, "root", dir, "err", err)
+				}
+			})
+			return nil
+		}
+	}
+	return fmt.Errorf("containerd: the btrfs snapshotter shows no subvolume for %s (mounts %v)", key, mounts)
+}
+
 // Snapshot commits the container's file system (mounts excluded, so
 // neither the agent nor its socket end up in the image) as a new layer on
 // its image, named ref in the namespace, and returns the image's config

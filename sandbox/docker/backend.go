@@ -71,9 +71,16 @@ func New(ctx context.Context, c Config) (*Backend, error) {
 		b.rootDir = info.DockerRootDir
 		b.disk.Store(int32(diskModeOf(info)))
 	}
-	if b.diskMode() == diskWatchdog {
+	switch b.diskMode() {
+	case diskWatchdog:
 		b.log.Warn(watchdogWarning)
-	} else {
+	case diskQgroup:
+		if ok, err := hostside.BtrfsSimpleQuotas(b.rootDir); !ok {
+			b.log.Warn(hostside.SimpleQuotaWarning, "root", b.rootDir, "err", err)
+			break
+		}
+		fallthrough
+	default:
 		b.log.Info("disk limits: enforced by the kernel", "by", b.diskMode().String())
 	}
 	b.core.Run(ctx, b.Reap)
@@ -222,7 +229,7 @@ func (b *Backend) limitQgroup(id string, limit int64) error {
 	if err != nil {
 		return err
 	}
-	return limitSubvolume(dir, limit)
+	return hostside.LimitQgroup(dir, 0, limit)
 }
 
 // HandOut renames a warm container for the episode (labels cannot be

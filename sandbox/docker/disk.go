@@ -2,17 +2,13 @@ package docker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"unsafe"
 
 	"github.com/docker/docker/api/types/system"
 	"github.com/docker/docker/client"
-	"golang.org/x/sys/unix"
-
 	"github.com/rollcage/rollcage/sandbox/host"
 	"github.com/rollcage/rollcage/sandbox/internal/hostside"
 )
@@ -121,41 +117,4 @@ func emptyLayer(ctx context.Context, cli client.APIClient, id string) error {
 		return err
 	}
 	return hostside.EmptyDir(dir)
-}
-
-// btrfsQgroupLimit is struct btrfs_ioctl_qgroup_limit_args (linux/btrfs.h).
-type btrfsQgroupLimit struct {
-	QgroupID uint64 // 0: the subvolume of the file descriptor
-	Flags    uint64
-	MaxRfer  uint64
-	MaxExcl  uint64
-	RsvRfer  uint64
-	RsvExcl  uint64
-}
-
-const (
-	// BTRFS_IOC_QGROUP_LIMIT: _IOR(0x94, 43, struct btrfs_ioctl_qgroup_limit_args).
-	btrfsIocQgroupLimit     = 2<<30 | uint(unsafe.Sizeof(btrfsQgroupLimit{}))<<16 | 0x94<<8 | 43
-	btrfsQgroupLimitMaxExcl = 1 << 1
-)
-
-// limitSubvolume sets the exclusive-bytes limit of the btrfs subvolume at
-// dir: what its container writes (data, preallocation, files unlinked but
-// open, every file's metadata) may take at most limit bytes; the kernel
-// answers EDQUOT past it.
-func limitSubvolume(dir string, limit int64) error {
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("btrfs quota group of %s: %w: run rollcage as root on the engine's host", dir, err)
-	}
-	defer unix.Close(fd)
-	args := btrfsQgroupLimit{Flags: btrfsQgroupLimitMaxExcl, MaxExcl: uint64(limit)}
-	if _, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), uintptr(btrfsIocQgroupLimit), uintptr(unsafe.Pointer(&args))); errno != 0 {
-		err := error(errno)
-		if errors.Is(errno, unix.ENOTCONN) || errors.Is(errno, unix.ENOENT) {
-			return fmt.Errorf("btrfs quota group of %s: %w: quotas are off on the engine's data root: run 'btrfs quota enable' on it (scripts/rollcage-engine.sh does)", dir, err)
-		}
-		return fmt.Errorf("btrfs quota group of %s: %w", dir, err)
-	}
-	return nil
 }

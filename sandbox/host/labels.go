@@ -19,3 +19,9 @@ const (
 // QuotaEngineHost is the DOCKER_HOST of the engine scripts/rollcage-engine.sh
 // starts (make quota-engine), whose disk limits the kernel enforces.
 const QuotaEngineHost = "unix:///run/rollcage-engine/docker.sock"
+
+// QuotaEngineContainerd is the socket of the containerd that the quota
+// engine's dockerd runs, whose btrfs snapshotter sits on the same
+// filesystem with quotas (the containerd backend with Snapshotter
+// "btrfs").
+const QuotaEngineContainerd = "/run/rollcage-engine/exec/containerd/containerd.sock"

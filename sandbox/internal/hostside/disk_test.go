@@ -4,6 +4,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestUsage: allocated blocks are counted, a hard-linked file once, a
@@ -47,5 +50,58 @@ func BenchmarkUsage(b *testing.B) {
 		if _, err := Usage(d); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestBtrfsQgroupLimitABI: the ioctl number and argument layout match
+// linux/btrfs.h (BTRFS_IOC_QGROUP_LIMIT is 0x8030942b on every arch with
+// the generic ioctl encoding).
+func TestBtrfsQgroupLimitABI(t *testing.T) {
+	if n := unsafe.Sizeof(btrfsQgroupLimit{}); n != 48 {
+		t.Errorf("sizeof(struct btrfs_ioctl_qgroup_limit_args) = %d, want 48", n)
+	}
+	if btrfsIocQgroupLimit != 0x8030942b {
+		t.Errorf("BTRFS_IOC_QGROUP_LIMIT = %#x, want 0x8030942b", btrfsIocQgroupLimit)
+	}
+}
+
+func TestMountPointOf(t *testing.T) {
+	if _, err := MountPointOf("/dev/no-such-device", "btrfs"); err == nil {
+		t.Errorf("MountPointOf of a device mounted nowhere: no error")
+	}
+	for _, tc := range []struct{ in, want string }{
+		{`/var/lib/x`, `/var/lib/x`},
+		{`/mnt/a\040b`, `/mnt/a b`},
+	} {
+		if got := unescapeMountinfo(tc.in); got != tc.want {
+			t.Errorf("unescapeMountinfo(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// TestBtrfsSimpleQuotas: on the quota engine's filesystem (make
+// quota-engine) simple quotas are on; elsewhere the check says no or
+// fails, never yes.
+func TestBtrfsSimpleQuotas(t *testing.T) {
+	if ok, err := BtrfsSimpleQuotas(t.TempDir()); ok {
+		t.Errorf("a temporary directory: simple quotas %v, %v; want false", ok, err)
+	}
+	const root = "/var/lib/rollcage-engine/data"
+	if _, err := os.Stat(root); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("no quota engine here (%v): make quota-engine", err)
+		}
+		t.Skipf("no quota engine here (%v): make quota-engine", err)
+	}
+	ok, err := BtrfsSimpleQuotas(root)
+	if err != nil {
+		var st unix.Statfs_t
+		if unix.Statfs(root, &st) == nil && st.Type != unix.BTRFS_SUPER_MAGIC {
+			t.Skip("the quota engine is on xfs")
+		}
+		t.Fatal(err)
+	}
+	if !ok {
+		t.Errorf("%s: simple quotas off: scripts/rollcage-engine.sh up turns them on", root)
 	}
 }
