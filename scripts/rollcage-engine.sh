@@ -13,9 +13,8 @@
 #     size option on btrfs counts the image's shared bytes too); the probe
 #     below sets one with `btrfs qgroup limit -e`.
 #
-# Optionally:
-#   - optionally (--userns-remap) it remaps users: a container's root is an
-#     unprivileged host uid from a subordinate range of its own.
+# Optionally (--userns-remap) it also remaps users: a container's root is
+# an unprivileged host uid from a subordinate range of its own.
 #
 # It listens on its own socket, with its own exec root, pidfile, cgroup
 # parent, containerd namespaces and no bridge (rollcage's sandboxes have no
@@ -23,8 +22,9 @@
 # from the default engine (docker save | load), never pulled.
 #
 # Usage: scripts/rollcage-engine.sh [up|down|env|status] [--userns-remap] [--name NAME]
-#   up      (default) make the engine answer: install xfsprogs from Debian if
-#           missing, create and mount the image, start dockerd, load images.
+#   up      (default) make the engine answer: install xfsprogs or btrfs-progs
+#           from Debian if missing, create and mount the image, start
+#           dockerd, load images, probe that a limit holds.
 #           Idempotent: a running engine is checked and left running.
 #   down    stop the engine and unmount its filesystem (the image file stays;
 #           ROLLCAGE_ENGINE_PURGE=1 removes it too).
@@ -32,7 +32,7 @@
 #           eval "$(scripts/rollcage-engine.sh env)" sets DOCKER_HOST, and
 #           CONTAINERD_ADDRESS (the containerd it runs) and, on btrfs,
 #           CONTAINERD_SNAPSHOTTER=btrfs for --backend containerd.
-#   status  exit 0 when the engine answers on an xfs data root with quotas.
+#   status  exit 0 when the engine answers on its data root with quotas on.
 #
 # Environment (flags win over it):
 #   ROLLCAGE_ENGINE_USERNS=1         as --userns-remap
