@@ -232,8 +232,9 @@ type Limits struct {
 	Pids int64 `json:"pids,omitempty"`
 	// DiskBytes bounds what the sandbox may write to its filesystem (the
 	// container's writable layer, /tmp included). Reaching it is an error
-	// the policy sees (ENOSPC, or a stopped call saying so), never a full
-	// host disk.
+	// the policy sees (ENOSPC or EDQUOT where the kernel holds it, a
+	// stopped call saying so under the watchdog); what holds it is the
+	// sandbox's DiskGuard.
 	DiskBytes int64 `json:"disk_bytes,omitempty"`
 }
 
