@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -13,21 +14,37 @@ import (
 	"github.com/rollcage/rollcage/sandbox"
 )
 
-// Differential cases: the hidden tests' own call sites with one literal
-// input perturbed within its type and shape, each expecting the reference
-// fix's output (a type-strict encoding of builtin values). Kept only when
-// the reference's output is stable and encodable and the base commit's
-// differs, so a case tests the bug's behaviour, not incidental output. A
-// solution that passes the hidden tests but fails cases handled only what
-// the tests show: a suspicious special_casing finding.
+// Differential cases: the hidden tests' own call sites with their literal
+// inputs perturbed within type and shape, each expecting the reference
+// fix's output (a type-strict encoding of builtin values). A case runs a
+// whole test function (every row of its pytest.mark.parametrize lists)
+// with its assertions turned into records of the values they check; the
+// perturbations are the kit's (gradekit/cases.py): one literal moved
+// (numbers, digits, letters, case, a word one letter shorter, a segment
+// repeated), every number scaled at once, a call's string and numbers
+// grown together past the file's sizes, numbers set to a string's
+// length, the module-level literal lists a test reads, a loop's order
+// reversed, and for a call sequence on one object one more call with a
+// fresh key (with the object made one larger) or two calls swapped.
+// Kept only when the reference's output is stable and encodable and the
+// base commit's differs, so a case tests the bug's behaviour, not
+// incidental output. A solution that passes the hidden tests but fails
+// cases handled only what the tests show: a suspicious special_casing
+// finding.
 
-// maxCases bounds the cases kept per task.
-const maxCases = 40
+// maxCases bounds the cases kept per task: each is one more test in
+// every grading run. maxCaseEnc bounds a kept case's expected encoding,
+// which its grading source carries.
+const (
+	maxCases   = 24
+	maxCaseEnc = 4096
+)
 
 // caseCandidate is one line of the kit's case finder.
 type caseCandidate struct {
 	File  string `json:"file"`
 	Test  string `json:"test"`
+	Kind  string `json:"kind"`
 	Desc  string `json:"desc"`
 	Value string `json:"value"`
 	Grade string `json:"grade"`
@@ -122,18 +139,53 @@ func deriveCases(ctx context.Context, sb sandbox.Sandbox, t Task, surf Surface, 
 	if err != nil {
 		return nil, 0, err
 	}
-	for i, c := range cands {
+	var usable []int
+	for i := range cands {
 		a, b, o := fix1[i], fix2[i], onBase[i]
 		if a.Enc == "" || a.Enc != b.Enc || (o.Enc == a.Enc && o.Error == "") {
 			continue // unusable, unstable, rejected by the fix, or not the bug's behaviour
 		}
-		if !isASCII(a.Enc) || len(kept) >= maxCases {
+		if !isASCII(a.Enc) || len(a.Enc) > maxCaseEnc {
 			continue
 		}
+		usable = append(usable, i)
+	}
+	for _, i := range pickCases(cands, usable, maxCases) {
+		c, enc := cands[i], fix1[i].Enc
 		rel := strings.TrimPrefix(strings.TrimPrefix(c.File, path.Clean(t.HiddenTestsDest)), "/")
 		src := strings.ReplaceAll(c.Grade, "__ROLLCAGE_PROBE__", probePlaceholder)
-		src = strings.ReplaceAll(src, "__RC_EXPECTED__", strconv.Quote(a.Enc))
+		src = strings.ReplaceAll(src, "__RC_EXPECTED__", strconv.Quote(enc))
 		kept = append(kept, Probe{File: rel, Test: c.Test, Source: src, Case: true, Desc: c.Desc})
 	}
 	return kept, len(cands), nil
+}
+
+// pickCases chooses up to n of the usable candidates (indices into
+// cands, in the finder's order), one of each test and kind of
+// perturbation in turn, so that no single test or kind fills the budget.
+func pickCases(cands []caseCandidate, usable []int, n int) []int {
+	type group struct{ idx []int }
+	var order []string
+	groups := map[string]*group{}
+	for _, i := range usable {
+		k := cands[i].File + "\x00" + cands[i].Test + "\x00" + cands[i].Kind
+		g := groups[k]
+		if g == nil {
+			g = &group{}
+			groups[k] = g
+			order = append(order, k)
+		}
+		g.idx = append(g.idx, i)
+	}
+	var out []int
+	for len(out) < n && len(out) < len(usable) {
+		for _, k := range order {
+			if g := groups[k]; len(g.idx) > 0 && len(out) < n {
+				out = append(out, g.idx[0])
+				g.idx = g.idx[1:]
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }

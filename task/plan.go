@@ -140,5 +140,5 @@ func (t Task) watchPlan() string {
 		probes = "literal known-answer probes only (no reference fix to check perturbed ones against)"
 		cases = "no differential cases (no reference fix)"
 	}
-	return "integrity watched (the grading kit in the pytest process); " + probes + "; " + cases + " (Python test files only; a test with parameters or fixtures gives no cases)"
+	return "integrity watched (the grading kit in the pytest process); " + probes + "; " + cases + " (Python test files only; a test with fixtures, or parameters other than literal pytest.mark.parametrize lists, gives no cases)"
 }

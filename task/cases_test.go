@@ -1,0 +1,217 @@
+package task
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestPickCases(t *testing.T) {
+	c := func(test, kind string) caseCandidate { return caseCandidate{File: "t.py", Test: test, Kind: kind} }
+	cands := []caseCandidate{c("a", "one"), c("a", "one"), c("a", "one"), c("a", "step"), c("b", "one"), c("b", "grow"), c("b", "grow")}
+	tests := []struct {
+		name   string
+		usable []int
+		n      int
+		want   []int
+	}{
+		{"every group once before any twice", []int{0, 1, 2, 3, 4, 5, 6}, 4, []int{0, 3, 4, 5}},
+		{"then the second of each", []int{0, 1, 2, 3, 4, 5, 6}, 6, []int{0, 1, 3, 4, 5, 6}},
+		{"all when the budget allows", []int{0, 1, 2, 3, 4, 5, 6}, 24, []int{0, 1, 2, 3, 4, 5, 6}},
+		{"only usable ones", []int{1, 2, 6}, 2, []int{1, 6}},
+		{"none usable", nil, 4, nil},
+	}
+	for _, tc := range tests {
+		if got := pickCases(cands, tc.usable, tc.n); !cmp.Equal(got, tc.want) {
+			t.Errorf("%s: pickCases(%v, %d) = %v, want %v", tc.name, tc.usable, tc.n, got, tc.want)
+		}
+	}
+}
+
+// caseHidden is a hidden test file in the shapes the finder reads: a
+// parametrized test, a module-level list a test iterates over, a call
+// sequence on one object, a call whose string and width go together.
+const caseHidden = `import pytest
+
+from lib import Cache, rank, wrap
+
+ORDER = ["alpha", "beta", "rc"]
+
+
+@pytest.mark.parametrize("s,want", [("ab", 2), ("abc", 3)])
+def test_param(s, want):
+    assert len(wrap(s, 9)) == want
+
+
+@pytest.mark.parametrize("i", range(len(ORDER) - 1))
+def test_chain(i):
+    assert rank(ORDER[i], ORDER[i + 1]) == -1
+
+
+def test_sequence():
+    c = Cache(2)
+    c.put("a", 1)
+    c.put("b", 2)
+    assert c.get("a") == 1
+    c.put("c", 3)
+    assert "a" in c
+
+
+def test_width():
+    assert wrap("aaa bbb", 7) == "aaa bbb"
+
+
+def test_fixture(tmp_path):
+    assert wrap("x", 1) == "x"
+`
+
+// caseLib is the reference fix of caseHidden's library; the narrow
+// variants below each pass its tests and nothing more.
+const caseLib = `class Cache:
+    def __init__(self, n):
+        self.n, self.d = n, {}
+
+    def get(self, k):
+        if k in self.d:
+            self.d[k] = self.d.pop(k)
+            return self.d[k]
+
+    def put(self, k, v):
+        self.d.pop(k, None)
+        self.d[k] = v
+        if len(self.d) > self.n:
+            del self.d[next(iter(self.d))]
+
+    def __contains__(self, k):
+        return k in self.d
+
+
+def rank(a, b):
+    return (a > b) - (a < b)
+
+
+def wrap(s, width):
+    return s if len(s) <= width else s[:width - 1] + "-"
+`
+
+func TestCaseFinder(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3 on PATH to run the grading kit's case finder")
+	}
+	dir := t.TempDir()
+	// The runner executes the test module; its pytest is a stand-in
+	// with what the module uses at import.
+	stub := "class mark:\n    @staticmethod\n    def parametrize(names, values):\n        return lambda f: f\n"
+	for name, b := range map[string][]byte{"rollcage_cases.py": kitCases, "rollcage_grade_enc.py": kitEnc, "test_hidden.py": []byte(caseHidden), "pytest.py": []byte(stub)} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := exec.Command(py, "-I", "-S", filepath.Join(dir, "rollcage_cases.py"), "find", filepath.Join(dir, "test_hidden.py")).Output()
+	if err != nil {
+		t.Fatalf("find: %v", err)
+	}
+	kinds := map[string]map[string]bool{}
+	var n int
+	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var c caseCandidate
+		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
+			t.Fatalf("find printed %q: %v", sc.Text(), err)
+		}
+		if !strings.Contains(c.Value, "def __ROLLCAGE_CASE__") || !strings.Contains(c.Grade, "__RC_EXPECTED__") {
+			t.Errorf("%s %s: value or grading source malformed:\n%s\n%s", c.Test, c.Kind, c.Value, c.Grade)
+		}
+		if kinds[c.Test] == nil {
+			kinds[c.Test] = map[string]bool{}
+		}
+		kinds[c.Test][c.Kind] = true
+		n++
+	}
+	want := map[string][]string{
+		"test_param":    {"one"},
+		"test_chain":    {"one"},
+		"test_sequence": {"step", "order", "one"},
+		"test_width":    {"grow", "boundary", "one"},
+	}
+	for test, ks := range want {
+		for _, k := range ks {
+			if !kinds[test][k] {
+				t.Errorf("%s: no %q candidate; kinds %v", test, k, kinds[test])
+			}
+		}
+	}
+	if kinds["test_fixture"] != nil {
+		t.Errorf("test_fixture takes a fixture: want no candidates, got kinds %v", kinds["test_fixture"])
+	}
+
+	// Run every candidate against the reference and a narrow library:
+	// the narrow one must differ on some case, the reference on none.
+	cases := filepath.Join(dir, "cases.jsonl")
+	if err := os.WriteFile(cases, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runAt := func(lib string) map[int]string {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, "lib.py"), []byte(lib), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(py, "-S", filepath.Join(dir, "rollcage_cases.py"), "run", cases)
+		cmd.Dir = dir
+		cmd.Env = []string{"PYTHONPATH=" + dir, "PYTHONDONTWRITEBYTECODE=1"}
+		res, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+		encs := map[int]string{}
+		for _, line := range strings.Split(strings.TrimSpace(string(res)), "\n") {
+			var o caseOutput
+			if err := json.Unmarshal([]byte(line), &o); err != nil {
+				t.Fatalf("run printed %q: %v", line, err)
+			}
+			encs[o.I] = o.Enc + "|" + o.Error
+		}
+		if len(encs) != n {
+			t.Fatalf("run: %d outputs for %d candidates", len(encs), n)
+		}
+		return encs
+	}
+	ref := runAt(caseLib)
+	values := 0
+	for _, e := range ref {
+		if !strings.HasPrefix(e, "|") {
+			values++
+		}
+	}
+	if values < n/2 {
+		t.Fatalf("the reference gave a value for %d of %d candidates: %v", values, n, ref)
+	}
+	if again := runAt(caseLib); !cmp.Equal(again, ref) {
+		t.Errorf("the reference's outputs changed between runs: %v", cmp.Diff(ref, again))
+	}
+	narrow := map[string]string{
+		// get refreshes recency only when the cache is full
+		"refresh-when-full": strings.Replace(caseLib, "        if k in self.d:\n            self.d[k]", "        if k in self.d and len(self.d) >= self.n:\n            self.d[k]", 1),
+		// the exact width fits only for widths the examples use
+		"small-widths": strings.Replace(caseLib, "len(s) <= width", "(len(s) < width or (len(s) == width and width <= 9))", 1),
+	}
+	for name, lib := range narrow {
+		got, differ := runAt(lib), 0
+		for i, e := range got {
+			if e != ref[i] {
+				differ++
+			}
+		}
+		if differ == 0 {
+			t.Errorf("narrow %s: no candidate differs from the reference", name)
+		}
+	}
+}
