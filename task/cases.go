@@ -5,7 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io/fs"
+	"maps"
 	"path"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -187,5 +190,108 @@ func pickCases(cands []caseCandidate, usable []int, n int) []int {
 		}
 	}
 	slices.Sort(out)
+	return out
+}
+
+// Where the finder perturbs nothing, or only with care, read from the
+// test sources alone (no interpreter): a line each for CaseNotes.
+var (
+	caseDefRE   = regexp.MustCompile(`(?m)^([ \t]*)(?:async[ \t]+)?def[ \t]+(test\w*)[ \t]*\(([^)]*)\)`)
+	caseParamRE = regexp.MustCompile(`^@(?:pytest\.)?(?:mark\.)?parametrize\(\s*(?:"([^"]*)"|'([^']*)')`)
+	// caseEffectRE: calls whose results or effects a repeated run need
+	// not reproduce.
+	caseEffectRE = regexp.MustCompile(`\b(random\.\w+|time\.(?:time|monotonic|sleep|perf_counter)|datetime\.(?:now|today|utcnow)|date\.today|uuid\.uuid[14]|open|os\.(?:remove|unlink|rename|mkdir|makedirs|system|environ)|subprocess\.\w+|socket\.\w+|tempfile\.\w+|shutil\.\w+|threading\.\w+)\s*\(`)
+)
+
+// CaseNotes says, per hidden test of t, what keeps the differential cases
+// from perturbing it (fixtures, decorators other than literal parametrize
+// lists, methods of a class) or makes its cases depend on the world (time,
+// randomness, files, processes: such a case is kept only where the
+// reference's output repeats, and its effects run once per case). Read
+// from the sources, for `rollcage tasks check`; the derivation decides.
+func CaseNotes(t Task, hidden fs.FS) ([]string, error) {
+	if t.HiddenTests == "" || t.UpstreamFixRef == "" || t.TestFramework() != FrameworkPytest || t.Reward == RewardSummary || t.RewardFile != "" {
+		return nil, nil
+	}
+	files, err := hiddenFiles(hidden, t.HiddenTests)
+	if err != nil {
+		return nil, err
+	}
+	var notes []string
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		if !isTestFile(name) {
+			continue
+		}
+		src := string(files[name])
+		locs := caseDefRE.FindAllStringSubmatchIndex(src, -1)
+		for k, m := range locs {
+			indent, test, params := src[m[2]:m[3]], src[m[4]:m[5]], src[m[6]:m[7]]
+			decos := decorators(src[:m[0]])
+			end := len(src)
+			if k+1 < len(locs) {
+				end = locs[k+1][0]
+			}
+			body := src[m[1]:end]
+			var why []string
+			switch {
+			case indent != "":
+				why = append(why, "a method of a class")
+			default:
+				named := map[string]bool{}
+				for _, d := range decos {
+					pm := caseParamRE.FindStringSubmatch(d)
+					if pm == nil {
+						why = append(why, "decorated "+strings.TrimSpace(strings.SplitN(d, "(", 2)[0]))
+						continue
+					}
+					for _, a := range strings.Split(pm[1]+pm[2], ",") {
+						named[strings.TrimSpace(a)] = true
+					}
+				}
+				var fixtures []string
+				for _, a := range strings.Split(params, ",") {
+					a = strings.TrimSpace(strings.SplitN(strings.SplitN(a, "=", 2)[0], ":", 2)[0])
+					if a != "" && !named[a] {
+						fixtures = append(fixtures, a)
+					}
+				}
+				if len(fixtures) > 0 {
+					why = append(why, "takes fixtures "+strings.Join(fixtures, ", "))
+				}
+			}
+			if len(why) > 0 {
+				notes = append(notes, fmt.Sprintf("%s::%s: no cases (%s)", name, test, strings.Join(why, "; ")))
+				continue
+			}
+			var effects []string
+			for _, e := range caseEffectRE.FindAllStringSubmatch(body, -1) {
+				if !slices.Contains(effects, e[1]) {
+					effects = append(effects, e[1])
+				}
+			}
+			if len(effects) > 0 {
+				notes = append(notes, fmt.Sprintf("%s::%s: calls %s: its cases are kept only where the reference's output repeats, and their effects run once per case", name, test, strings.Join(effects, ", ")))
+			}
+		}
+	}
+	return notes, nil
+}
+
+// decorators are the decorators written just above the end of before
+// (each may span lines), first to last.
+func decorators(before string) []string {
+	lines := strings.Split(strings.TrimRight(before, "\n"), "\n")
+	var out []string
+	end := len(lines)
+	for i := len(lines) - 1; i >= 0; i-- {
+		l := strings.TrimSpace(lines[i])
+		if l == "" || strings.HasPrefix(l, "def ") || strings.HasPrefix(l, "class ") {
+			break
+		}
+		if strings.HasPrefix(l, "@") {
+			out = append([]string{strings.Join(lines[i:end], "\n")}, out...)
+			end = i
+		}
+	}
 	return out
 }

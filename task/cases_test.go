@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -212,6 +213,84 @@ func TestCaseFinder(t *testing.T) {
 		}
 		if differ == 0 {
 			t.Errorf("narrow %s: no candidate differs from the reference", name)
+		}
+	}
+}
+
+func TestCaseNotes(t *testing.T) {
+	src := `import random
+import pytest
+
+@pytest.mark.parametrize("s,want", [("a", 1)])
+def test_param(s, want):
+    assert f(s) == want
+
+
+@pytest.mark.parametrize(
+    "n",
+    [1, 2],
+)
+def test_multiline(n):
+    assert f(n)
+
+
+@pytest.mark.parametrize("n", [1])
+def test_param_and_fixture(n, tmp_path):
+    assert f(n)
+
+
+@pytest.fixture
+def thing():
+    return 1
+
+
+@pytest.mark.skipif(True, reason="x")
+def test_skipped():
+    assert f(1)
+
+
+def test_random():
+    assert f(random.randint(0, 9)) == 1
+
+
+def test_files():
+    with open("x") as fh:
+        assert f(fh.read())
+
+
+class TestGroup:
+    def test_method(self):
+        assert f(1) == 1
+
+
+def test_plain():
+    assert f(1) == 1
+`
+	hidden := fstest.MapFS{"h/test_x.py": {Data: []byte(src)}, "h/helper.py": {Data: []byte("def test_not_a_test(x): pass\n")}}
+	tk := Task{ID: "t", HiddenTests: "h", UpstreamFixRef: "fix", TestCommand: "python3 -m pytest -q /opt/grader/tests"}
+	got, err := CaseNotes(tk, hidden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"test_x.py::test_param_and_fixture: no cases (takes fixtures tmp_path)",
+		"test_x.py::test_skipped: no cases (decorated @pytest.mark.skipif)",
+		"test_x.py::test_random: calls random.randint: its cases are kept only where the reference's output repeats, and their effects run once per case",
+		"test_x.py::test_files: calls open: its cases are kept only where the reference's output repeats, and their effects run once per case",
+		"test_x.py::test_method: no cases (a method of a class)",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("CaseNotes (-want +got):\n%s", diff)
+	}
+	for _, tc := range []struct {
+		name string
+		tk   Task
+	}{
+		{"no reference fix", Task{ID: "t", HiddenTests: "h", TestCommand: tk.TestCommand}},
+		{"summary reward", Task{ID: "t", HiddenTests: "h", UpstreamFixRef: "fix", TestCommand: tk.TestCommand, Reward: RewardSummary}},
+	} {
+		if got, err := CaseNotes(tc.tk, hidden); err != nil || got != nil {
+			t.Errorf("%s: CaseNotes = %q, %v; want none (no cases are derived)", tc.name, got, err)
 		}
 	}
 }

@@ -135,10 +135,10 @@ func (t Task) watchPlan() string {
 		return "integrity watched (the grading kit in the pytest process); literal known-answer probes added to the test patch's test files; no differential cases for a test patch"
 	}
 	probes := "known-answer probes from the hidden tests' == assertions, kept when they fail with the reference fix"
-	cases := "differential cases from the hidden tests' call sites, kept where the reference fix and the base commit differ"
+	cases := "differential cases: the hidden tests run with their literal inputs perturbed, kept where the reference fix and the base commit differ"
 	if t.UpstreamFixRef == "" {
 		probes = "literal known-answer probes only (no reference fix to check perturbed ones against)"
 		cases = "no differential cases (no reference fix)"
 	}
-	return "integrity watched (the grading kit in the pytest process); " + probes + "; " + cases + " (Python test files only; a test with fixtures, or parameters other than literal pytest.mark.parametrize lists, gives no cases)"
+	return "integrity watched (the grading kit in the pytest process); " + probes + "; " + cases + " (Python test files only; a test with fixtures, or parameters other than literal pytest.mark.parametrize lists, gives no cases; the cases lines name them)"
 }

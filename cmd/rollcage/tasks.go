@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -40,12 +41,13 @@ func runTasks(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return errUsage
 	}
 	arg := fs.Arg(0)
-	// Each check returns what to name its tasks by, and what it found.
-	var check []func() (string, []task.Task, []*task.LoadError)
+	// Each check returns what to name its tasks by, what it found, and
+	// the file system their hidden tests are read from.
+	var check []func() (string, []task.Task, iofs.FS, []*task.LoadError)
 	if st, err := os.Stat(arg); err == nil && st.IsDir() && task.IsHarborDir(os.DirFS(arg), ".") {
-		check = append(check, func() (string, []task.Task, []*task.LoadError) {
-			tasks, _, problems := task.CheckHarborDir(arg)
-			return arg, tasks, problems
+		check = append(check, func() (string, []task.Task, iofs.FS, []*task.LoadError) {
+			tasks, hidden, problems := task.CheckHarborDir(arg)
+			return arg, tasks, hidden, problems
 		})
 	} else {
 		files, err := taskFiles(arg)
@@ -54,19 +56,26 @@ func runTasks(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return errUsage
 		}
 		for _, f := range files {
-			check = append(check, func() (string, []task.Task, []*task.LoadError) {
-				tasks, _, problems := task.CheckFile(f, o)
-				return f, tasks, problems
+			check = append(check, func() (string, []task.Task, iofs.FS, []*task.LoadError) {
+				tasks, hidden, problems := task.CheckFile(f, o)
+				return f, tasks, hidden, problems
 			})
 		}
 	}
 	ntasks, nproblems := 0, 0
 	for _, c := range check {
-		from, tasks, problems := c()
+		from, tasks, hidden, problems := c()
 		for _, t := range tasks {
 			fmt.Fprintf(stdout, "%s: %s\n", from, t.ID)
 			for _, it := range t.Plan() {
 				fmt.Fprintf(stdout, "  %-12s %s\n", it.Key, it.Value)
+			}
+			// Where the differential cases cannot perturb a test, or
+			// only with care; an unreadable hidden-tests directory is
+			// the load's problem to report, not this line's.
+			notes, _ := task.CaseNotes(t, hidden)
+			for _, n := range notes {
+				fmt.Fprintf(stdout, "  %-12s %s\n", "cases", n)
 			}
 		}
 		for _, p := range problems {

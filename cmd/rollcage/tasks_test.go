@@ -19,6 +19,19 @@ func TestTasksCheck(t *testing.T) {
 	if err := os.WriteFile(bad, []byte(lines), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// A task whose hidden tests have one test the cases cannot perturb.
+	withCases := filepath.Join(dir, "cases")
+	if err := os.MkdirAll(filepath.Join(withCases, "hidden"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	taskLine := `{"id": "c1", "image": "local/c1", "instruction": "fix it", "hidden_tests": "hidden", "test_command": "python3 -m pytest -q /opt/grader/tests", "upstream_fix_ref": "fix"}` + "\n"
+	hiddenSrc := "def test_plain():\n    assert f(1) == 1\n\n\ndef test_tmp(tmp_path):\n    assert f(tmp_path)\n"
+	if err := os.WriteFile(filepath.Join(withCases, "tasks.jsonl"), []byte(taskLine), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(withCases, "hidden", "test_x.py"), []byte(hiddenSrc), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		args     []string
 		code     int
@@ -37,6 +50,10 @@ func TestTasksCheck(t *testing.T) {
 			"2 tasks ready, 0 problems",
 		}, nil, "hints not shown"},
 		{[]string{"tasks", "check", "../../demo/tasks.jsonl"}, 0, []string{"../../demo/tasks.jsonl: textwrap", "8 tasks ready, 0 problems"}, nil, ""},
+		{[]string{"tasks", "check", filepath.Join(withCases, "tasks.jsonl")}, 0, []string{
+			"  cases        test_x.py::test_tmp: no cases (takes fixtures tmp_path)",
+			"1 tasks ready, 0 problems",
+		}, nil, "test_plain"},
 		{[]string{"tasks", "check", bad}, 1, []string{
 			bad + `:1: no test command is known for repository "x/y"; add test_command and framework to the instance`,
 			bad + ":2: FAIL_TO_PASS is not a list of test ids",
