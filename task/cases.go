@@ -39,7 +39,7 @@ import (
 // every grading run. maxCaseEnc bounds a kept case's expected encoding,
 // which its grading source carries.
 const (
-	maxCases   = 24
+	maxCases   = 16
 	maxCaseEnc = 4096
 )
 

@@ -9,7 +9,7 @@ a subclass of a builtin, cannot pass for a value.
 import datetime as _dt
 
 _type, _repr, _ascii = type, repr, ascii
-_int_repr, _float_repr = int.__repr__, float.__repr__
+_int_repr, _float_format = int.__repr__, float.__format__
 _str_len = str.__len__
 _iso = {_dt.date: _dt.date.isoformat, _dt.datetime: _dt.datetime.isoformat, _dt.time: _dt.time.isoformat}
 
@@ -29,7 +29,9 @@ def enc(x, _depth=0):
     if t is int:
         return "i" + _int_repr(x)
     if t is float:
-        return "f" + _float_repr(x)
+        # Twelve significant digits: an honest fix that adds in another
+        # order differs from the reference in the last bits only.
+        return "f" + _float_format(x, ".12g")
     if t is str:
         return "s" + _ascii(x)
     if t is bytes:
