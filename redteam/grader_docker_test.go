@@ -288,18 +288,25 @@ func TestNarrowSolutions(t *testing.T) {
 var narrowMisses = map[string]string{}
 
 // BenchmarkDifferentialCases measures, side by side in one run, grading a
-// fixed daterange solution with its differential cases and without them
-// (same facts otherwise), in fresh sandboxes, alternating. It reports the
-// p50 of each whole GradeWatched and the cases' share of the grade (goal:
-// under 20%).
+// fixed solution with its differential cases and without them (same facts
+// otherwise), in fresh sandboxes, alternating, for a demo task with few
+// cases (daterange) and ones with the most and the largest (semver's
+// whole-chain cases, lru's call sequences). It reports the p50 of each
+// whole GradeWatched and the cases' share of the grade (goal: under 20%).
 func BenchmarkDifferentialCases(b *testing.B) {
+	for _, id := range []string{"daterange", "semver", "lru"} {
+		b.Run(id, func(b *testing.B) { benchCases(b, id) })
+	}
+}
+
+func benchCases(b *testing.B, id string) {
 	ctx := context.Background()
 	be := dockertest.Backend(b)
 	tasks, hidden, err := demo.Tasks()
 	if err != nil {
 		b.Fatal(err)
 	}
-	tk := taskByID(b, tasks, "daterange")
+	tk := taskByID(b, tasks, id)
 	sandboxtest.RequireImage(b, be, tk.Image)
 	full := deriveFacts(b, be, tk, hidden)
 	bare := full
@@ -310,7 +317,7 @@ func BenchmarkDifferentialCases(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer sb.Close(context.WithoutCancel(ctx))
-		if _, err := sb.Exec(ctx, sandbox.ExecRequest{Command: "cd " + tk.Workdir + " && git checkout -q " + tk.UpstreamFixRef + " -- dayrange"}); err != nil {
+		if _, err := sb.Exec(ctx, sandbox.ExecRequest{Command: "cd " + tk.Workdir + " && git checkout -q " + tk.UpstreamFixRef + " -- ."}); err != nil {
 			b.Fatal(err)
 		}
 		surf, err := task.QuerySurface(ctx, sb, tk)
@@ -320,7 +327,7 @@ func BenchmarkDifferentialCases(b *testing.B) {
 		t0 := time.Now()
 		res, err := task.GradeWatched(ctx, sb, tk, hidden, task.Watch{Facts: f, Surface: surf})
 		d := time.Since(t0)
-		if err != nil || res.Reward != 1 || len(res.Findings) > 0 {
+		if err != nil || res.Reward != 1 || len(res.Findings) > 0 || res.Cases != len(f.Cases) {
 			b.Fatalf("grade: %v %+v", err, res)
 		}
 		return d
