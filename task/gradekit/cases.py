@@ -26,12 +26,12 @@ import json
 import re
 import sys
 
-# Candidates per test function, and per task file; the derivation keeps
-# a few of each kind.
+# Candidates per test function (the derivation keeps a few of each kind)
+# and parametrize rows per test.
 MAX_PER_TEST = 60
 MAX_BINDINGS = 64
-# A perturbed module-level literal or parameter list stays this small.
-MAX_LITERAL = 4096
+# A case's source stays this small: it goes into every grading run.
+MAX_SOURCE = 64 << 10
 
 
 def literalish(n):
@@ -503,7 +503,7 @@ def candidates(path):
         def emit(kind, f):
             ast.fix_missing_locations(f)
             src = ast.unparse(f)
-            if src in seen or len(src) > 16 * MAX_LITERAL:
+            if src in seen or len(src) > MAX_SOURCE:
                 return
             seen.add(src)
             out.append({"file": path, "test": fn.name, "kind": kind, "desc": describe(fn, base, f),
