@@ -21,6 +21,13 @@ import (
 // (BenchmarkAudit) for a heap that may grow to five times its live size.
 const BatchGCPercent = 400
 
+// BatchMemoryLimit is the soft memory limit (debug.SetMemoryLimit)
+// `rollcage audit` runs with when GOMEMLIMIT is not set: the heap
+// BatchGCPercent lets grow is collected before it passes this, so that
+// the process stays within 512 MiB on any input (Batch bounds what the
+// reading holds, TrimSteps what the report does).
+const BatchMemoryLimit = 320 << 20
+
 // Config configures an Auditor. Every field but Rules has a useful zero
 // value.
 type Config struct {
@@ -40,7 +47,14 @@ type Config struct {
 	HistoryForJudge int
 	// Concurrency is how many episodes are replayed at once. Zero: GOMAXPROCS.
 	Concurrency int
-	Logger      *slog.Logger
+	// TrimSteps keeps of a step no flag was raised on only its place in
+	// the report (Step, Index, Tool), not its call, original form or
+	// output: the text report and a labels score need no more, JSON and
+	// HTML reports do. The report's memory then grows with the flagged
+	// steps, not with the input's text (about a fifth of the input when
+	// kept).
+	TrimSteps bool
+	Logger    *slog.Logger
 }
 
 // Validate reports a configuration that cannot work.
@@ -107,15 +121,16 @@ func (a *Auditor) Audit(ctx context.Context, eps []Trace, skipped []FileError) (
 
 // AuditBatch replays the episodes of b's files as they are read and
 // summarizes, in the files' order, with the files b could not read as
-// skipped. Reading and replaying overlap, and only the files being
-// replayed and the few read ahead (readAhead) are held in memory. Only a cancelled ctx is an error.
+// skipped. Reading and replaying overlap, and only the episodes being
+// replayed and the few read ahead are held in memory (Batch). Only a
+// cancelled ctx is an error.
 func (a *Auditor) AuditBatch(ctx context.Context, b *Batch) (*Report, error) {
 	defer b.Stop()
-	reps := make([][]EpisodeReport, len(b.units))
+	reps := make([][]*EpisodeReport, len(b.units))
 	errs := make([][]FileError, len(b.units))
 	err := a.replay(ctx, func(ctx context.Context, jobs chan<- job) error {
 		for {
-			var r unitResult
+			var r result
 			var ok bool
 			select {
 			case r, ok = <-b.results:
@@ -125,27 +140,37 @@ func (a *Auditor) AuditBatch(ctx context.Context, b *Batch) (*Report, error) {
 			if !ok {
 				return nil
 			}
-			errs[r.unit] = r.errs
-			reps[r.unit] = make([]EpisodeReport, len(r.eps))
-			for i, ep := range r.eps {
-				select {
-				case jobs <- job{ep: ep, out: &reps[r.unit][i]}:
-				case <-ctx.Done():
-					return ctx.Err()
-				}
+			errs[r.unit] = append(errs[r.unit], r.errs...)
+			if r.ep == nil {
+				continue
+			}
+			out := new(EpisodeReport)
+			reps[r.unit] = append(reps[r.unit], out)
+			select {
+			case jobs <- job{ep: *r.ep, out: out, done: r.release}:
+			case <-ctx.Done():
+				r.release()
+				return ctx.Err()
 			}
 		}
 	})
 	if err != nil {
 		return nil, err
 	}
-	return a.report(slices.Concat(reps...), slices.Concat(errs...)), nil
+	var all []EpisodeReport
+	for _, rs := range reps {
+		for _, r := range rs {
+			all = append(all, *r)
+		}
+	}
+	return a.report(all, slices.Concat(errs...)), nil
 }
 
 // job is one episode to replay and where its report goes.
 type job struct {
-	ep  Trace
-	out *EpisodeReport
+	ep   Trace
+	out  *EpisodeReport
+	done func() // when the episode is replayed (nil: nothing to do)
 }
 
 // replay runs feed, which sends the episodes to replay, and replays them
@@ -160,6 +185,9 @@ func (a *Auditor) replay(ctx context.Context, feed func(context.Context, chan<- 
 		g.Go(func() error {
 			for j := range jobs {
 				r, err := a.Episode(gctx, j.ep)
+				if j.done != nil {
+					j.done()
+				}
 				if err != nil {
 					return err
 				}

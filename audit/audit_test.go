@@ -328,3 +328,32 @@ func TestRebaseMatchesFresh(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteJSONAsEncoder: the report written an episode at a time is
+// what json.Encoder with the same indent writes of it whole, with and
+// without episodes, skipped files and a score.
+func TestWriteJSONAsEncoder(t *testing.T) {
+	full := auditCorpus(t, nil)
+	scored := *full
+	scored.Score = &Score{Labels: "l.jsonl", Episodes: map[string]map[string]int{"clean": {"clean": 1}}}
+	for name, rep := range map[string]*Report{
+		"corpus": full,
+		"scored": &scored,
+		"empty":  {Episodes: []EpisodeReport{}, Skipped: []FileError{}},
+		"nil":    {},
+		"one":    {Episodes: full.Episodes[:1], Skipped: full.Skipped, Judge: true},
+	} {
+		var got, want bytes.Buffer
+		if err := rep.WriteJSON(&got); err != nil {
+			t.Fatal(err)
+		}
+		enc := json.NewEncoder(&want)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff(want.String(), got.String()); d != "" {
+			t.Errorf("%s: WriteJSON differs from json.Encoder (-encoder +WriteJSON):\n%s", name, d)
+		}
+	}
+}

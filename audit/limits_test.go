@@ -1,6 +1,8 @@
 package audit
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -9,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rollcage/rollcage/trajectory"
 )
 
 // episodeLine is one OpenAI-format episode with a tool call, as a JSONL
@@ -112,7 +116,7 @@ func TestParseValueLimit(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			eps, errs := parse(tc.name+".jsonl", []byte(tc.data), limit)
+			eps, errs := parseLimit(tc.name+".jsonl", []byte(tc.data), limit)
 			var got []string
 			for _, e := range errs {
 				got = append(got, fmt.Sprintf("%d: %s", e.Line, e.Err))
@@ -132,5 +136,86 @@ func TestParseValueLimit(t *testing.T) {
 	_, errs := Parse("huge.json", huge)
 	if len(errs) != 1 || !strings.Contains(errs[0].Err, "over the 64 MiB limit of one value") {
 		t.Errorf("Parse of a %d-byte array: %v; want one error naming the 64 MiB limit", len(huge), errs)
+	}
+}
+
+// parseLimit is Parse with another value limit.
+func parseLimit(name string, data []byte, limit int) ([]Trace, []FileError) {
+	var eps []Trace
+	errs := parse(name, bytes.NewReader(data), limit, func(ep Trace, _ int64) error {
+		eps = append(eps, ep)
+		return nil
+	})
+	return eps, errs
+}
+
+// eventLines is a rollcage log of one episode with n calls, each output
+// pad long, ended when end is set.
+func eventLines(t *testing.T, id string, n int, pad string, end bool) string {
+	t.Helper()
+	var b strings.Builder
+	add := func(step int, typ string, payload any) {
+		ev, err := trajectory.NewEvent(id, 0, step, typ, payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		line, err := json.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	for i := 1; i <= n; i++ {
+		add(i, trajectory.TypeToolCall, trajectory.ToolCall{Call: json.RawMessage(`{"tool":"bash","args":{"command":"ls"}}`)})
+		add(i, trajectory.TypeToolOutput, trajectory.ToolOutput{Output: pad})
+	}
+	if end {
+		add(n, trajectory.TypeEpisodeEnd, trajectory.EpisodeEnd{Resolved: true})
+	}
+	return b.String()
+}
+
+// TestParseEpisodeLimit: the lines an episode is built from (chat
+// messages one per line, the events of episodes not yet ended) count
+// against the value limit together; episodes of a log are given on at
+// their episode_end, so that many ended episodes in one file do not add
+// up; an event after its episode's end is an error of its line.
+func TestParseEpisodeLimit(t *testing.T) {
+	const limit = 4 << 10
+	pad := strings.Repeat("x", 1000)
+	msg := `{"role": "tool", "tool_call_id": "c1", "content": "` + pad + `"}` + "\n"
+	call := `{"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{\"command\": \"ls\"}"}}]}` + "\n"
+	tests := []struct {
+		name  string
+		data  string
+		steps []int // of each episode read
+		want  []string
+	}{
+		{"messages within", call + msg + msg, []int{1}, nil},
+		{"messages over", call + strings.Repeat(msg, 5), nil,
+			[]string{"0: chat messages of one episode, one per line, over the 4096-byte limit of one episode; split it"}},
+		{"events within", eventLines(t, "e1", 2, pad, true), []int{2}, nil},
+		{"ended episodes add up past the limit", eventLines(t, "e1", 2, pad, true) + eventLines(t, "e2", 2, pad, true) + eventLines(t, "e3", 2, pad, true), []int{2, 2, 2}, nil},
+		{"unended episodes over", eventLines(t, "e1", 3, pad, false) + eventLines(t, "e2", 3, pad, true), nil,
+			[]string{"0: rollcage events of unfinished episodes over the 4096-byte limit of one episode's records; give each episode its own file, as a trajectory Store does"}},
+		{"an event after its end", eventLines(t, "e1", 1, pad, true) + eventLines(t, "e1", 1, "late", false), []int{1},
+			[]string{"4: a tool_call event of episode e1 after its episode_end", "5: a tool_output event of episode e1 after its episode_end"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			eps, errs := parseLimit(tc.name+".jsonl", []byte(tc.data), limit)
+			var got []string
+			for _, e := range errs {
+				got = append(got, fmt.Sprintf("%d: %s", e.Line, e.Err))
+			}
+			var steps []int
+			for _, e := range eps {
+				steps = append(steps, len(e.Steps))
+			}
+			if fmt.Sprint(steps) != fmt.Sprint(tc.steps) || strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
+				t.Errorf("episodes of %v steps, errors %q; want %v, %q", steps, got, tc.steps, tc.want)
+			}
+		})
 	}
 }

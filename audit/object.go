@@ -1,341 +1,170 @@
 package audit
 
 import (
-	"slices"
-	"strings"
+	"bytes"
+	"fmt"
 	"unicode/utf8"
 	"unsafe"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	json "github.com/go-json-experiment/json/v1"
 
-	"github.com/rollcage/rollcage/internal/jsondec"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
-// object is a trajectory file holding one JSON object, read in one pass
-// (scanObject): the two large members decoded (SWE-agent's steps, a
-// message list), everything else kept raw by name for the format's
-// reader.
-//
-// Splitting the file into raw members first and decoding each again
-// scanned every byte twice, and a message's content a third time; most
-// of these files are members no reader looks at (SWE-agent's per-step
-// query, mini-swe-agent's per-message extra), which one pass skips once.
-// Top-level names match as the raw split matched them: exactly.
+// object is one JSON object of a trajectory (a file holding one, or a
+// JSONL line) read token by token (readObject): the two large members
+// decoded as they are read (SWE-agent's steps, a message list),
+// everything else kept raw by name for the format's reader. Top-level
+// names match exactly, the last of duplicates counting, as a split into
+// raw members matches them.
 type object struct {
 	Trajectory []sweStep
 	Messages   []message
-	Rest       map[string]json.RawMessage // slices of the file, read only while it is parsed
+	// badMessage is the index of the first element of "messages" that is
+	// no chat message with a role (-1: none).
+	badMessage int
+	Rest       map[string]json.RawMessage // copies: nothing of the input is kept
+	names      map[string]bool            // every member's
 }
 
-// parseFast reads a file holding one JSON object in one pass. ok is
-// false for anything but an episode read without a doubt: a file that is
-// no single object or that scanObject does not read, an error of any
-// format's reader, a message without a role, one rollcage event; the raw
-// way then decides, with its errors. When ok, the episode is the one the
-// raw way reads.
-func parseFast(base, name string, data []byte) (Trace, bool) {
-	o, ok := scanObject(data)
-	if !ok {
-		return Trace{}, false
-	}
-	var ep Trace
-	var err error
-	switch {
-	case o.Trajectory != nil:
-		ep, err = parseSWEAgent(base, name, o.Rest, o.Trajectory)
-	case has(o.Rest, "history") && has(o.Rest, "instance_id"):
-		ep, err = parseOpenHands(base, name, o.Rest)
-	case o.Messages != nil:
-		if slices.ContainsFunc(o.Messages, func(m message) bool { return m.Role == "" }) {
-			return Trace{}, false
-		}
-		ep, err = parseMessageObject(base, name, o.Rest, o.Messages)
-	default:
-		return Trace{}, false
-	}
-	return ep, err == nil
-}
+// decodeOpts are the decoder's options: encoding/json's semantics (names
+// matched case-insensitively, invalid UTF-8 replaced, the last of
+// duplicate names kept) on go-json-experiment's decoder, which reads
+// these long trajectories in about half of encoding/json's CPU time.
+var decodeOpts = json.DefaultOptionsV1()
 
-// scanObject reads data, one JSON object, into an object with
-// jsondec's scanner: the members no reader needs are skipped (checked
-// as JSON, not decoded), strings are searched eight bytes at a time.
-// It decodes steps and messages as encoding/json's semantics decode
-// them into sweStep and message (the raw way), or reports ok false
-// where it is not sure it would: invalid JSON, a name with an escape or
-// outside ASCII where names are matched, a duplicate of a name it
-// decodes, a name that matches one of them only as encoding/json
-// matches (case, '_' and '-' aside), a value of another type than the
-// field's.
+// elementOpts decode one element of a list in place: encoding/json's
+// semantics, without its error reporting's check of the whole value
+// before decoding it (which reads every element twice). An element that
+// fails ends the file's reading anyway.
+var elementOpts = jsonv2.JoinOptions(decodeOpts, json.ReportErrorsWithLegacySemantics(false))
+
+// has is whether obj has member k, other than null.
 //
-// The other members are slices of data, which nothing keeps after
-// parsing: the file is not kept alive by what is read from it.
-func scanObject(data []byte) (object, bool) {
-	o := object{Rest: map[string]json.RawMessage{}}
-	var seenSteps, seenMsgs bool
-	end, ok := jsondec.Object(data, 0, func(name []byte, v int) (int, bool) {
-		if !plainName(name) {
-			return v, false
-		}
-		switch string(name) {
-		case "trajectory":
-			if seenSteps {
-				return v, false
-			}
-			seenSteps = true
-			return scanSlice(data, v, &o.Trajectory, scanStep)
-		case "messages":
-			if seenMsgs {
-				return v, false
-			}
-			seenMsgs = true
-			return scanSlice(data, v, &o.Messages, scanMessage)
-		}
-		if _, dup := o.Rest[string(name)]; dup {
-			return v, false
-		}
-		end, ok := jsondec.Skip(data, v)
-		o.Rest[string(name)] = data[v:end:end]
-		return end, ok
-	})
-	if !ok || jsondec.Space(data, end) != len(data) {
-		return object{}, false
+// (Decoded members are not in Rest; an object split into raw members
+// alone, which the readers decode themselves, has them there.)
+func (o object) has(k string) bool {
+	switch {
+	case k == "trajectory" && o.Trajectory != nil, k == "messages" && o.Messages != nil:
+		return true
 	}
-	return o, true
+	return has(o.Rest, k)
 }
 
-// plainName: a name that means what it says, without escapes or bytes
-// outside ASCII (which decoders may read otherwise).
-func plainName(name []byte) bool {
-	for _, c := range name {
-		if c == '\\' || c >= utf8.RuneSelf {
-			return false
+// readObject reads the JSON object dec is at, token by token.
+func readObject(dec *jsontext.Decoder) (object, error) {
+	o := object{Rest: map[string]json.RawMessage{}, names: map[string]bool{}, badMessage: -1}
+	if tok, err := dec.ReadToken(); err != nil {
+		return o, err
+	} else if tok.Kind() != '{' {
+		return o, fmt.Errorf("a JSON %s, not an object", kindName(tok.Kind()))
+	}
+	for dec.PeekKind() != '}' {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return o, err
 		}
-	}
-	return true
-}
-
-// fields matches the names of one object against the fields a scan
-// decodes: exact names are a field's index, names encoding/json would
-// also match (another case, '_' or '-' dropped) or a field's second
-// occurrence make the scan give up.
-type fields struct {
-	names  []string // exact, lower case
-	folded []string // lower case without '_' and '-'
-	seen   uint64
-}
-
-func newFields(names ...string) *fields {
-	f := &fields{names: names}
-	for _, n := range names {
-		f.folded = append(f.folded, strings.NewReplacer("_", "", "-", "").Replace(n))
-	}
-	return f
-}
-
-// match is name's field (-1: none) with ok false where the scan must
-// give up; reset before each object.
-func (f *fields) match(name []byte) (int, bool) {
-	if !plainName(name) {
-		return -1, false
-	}
-	for i, n := range f.names {
-		if string(name) == n {
-			if f.seen&(1<<i) != 0 {
-				return i, false
-			}
-			f.seen |= 1 << i
-			return i, true
-		}
-	}
-	var buf [32]byte
-	folded := buf[:0]
-	for _, c := range name {
+		name := tok.String()
+		o.names[name] = true
+		list := dec.PeekKind() == '[' || dec.PeekKind() == 'n'
 		switch {
-		case c == '_' || c == '-':
-		case 'A' <= c && c <= 'Z':
-			folded = append(folded, c+'a'-'A')
+		case name == "trajectory" && list:
+			delete(o.Rest, name)
+			if o.Trajectory, err = readList[sweStep](dec, nil); err != nil {
+				return o, fmt.Errorf("\"trajectory\" is not a list of {action, observation} steps: %w", err)
+			}
+		case name == "messages" && list:
+			delete(o.Rest, name)
+			o.badMessage = -1
+			o.Messages, err = readList(dec, func(i int, m *message) {
+				if m.Role == "" && o.badMessage < 0 {
+					o.badMessage = i
+				}
+			})
+			if err != nil {
+				return o, fmt.Errorf("\"messages\" is not a list of messages: %w", err)
+			}
 		default:
-			folded = append(folded, c)
+			// anything else, and a list member that is not one, kept raw
+			// for the format's reader
+			switch name {
+			case "trajectory":
+				o.Trajectory = nil
+			case "messages":
+				o.Messages, o.badMessage = nil, -1
+			}
+			raw, err := dec.ReadValue()
+			if err != nil {
+				return o, err
+			}
+			o.Rest[name] = bytes.Clone(raw)
 		}
 	}
-	if slices.Contains(f.folded, string(folded)) {
-		return -1, false
-	}
-	return -1, true
+	_, err := dec.ReadToken()
+	return o, err
 }
 
-// scanSlice reads null (leaving *dst nil) or an array whose elements
-// (null: the zero element) scan reads.
-func scanSlice[T any](data []byte, v int, dst *[]T, scan func([]byte, int, *T) (int, bool)) (int, bool) {
-	if data[v] == 'n' {
-		return jsondec.Skip(data, v)
+// readList reads null (nil) or a JSON array, decoding its elements as
+// they are read; check sees each.
+func readList[T any](dec *jsontext.Decoder, check func(int, *T)) ([]T, error) {
+	switch k := dec.PeekKind(); k {
+	case 'n':
+		_, err := dec.ReadToken()
+		return nil, err
+	case '[':
+	default:
+		if k == 0 {
+			_, err := dec.ReadToken()
+			return nil, err
+		}
+		return nil, fmt.Errorf("a JSON %s where a list belongs", kindName(k))
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, err
 	}
 	out := []T{}
-	end, ok := jsondec.Array(data, v, func(e int) (int, bool) {
-		out = append(out, *new(T))
-		if data[e] == 'n' {
-			return jsondec.Skip(data, e)
+	for dec.PeekKind() != ']' {
+		var v T
+		if err := jsonv2.UnmarshalDecode(dec, &v, elementOpts); err != nil {
+			return nil, fmt.Errorf("element %d: %w", len(out), err)
 		}
-		return scan(data, e, &out[len(out)-1])
-	})
-	*dst = out
-	return end, ok
+		if check != nil {
+			check(len(out), &v)
+		}
+		out = append(out, v)
+	}
+	_, err := dec.ReadToken()
+	return out, err
 }
 
-// scanString reads a string into *dst; null leaves it as it is.
-func scanString(data []byte, v int, dst *string) (int, bool) {
-	switch data[v] {
+func kindName(k jsontext.Kind) string {
+	switch k {
 	case '"':
-		s, end, ok := jsondec.String(data, v)
-		*dst = s
-		return end, ok
+		return "string"
+	case '0':
+		return "number"
+	case 't', 'f':
+		return "boolean"
 	case 'n':
-		return jsondec.Skip(data, v)
+		return "null"
+	case '[':
+		return "array"
+	case '{':
+		return "object"
 	}
-	return v, false
+	return "value"
 }
 
-// scanFields reads the object at v, calling field with the index of each
-// member of f's (and its value's index), skipping the others.
-func scanFields(data []byte, v int, f fields, field func(i, v int) (int, bool)) (int, bool) {
-	return jsondec.Object(data, v, func(name []byte, v int) (int, bool) {
-		i, ok := f.match(name)
-		switch {
-		case !ok:
-			return v, false
-		case i < 0:
-			return jsondec.Skip(data, v)
-		}
-		return field(i, v)
-	})
-}
+// skip is a member no reader needs, read past as one value and dropped:
+// jsontext scans a value it reads whole several times faster than it
+// skips one token by token, as a decoder skips a member it does not know.
+type skip struct{}
 
-var stepFields = newFields("action", "observation", "state")
-
-func scanStep(data []byte, v int, s *sweStep) (int, bool) {
-	return scanFields(data, v, *stepFields, func(i, v int) (int, bool) {
-		switch i {
-		case 0:
-			return scanString(data, v, &s.Action)
-		case 1:
-			return scanString(data, v, &s.Observation)
-		case 2:
-			end, ok := jsondec.Skip(data, v)
-			s.State = data[v:end:end]
-			return end, ok
-		}
-		return v, false // no other field
-	})
-}
-
-var messageFields = newFields("role", "content", "tool_calls", "tool_call_id", "name", "function_call")
-
-func scanMessage(data []byte, v int, m *message) (int, bool) {
-	return scanFields(data, v, *messageFields, func(i, v int) (int, bool) {
-		switch i {
-		case 0:
-			return scanString(data, v, &m.Role)
-		case 1:
-			if data[v] == '"' {
-				s, end, ok := jsondec.String(data, v)
-				m.Content = flatText(s)
-				return end, ok
-			}
-			text, end, ok := scanContent(data, v)
-			m.Content = text
-			return end, ok
-		case 2:
-			return scanSlice(data, v, &m.ToolCalls, scanToolCall)
-		case 3:
-			return scanString(data, v, &m.ToolCallID)
-		case 4:
-			return scanString(data, v, &m.Name)
-		case 5:
-			if data[v] == 'n' {
-				return jsondec.Skip(data, v)
-			}
-			m.FuncCall = new(function)
-			return scanFunction(data, v, m.FuncCall)
-		}
-		return v, false // no other field
-	})
-}
-
-var partFields = newFields("type", "text")
-
-// scanContent reads a content that is no string as
-// trajectory.ContentText flattens it. A list of parts is scanned in
-// place, its non-empty texts joined by newlines; anything else, or a list
-// the scan is unsure of, is skipped and given to ContentText.
-func scanContent(data []byte, v int) (flatText, int, bool) {
-	if data[v] == '[' {
-		var texts []string
-		end, ok := jsondec.Array(data, v, func(e int) (int, bool) {
-			if data[e] == 'n' {
-				return jsondec.Skip(data, e)
-			}
-			var typ, text string
-			end, ok := scanFields(data, e, *partFields, func(i, v int) (int, bool) {
-				if i == 0 {
-					return scanString(data, v, &typ)
-				}
-				return scanString(data, v, &text)
-			})
-			if text != "" {
-				texts = append(texts, text)
-			}
-			return end, ok
-		})
-		if ok {
-			return flatText(strings.Join(texts, "\n")), end, true
-		}
-	}
-	end, ok := jsondec.Skip(data, v)
-	return flatText(trajectory.ContentText(data[v:end])), end, ok
-}
-
-var toolCallFields = newFields("id", "function")
-
-func scanToolCall(data []byte, v int, tc *toolCall) (int, bool) {
-	return scanFields(data, v, *toolCallFields, func(i, v int) (int, bool) {
-		switch i {
-		case 0:
-			return scanString(data, v, &tc.ID)
-		case 1:
-			if data[v] == 'n' {
-				return jsondec.Skip(data, v)
-			}
-			return scanFunction(data, v, &tc.Function)
-		}
-		return v, false // no other field
-	})
-}
-
-var functionFields = newFields("name", "arguments")
-
-func scanFunction(data []byte, v int, fn *function) (int, bool) {
-	return scanFields(data, v, *functionFields, func(i, v int) (int, bool) {
-		switch i {
-		case 0:
-			return scanString(data, v, &fn.Name)
-		case 1:
-			switch data[v] {
-			case '"':
-				s, end, ok := jsondec.String(data, v)
-				fn.Arguments = argText(s)
-				return end, ok
-			case 'n':
-				fn.Arguments = ""
-				return jsondec.Skip(data, v)
-			}
-			end, ok := jsondec.Skip(data, v)
-			fn.Arguments = argText(data[v:end])
-			return end, ok
-		}
-		return v, false // no other field
-	})
+func (*skip) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	_, err := dec.ReadValue()
+	return err
 }
 
 // flatText is a message's content flattened while it is decoded: a JSON
@@ -362,8 +191,12 @@ func (t *flatText) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 // (encoding/json's semantics). It allocates once, where decoding into a
 // string unquotes into one buffer and copies that into the string: most
 // of a trajectory's bytes are message contents and arguments, each
-// unquoted here.
+// unquoted here. One without escapes, valid UTF-8, is its text as it is
+// (bytes.IndexByte and utf8.Valid read it many bytes at a time).
 func stringOf(raw jsontext.Value) string {
+	if body := raw[1 : len(raw)-1]; bytes.IndexByte(body, '\\') < 0 && utf8.Valid(body) {
+		return string(body)
+	}
 	b, _ := jsontext.AppendUnquote(make([]byte, 0, len(raw)), raw) // the only error is invalid UTF-8, replaced
 	return unsafe.String(unsafe.SliceData(b), len(b))              // b is never written again
 }

@@ -2,6 +2,7 @@ package audit
 
 import (
 	"bytes"
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -19,45 +20,62 @@ import (
 	"github.com/rollcage/rollcage/trajectory"
 )
 
-// sameAsRaw checks that the one-pass reading of data is the raw split's:
-// when parseFast reads it at all, parseRaw reads the same one episode.
-// It returns whether parseFast read it.
+// sameAsRaw checks that the token-by-token reading of data, a file
+// holding one JSON object, is what splitting it into raw members and
+// decoding each reads: the same episode, or an error both ways. It
+// reads data as it is (one line, read whole) and pretty-printed (streamed
+// from the file), and returns whether data was one object to compare.
 func sameAsRaw(t *testing.T, name string, data []byte) bool {
 	t.Helper()
-	data = bytes.TrimSpace(data)
-	base := strings.TrimSuffix(filepath.Base(name), filepath.Ext(name))
-	fast, ok := parseFast(base, name, data)
-	if !ok {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(data, &obj) != nil || obj == nil {
 		return false
 	}
-	raw, errs := parseRaw(base, name, data)
-	if len(errs) > 0 || len(raw) != 1 {
-		t.Errorf("%s: parseFast read an episode, the raw way %d with errors %v", name, len(raw), errs)
-		return true
+	base := strings.TrimSuffix(filepath.Base(name), filepath.Ext(name))
+	names := map[string]bool{}
+	for k := range obj {
+		names[k] = true
 	}
-	if reflect.DeepEqual(raw[0], fast) {
-		return true
+	want, werr := parseObject(base, name, object{Rest: obj, names: names, badMessage: -1})
+	if errors.Is(werr, errOneEvent) {
+		return false
 	}
-	// a step's typed arguments have unexported fields: compared whole
-	samePrepared := cmp.Comparer(func(a, b toolcall.Prepared) bool { return reflect.DeepEqual(a, b) })
-	if d := cmp.Diff(raw[0], fast, cmp.AllowUnexported(Step{}), samePrepared); d != "" {
-		t.Errorf("%s: parseFast differs from the raw way (-raw +fast):\n%s", name, d)
+	trimmed := bytes.TrimSpace(data)
+	for _, in := range [][]byte{data, append([]byte("{\n"), trimmed[1:]...)} {
+		got, errs := Parse(name, in)
+		switch {
+		case werr != nil:
+			if len(got) != 0 || len(errs) == 0 {
+				t.Errorf("%s: the raw way fails (%v), the reader reads %d episodes, errors %v", name, werr, len(got), errs)
+			}
+			continue
+		case len(errs) > 0 || len(got) != 1:
+			t.Errorf("%s: the raw way reads an episode, the reader %d with errors %v", name, len(got), errs)
+			continue
+		}
+		if reflect.DeepEqual(want, got[0]) {
+			continue
+		}
+		// a step's typed arguments have unexported fields: compared whole
+		samePrepared := cmp.Comparer(func(a, b toolcall.Prepared) bool { return reflect.DeepEqual(a, b) })
+		if d := cmp.Diff(want, got[0], cmp.AllowUnexported(Step{}), samePrepared); d != "" {
+			t.Errorf("%s: the reader differs from the raw way (-raw +read):\n%s", name, d)
+		}
 	}
 	return true
 }
 
-// TestParseFastMatchesRaw: on the shapes where a typed pass and a raw
-// split could part (names in another case, duplicates, null or empty
-// members, content as parts or a number, arguments as an object, a
-// message without a role), parseFast reads what the raw way reads or
-// leaves the file to it.
-func TestParseFastMatchesRaw(t *testing.T) {
+// TestReadMatchesRaw: on the shapes where a typed pass and a raw split
+// could part (names in another case, duplicates, null or empty members,
+// content as parts or a number, arguments as an object, a message
+// without a role), the reader reads what the raw way reads.
+func TestReadMatchesRaw(t *testing.T) {
 	bashCall := `{"role":"assistant","content":null,"tool_calls":[{"id":"a","function":{"name":"bash","arguments":"{\"command\":\"ls\"}"}}]}`
 	tool := `{"role":"tool","tool_call_id":"a","content":"x.py"}`
 	tests := []struct {
 		name string
 		data string
-		fast bool // whether parseFast reads it
+		one  bool // one JSON object, compared
 	}{
 		{"messages", `{"id":"e1","messages":[{"role":"user","content":"fix it"},` + bashCall + `,` + tool + `]}`, true},
 		{"parts", `{"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},` + bashCall + `,{"role":"tool","tool_call_id":"a","content":[{"type":"text","text":"out"}]}]}`, true},
@@ -70,22 +88,22 @@ func TestParseFastMatchesRaw(t *testing.T) {
 		{"swe-agent", `{"trajectory":[{"action":"ls","observation":"a","state":"{\"working_dir\": \"/repo\"}"}],"history":[{"role":"user","content":"issue"}],"info":{"submission":"d"}}`, true},
 		{"openhands", `{"instance_id":"x__y-1","history":[{"id":1,"source":"agent","action":"run","args":{"command":"ls"}},{"id":2,"source":"agent","observation":"run","cause":1,"content":"a"}],"instance":{"base_commit":"abc"}}`, true},
 		{"name in another case", `{"Messages":[` + bashCall + `],"messages":[` + bashCall + `]}`, true},
-		{"only another case", `{"Messages":[` + bashCall + `]}`, false},
-		{"duplicate names", `{"messages":[` + bashCall + `],"messages":[{"role":"assistant","content":"` + "```bash\\npwd\\n```" + `"}]}`, false},
+		{"only another case", `{"Messages":[` + bashCall + `]}`, true},
+		{"duplicate names", `{"messages":[` + bashCall + `],"messages":[{"role":"assistant","content":"` + "```bash\\npwd\\n```" + `"}]}`, true},
 		{"null trajectory", `{"trajectory":null,"messages":[` + bashCall + `]}`, true},
-		{"empty trajectory", `{"trajectory":[],"messages":[` + bashCall + `]}`, false},
-		{"role missing", `{"messages":[{"content":"hi"},` + bashCall + `]}`, false},
-		{"no calls", `{"messages":[{"role":"user","content":"hi"}]}`, false},
+		{"empty trajectory", `{"trajectory":[],"messages":[` + bashCall + `]}`, true},
+		{"role missing", `{"messages":[{"content":"hi"},` + bashCall + `]}`, true},
+		{"no calls", `{"messages":[{"role":"user","content":"hi"}]}`, true},
 		{"one event", `{"type":"call","episode_id":"e","offset":0}`, false},
 		{"jsonl", `{"messages":[` + bashCall + `]}` + "\n" + `{"messages":[` + bashCall + `]}`, false},
 		{"trailing bytes", `{"messages":[` + bashCall + `]} x`, false},
-		{"role in another case", `{"messages":[{"Role":"user","content":"a"},` + bashCall + `]}`, false},
-		{"name without its underscore", `{"messages":[{"role":"assistant","toolcalls":[]},` + bashCall + `]}`, false},
-		{"duplicate role", `{"messages":[{"role":"user","role":"assistant","content":"a"},` + bashCall + `]}`, false},
-		{"escaped name", `{"messages":[{"r\u006fle":"user"},` + bashCall + `]}`, false},
-		{"escaped top-level name", `{"m\u0065ssages":[` + bashCall + `]}`, false},
-		{"name outside ASCII", `{"messages":[{"role":"user","\u212aey":1,"ſ":2},` + bashCall + `]}`, false},
-		{"role a number", `{"messages":[{"role":1},` + bashCall + `]}`, false},
+		{"role in another case", `{"messages":[{"Role":"user","content":"a"},` + bashCall + `]}`, true},
+		{"name without its underscore", `{"messages":[{"role":"assistant","toolcalls":[]},` + bashCall + `]}`, true},
+		{"duplicate role", `{"messages":[{"role":"user","role":"assistant","content":"a"},` + bashCall + `]}`, true},
+		{"escaped name", `{"messages":[{"r\u006fle":"user"},` + bashCall + `]}`, true},
+		{"escaped top-level name", `{"m\u0065ssages":[` + bashCall + `]}`, true},
+		{"name outside ASCII", `{"messages":[{"role":"user","\u212aey":1,"ſ":2},` + bashCall + `]}`, true},
+		{"role a number", `{"messages":[{"role":1},` + bashCall + `]}`, true},
 		{"unknown members skipped", `{"messages":[{"role":"user","content":"a","extra":{"x":[1,2.5e3,true,null,"\u00e9\ud800"],"role":7}},` + bashCall + `,` + tool + `],"info":{"submission":"p"}}`, true},
 		{"invalid skipped member", `{"messages":[{"role":"user","extra":[1,]},` + bashCall + `]}`, false},
 		{"null members", `{"messages":[{"role":"assistant","content":null,"tool_calls":null,"name":null,"function_call":{"name":"bash","arguments":"{\"command\":\"ls\"}"}},{"role":"function","content":"a"}]}`, true},
@@ -93,15 +111,15 @@ func TestParseFastMatchesRaw(t *testing.T) {
 		{"escapes and unicode", `{"messages":[{"role":"user","content":"t\u00e9st \"q\" \\ \/ \t é 日本"},` + bashCall + `,{"role":"tool","tool_call_id":"a","content":"a\nb\ud83d\ude00 \udc00"}]}`, true},
 		{"parts scanned", `{"messages":[{"role":"user","content":[null,{"type":"image_url","image_url":{"url":"u"}},{"text":"a\nb","type":"text"},{"type":null,"text":""},{"type":"text","text":"c"}]},` + bashCall + `,{"role":"tool","tool_call_id":"a","content":[{"type":"text","text":"only"}]}]}`, true},
 		{"parts ContentText reads", `{"messages":[{"role":"user","content":[{"type":1,"text":"a"}]},{"role":"user","content":["x",{"text":"y"}]},{"role":"user","content":[{"Text":"a","text":"b"}]},{"role":"user","content":[{"text":"a","text":"b"}]},{"role":"user","content":[{"text":5}]}` + `,` + bashCall + `]}`, true},
-		{"step in another case", `{"trajectory":[{"Action":"ls"}]}`, false},
+		{"step in another case", `{"trajectory":[{"Action":"ls"}]}`, true},
 		{"step state object, query skipped", `{"trajectory":[null,{"action":"ls","observation":"a","state":{"working_dir":"/repo"},"query":[{"role":"system","content":"x\ny"}],"thought":"t"}]}`, true},
 		{"invalid query", `{"trajectory":[{"action":"ls","query":[{"role":}]}]}`, false},
-		{"observation an object", `{"trajectory":[{"action":"ls","observation":{}}]}`, false},
+		{"observation an object", `{"trajectory":[{"action":"ls","observation":{}}]}`, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := sameAsRaw(t, tc.name+".json", []byte(tc.data)); got != tc.fast {
-				t.Errorf("parseFast read it: %v, want %v", got, tc.fast)
+			if got := sameAsRaw(t, tc.name+".json", []byte(tc.data)); got != tc.one {
+				t.Errorf("compared: %v, want %v", got, tc.one)
 			}
 		})
 	}
@@ -111,13 +129,13 @@ func TestParseFastMatchesRaw(t *testing.T) {
 // (race_test.go), where reading the real corpus twice takes minutes.
 var raceEnabled bool
 
-// TestParseFastMatchesRawOnFiles: the same on every testdata file and,
-// where it is present, the real corpus (every seventh file under -race);
-// nearly all of the latter goes the fast way.
-func TestParseFastMatchesRawOnFiles(t *testing.T) {
+// TestReadMatchesRawOnFiles: the same on every testdata file and, where
+// it is present, the real corpus (every seventh file under -race): every
+// file holding one object is compared.
+func TestReadMatchesRawOnFiles(t *testing.T) {
 	roots := realcorpus.With(t, "testdata")
 	for _, root := range roots {
-		files, fast := 0, 0
+		files, compared := 0, 0
 		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() || skipName(d.Name()) {
 				return err
@@ -131,16 +149,16 @@ func TestParseFastMatchesRawOnFiles(t *testing.T) {
 				return nil
 			}
 			if sameAsRaw(t, path, data) {
-				fast++
+				compared++
 			}
 			return nil
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("%s: %d of %d files read in one pass", root, fast, files)
-		if root != "testdata" && !raceEnabled && fast < files*9/10 {
-			t.Errorf("%s: only %d of %d files read in one pass", root, fast, files)
+		t.Logf("%s: %d of %d files compared", root, compared, files)
+		if compared == 0 {
+			t.Errorf("%s: no file holding one object compared", root)
 		}
 	}
 }
@@ -209,9 +227,9 @@ func TestPreparedNormalizesAsDecoded(t *testing.T) {
 	}
 }
 
-// FuzzParseFast: whatever the input, what parseFast reads is what the
-// raw way reads.
-func FuzzParseFast(f *testing.F) {
+// FuzzRead: whatever the input, the reader returns, and what it reads of
+// one object is what the raw way reads.
+func FuzzRead(f *testing.F) {
 	for _, seed := range []string{
 		`{"messages":[{"role":"user","content":"fix"},{"role":"assistant","tool_calls":[{"id":"a","function":{"name":"bash","arguments":"{\"command\":\"ls\"}"}}]},{"role":"tool","tool_call_id":"a","content":"x"}]}`,
 		`{"messages":[{"role":"assistant","content":"` + "```bash\\nls\\n```" + `"},{"role":"user","content":"<output>a</output>"}],"info":{"submission":"p"}}`,

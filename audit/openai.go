@@ -22,6 +22,9 @@ type message struct {
 	ToolCallID string     `json:"tool_call_id"`
 	Name       string     `json:"name"`
 	FuncCall   *function  `json:"function_call"`
+	// Extra is what mini-swe-agent keeps beside a message (the raw
+	// response, timings): a third of its files' bytes.
+	Extra skip `json:"extra"`
 }
 
 type toolCall struct {

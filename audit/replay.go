@@ -196,6 +196,9 @@ func (a *Auditor) Episode(ctx context.Context, ep Trace) (EpisodeReport, error) 
 		if a.cfg.Judge != nil { // the history is the judge's alone
 			hist = append(hist, monitor.JudgeStep(call, n, s.Output, flags))
 		}
+		if a.cfg.TrimSteps && !sr.Flagged {
+			sr.Call, sr.Original, sr.Output = "", "", ""
+		}
 		r.Steps = append(r.Steps, sr)
 	}
 	a.classify(&r, ep, t)

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -200,11 +201,61 @@ func (r *Report) summarize() {
 	r.Summary = s
 }
 
-// WriteJSON writes the report as indented JSON.
+// WriteJSON writes the report as indented JSON: what json.Encoder with
+// a two-space indent writes of it, an episode at a time, so that the
+// report is never held twice (as values and as its text).
 func (r *Report) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(r); err != nil {
+	bw := bufio.NewWriter(w)
+	// member writes "name": v at the top level, then after
+	member := func(name string, v any, after string) error {
+		b, err := json.MarshalIndent(v, "  ", "  ")
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(bw, "  %q: ", name)
+		bw.Write(b)
+		_, err = bw.WriteString(after)
+		return err
+	}
+	err := func() error {
+		bw.WriteString("{\n")
+		if err := member("summary", r.Summary, ",\n"); err != nil {
+			return err
+		}
+		if len(r.Episodes) == 0 {
+			if err := member("episodes", r.Episodes, ",\n"); err != nil {
+				return err
+			}
+		} else {
+			bw.WriteString("  \"episodes\": [\n")
+			for i, e := range r.Episodes {
+				b, err := json.MarshalIndent(e, "    ", "  ")
+				if err != nil {
+					return err
+				}
+				bw.WriteString("    ")
+				bw.Write(b)
+				if i < len(r.Episodes)-1 {
+					bw.WriteString(",")
+				}
+				bw.WriteString("\n")
+			}
+			bw.WriteString("  ],\n")
+		}
+		if err := member("skipped", r.Skipped, ",\n"); err != nil {
+			return err
+		}
+		if r.Score != nil {
+			if err := member("score", r.Score, ",\n"); err != nil {
+				return err
+			}
+		}
+		if err := member("judge", r.Judge, "\n}\n"); err != nil {
+			return err
+		}
+		return bw.Flush()
+	}()
+	if err != nil {
 		return fmt.Errorf("audit: write json: %w", err)
 	}
 	return nil

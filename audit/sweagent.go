@@ -17,6 +17,8 @@ type sweStep struct {
 	// State is the environment after the action; SWE-agent records the
 	// shell's directory in it (working_dir), 0.x as a JSON string.
 	State json.RawMessage `json:"state"`
+	// Query is the whole prompt of the step, most of a .traj's bytes.
+	Query skip `json:"query"`
 }
 
 // workingDir is the shell's directory SWE-agent recorded after the step.

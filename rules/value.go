@@ -9,10 +9,10 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/util"
 
-	"github.com/rollcage/rollcage/internal/jsondec"
 	"github.com/rollcage/rollcage/toolcall"
 )
 
@@ -329,12 +329,11 @@ func checkRaw(x any) error {
 	return nil
 }
 
-// quickValid reports whether b is one JSON value, read with jsondec's
-// scanner (strings eight bytes at a time) rather than encoding/json's
-// state function per byte: every call's arguments are checked, and they
-// are mostly long strings. It is one-sided: what it accepts json.Valid
-// accepts; what it does not (deep nesting among it), json.Valid decides.
+// quickValid reports whether b is one JSON value, read with jsontext
+// rather than encoding/json's state function per byte: every call's
+// arguments are checked, and they are mostly long strings. It accepts
+// what json.Valid accepts (invalid UTF-8 and duplicate names among it);
+// it is still one-sided: what it does not accept, json.Valid decides.
 func quickValid(b []byte) bool {
-	end, ok := jsondec.Skip(b, jsondec.Space(b, 0))
-	return ok && jsondec.Space(b, end) == len(b)
+	return jsontext.Value(b).IsValid(jsontext.AllowInvalidUTF8(true), jsontext.AllowDuplicateNames(true))
 }

@@ -64,7 +64,11 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(audit.BatchGCPercent) // a batch job: trade memory for throughput
 	}
-	cfg := audit.Config{Concurrency: *conc}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(audit.BatchMemoryLimit) // up to a bound
+	}
+	// the table needs no text of the steps no flag was raised on
+	cfg := audit.Config{Concurrency: *conc, TrimSteps: !*asJSON && *htmlFile == ""}
 	var err error
 	if *tasksFile != "" {
 		if cfg.Tasks, err = audit.LoadTasks(*tasksFile); err != nil {
