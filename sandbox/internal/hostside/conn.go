@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"net"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -43,15 +44,18 @@ type Conn struct {
 // NewConn is a Conn whose errors name the sandbox by name().
 func NewConn(name func() string) *Conn { return &Conn{name: name} }
 
-// Dial connects to the agent's socket, retrying while the agent starts.
-// dead, polled while waiting, returns a non-nil error (with the
-// container's last logs) once the container has exited; prefix names the
-// backend in errors.
+// Dial connects to the agent's socket, retrying with backoff while the
+// agent starts, for at most timeout. dead, polled while waiting (less
+// and less often: each poll asks a possibly loaded engine), returns a
+// non-nil error (with the container's last logs) once the container has
+// exited; prefix names the backend in errors.
 func (c *Conn) Dial(ctx context.Context, prefix, sock string, timeout, lease time.Duration, log *slog.Logger, dead func(ctx context.Context) error) error {
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var d net.Dialer
-	wait := time.Millisecond
+	wait := time.Millisecond // between dials
+	start := time.Now()
+	check, every := start.Add(firstAgentCheck), firstAgentCheck // the container's next check, and the one after
 	for {
 		conn, err := d.DialContext(cctx, "unix", sock)
 		if err == nil {
@@ -59,28 +63,46 @@ func (c *Conn) Dial(ctx context.Context, prefix, sock string, timeout, lease tim
 			c.agent = agent.NewClient(conn, agent.ClientOptions{Heartbeat: lease / 3, Logger: log})
 			return nil
 		}
-		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ECONNREFUSED) && cctx.Err() == nil {
+		// (the dialer may time out on cctx's deadline before cctx says so)
+		timedOut := errors.Is(err, os.ErrDeadlineExceeded) || cctx.Err() != nil
+		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ECONNREFUSED) && !timedOut {
 			return fmt.Errorf("%s: connect %s: dial agent: %w: %v", prefix, c.name(), sandbox.ErrAgent, err)
 		}
 		// Poll the container too: an agent that crashed at start should
 		// fail the create now, not after the full timeout.
-		if wait >= 16*time.Millisecond {
+		if now := time.Now(); !now.Before(check) {
 			if err := dead(cctx); err != nil {
 				return fmt.Errorf("%s: connect %s: %w: %w", prefix, c.name(), sandbox.ErrAgent, err)
 			}
+			every = min(2*every, maxAgentCheck)
+			check = now.Add(every)
 		}
 		select {
 		case <-cctx.Done():
 			if ctx.Err() != nil {
 				return fmt.Errorf("%s: connect %s: %w", prefix, c.name(), ctx.Err())
 			}
-			derr := dead(context.WithoutCancel(ctx))
-			return fmt.Errorf("%s: connect %s: agent did not listen on %s within %v: %w (%v)", prefix, c.name(), sock, timeout, sandbox.ErrAgent, derr)
+			state := "running"
+			if err := dead(context.WithoutCancel(ctx)); err != nil {
+				state = err.Error()
+			}
+			return fmt.Errorf("%s: connect %s: agent did not listen on %s within the %v limit of its start: %w (container: %s)",
+				prefix, c.name(), sock, timeout, sandbox.ErrAgent, state)
 		case <-time.After(wait):
 		}
-		wait = min(2*wait, 50*time.Millisecond)
+		wait = min(2*wait, maxDialWait)
 	}
 }
+
+// How Dial waits: dials back off to maxDialWait apart; the container is
+// first checked after firstAgentCheck (an agent that crashed at start
+// fails the create at once), then at doubling intervals up to
+// maxAgentCheck.
+const (
+	maxDialWait     = 100 * time.Millisecond
+	firstAgentCheck = 30 * time.Millisecond
+	maxAgentCheck   = time.Second
+)
 
 // Use connects the Conn over rwc, a stream already open to the agent
 // (a Kubernetes pod's attach stream), instead of dialing its socket.

@@ -17,8 +17,13 @@ import (
 
 // Timeouts of a backend's operations that the caller's ctx does not bound.
 const (
-	PingTimeout     = 5 * time.Second // the engine's first answer
-	ConnectTimeout  = 5 * time.Second // a started agent's socket
+	PingTimeout = 5 * time.Second // the engine's first answer
+	// ConnectTimeout bounds the wait for a started agent's socket. A
+	// quiet host's agent listens in well under a second; under load
+	// (a batch's gradings starting together) 2 of about 900 took over
+	// the 5 s this was (issue 35). A crashed agent is seen sooner: Dial
+	// checks the container while it waits.
+	ConnectTimeout  = 30 * time.Second
 	TeardownTimeout = 30 * time.Second
 	ShutdownTimeout = 2 * time.Second // the agent's own shutdown, inside teardown
 )
