@@ -219,3 +219,19 @@ func TestParseEpisodeLimit(t *testing.T) {
 		})
 	}
 }
+
+// TestParseJSONLBadFirstLine: a JSONL file whose first line is an
+// object no format reads (a message list with an element of the wrong
+// type) reads on past it, as it reads on past any bad line; as the only
+// line it is the file's error.
+func TestParseJSONLBadFirstLine(t *testing.T) {
+	bad := `{"messages": [{"role": "user", "content": "x"}, {"role": ["not", "a", "string"]}]}`
+	eps, errs := Parse("two.jsonl", []byte(bad+"\n"+episodeLine+"\n"))
+	if len(eps) != 1 || len(errs) != 1 || errs[0].Line != 1 || !strings.Contains(errs[0].Err, `"messages" is not a list of messages`) {
+		t.Errorf("two lines: %d episodes, errors %v; want 1 and one error for line 1", len(eps), errs)
+	}
+	eps, errs = Parse("one.json", []byte(bad))
+	if len(eps) != 0 || len(errs) != 1 || errs[0].Line != 0 || !strings.Contains(errs[0].Err, `"messages" is not a list of messages`) {
+		t.Errorf("one line: %d episodes, errors %v; want none and one error for the file", len(eps), errs)
+	}
+}

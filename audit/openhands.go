@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	json "github.com/go-json-experiment/json/v1"
 
 	"github.com/rollcage/rollcage/toolcall"
@@ -62,7 +63,8 @@ type ohInstance struct {
 // thoughts and the system prompt are not tool calls and are left out.
 func parseOpenHands(base, name string, obj map[string]json.RawMessage) (Trace, error) {
 	var events []ohEvent
-	if err := json.Unmarshal(obj["history"], &events); err != nil {
+	// one pass (an error fails the episode: no partial result is kept)
+	if err := jsonv2.Unmarshal(obj["history"], &events, elementOpts); err != nil {
 		return Trace{}, fmt.Errorf("\"history\" is not a list of OpenHands events: %v", err)
 	}
 	var rec struct {

@@ -413,33 +413,29 @@ func parse(name string, r io.Reader, maxValue int, emit func(Trace, int64) error
 		return p.errs
 	}
 	held := bytes.Clone(first) // held while the next line is read, and read again if it is no one value
-	top, err := p.decodeLine(first)
-	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
-		// more than one value on the first line, or not JSON, or JSON
-		// no format reads
-		msg := notObject(held)
-		if msg == "" && first[0] == '{' {
-			msg = oneLine(err)
-		} else {
-			msg = ErrUnknownFormat.Error() + ": not one JSON value, nor JSONL: " + cmp.Or(msg, oneLine(err))
-		}
-		p.fail(0, msg)
-		return p.errs
-	}
-	if err != nil {
+	top, derr := p.decodeLine(first)
+	switch {
+	case errors.Is(derr, io.ErrUnexpectedEOF):
 		// the value goes on past its first line: one value, pretty-printed
 		p.stream(io.MultiReader(bytes.NewReader(held), strings.NewReader("\n"), p.br))
 		return p.errs
+	case derr != nil && (held[0] != '{' || notObject(held) != ""):
+		// more than one value on the first line, or not JSON
+		p.fail(0, ErrUnknownFormat.Error()+": not one JSON value, nor JSONL: "+cmp.Or(notObject(held), oneLine(derr)))
+		return p.errs
 	}
+	// one object (which a format may fail to read: derr) or array
 	p.firstNo, first = p.lineNo, held
 	next, n, over, err := p.nextLine()
 	switch {
+	case errors.Is(err, io.EOF) && derr != nil:
+		p.fail(0, oneLine(derr))
 	case errors.Is(err, io.EOF):
 		p.single(top, first, len(first))
 	case err != nil:
 		p.fail(0, oneLine(err))
 	default:
-		p.lines(lineOf{no: p.firstNo, text: first, top: &top}, lineOf{no: p.lineNo, text: next, n: n, over: over})
+		p.lines(lineOf{no: p.firstNo, text: first, top: &top, err: derr}, lineOf{no: p.lineNo, text: next, n: n, over: over})
 	}
 	return p.errs
 }
@@ -712,8 +708,9 @@ type lineOf struct {
 	no   int
 	text []byte
 	top  *top
-	n    int  // its length, when over
-	over bool // longer than the value limit: not held
+	n    int   // its length, when over
+	over bool  // longer than the value limit: not held
+	err  error // why top could not be read
 }
 
 // lines reads JSONL from the lines pending on: rollcage events, one
@@ -765,8 +762,12 @@ type jsonl struct {
 
 // line reads one line; false ends the file's reading.
 func (j *jsonl) line(p *fileReader, l lineOf) bool {
-	if l.over {
+	switch {
+	case l.over:
 		p.fail(l.no, overValue(l.n, p.maxValue))
+		return true
+	case l.err != nil:
+		p.fail(l.no, oneLine(l.err))
 		return true
 	}
 	switch j.kind {

@@ -143,8 +143,7 @@ func (a *Auditor) Episode(ctx context.Context, ep Trace) (EpisodeReport, error) 
 		n := norms[i]
 		call := s.Call
 		call.EpisodeID = ep.ID
-		sr := StepReport{Step: i + 1, Index: s.Index, Tool: call.Tool, Call: renderCall(call, n), Original: s.Original,
-			Output: clip(s.Output, maxShownOutput)}
+		sr := StepReport{Step: i + 1, Index: s.Index, Tool: call.Tool}
 		var flags []rules.Flag
 		if s.Original != postCheck {
 			if prov.before(i, s, n) {
@@ -196,8 +195,8 @@ func (a *Auditor) Episode(ctx context.Context, ep Trace) (EpisodeReport, error) 
 		if a.cfg.Judge != nil { // the history is the judge's alone
 			hist = append(hist, monitor.JudgeStep(call, n, s.Output, flags))
 		}
-		if a.cfg.TrimSteps && !sr.Flagged {
-			sr.Call, sr.Original, sr.Output = "", "", ""
+		if !a.cfg.TrimSteps || sr.Flagged {
+			sr.Call, sr.Original, sr.Output = renderCall(call, n), s.Original, clip(s.Output, maxShownOutput)
 		}
 		r.Steps = append(r.Steps, sr)
 	}
