@@ -79,8 +79,8 @@ func TestAuditMemoryBounded(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runInCgroup(t, memoryLimit, bin, append([]string{"audit"}, tc.args...)...)
-			t.Logf("exit %d, peak RSS %d MiB, cgroup peak %d MiB (page cache with it), %d OOM kills, %.1f s",
-				r.exit, r.maxRSS>>20, r.cgroupPeak>>20, r.oomKills, r.wall.Seconds())
+			t.Logf("exit %d, peak RSS %d MiB (its runner's %d MiB), cgroup peak %d MiB (page cache with it), %d OOM kills, %.1f s",
+				r.exit, r.maxRSS>>20, r.runnerRSS>>20, r.cgroupPeak>>20, r.oomKills, r.wall.Seconds())
 			if r.signal != 0 || r.oomKills > 0 {
 				t.Fatalf("killed by signal %d (%d OOM kills in the cgroup): over %d MiB; stderr: %s", r.signal, r.oomKills, memoryLimit>>20, tail(r.stderr))
 			}
@@ -237,6 +237,7 @@ func copyFile(dst, src string) (int64, error) {
 type cgroupRun struct {
 	exit, signal   int
 	maxRSS         int64 // the process's peak resident set
+	runnerRSS      int64 // its runner's, which bounds what maxRSS inherited
 	cgroupPeak     int64 // the cgroup's peak charge, page cache included
 	oomKills       int
 	wall           time.Duration
@@ -247,6 +248,10 @@ type cgroupRun struct {
 // swap), made under the test's own cgroup (cgroup v1's memory hierarchy
 // or v2's unified one) and removed after. A shell joins the cgroup and
 // then execs bin, so that nothing of bin runs outside it.
+//
+// The shell is started by a small runner (this test binary again, see
+// cgroupRunner), not by the test: a process started by vfork inherits
+// its parent's peak RSS at exec, so bin's own would read as the test's.
 func runInCgroup(t *testing.T, limit int64, bin string, args ...string) cgroupRun {
 	t.Helper()
 	cg := newMemoryCgroup(t, limit)
@@ -257,8 +262,10 @@ func runInCgroup(t *testing.T, limit int64, bin string, args ...string) cgroupRu
 		t.Fatal(err)
 	}
 	defer out.Close()
+	rssFile := filepath.Join(t.TempDir(), "rss")
 	var stderr bytes.Buffer
-	cmd := exec.Command("/bin/sh", append([]string{"-c", `echo $$ > "$0" && exec "$@"`, cg.procs, bin}, args...)...)
+	cmd := exec.Command(os.Args[0], append([]string{"/bin/sh", "-c", `echo $$ > "$0" && exec "$@"`, cg.procs, bin}, args...)...)
+	cmd.Env = append(os.Environ(), cgroupRunnerEnv+"="+rssFile)
 	cmd.Stdout, cmd.Stderr = out, &stderr
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
@@ -274,14 +281,46 @@ func runInCgroup(t *testing.T, limit int64, bin string, args ...string) cgroupRu
 		t.Fatalf("rollcage %v did not end in 10 minutes", args)
 	}
 	r := cgroupRun{wall: time.Since(start), stdout: headTail(t, out, 64<<10), stderr: stderr.Bytes()}
-	ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
-	if ws.Signaled() {
-		r.signal = int(ws.Signal())
+	report, err := os.ReadFile(rssFile)
+	if err != nil {
+		t.Fatalf("the runner wrote no report (exit %v): %v; stderr: %s", cmd.ProcessState, err, tail(r.stderr))
 	}
-	r.exit = ws.ExitStatus()
-	r.maxRSS = cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10
+	if _, err := fmt.Sscan(string(report), &r.exit, &r.signal, &r.maxRSS, &r.runnerRSS); err != nil {
+		t.Fatalf("runner's report %q: %v", report, err)
+	}
 	r.cgroupPeak, r.oomKills = cg.peak(), cg.ooms()
 	return r
+}
+
+// cgroupRunnerEnv names the file a runner reports to: set, the test
+// binary is one (TestMain).
+const cgroupRunnerEnv = "ROLLCAGE_AUDIT_TEST_RUNNER_REPORT"
+
+// cgroupRunner runs os.Args[1:] and reports to the file cgroupRunnerEnv
+// names its exit code, the signal that killed it, its peak RSS and the
+// runner's own, which bounds what the child's inherits; it returns the
+// child's exit code.
+func cgroupRunner(report string) int {
+	cmd := exec.Command(os.Args[1], os.Args[2:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "runner:", err)
+		return 125
+	}
+	cmd.Wait()
+	ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	sig := 0
+	if ws.Signaled() {
+		sig = int(ws.Signal())
+	}
+	var self syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+	line := fmt.Sprintf("%d %d %d %d\n", ws.ExitStatus(), sig, cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss<<10, self.Maxrss<<10)
+	if err := os.WriteFile(report, []byte(line), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, "runner:", err)
+		return 125
+	}
+	return max(ws.ExitStatus(), 0)
 }
 
 // headTail is the first and the last n bytes of f.
