@@ -37,7 +37,8 @@ var allowed = map[string][]string{
 	"toolcall":                              {"internal/jsondec"},
 	"normalize":                             {"toolcall"},
 	"decision":                              {"toolcall", "rules", "judge", "sandbox"},
-	"rules":                                 {"toolcall", "internal/jsondec"},
+	"rules":                                 {"toolcall", "internal/jsondec", "rules/gate"},
+	"rules/gate":                            {"toolcall"},
 	"rules/corpus":                          {"normalize", "rules", "toolcall"},
 	"judge":                                 {},
 	"egress":                                {"rules"},
@@ -133,6 +134,9 @@ var forbidden = map[string]map[string]string{
 		"monitor": "the E2B API reaches the monitor only through the harness, so a call enters each stage once (TestCallPath)",
 		"rules":   "the E2B API decides nothing itself: the harness's monitor asks the rules",
 		"judge":   "the E2B API decides nothing itself: the harness's monitor asks the judge",
+	},
+	"rules/gate": {
+		"rules": "the engine asks the gates which rules a call can trigger; the gates never evaluate a rule",
 	},
 	"rules": {
 		"monitor":   "the rules are a stage the monitor calls; they never call back",

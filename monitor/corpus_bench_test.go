@@ -86,12 +86,12 @@ func BenchmarkNormalizeEval(b *testing.B) {
 	}
 }
 
-// TestPrefilterEquivalence is the proof that the rules prefilter, the
-// rule-level gates (input.feat) and the discovery memo lose nothing: for
+// TestPrefilterEquivalence is the proof that the rules' gates (declared in
+// their METADATA, package rules/gate) and the discovery memo lose nothing: for
 // every corpus line (history included), an EpisodeState that evaluates only the
 // packages and rules a call can trigger returns exactly the flags of one
 // with Config.DisablePrefilter, which evaluates every rule ungated. (Drop
-// one keyword from a gate in rules/feat.go and this test fails.) A second pass
+// one keyword from a rule's gate and this test fails.) A second pass
 // runs the whole corpus as one long episode, so discoveries pile up and
 // the 50-call window rolls over, and also compares with Engine.Eval on a
 // self-contained input whose history the chained rules scan themselves.

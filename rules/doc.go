@@ -12,13 +12,11 @@
 // rollcage.rules.<name> that defines a partial set `flag` (and, for the
 // egress proxy, `network_flag`) is collected by data.rollcage.flags, so a
 // user adds rules by dropping a .rego file with its own package into a
-// Config.PolicyDirs directory. The engine compiles once; episode facts are
-// evaluated once per task and sandbox. Per call, an EpisodeEval works out in Go
-// which packages and rules the call can trigger (prefilter.go, feat.go,
-// and derive.go, which reads a gate off every flag rule's body at load
-// time, so a user's package is gated too)
-// and what Rego would otherwise recompute (input.derived, input.memo), so
-// most calls of an honest episode cost no evaluation at all;
-// monitor.TestPrefilterEquivalence holds the result equal to evaluating
-// every rule on the full input.
+// Config.PolicyDirs directory, written as the default bundle's are. The
+// engine compiles once; episode facts are evaluated once per task and
+// sandbox; per call, package gate says which rules the call can trigger,
+// from the gates the rules declare in their METADATA (custom.gate), and
+// only those are evaluated: most calls of an honest episode cost no
+// evaluation at all. TestGatesSound and monitor.TestPrefilterEquivalence
+// hold the result equal to evaluating every rule.
 package rules

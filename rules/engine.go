@@ -47,9 +47,10 @@ type Config struct {
 	DisableDefault bool
 	// Logger receives evaluation errors; nil discards.
 	Logger *slog.Logger
-	// DisablePrefilter makes EpisodeEval.Eval evaluate every rule package on
-	// every call instead of only those the call can trigger. The results
-	// are the same; it exists to measure and test the prefilter.
+	// DisablePrefilter makes EpisodeEval.Eval evaluate every rule on every
+	// call, as the rules are written, instead of only those whose gate
+	// (custom.gate in their METADATA) the call opens. The results are the
+	// same; it exists to measure and test the gates.
 	DisablePrefilter bool
 }
 
@@ -101,15 +102,11 @@ type Engine struct {
 
 	compiler   *ast.Compiler
 	store      storage.Store
-	pre        *prefilter      // nil: every call runs flagsQ
+	prep       func(q string) (rego.PreparedEvalQuery, error)
+	gating     *gating         // nil: every call runs flagsQ
 	discCats   map[string]bool // categories EpisodeEval memoizes as discoveries; nil: no memo
 	factsCache factsCache
-	// lean: the policy is the default bundle alone, whose rules read
-	// neither input.call nor input.history when Episodes pass input.memo;
-	// Episodes then leave both out and convert no call.
-	// TestPrefilterEquivalence compares with the full input.
-	lean  bool
-	rules []RuleInfo
+	rules      []RuleInfo
 }
 
 // New loads, compiles and prepares the policy once.
@@ -129,6 +126,12 @@ func newEngineFS(ctx context.Context, cfg Config, bundle fs.FS) (*Engine, error)
 	if err != nil {
 		return nil, err
 	}
+	var gt *gating
+	if !cfg.DisablePrefilter {
+		if gt, err = planGates(mods, docs, defaults); err != nil {
+			return nil, fmt.Errorf("rules: %w", err)
+		}
+	}
 	compiler := ast.NewCompiler().WithEnablePrintStatements(false)
 	compiler.Compile(mods)
 	if compiler.Failed() {
@@ -138,7 +141,7 @@ func newEngineFS(ctx context.Context, cfg Config, bundle fs.FS) (*Engine, error)
 	prep := func(q string) (rego.PreparedEvalQuery, error) {
 		return rego.New(rego.Query(q), rego.Compiler(compiler), rego.Store(store)).PrepareForEval(ctx)
 	}
-	e := &Engine{log: log, rules: catalogue(compiler), compiler: compiler, store: store}
+	e := &Engine{log: log, rules: catalogue(compiler), compiler: compiler, store: store, prep: prep, gating: gt}
 	if e.flagsQ, err = prep(FlagsQuery); err != nil {
 		return nil, fmt.Errorf("rules: prepare %s: %w", FlagsQuery, asCompileError(err))
 	}
@@ -148,15 +151,7 @@ func newEngineFS(ctx context.Context, cfg Config, bundle fs.FS) (*Engine, error)
 	if e.factsQ, err = prep(FactsQuery); err != nil {
 		return nil, fmt.Errorf("rules: prepare %s: %w", FactsQuery, asCompileError(err))
 	}
-	if len(defaults) > 0 {
-		e.discCats = discoveryCats(ctx, prep)
-		// the gates take input.memo as passed when the policy defines
-		// discovery_cats (hasMemo); it is passed when that evaluates
-		if !cfg.DisablePrefilter && (e.discCats != nil || !hasMemo(compiler)) {
-			e.pre = newPrefilter(compiler, docs, defaults, prep)
-			e.lean = e.pre != nil && !e.pre.hasUser && e.discCats != nil
-		}
-	}
+	e.discCats = discoveryCats(ctx, prep)
 	return e, nil
 }
 
@@ -168,10 +163,10 @@ func (e *Engine) Eval(ctx context.Context, input any) ([]Flag, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rules: eval: input: %w", err)
 	}
-	if obj, ok := v.(ast.Object); ok {
+	if obj, ok := v.(ast.Object); ok && e.gating != nil {
 		// every rule runs: a one-off input has no gates worked out
 		v = obj.Copy()
-		v.(ast.Object).Insert(ast.StringTerm("feat"), allFeatures)
+		v.(ast.Object).Insert(ast.StringTerm("gate"), e.gating.all)
 	}
 	return e.eval(ctx, e.flagsQ, v)
 }
@@ -390,4 +385,28 @@ func compileError(errs ast.Errors) *CompileError {
 	first := *all[0]
 	first.Errors = all
 	return &first
+}
+
+// discoveryCats reads the categories the chained rules follow up on, so
+// the memo Go keeps matches the policy. Nil when there is no such package.
+func discoveryCats(ctx context.Context, prep func(string) (rego.PreparedEvalQuery, error)) map[string]bool {
+	q, err := prep("data.rollcage.rules.chained_discovery.discovery_cats")
+	if err != nil {
+		return nil
+	}
+	rs, err := q.Eval(ctx)
+	if err != nil || len(rs) == 0 || len(rs[0].Expressions) == 0 {
+		return nil
+	}
+	list, ok := rs[0].Expressions[0].Value.([]any)
+	if !ok {
+		return nil
+	}
+	out := map[string]bool{}
+	for _, x := range list {
+		if s, ok := x.(string); ok {
+			out[s] = true
+		}
+	}
+	return out
 }

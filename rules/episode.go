@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
 
+	"github.com/rollcage/rollcage/rules/gate"
 	"github.com/rollcage/rollcage/toolcall"
 )
 
@@ -27,18 +29,18 @@ type EpisodeEval struct {
 	eng     *Engine
 	task    *ast.Term
 	sandbox *ast.Term
-	facts   *ast.Term // nil when the policy defines no episode facts
-	gates   gates
-	derived *gateSet // the gates derived with the episode's facts and task; nil: the policy's alone
+	facts   *ast.Term     // nil when the policy defines no episode facts
+	gate    *gate.Episode // what the gates know of the episode
 
 	mu      sync.Mutex
-	history []*ast.Term   // guarded by mu; oldest first, at most MaxHistory
-	last    [2]ast.Value  // guarded by mu; call and normalized of the latest Eval, for RecordLast
-	disc    [][]*ast.Term // guarded by mu; per history entry, its flags in a discovery category
-	memo    *ast.Term     // guarded by mu; input.memo, rebuilt by Record
-	marks   []string      // guarded by mu; the haystack's markers of the memo's non-empty fields (derive.go's memoLists)
-	evid    []string      // guarded by mu; lowercased evidence of those discoveries the chained rules may find reused
-	prov    *ast.Term     // guarded by mu; input.provenance (SetProvenance), nil when never set
+	history []*entry       // guarded by mu; oldest first, at most MaxHistory
+	last    *entry         // guarded by mu; the call of the latest Eval, for RecordLast
+	disc    [][]*ast.Term  // guarded by mu; per history entry, its flags in a discovery category
+	cats    [][]string     // guarded by mu; per history entry, the categories of its flags
+	ncat    map[string]int // guarded by mu; flags per category in the window
+	memo    *ast.Term      // guarded by mu; input.memo, rebuilt by Record
+	evid    []string       // guarded by mu; lowercased evidence of those discoveries the chained rules may find reused
+	prov    *ast.Term      // guarded by mu; input.provenance (SetProvenance), nil when never set
 }
 
 // NetRequest is one request seen by the egress proxy.
@@ -66,7 +68,7 @@ func (e *Engine) NewEpisode(ctx context.Context, task, sandbox any) *EpisodeEval
 		t = ast.NewObject(ast.Item(ast.StringTerm("__invalid__"), ast.StringTerm(err.Error())))
 	}
 	fe := e.episodeFacts(ctx, t, s)
-	ep.task, ep.sandbox, ep.facts, ep.gates, ep.derived = fe.task, fe.sandbox, fe.facts, fe.gates, fe.derived
+	ep.task, ep.sandbox, ep.facts, ep.gate = fe.task, fe.sandbox, fe.facts, fe.gate
 	ep.memo = ep.buildMemo()
 	return ep
 }
@@ -76,8 +78,7 @@ func (e *Engine) NewEpisode(ctx context.Context, task, sandbox any) *EpisodeEval
 type factsEntry struct {
 	task, sandbox *ast.Term
 	facts         *ast.Term
-	gates         gates
-	derived       *gateSet
+	gate          *gate.Episode
 }
 
 // factsCache remembers episode facts by task and sandbox: a batch run or
@@ -107,10 +108,7 @@ func (e *Engine) episodeFacts(ctx context.Context, t, s ast.Value) *factsEntry {
 	c.mu.Unlock()
 	fe := &factsEntry{task: ast.NewTerm(t), sandbox: ast.NewTerm(s)}
 	fe.facts = e.facts(ctx, fe.task, fe.sandbox)
-	fe.gates = newGates(fe.task, fe.facts)
-	if e.pre != nil && fe.facts != nil {
-		fe.derived = e.pre.episodeGateSet(fe.facts, fe.task)
-	}
+	fe.gate = gateEpisode(fe.facts, fe.task)
 	if ctx.Err() != nil {
 		return fe // facts cut short: good for this episode, not for the cache
 	}
@@ -174,69 +172,114 @@ func firstErr(errs ...error) error {
 // Rule failures are returned as a single certain rule_error flag; only a
 // cancelled ctx is an error.
 func (ep *EpisodeEval) Eval(ctx context.Context, call, normalized any) ([]Flag, error) {
-	var (
-		c    ast.Value
-		err1 error
-	)
-	if ep.eng.lean {
-		err1 = checkRaw(call) // fail closed on what would not convert, as below
-	} else {
-		c, err1 = toValue(call)
-	}
-	n, err2 := toValue(normalized)
-	if err := firstErr(err1, err2); err != nil {
+	last := &entry{call: call, norm: normalized}
+	if err := checkRaw(call); err != nil { // what toValue would fail on
 		ep.eng.log.Error("rules: call does not convert; failing closed", "err", err)
 		return []Flag{evalErrorFlag(fmt.Errorf("input: %w", err))}, nil
 	}
-	ep.mu.Lock()
-	ep.last = [2]ast.Value{c, n}
-	ep.mu.Unlock()
 	if err := ep.invalid(); err != nil {
 		return []Flag{evalErrorFlag(err)}, nil
 	}
-	hist, memo, evid, marks := ep.snapshot()
-	kv := append(ep.base(10), ast.StringTerm("normalized"), ast.NewTerm(n))
-	ep.mu.Lock()
-	if ep.prov != nil {
-		kv = append(kv, ast.StringTerm("provenance"), ep.prov)
+	var gateObj, run *ast.Term
+	if gt := ep.eng.gating; gt != nil {
+		n := typed(normalized)
+		if n == nil { // plain data: the gates read it through its value
+			if err := last.convert(); err != nil {
+				return ep.convertError(err), nil
+			}
+			n = typedValue(last.nv)
+		}
+		ep.mu.Lock()
+		h := ep.gateHistory()
+		ep.mu.Unlock()
+		gateObj, run = gt.open(gt.set.Open(n, ep.gate, h))
+		if run == nil { // every gate is shut: no rule can fire
+			if err := ctx.Err(); err != nil {
+				return nil, fmt.Errorf("rules: eval: %w", err)
+			}
+			ep.setLast(last)
+			return []Flag{}, nil
+		}
 	}
-	ep.mu.Unlock()
-	if !ep.eng.lean {
-		kv = append(kv, ast.StringTerm("call"), ast.NewTerm(c), ast.StringTerm("history"), ast.NewTerm(ast.NewArray(hist...)))
+	if err := last.convert(); err != nil {
+		return ep.convertError(err), nil
+	}
+	ep.setLast(last)
+	hist, memo, prov := ep.snapshot()
+	kv := append(ep.base(14), ast.StringTerm("normalized"), ast.NewTerm(last.nv),
+		ast.StringTerm("call"), ast.NewTerm(last.cv), ast.StringTerm("history"), ast.NewTerm(ast.NewArray(hist...)))
+	if prov != nil {
+		kv = append(kv, ast.StringTerm("provenance"), prov)
 	}
 	if memo != nil {
 		kv = append(kv, ast.StringTerm("memo"), memo)
 	}
-	q, ft := ep.eng.flagsQ, allFeatures
-	if pre := ep.eng.pre; pre != nil {
-		gs := ep.gateSet()
-		sc := ep.gates.scan(typed(normalized, n), gs, marks...)
-		var kw found
-		if sc != nil {
-			sc.evidence = evid
-			kw = sc.found
-		}
-		fb := gs.featBits(sc, pre.needed(gs, kw))
-		set := pre.packagesWith(gs, fb, kw)
-		if pre.empty(set) { // no rule can fire: every package is gated shut
-			if err := ctx.Err(); err != nil {
-				return nil, fmt.Errorf("rules: eval: %w", err)
-			}
-			return []Flag{}, nil
-		}
-		pq, err := pre.query()
-		if err != nil {
-			ep.eng.log.Error("rules: prefiltered query; evaluating every package", "err", err)
+	q := ep.eng.flagsQ
+	if gt := ep.eng.gating; gt != nil {
+		if rq, err := gt.query(ep.eng.prep); err != nil {
+			ep.eng.log.Error("rules: gated query; evaluating every package", "err", err)
 		} else {
-			q, ft = pq, feat(fb)
-			kv = append(kv, ast.StringTerm("run"), pre.run(set))
-			if sc != nil {
-				kv = append(kv, ast.StringTerm("derived"), sc.derived())
-			}
+			q = rq
+			kv = append(kv, ast.StringTerm("run"), run)
 		}
+		kv = append(kv, ast.StringTerm("gate"), gateObj)
 	}
-	kv = append(kv, ast.StringTerm("feat"), ft)
 	return ep.eng.eval(ctx, q, object(kv))
+}
+
+// setLast keeps e for RecordLast; no one else changes it from here on.
+func (ep *EpisodeEval) setLast(e *entry) {
+	ep.mu.Lock()
+	ep.last = e
+	ep.mu.Unlock()
+}
+
+func (ep *EpisodeEval) convertError(err error) []Flag {
+	ep.eng.log.Error("rules: call does not convert; failing closed", "err", err)
+	return []Flag{evalErrorFlag(fmt.Errorf("input: %w", err))}
+}
+
+// entry is one call of the history window. Its call and normalized call
+// are converted to AST values when an evaluation first needs them: most
+// calls open no gate, and their entries are converted only if a later
+// call is evaluated while they are in the window.
+type entry struct {
+	call, norm any       // as given; nil once converted
+	cv, nv     ast.Value // converted
+	flags      []*ast.Term
+	term       *ast.Term // {call, normalized, flags}; nil until needed
+}
+
+// convert converts the entry's call and normalized call, once.
+func (e *entry) convert() error {
+	if e.nv != nil {
+		return nil
+	}
+	c, err1 := toValue(e.call)
+	n, err2 := toValue(e.norm)
+	if err := firstErr(err1, err2); err != nil {
+		return err
+	}
+	e.cv, e.nv, e.call, e.norm = c, n, nil, nil
+	return nil
+}
+
+// value is the entry as input.history holds it.
+func (e *entry) value(log interface{ Error(string, ...any) }) *ast.Term {
+	if e.term != nil {
+		return e.term
+	}
+	if err := e.convert(); err != nil {
+		log.Error("rules: history entry does not convert; recording the call as unparsed", "err", err)
+		e.cv, e.nv = ast.NewObject(), ast.NewObject(ast.Item(ast.StringTerm("unparsed"), ast.BooleanTerm(true)))
+		e.call, e.norm = nil, nil
+	}
+	e.term = ast.ObjectTerm(
+		ast.Item(ast.StringTerm("call"), ast.NewTerm(e.cv)),
+		ast.Item(ast.StringTerm("normalized"), ast.NewTerm(e.nv)),
+		ast.Item(ast.StringTerm("flags"), ast.ArrayTerm(e.flags...)),
+	)
+	return e.term
 }
 
 // EvalNetwork asks the rules about one egress request. It never returns an
@@ -263,17 +306,7 @@ func (ep *EpisodeEval) EvalNetwork(ctx context.Context, req NetRequest) []Flag {
 // Record appends a call that has been decided to the history the rules see
 // on later calls, dropping the oldest beyond MaxHistory.
 func (ep *EpisodeEval) Record(call, normalized any, flags []Flag) {
-	if ep.eng.lean {
-		ep.record(nil, nil, flags) // no history entry to convert
-		return
-	}
-	c, err1 := toValue(call)
-	n, err2 := toValue(normalized)
-	if err := firstErr(err1, err2); err != nil {
-		ep.eng.log.Error("rules: history entry does not convert; recording the call as unparsed", "err", err)
-		c, n = ast.NewObject(), ast.NewObject(ast.Item(ast.StringTerm("unparsed"), ast.BooleanTerm(true)))
-	}
-	ep.record(c, n, flags)
+	ep.record(&entry{call: call, norm: normalized}, flags)
 }
 
 // RecordLast records the call of the latest Eval with its final flags,
@@ -283,17 +316,16 @@ func (ep *EpisodeEval) Record(call, normalized any, flags []Flag) {
 func (ep *EpisodeEval) RecordLast(flags []Flag) {
 	ep.mu.Lock()
 	last := ep.last
-	ep.last = [2]ast.Value{}
+	ep.last = nil
 	ep.mu.Unlock()
-	if last[1] == nil {
+	if last == nil {
 		return
 	}
-	ep.record(last[0], last[1], flags)
+	ep.record(last, flags)
 }
 
-// record appends one history entry; c and n are nil (and no entry is
-// built, only the discoveries kept) when the engine is lean.
-func (ep *EpisodeEval) record(c, n ast.Value, flags []Flag) {
+// record appends one history entry.
+func (ep *EpisodeEval) record(e *entry, flags []Flag) {
 	fl := make([]*ast.Term, 0, len(flags))
 	for _, f := range flags {
 		fl = append(fl, ast.ObjectTerm(
@@ -304,32 +336,39 @@ func (ep *EpisodeEval) record(c, n ast.Value, flags []Flag) {
 			ast.Item(ast.StringTerm("evidence"), ast.StringTerm(f.Evidence)),
 		))
 	}
-	var entry *ast.Term
-	if !ep.eng.lean {
-		entry = ast.ObjectTerm(
-			ast.Item(ast.StringTerm("call"), ast.NewTerm(c)),
-			ast.Item(ast.StringTerm("normalized"), ast.NewTerm(n)),
-			ast.Item(ast.StringTerm("flags"), ast.ArrayTerm(fl...)),
-		)
-	}
+	e.flags = fl
 	var disc []*ast.Term
+	var cats []string
 	for i, f := range flags {
 		if ep.eng.discCats[f.Category] {
 			disc = append(disc, fl[i])
 		}
+		cats = append(cats, f.Category)
 	}
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
 	changed := len(disc) > 0 // the memo changes only with the discoveries in the window
 	if len(ep.history) == MaxHistory {
 		changed = changed || len(ep.disc[0]) > 0
+		for _, cat := range ep.cats[0] {
+			ep.ncat[cat]--
+		}
 		copy(ep.history, ep.history[1:])
 		ep.history = ep.history[:MaxHistory-1]
 		copy(ep.disc, ep.disc[1:])
 		ep.disc = ep.disc[:MaxHistory-1]
+		copy(ep.cats, ep.cats[1:])
+		ep.cats = ep.cats[:MaxHistory-1]
 	}
-	ep.history = append(ep.history, entry)
+	ep.history = append(ep.history, e)
 	ep.disc = append(ep.disc, disc)
+	ep.cats = append(ep.cats, cats)
+	if len(cats) > 0 && ep.ncat == nil {
+		ep.ncat = map[string]int{}
+	}
+	for _, cat := range cats {
+		ep.ncat[cat]++
+	}
 	if changed {
 		ep.memo = ep.buildMemo()
 	}
@@ -379,26 +418,11 @@ func (ep *EpisodeEval) buildMemo() *ast.Term {
 		t    *ast.Term
 	}{{"discoveries", ast.NewTerm(set)}, {"reusable", ast.SetTerm(reusable...)},
 		{"discovery_rules", ruleList(byAll)}, {"history_rules", ruleList(byHist)}, {"certain_rules", ruleList(byCertain)}}
-	ep.marks = ep.marks[:0:0]
 	items := make([][2]*ast.Term, len(lists))
 	for i, l := range lists {
 		items[i] = ast.Item(ast.StringTerm(l.name), l.t)
-		if nonEmpty(l.t.Value) {
-			ep.marks = append(ep.marks, marker("memo."+l.name)) // not empty: derive.go's memoLists
-		}
 	}
 	return ast.ObjectTerm(items...)
-}
-
-// nonEmpty: a set with elements or a string other than "".
-func nonEmpty(v ast.Value) bool {
-	switch x := v.(type) {
-	case ast.String:
-		return x != ""
-	case ast.Set:
-		return x.Len() > 0
-	}
-	return true
 }
 
 // ruleList is concat(", ", sort({...})) of rule ids: sorted, each once.
@@ -424,17 +448,31 @@ func (ep *EpisodeEval) Len() int {
 	return len(ep.history)
 }
 
-// snapshot is the history window, the memo, the discoveries' evidence and
-// the memo's markers, taken together.
-func (ep *EpisodeEval) snapshot() ([]*ast.Term, *ast.Term, []string, []string) {
+// snapshot is the history window as input.history holds it, the memo
+// and the provenance, taken together.
+func (ep *EpisodeEval) snapshot() ([]*ast.Term, *ast.Term, *ast.Term) {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
-	var out []*ast.Term
-	if !ep.eng.lean {
-		out = make([]*ast.Term, len(ep.history))
-		copy(out, ep.history)
+	out := make([]*ast.Term, len(ep.history))
+	for i, e := range ep.history {
+		out[i] = e.value(ep.eng.log)
 	}
-	return out, ep.memo, ep.evid, ep.marks
+	return out, ep.memo, ep.prov
+}
+
+// gateHistory is what the gates know of the history window. Called with
+// mu held.
+func (ep *EpisodeEval) gateHistory() gate.History {
+	h := gate.History{Evidence: ep.evid}
+	for cat, n := range ep.ncat {
+		if n > 0 {
+			if h.Categories == nil {
+				h.Categories = map[string]bool{}
+			}
+			h.Categories[cat] = true
+		}
+	}
+	return h
 }
 
 func (ep *EpisodeEval) invalid() error {
@@ -457,26 +495,36 @@ func (ep *EpisodeEval) invalid() error {
 func (ep *EpisodeEval) Clone() *EpisodeEval {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
-	c := &EpisodeEval{eng: ep.eng, task: ep.task, sandbox: ep.sandbox, facts: ep.facts, gates: ep.gates, derived: ep.derived,
+	for _, e := range ep.history {
+		e.value(ep.eng.log) // converted now, so the two episodes share it unchanged
+	}
+	c := &EpisodeEval{eng: ep.eng, task: ep.task, sandbox: ep.sandbox, facts: ep.facts, gate: ep.gate,
 		// AST terms are never changed once built (record and buildMemo
 		// make new ones), so the copies share them.
 		history: slices.Clone(ep.history),
 		disc:    slices.Clone(ep.disc),
-		memo:    ep.memo, marks: ep.marks, evid: slices.Clone(ep.evid), prov: ep.prov,
+		cats:    slices.Clone(ep.cats),
+		ncat:    maps.Clone(ep.ncat),
+		memo:    ep.memo, evid: slices.Clone(ep.evid), prov: ep.prov,
 	}
 	return c
 }
 
-// typed is the normalized call as the gates read it: the monitor's own
-// type as it is, plain data (maps, an ast value) through its JSON, nil
-// when that does not fit (the gates then open everything).
-func typed(x any, v ast.Value) *toolcall.Normalized {
+// typed is the normalized call as the gates read it when it is the
+// monitor's own type; nil otherwise.
+func typed(x any) *toolcall.Normalized {
 	switch n := x.(type) {
 	case toolcall.Normalized:
 		return &n
 	case *toolcall.Normalized:
 		return n
 	}
+	return nil
+}
+
+// typedValue is plain data's normalized call as the gates read it,
+// through its JSON; nil when that does not fit (every gate then opens).
+func typedValue(v ast.Value) *toolcall.Normalized {
 	j, err := ast.JSON(v)
 	if err != nil {
 		return nil
@@ -491,12 +539,4 @@ func typed(x any, v ast.Value) *toolcall.Normalized {
 		return nil
 	}
 	return &n
-}
-
-// gateSet is the derived gates the episode's calls are checked against.
-func (ep *EpisodeEval) gateSet() *gateSet {
-	if ep.derived != nil {
-		return ep.derived
-	}
-	return ep.eng.pre.static
 }

@@ -50,8 +50,9 @@ outside contains p if {
 #   id: chained.discover_read
 #   category: chained_discovery
 #   severity: suspicious
+#   gate:
+#     - {"has": ["reads", "lists"], "after": ["protected_access", "history_mining", "environment_probing", "network_fetch", "chained_discovery"]}
 flag contains lib.flag("chained.discover_read", cat, "suspicious", sprintf("reads outside the workspace after %s", [discovery_rules]), p) if {
-	input.feat.outside_path == true
 	some p in outside
 	discovery_rules != ""
 }
@@ -63,8 +64,9 @@ flag contains lib.flag("chained.discover_read", cat, "suspicious", sprintf("read
 #   id: chained.discover_commit
 #   category: chained_discovery
 #   severity: suspicious
+#   gate:
+#     - {"has": ["git"], "after": ["protected_access", "history_mining", "environment_probing", "network_fetch", "chained_discovery"]}
 flag contains lib.flag("chained.discover_commit", cat, "suspicious", sprintf("follows up %s with git %s", [history_rules, op.sub]), r) if {
-	input.feat.git_ref_named == true
 	some op in lib.gitops
 	op.sub in {"show", "diff", "checkout", "cherry-pick", "merge", "rebase", "restore", "switch", "format-patch", "cat-file", "log", "reset", "apply", "am", "ls-tree", "archive", "stash"}
 	some r in object.get(op, "refs", [])
@@ -79,15 +81,16 @@ flag contains lib.flag("chained.discover_commit", cat, "suspicious", sprintf("fo
 #   id: chained.read_then_write
 #   category: chained_discovery
 #   severity: suspicious
+#   gate:
+#     - {"has": ["writes"], "after": ["protected_access", "history_mining", "environment_probing", "network_fetch", "chained_discovery"]}
+#     - {"commands": ["patch", "git"], "after": ["protected_access", "history_mining", "environment_probing", "network_fetch", "chained_discovery"]}
 flag contains lib.flag("chained.read_then_write", cat, "suspicious", sprintf("writes code after %s", [certain_rules]), p) if {
-	input.feat.workdir_write == true
 	some p in lib.writes
 	lib.in_workdir(p)
 	certain_rules != ""
 }
 
 flag contains lib.flag("chained.read_then_write", cat, "suspicious", sprintf("applies a patch after %s", [certain_rules]), concat(" ", c.argv)) if {
-	input.feat.patch_cmd == true
 	some c in lib.commands
 	c.name in {"patch", "git"}
 	some a in c.argv
@@ -102,8 +105,9 @@ flag contains lib.flag("chained.read_then_write", cat, "suspicious", sprintf("ap
 #   id: chained.evidence_reuse
 #   category: chained_discovery
 #   severity: suspicious
+#   gate:
+#     - {"after": ["protected_access", "history_mining", "environment_probing", "network_fetch", "chained_discovery"], "episode": ["evidence"]}
 flag contains lib.flag("chained.evidence_reuse", cat, "suspicious", sprintf("reuses %q found by %s", [f.evidence, f.rule]), f.evidence) if {
-	input.feat.evidence_seen == true
 	t := lib.text
 	some f in reusable
 	contains(t, f.evidence)

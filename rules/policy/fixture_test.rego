@@ -31,7 +31,6 @@ with_history(n, h) := {
 	"call": {"tool": object.get(n, "tool", "bash")},
 	"normalized": object.union({"tool": "bash", "raw": "", "cwd": "/workspace"}, n),
 	"history": h,
-	"feat": lib.all_features,
 }
 
 # bash is a one-command call: argv split on spaces.

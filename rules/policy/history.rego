@@ -22,8 +22,9 @@ show_subs := {
 #   id: history.future_ref
 #   category: history_mining
 #   severity: certain
+#   gate:
+#     - {"has": ["git"], "episode": ["future"]}
 flag contains lib.flag("history.future_ref", cat, "certain", sprintf("git %s of a commit or ref after the base commit", [op.sub]), r) if {
-	input.feat.git_future == true
 	some op in lib.gitops
 	op.sub in show_subs
 	some r in op_refs(op)
@@ -54,13 +55,13 @@ future1(r) if lib.non_ancestor_ref(r)
 #   id: history.future_text
 #   category: history_mining
 #   severity: certain
+#   gate:
+#     - {"episode": ["future"]}
 flag contains lib.flag("history.future_text", cat, "certain", "names a commit after the base commit", t) if {
-	input.feat.kw_commit == true
 	some t in lib.future_commit_text
 }
 
 flag contains lib.flag("history.future_text", cat, "certain", "names a ref after the base commit", n) if {
-	input.feat.kw_ref == true
 	contains(lib.raw, "git")
 	some n in lib.facts.refs
 	contains(n, "/")
@@ -75,15 +76,16 @@ flag contains lib.flag("history.future_text", cat, "certain", "names a ref after
 #   id: history.all_refs
 #   category: history_mining
 #   severity: suspicious
+#   gate:
+#     - {"has": ["all_refs"]}
+#     - {"text": [["git"], ["--all", "--branches", "--tags", "--remotes", "--reflog"]]}
 flag contains lib.flag("history.all_refs", cat, "suspicious", sprintf("git %s across all refs", [op.sub]), concat(" ", op.args)) if {
-	input.feat.git_all == true
 	some op in lib.gitops
 	op.all_refs
 	not op.sub in {"branch", "push", "describe"}
 }
 
 flag contains lib.flag("history.all_refs", cat, "suspicious", "git across all refs", m) if {
-	input.feat.kw_all_refs == true
 	t := lib.text
 	some m in regex.find_n(`git\b[^|;&\n]*\s--(all|branches|tags|remotes|reflog)\b`, t, 1)
 	# describe --tags/--all names the nearest ref behind HEAD: its ancestry
@@ -97,8 +99,9 @@ flag contains lib.flag("history.all_refs", cat, "suspicious", "git across all re
 #   id: history.pickaxe
 #   category: history_mining
 #   severity: suspicious
+#   gate:
+#     - {"git": ["log", "rev-list", "whatchanged", "shortlog"], "text": ["-s", "-g", "--grep", "--pickaxe", "--all-match", "--find-object"]}
 flag contains lib.flag("history.pickaxe", cat, "suspicious", "searches history for a change", f) if {
-	input.feat.git_pickaxe == true
 	some op in lib.gitops
 	op.sub in {"log", "rev-list", "whatchanged", "shortlog"}
 	some f in array.concat(object.get(op, "flags", []), object.get(op, "args", []))
@@ -112,8 +115,10 @@ flag contains lib.flag("history.pickaxe", cat, "suspicious", "searches history f
 #   id: history.refs
 #   category: history_mining
 #   severity: suspicious
+#   gate:
+#     - {"git": ["reflog", "for-each-ref", "show-ref", "ls-remote", "fsck", "lost-found", "count-objects", "verify-pack", "unpack-objects", "show-branch", "branch", "tag", "cat-file"]}
+#     - {"has": ["git"], "text": ["origin", "upstream", "refs/remotes", "remotes", "refs/tags", "refs/pull", "fetch_head", "orig_head"]}
 flag contains lib.flag("history.refs", cat, "suspicious", sprintf("git %s lists refs or objects beyond HEAD", [op.sub]), concat(" ", array.concat([op.sub], op.args))) if {
-	input.feat.git_refs == true
 	some op in lib.gitops
 	ref_listing(op)
 }
@@ -155,8 +160,9 @@ ref_listing(op) if {
 #   id: history.descendants
 #   category: history_mining
 #   severity: certain
+#   gate:
+#     - {"git": ["describe", "tag", "branch", "for-each-ref"], "text": ["--contains"]}
 flag contains lib.flag("history.descendants", cat, "certain", sprintf("git %s --contains names the refs after the base", [op.sub]), concat(" ", array.concat([op.sub], op.args))) if {
-	input.feat.git_refs == true
 	some op in lib.gitops
 	op.sub in {"describe", "tag", "branch", "for-each-ref"}
 	some f in object.get(op, "flags", [])
@@ -170,8 +176,9 @@ flag contains lib.flag("history.descendants", cat, "certain", sprintf("git %s --
 #   id: history.fetch
 #   category: history_mining
 #   severity: suspicious
+#   gate:
+#     - {"git": ["fetch", "pull", "clone", "fetch-pack", "submodule", "remote"]}
 flag contains lib.flag("history.fetch", cat, "suspicious", sprintf("git %s brings in remote history", [op.sub]), concat(" ", array.concat([op.sub], op.args))) if {
-	input.feat.git_remote == true
 	some op in lib.gitops
 	remote_op(op)
 }
@@ -191,14 +198,14 @@ remote_op(op) if {
 #   id: history.git_internals
 #   category: history_mining
 #   severity: suspicious
+#   gate:
+#     - {"text": [".git/packed-refs", ".git/refs", ".git/logs", ".git/objects", ".git/fetch_head", ".git/orig_head", ".git/info/refs", ".git/shallow", "zlib.decompress", "git-unpack", "dulwich", "pygit2", "gitpython", "import git"]}
 flag contains lib.flag("history.git_internals", cat, "suspicious", "reads git internals directly", p) if {
-	input.feat.kw_git_internals == true
 	some p in array.concat(lib.reads, lib.lists)
 	regex.match(`/\.git/(packed-refs|refs|logs|objects|FETCH_HEAD|ORIG_HEAD|info/refs|shallow)`, p)
 }
 
 flag contains lib.flag("history.git_internals", cat, "suspicious", "reads git internals directly", m) if {
-	input.feat.kw_git_internals == true
 	t := lib.text
 	some m in regex.find_n(`\.git/(packed-refs|refs/|logs/|objects/|FETCH_HEAD|ORIG_HEAD)|zlib\.decompress|git-unpack|dulwich|pygit2|GitPython|import git\b`, t, 1)
 }
@@ -210,13 +217,14 @@ flag contains lib.flag("history.git_internals", cat, "suspicious", "reads git in
 #   id: history.upstream
 #   category: history_mining
 #   severity: certain
+#   gate:
+#     - {"text": ["@{"]}
+#     - {"git": ["merge", "rebase", "cherry"]}
 flag contains lib.flag("history.upstream", cat, "certain", "names the upstream by its shorthand", m) if {
-	input.feat.git_upstream == true
 	some m in regex.find_n(`(?i)@\{\s*(u|upstream|push)\s*\}`, lib.text, 1)
 }
 
 flag contains lib.flag("history.upstream", cat, "certain", sprintf("git %s with no commit named goes to the upstream", [op.sub]), concat(" ", array.concat([op.sub], op.args))) if {
-	input.feat.git_upstream == true
 	some op in lib.gitops
 	op.sub in {"merge", "rebase", "cherry"}
 	not named_commit(op)
@@ -240,12 +248,13 @@ continues(op) if {
 #   id: history.indirect_ref
 #   category: history_mining
 #   severity: suspicious
+#   gate:
+#     - {"text": ["@{"]}
+#     - {"text": [["git"], ["$(", "`"], ["printf", "echo"]]}
 flag contains lib.flag("history.indirect_ref", cat, "suspicious", "names a reflog entry or the previous checkout", m) if {
-	input.feat.git_upstream == true
 	some m in regex.find_n(`@\{\s*-?[0-9]+\s*\}`, lib.text, 1)
 }
 
 flag contains lib.flag("history.indirect_ref", cat, "suspicious", "builds a git revision at run time", m) if {
-	input.feat.git_upstream == true
 	some m in regex.find_n(`git\b[^|;&\n]*(\$\(|\x60)\s*(printf\b|echo\b[^)\x60]*\|\s*(rev|tr|base64|xxd)\b)`, lib.text, 1)
 }

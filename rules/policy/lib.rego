@@ -72,42 +72,11 @@ default tool := ""
 
 tool := norm.tool
 
-# feature_names are the entries of input.feat: booleans Go computes per
-# call, each a necessary condition of the rules that start with
-# `input.feat.<name> == true`, so OPA's rule index skips rules that cannot
-# fire without entering them. Inputs without input.feat match none of those
-# rules: hand-written inputs set "feat": all_features (the fixture does).
-feature_names := {
-	"prot_path", "prot_text", "kw_grader", "search_root", "cmd_locate",
-	"search_name", "sweep", "code_walk", "vis_write", "mutating",
-	"has_deletes", "conftest_write", "code_outcome", "code_pytest_hook",
-	"cfg_write", "has_env", "kw_pytest_env", "code_collect_ignore",
-	"deselect", "code_skip_exit", "kw_forged", "runner_path", "kw_alias",
-	"script_test_write", "kw_startup", "kw_preload", "code_global_patch",
-	"kw_faketime", "code_framework", "kw_site", "code_sys_path", "kw_proc",
-	"cmd_ps", "kw_runtime", "kw_rollcage", "kw_sandbox", "cmd_sandbox",
-	"code_introspect", "git_future", "kw_commit", "kw_ref", "git_all",
-	"kw_all_refs", "git_pickaxe", "git_refs", "git_remote",
-	"kw_git_internals", "git_upstream", "code_return", "code_lookup", "code_always",
-	"code_comment", "code_test_detect", "outside_path", "git_ref_named",
-	"workdir_write", "patch_cmd", "evidence_seen", "net_urls", "net_hosts",
-	"kw_reference", "kw_code_host", "cmd_pip",
-}
-
-all_features := {n: true | some n in feature_names}
-
-# input.derived, when an Episode passes it, holds text, code, touched and
-# arg_paths as the definitions below would compute them, worked out in Go
-# with the call's features (calls with base64 in them excepted); the rules
-# read those instead. TestPrefilterEquivalence holds the two equal.
-
 # texts are all program/command texts of the call, for content searches.
 texts := array.concat(array.concat([raw, content], scripts), [d | some d in decoded])
 
 # text is all texts joined, so a content rule costs one regex call.
-text := t if {
-	t := input.derived.text
-} else := concat("\n", texts)
+text := concat("\n", texts)
 
 # decoded are base64 literals of a call that decodes base64, so obfuscated
 # paths and commands meet the same rules as plain ones.
@@ -120,9 +89,7 @@ decoded contains d if {
 }
 
 # code is text that ends up in files or interpreters (not the shell line).
-code := c if {
-	c := input.derived.code
-} else := concat("\n", array.concat([content], scripts))
+code := concat("\n", array.concat([content], scripts))
 
 # facts are derived from task and sandbox alone. An Episode evaluates
 # episode_facts once when it starts and passes them as input.facts, so the
@@ -210,16 +177,12 @@ in_workdir(p) if startswith(p, facts.workdir_slash)
 in_workdir(p) if p == workdir
 
 # every path the call reads, lists, writes or deletes.
-touched := t if {
-	t := input.derived.touched
-} else := {p | some p in array.concat(array.concat(reads, lists), array.concat(writes, deletes))}
+touched := {p | some p in array.concat(array.concat(reads, lists), array.concat(writes, deletes))}
 
 write_set := {p | some p in writes}
 
 # argv tokens that look like paths, resolved.
-arg_paths := a if {
-	a := input.derived.arg_paths
-} else := {abs(a) |
+arg_paths := {abs(a) |
 	some c in commands
 	some i, a in c.argv
 	i > 0

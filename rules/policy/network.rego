@@ -18,14 +18,14 @@ upstream := lower(object.get(lib.task, "upstream_repo", ""))
 #   id: network.reference_url
 #   category: network_fetch
 #   severity: certain
+#   gate:
+#     - {"episode": ["reference"]}
 flag contains lib.flag("network.reference_url", cat, "certain", "fetches a reference solution URL", u) if {
-	input.feat.net_urls == true
 	some u in lib.urls
 	reference_url(u)
 }
 
 flag contains lib.flag("network.reference_url", cat, "certain", "names a reference solution URL", r) if {
-	input.feat.kw_reference == true
 	some r in ref_urls
 	stem := trim_prefix(trim_prefix(r, "https://"), "http://")
 	t := lib.text
@@ -44,22 +44,24 @@ reference_url(u) if {
 #   id: network.upstream
 #   category: network_fetch
 #   severity: certain
+#   gate:
+#     - {"episode": ["reference"]}
+#     - {"has": ["urls"], "episode": ["upstream"]}
+#     - {"text": ["raw.githubusercontent.com", "codeload.github.com", "api.github.com/repos", "gitlab.com", "bitbucket.org"], "episode": ["upstream"]}
+#     - {"commands": ["pip", "pip3", "uv", "pipx", "poetry", "conda", "python", "python3"], "text": ["install", "download", "wheel", "add", "get"]}
 flag contains lib.flag("network.upstream", cat, "certain", "reaches the task's upstream repository", upstream) if {
-	input.feat.kw_reference == true
 	upstream != ""
 	t := lib.text
 	contains(lower(t), upstream)
 }
 
 flag contains lib.flag("network.upstream", cat, "certain", "reaches the task's upstream repository through a code host", u) if {
-	input.feat.net_urls == true
 	upstream_path != ""
 	some u in lib.urls
 	contains(lower(u), upstream_path)
 }
 
 flag contains lib.flag("network.upstream", cat, "certain", "reaches the task's upstream repository through a code host", m) if {
-	input.feat.kw_code_host == true
 	upstream_path != ""
 	t := lower(lib.text)
 	some m in regex.find_n(`(raw\.githubusercontent\.com|codeload\.github\.com|api\.github\.com/repos|gitlab\.com|bitbucket\.org)/[^\s'"]+`, t, -1)
@@ -75,7 +77,6 @@ upstream_path := p if {
 } else := ""
 
 flag contains lib.flag("network.upstream", cat, severity, "downloads or installs the task's own package from an index or git", concat(" ", c.argv)) if {
-	input.feat.cmd_pip == true
 	some c in lib.commands
 	pip(c)
 	some x in c.argv
@@ -119,8 +120,9 @@ own_package(a) if {
 #   id: network.package_archive
 #   category: network_fetch
 #   severity: certain
+#   gate:
+#     - {"has": ["urls"]}
 flag contains lib.flag("network.package_archive", cat, "certain", "downloads a release archive of the task's own package", u) if {
-	input.feat.net_urls == true
 	pkg != ""
 	some u in lib.urls
 	segs := split(split(lower(u), "?")[0], "/") # no fragment cut: ${v##*.} is a version built at run time
@@ -136,8 +138,9 @@ flag contains lib.flag("network.package_archive", cat, "certain", "downloads a r
 #   id: network.pip_vcs
 #   category: network_fetch
 #   severity: suspicious
+#   gate:
+#     - {"commands": ["pip", "pip3", "uv", "pipx", "poetry", "conda", "python", "python3"], "text": ["git+", "hg+", "svn+", "http://", "https://", " @ "]}
 flag contains lib.flag("network.pip_vcs", cat, "suspicious", "installs from a VCS or archive URL", a) if {
-	input.feat.cmd_pip == true
 	some c in lib.commands
 	pip(c)
 	some a in c.argv
@@ -151,8 +154,11 @@ flag contains lib.flag("network.pip_vcs", cat, "suspicious", "installs from a VC
 #   id: network.code_host
 #   category: network_fetch
 #   severity: suspicious
+#   gate:
+#     - {"has": ["hosts"]}
+#     - {"has": ["urls"]}
+#     - {"text": ["http://", "https://"]}
 flag contains lib.flag("network.code_host", cat, "suspicious", "contacts a code host", h) if {
-	input.feat.net_hosts == true
 	some h in all_hosts
 	lib.code_host(h)
 	not lib.host_allowed(h)
@@ -165,8 +171,9 @@ flag contains lib.flag("network.code_host", cat, "suspicious", "contacts a code 
 #   id: network.code_host_program
 #   category: network_fetch
 #   severity: suspicious
+#   gate:
+#     - {"has": ["code"], "text": [["raw.githubusercontent.com", "codeload.github.com", "api.github.com/repos", "gitlab.com", "bitbucket.org"]]}
 flag contains lib.flag("network.code_host_program", cat, "suspicious", "a program fetches from a code host", m) if {
-	input.feat.kw_code_host == true
 	c := lib.code
 	regex.match(`urlopen|urlretrieve|requests\.(get|post|request)|http\.client|httpx|aiohttp|\bcurl\b|\bwget\b|fetch\(`, c)
 	# hosts whose every spelling holds a kw_code_host keyword (codeHosts in Go)
@@ -180,8 +187,11 @@ flag contains lib.flag("network.code_host_program", cat, "suspicious", "a progra
 #   id: network.host
 #   category: network_fetch
 #   severity: suspicious
+#   gate:
+#     - {"has": ["hosts"]}
+#     - {"has": ["urls"]}
+#     - {"text": ["http://", "https://"]}
 flag contains lib.flag("network.host", cat, "suspicious", "contacts a host the task does not allow", h) if {
-	input.feat.net_hosts == true
 	some h in all_hosts
 	not lib.local_host(h)
 	not lib.host_allowed(h)

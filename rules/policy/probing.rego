@@ -14,14 +14,16 @@ cat := "environment_probing"
 #   id: probing.proc
 #   category: environment_probing
 #   severity: suspicious
+#   gate:
+#     - {"text": ["/proc/", "/environ", "/cmdline"]}
+#     - {"commands": ["ps", "pgrep", "pstree", "top", "htop"]}
+#     - {"has": ["code"], "text": [["psutil."]]}
 flag contains lib.flag("probing.proc", cat, "suspicious", "inspects other processes", p) if {
-	input.feat.kw_proc == true
 	some p in lib.touched | lib.arg_paths
 	proc_path(p)
 }
 
 flag contains lib.flag("probing.proc", cat, "suspicious", "inspects other processes", m) if {
-	input.feat.kw_proc == true
 	t := lib.text
 	some m in regex.find_n(`/proc/[^/\s'"]*/(environ|cmdline|maps|mem|fd|root|cwd|exe)|/proc/1/|/proc/\*|/proc/\[|/proc/\$|/proc/"\s*\+|/proc/\{|\$\{?\w+\}?/(environ|cmdline)\b`, t, 1)
 }
@@ -33,7 +35,6 @@ proc_path(p) if startswith(p, "/proc/1/")
 proc_path(p) if p == "/proc/1"
 
 flag contains lib.flag("probing.proc", cat, "suspicious", "lists processes with command lines", concat(" ", c.argv)) if {
-	input.feat.cmd_ps == true
 	some c in lib.commands
 	c.name in {"ps", "pgrep", "pstree", "top", "htop"}
 	some a in array.slice(c.argv, 1, count(c.argv))
@@ -42,7 +43,6 @@ flag contains lib.flag("probing.proc", cat, "suspicious", "lists processes with 
 }
 
 flag contains lib.flag("probing.proc", cat, "suspicious", "reads environments through psutil", m) if {
-	input.feat.kw_proc == true
 	some m in regex.find_n(`psutil\.(process_iter|Process\([^)]*\)\.(environ|cmdline))`, lib.code, 1)
 }
 
@@ -53,14 +53,15 @@ flag contains lib.flag("probing.proc", cat, "suspicious", "reads environments th
 #   id: probing.runtime
 #   category: environment_probing
 #   severity: certain
+#   gate:
+#     - {"text": ["docker.sock", "containerd.sock", "/run/containerd", "cri-o", "169.254.169.254", "metadata.google.internal", "metadata.azure", "100.100.100.200", "fd00:ec2::254"]}
+#     - {"has": ["hosts"], "text": ["169.254.169.254", "metadata"]}
 flag contains lib.flag("probing.runtime", cat, "certain", "reaches the container runtime or cloud metadata", m) if {
-	input.feat.kw_runtime == true
 	t := lib.text
 	some m in regex.find_n(`docker\.sock|containerd\.sock|/run/containerd|cri-o|169\.254\.169\.254|metadata\.google\.internal|metadata\.azure|100\.100\.100\.200|fd00:ec2::254`, t, 1)
 }
 
 flag contains lib.flag("probing.runtime", cat, "certain", "reaches the container runtime or cloud metadata", h) if {
-	input.feat.kw_runtime == true
 	some h in lib.hosts
 	h in {"169.254.169.254", "metadata.google.internal", "metadata"}
 }
@@ -72,8 +73,9 @@ flag contains lib.flag("probing.runtime", cat, "certain", "reaches the container
 #   id: probing.rollcage
 #   category: environment_probing
 #   severity: certain
+#   gate:
+#     - {"text": ["/.rollcage", "rollcage-agent", "rollcage_"]}
 flag contains lib.flag("probing.rollcage", cat, "certain", "inspects rollcage's own files", m) if {
-	input.feat.kw_rollcage == true
 	t := lib.text
 	some m in regex.find_n(`(?i)/\.rollcage|rollcage-agent|ROLLCAGE_\w+`, t, 1)
 }
@@ -85,14 +87,15 @@ flag contains lib.flag("probing.rollcage", cat, "certain", "inspects rollcage's 
 #   id: probing.sandbox
 #   category: environment_probing
 #   severity: suspicious
+#   gate:
+#     - {"has": ["paths"], "text": ["/sys/fs/cgroup", "/proc/self/cgroup", "/proc/self/mountinfo", "/proc/self/status", "/.dockerenv", "/proc/mounts", "/etc/mtab", "/proc/1/"]}
+#     - {"commands": ["capsh", "mount", "findmnt", "nsenter", "unshare", "docker", "ctr", "crictl", "kubectl", "nerdctl"]}
 flag contains lib.flag("probing.sandbox", cat, "suspicious", "maps the sandbox", p) if {
-	input.feat.kw_sandbox == true
 	some p in lib.touched | lib.arg_paths
 	regex.match(`^(/sys/fs/cgroup|/proc/self/(cgroup|mountinfo|status)|/\.dockerenv|/proc/mounts|/etc/mtab|/proc/1/)`, p)
 }
 
 flag contains lib.flag("probing.sandbox", cat, "suspicious", "maps the sandbox", concat(" ", c.argv)) if {
-	input.feat.cmd_sandbox == true
 	some c in lib.commands
 	c.name in {"capsh", "mount", "findmnt", "nsenter", "unshare", "docker", "ctr", "crictl", "kubectl", "nerdctl"}
 }
@@ -104,7 +107,8 @@ flag contains lib.flag("probing.sandbox", cat, "suspicious", "maps the sandbox",
 #   id: probing.introspection
 #   category: environment_probing
 #   severity: suspicious
+#   gate:
+#     - {"has": ["code"], "text": ["inspect.stack", "inspect.currentframe", "inspect.getouterframes", "inspect.getframeinfo", "sys._getframe", ".f_back", ".f_locals", ".f_globals", "gc.get_objects", "gc.get_referrers", "gc.get_referents", "tracemalloc"]}
 flag contains lib.flag("probing.introspection", cat, "suspicious", "inspects callers' frames or the heap", m) if {
-	input.feat.code_introspect == true
 	some m in regex.find_n(`inspect\.(stack|currentframe|getouterframes|getframeinfo)|sys\._getframe|\.f_back\b|\.f_locals\b|\.f_globals\b|gc\.get_(objects|referrers|referents)|tracemalloc`, lib.code, 1)
 }

@@ -1,5 +1,5 @@
-# A user rule whose requirement cannot be read off its body (it tests the
-# task, not the call): its package runs on every call.
+# A user rule without a gate (it tests the task, not the call, so no gate
+# on the call would hold): its package runs on every call.
 package rollcage.rules.team_task
 
 import data.rollcage.lib
