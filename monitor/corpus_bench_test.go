@@ -1,11 +1,9 @@
 package monitor
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
 	"slices"
 	"testing"
 	"time"
@@ -16,10 +14,30 @@ import (
 	"github.com/rollcage/rollcage/rules/corpus"
 )
 
+// corpusDir is the labelled corpus beside the rules, one file per case.
+const corpusDir = "../rules/testdata/corpus"
+
+// corpusLines reads the corpus's lines: its benign ones and its hacks.
+func corpusLines(t testing.TB) (benign, hacks []corpus.Line) {
+	t.Helper()
+	lines, _, err := corpus.ReadDir(corpusDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range lines {
+		if l.Category == corpus.Benign {
+			benign = append(benign, l)
+		} else {
+			hacks = append(hacks, l)
+		}
+	}
+	return benign, hacks
+}
+
 // corpusContexts reads the shipped corpus's task and sandbox contexts.
 func corpusContexts(t testing.TB) map[string]corpus.Context {
 	t.Helper()
-	contexts, err := corpus.LoadContexts("testdata/corpus/contexts.json")
+	contexts, err := corpus.LoadContexts(corpusDir + "/contexts.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,27 +54,11 @@ func BenchmarkNormalizeEval(b *testing.B) {
 		b.Fatal(err)
 	}
 	contexts := corpusContexts(b)
-	read := func(name string) []corpus.Line {
-		f, err := os.Open(name)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer f.Close()
-		var out []corpus.Line
-		sc := bufio.NewScanner(f)
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			var l corpus.Line
-			if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-				b.Fatal(err)
-			}
-			if l.TaskRef == "textkit" {
-				out = append(out, l)
-			}
-		}
-		return out
+	benign, hacks := corpusLines(b)
+	keep := func(ls []corpus.Line) []corpus.Line {
+		return slices.DeleteFunc(ls, func(l corpus.Line) bool { return l.TaskRef != "textkit" })
 	}
-	benign, hacks := read("testdata/corpus/benign.jsonl"), read("testdata/corpus/hacks.jsonl")
+	benign, hacks = keep(benign), keep(hacks)
 	var task, sb any
 	json.Unmarshal(contexts["textkit"].Task, &task)
 	json.Unmarshal(contexts["textkit"].Sandbox, &sb)
@@ -123,19 +125,8 @@ func TestPrefilterEquivalence(t *testing.T) {
 		}
 		return task, sb
 	}
-	var lines []corpus.Line
-	for _, name := range []string{"testdata/corpus/hacks.jsonl", "testdata/corpus/benign.jsonl"} {
-		f, err := os.Open(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls, err := corpus.Read(f, name)
-		f.Close()
-		lines = append(lines, ls...)
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	benign, hacks := corpusLines(t)
+	lines := append(hacks, benign...)
 	if len(lines) < 450 {
 		t.Fatalf("corpus has %d lines; want >= 450", len(lines))
 	}

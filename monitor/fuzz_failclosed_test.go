@@ -1,10 +1,7 @@
 package monitor
 
 import (
-	"bufio"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -15,28 +12,15 @@ import (
 
 // corpusCommands are the bash commands of the labelled corpus.
 func corpusCommands(tb testing.TB) []string {
+	benign, hacks := corpusLines(tb)
 	var cmds []string
-	for _, name := range []string{"hacks.jsonl", "benign.jsonl"} {
-		f, err := os.Open(filepath.Join("testdata", "corpus", name))
-		if err != nil {
-			tb.Fatal(err)
+	for _, l := range append(hacks, benign...) {
+		var args struct {
+			Command string `json:"command"`
 		}
-		sc := bufio.NewScanner(f)
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			var line struct {
-				Call struct {
-					Tool string `json:"tool"`
-					Args struct {
-						Command string `json:"command"`
-					} `json:"args"`
-				} `json:"call"`
-			}
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Call.Tool == toolcall.Bash && line.Call.Args.Command != "" {
-				cmds = append(cmds, line.Call.Args.Command)
-			}
+		if l.Call.Tool == toolcall.Bash && json.Unmarshal(l.Call.Args, &args) == nil && args.Command != "" {
+			cmds = append(cmds, args.Command)
 		}
-		f.Close()
 	}
 	return cmds
 }

@@ -82,7 +82,7 @@ func FuzzPrefilterEquivalence(f *testing.F) {
 		f.Add(uint64(1000+i), s, uint8(i*37))
 	}
 	engines := gateEngines(f)
-	ctxs, err := corpus.LoadContexts("../monitor/testdata/corpus/contexts.json")
+	ctxs, err := corpus.LoadContexts("testdata/corpus/contexts.json")
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -1,11 +1,9 @@
 package rules_test
 
 import (
-	"bufio"
 	"cmp"
 	"context"
 	"encoding/json"
-	"os"
 	"slices"
 	"testing"
 
@@ -58,43 +56,28 @@ type corpusLine struct {
 
 func readCorpus(tb testing.TB) []corpusLine {
 	tb.Helper()
-	contexts, err := corpus.LoadContexts("../monitor/testdata/corpus/contexts.json")
+	lines, contexts, err := corpus.ReadDir("testdata/corpus")
 	if err != nil {
 		tb.Fatal(err)
 	}
 	var out []corpusLine
-	for _, name := range []string{"../monitor/testdata/corpus/hacks.jsonl", "../monitor/testdata/corpus/benign.jsonl"} {
-		f, err := os.Open(name)
-		if err != nil {
-			tb.Fatal(err)
+	for _, l := range lines {
+		cl := corpusLine{Line: l}
+		tj, sj, ok := l.Facts(contexts)
+		if !ok {
+			tb.Fatalf("%s: task_ref %q not in the contexts", l.ID, l.TaskRef)
 		}
-		sc := bufio.NewScanner(f)
-		sc.Buffer(nil, 1<<22)
-		for sc.Scan() {
-			var l corpusLine
-			if err := json.Unmarshal(sc.Bytes(), &l.Line); err != nil {
-				tb.Fatalf("%s: %v", name, err)
-			}
-			tj, sj, ok := l.Facts(contexts)
-			if !ok {
-				tb.Fatalf("%s: %s: task_ref %q not in the contexts", name, l.ID, l.TaskRef)
-			}
-			for _, x := range []struct {
-				raw json.RawMessage
-				dst *any
-			}{{tj, &l.task}, {sj, &l.sandbox}} {
-				if x.raw != nil {
-					if err := json.Unmarshal(x.raw, x.dst); err != nil {
-						tb.Fatal(err)
-					}
+		for _, x := range []struct {
+			raw json.RawMessage
+			dst *any
+		}{{tj, &cl.task}, {sj, &cl.sandbox}} {
+			if x.raw != nil {
+				if err := json.Unmarshal(x.raw, x.dst); err != nil {
+					tb.Fatal(err)
 				}
 			}
-			out = append(out, l)
 		}
-		f.Close()
-		if err := sc.Err(); err != nil {
-			tb.Fatal(err)
-		}
+		out = append(out, cl)
 	}
 	return out
 }

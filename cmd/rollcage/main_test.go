@@ -41,7 +41,7 @@ func TestCLI(t *testing.T) {
 		{[]string{"nope"}, 2, "", `unknown command "nope"; run 'rollcage --help'`},
 		{[]string{"demo", "--help"}, 0, "", "usage: rollcage demo"},
 		{[]string{"rules"}, 2, "", "rollcage rules test"},
-		{[]string{"rules", "eval", "../../monitor/testdata/corpus"}, 0, "all hacks", ""},
+		{[]string{"rules", "eval", "../../rules/testdata/corpus"}, 0, "all hacks", ""},
 		{[]string{"rules", "eval", "/nonexistent"}, 3, "", "a corpus directory holds hacks.jsonl"},
 		{[]string{"rules", "test"}, 0, " passed, 0 failed", ""},
 		{[]string{"judge", "eval"}, 3, "", "--data is required"},

@@ -53,8 +53,9 @@ const rulesUsage = `usage:
   rollcage rules test [-v] [DIR ...]        run the Rego unit tests of the default bundle plus DIRs
   rollcage rules check [--rules DIR] FILE   evaluate the calls of FILE (JSONL) and print their flags
   rollcage rules eval [--rules DIR] DIR     recall per category and benign flag rate on a labelled corpus
-                                            (DIR holds hacks.jsonl, benign.jsonl, contexts.json;
-                                            the shipped one is monitor/testdata/corpus)
+                                            (DIR holds cases/<category>/<id>.case or hacks.jsonl and
+                                            benign.jsonl, and contexts.json; the shipped one is
+                                            rules/testdata/corpus)
   rollcage rules list                       the rule catalogue`
 
 func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -100,7 +101,7 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 		if fs.NArg() != 1 {
-			return errors.New("rules eval takes one corpus directory (hacks.jsonl, benign.jsonl, contexts.json), e.g. monitor/testdata/corpus")
+			return errors.New("rules eval takes one corpus directory (cases/<category>/<id>.case or hacks.jsonl and benign.jsonl, and contexts.json), e.g. rules/testdata/corpus")
 		}
 		eng, err := rf.engine(ctx, nil)
 		if err != nil {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -107,34 +106,15 @@ type Evaluator struct {
 	Rules *rules.Engine
 }
 
-// EvalDir evaluates DIR/hacks.jsonl and DIR/benign.jsonl, resolving
-// task_ref against DIR/contexts.json when present.
+// EvalDir evaluates the corpus in dir (ReadDir): its case files, or
+// hacks.jsonl and benign.jsonl, resolving task_ref against
+// dir/contexts.json when present.
 func (ev Evaluator) EvalDir(ctx context.Context, dir string) (Report, error) {
-	open := func(name string) (*os.File, error) {
-		f, err := os.Open(filepath.Join(dir, name))
-		if err != nil {
-			return nil, fmt.Errorf("corpus: %w; a corpus directory holds hacks.jsonl, benign.jsonl and optionally contexts.json", err)
-		}
-		return f, nil
-	}
-	h, err := open("hacks.jsonl")
+	lines, contexts, err := ReadDir(dir)
 	if err != nil {
 		return Report{}, err
 	}
-	defer h.Close()
-	b, err := open("benign.jsonl")
-	if err != nil {
-		return Report{}, err
-	}
-	defer b.Close()
-	var opts []Option
-	if c, err := os.Open(filepath.Join(dir, "contexts.json")); err == nil {
-		defer c.Close()
-		opts = append(opts, WithContexts(c))
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return Report{}, fmt.Errorf("corpus: %w", err)
-	}
-	return ev.Eval(ctx, h, b, opts...)
+	return ev.evalLines(ctx, contexts, lines)
 }
 
 // ReadContexts decodes a contexts.json: task_ref to the task and sandbox
@@ -176,11 +156,39 @@ func (ev Evaluator) Eval(ctx context.Context, hacks, benign io.Reader, opts ...O
 			return Report{}, err
 		}
 	}
+	hl, err := Read(hacks, "hacks")
+	if err != nil {
+		return Report{}, err
+	}
+	bl, err := Read(benign, "benign")
+	if err != nil {
+		return Report{}, err
+	}
+	for i := range bl {
+		bl[i].Category = Benign
+	}
+	return ev.evalLines(ctx, contexts, append(hl, bl...))
+}
+
+// Benign is the category of a benign line.
+const Benign = "benign"
+
+// evalLines runs lines through Normalize and the rules: those of category
+// Benign as benign calls, the others as hacks of their category.
+func (ev Evaluator) evalLines(ctx context.Context, contexts map[string]Context, lines []Line) (Report, error) {
 	rep := Report{PerCategory: map[string]*CategoryRecall{}}
-	err := eachLine(hacks, "hacks", func(l Line) error {
+	for _, l := range lines {
 		flags, raw, err := ev.evalLine(ctx, contexts, l)
 		if err != nil {
-			return err
+			return rep, fmt.Errorf("corpus: %s: %w", l.ID, err)
+		}
+		if l.Category == Benign {
+			rep.Benign++
+			if len(flags) > 0 {
+				rep.BenignFlagged++
+				rep.FalsePositives = append(rep.FalsePositives, Result{ID: l.ID, Category: l.Category, Raw: raw, Rules: ruleIDs(flags)})
+			}
+			continue
 		}
 		c := rep.PerCategory[l.Category]
 		if c == nil {
@@ -191,7 +199,7 @@ func (ev Evaluator) Eval(ctx context.Context, hacks, benign io.Reader, opts ...O
 		c.Total++
 		if len(flags) == 0 {
 			rep.Misses = append(rep.Misses, Result{ID: l.ID, Category: l.Category, Raw: raw})
-			return nil
+			continue
 		}
 		rep.Detected++
 		c.Detected++
@@ -202,25 +210,6 @@ func (ev Evaluator) Eval(ctx context.Context, hacks, benign io.Reader, opts ...O
 				break
 			}
 		}
-		return nil
-	})
-	if err != nil {
-		return rep, err
-	}
-	err = eachLine(benign, "benign", func(l Line) error {
-		flags, raw, err := ev.evalLine(ctx, contexts, l)
-		if err != nil {
-			return err
-		}
-		rep.Benign++
-		if len(flags) > 0 {
-			rep.BenignFlagged++
-			rep.FalsePositives = append(rep.FalsePositives, Result{ID: l.ID, Category: l.Category, Raw: raw, Rules: ruleIDs(flags)})
-		}
-		return nil
-	})
-	if err != nil {
-		return rep, err
 	}
 	rep.Recall = ratio(rep.Detected, rep.Hacks)
 	rep.BenignFlagRate = ratio(rep.BenignFlagged, rep.Benign)

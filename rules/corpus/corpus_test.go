@@ -9,11 +9,11 @@ import (
 	"github.com/rollcage/rollcage/rules/corpus"
 )
 
-// shipped is the labelled corpus shipped with the monitor's tests.
-const shipped = "../../monitor/testdata/corpus"
+// shipped is the labelled corpus beside the rules, one file per case.
+const shipped = "../testdata/corpus"
 
 // TestCorpusTargets holds the default bundle to its recall and false
-// positive targets on the labelled corpus in monitor/testdata/corpus.
+// positive targets on the labelled corpus in rules/testdata/corpus.
 func TestCorpusTargets(t *testing.T) {
 	ctx := context.Background()
 	eng, err := rules.New(ctx, rules.Config{})
