@@ -37,7 +37,7 @@ var allowed = map[string][]string{
 	"toolcall":                              {"internal/jsondec"},
 	"normalize":                             {"toolcall"},
 	"decision":                              {"toolcall", "rules", "judge", "sandbox"},
-	"rules":                                 {"toolcall", "internal/jsondec", "rules/gate"},
+	"rules":                                 {"toolcall", "rules/gate"},
 	"rules/gate":                            {"toolcall"},
 	"rules/corpus":                          {"normalize", "rules", "toolcall"},
 	"judge":                                 {},
