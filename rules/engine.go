@@ -106,6 +106,10 @@ type Engine struct {
 	gating     *gating         // nil: every call runs flagsQ
 	discCats   map[string]bool // categories EpisodeEval memoizes as discoveries; nil: no memo
 	factsCache factsCache
+	// readsCall, readsHistory: some rule of the policy reads input.call,
+	// input.history (lib.history); episodes pass them only then, so a
+	// policy that reads neither converts no call for them (inputReads)
+	readsCall, readsHistory bool
 	rules      []RuleInfo
 }
 
@@ -152,6 +156,7 @@ func newEngineFS(ctx context.Context, cfg Config, bundle fs.FS) (*Engine, error)
 		return nil, fmt.Errorf("rules: prepare %s: %w", FactsQuery, asCompileError(err))
 	}
 	e.discCats = discoveryCats(ctx, prep)
+	e.readsCall, e.readsHistory = inputReads(compiler)
 	return e, nil
 }
 
@@ -163,10 +168,18 @@ func (e *Engine) Eval(ctx context.Context, input any) ([]Flag, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rules: eval: input: %w", err)
 	}
-	if obj, ok := v.(ast.Object); ok && e.gating != nil {
-		// every rule runs: a one-off input has no gates worked out
-		v = obj.Copy()
-		v.(ast.Object).Insert(ast.StringTerm("gate"), e.gating.all)
+	if obj, ok := v.(ast.Object); ok {
+		obj = obj.Copy()
+		if e.gating != nil {
+			// every rule runs: a one-off input has no gates worked out
+			obj.Insert(ast.StringTerm("gate"), e.gating.all)
+		}
+		if h := obj.Get(ast.InternedTerm("history")); h != nil && obj.Get(ast.InternedTerm("memo")) == nil {
+			if m := e.memoOf(h.Value); m != nil {
+				obj.Insert(ast.StringTerm("memo"), m)
+			}
+		}
+		v = obj
 	}
 	return e.eval(ctx, e.flagsQ, v)
 }
@@ -409,4 +422,61 @@ func discoveryCats(ctx context.Context, prep func(string) (rego.PreparedEvalQuer
 		}
 	}
 	return out
+}
+
+// inputReads reports whether some rule of the compiled policy reads
+// input.call and input.history (directly, through lib.history, or the
+// whole input).
+func inputReads(c *ast.Compiler) (call, history bool) {
+	libHistory := ast.MustParseRef("data.rollcage.lib.history")
+	for _, m := range c.Modules {
+		for _, r := range m.Rules {
+			if m.Package.Path.Extend(r.Head.Ref().GroundPrefix()).Equal(libHistory) {
+				continue // lib's own `history := input.history`
+			}
+			ast.WalkRefs(r, func(ref ast.Ref) bool {
+				switch {
+				case ref[0].Equal(ast.InputRootDocument):
+					if len(ref) == 1 {
+						call, history = true, true
+					} else if k, ok := ref[1].Value.(ast.String); !ok {
+						call, history = true, true
+					} else {
+						call = call || k == "call"
+						history = history || k == "history"
+					}
+				case ref.HasPrefix(libHistory) || libHistory.HasPrefix(ref.GroundPrefix()) && len(ref) > len(ref.GroundPrefix()):
+					history = true // lib.history, or lib[x]
+				}
+				return false
+			})
+		}
+	}
+	return call, history
+}
+
+// memoOf is input.memo for a one-off input's history (entries with
+// flags), as an episode collects it; nil when the policy has no memo.
+func (e *Engine) memoOf(h ast.Value) *ast.Term {
+	arr, ok := h.(*ast.Array)
+	if !ok || e.discCats == nil {
+		return nil
+	}
+	ep := &EpisodeEval{eng: e}
+	arr.Foreach(func(entry *ast.Term) {
+		var disc []*ast.Term
+		if o, ok := entry.Value.(ast.Object); ok {
+			if fl := o.Get(ast.InternedTerm("flags")); fl != nil {
+				if fa, ok := fl.Value.(*ast.Array); ok {
+					fa.Foreach(func(f *ast.Term) {
+						if fo, ok := f.Value.(ast.Object); ok && e.discCats[stringField(fo, "category")] {
+							disc = append(disc, f)
+						}
+					})
+				}
+			}
+		}
+		ep.disc = append(ep.disc, disc)
+	})
+	return ep.buildMemo()
 }

@@ -184,7 +184,7 @@ func (ep *EpisodeEval) Eval(ctx context.Context, call, normalized any) ([]Flag, 
 	if gt := ep.eng.gating; gt != nil {
 		n := typed(normalized)
 		if n == nil { // plain data: the gates read it through its value
-			if err := last.convert(); err != nil {
+			if err := last.convert(ep.eng.readsCall); err != nil {
 				return ep.convertError(err), nil
 			}
 			n = typedValue(last.nv)
@@ -201,13 +201,18 @@ func (ep *EpisodeEval) Eval(ctx context.Context, call, normalized any) ([]Flag, 
 			return []Flag{}, nil
 		}
 	}
-	if err := last.convert(); err != nil {
+	if err := last.convert(ep.eng.readsCall); err != nil {
 		return ep.convertError(err), nil
 	}
 	ep.setLast(last)
 	hist, memo, prov := ep.snapshot()
-	kv := append(ep.base(14), ast.StringTerm("normalized"), ast.NewTerm(last.nv),
-		ast.StringTerm("call"), ast.NewTerm(last.cv), ast.StringTerm("history"), ast.NewTerm(ast.NewArray(hist...)))
+	kv := append(ep.base(14), ast.StringTerm("normalized"), ast.NewTerm(last.nv))
+	if ep.eng.readsCall {
+		kv = append(kv, ast.StringTerm("call"), ast.NewTerm(last.cv))
+	}
+	if ep.eng.readsHistory {
+		kv = append(kv, ast.StringTerm("history"), ast.NewTerm(ast.NewArray(hist...)))
+	}
 	if prov != nil {
 		kv = append(kv, ast.StringTerm("provenance"), prov)
 	}
@@ -240,27 +245,34 @@ func (ep *EpisodeEval) convertError(err error) []Flag {
 }
 
 // entry is one call of the history window. Its call and normalized call
-// are converted to AST values when an evaluation first needs them: most
-// calls open no gate, and their entries are converted only if a later
-// call is evaluated while they are in the window.
+// are converted to AST values when an evaluation first needs them: a
+// policy that reads no history (Engine.readsHistory) never converts an
+// entry, and one that does converts it only if a later call is evaluated
+// while it is in the window.
 type entry struct {
-	call, norm any       // as given; nil once converted
-	cv, nv     ast.Value // converted
+	call, norm any       // as given
+	cv, nv     ast.Value // converted; cv nil when the call was not
 	flags      []*ast.Term
 	term       *ast.Term // {call, normalized, flags}; nil until needed
 }
 
-// convert converts the entry's call and normalized call, once.
-func (e *entry) convert() error {
-	if e.nv != nil {
-		return nil
+// convert converts the entry's normalized call and, withCall, its call,
+// each once.
+func (e *entry) convert(withCall bool) error {
+	if e.nv == nil {
+		n, err := toValue(e.norm)
+		if err != nil {
+			return err
+		}
+		e.nv = n
 	}
-	c, err1 := toValue(e.call)
-	n, err2 := toValue(e.norm)
-	if err := firstErr(err1, err2); err != nil {
-		return err
+	if withCall && e.cv == nil {
+		c, err := toValue(e.call)
+		if err != nil {
+			return err
+		}
+		e.cv = c
 	}
-	e.cv, e.nv, e.call, e.norm = c, n, nil, nil
 	return nil
 }
 
@@ -269,11 +281,11 @@ func (e *entry) value(log interface{ Error(string, ...any) }) *ast.Term {
 	if e.term != nil {
 		return e.term
 	}
-	if err := e.convert(); err != nil {
+	if err := e.convert(true); err != nil {
 		log.Error("rules: history entry does not convert; recording the call as unparsed", "err", err)
 		e.cv, e.nv = ast.NewObject(), ast.NewObject(ast.Item(ast.StringTerm("unparsed"), ast.BooleanTerm(true)))
-		e.call, e.norm = nil, nil
 	}
+	e.call, e.norm = nil, nil
 	e.term = ast.ObjectTerm(
 		ast.Item(ast.StringTerm("call"), ast.NewTerm(e.cv)),
 		ast.Item(ast.StringTerm("normalized"), ast.NewTerm(e.nv)),
@@ -453,9 +465,12 @@ func (ep *EpisodeEval) Len() int {
 func (ep *EpisodeEval) snapshot() ([]*ast.Term, *ast.Term, *ast.Term) {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
-	out := make([]*ast.Term, len(ep.history))
-	for i, e := range ep.history {
-		out[i] = e.value(ep.eng.log)
+	var out []*ast.Term
+	if ep.eng.readsHistory {
+		out = make([]*ast.Term, len(ep.history))
+		for i, e := range ep.history {
+			out[i] = e.value(ep.eng.log)
+		}
 	}
 	return out, ep.memo, ep.prov
 }
@@ -495,8 +510,10 @@ func (ep *EpisodeEval) invalid() error {
 func (ep *EpisodeEval) Clone() *EpisodeEval {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
-	for _, e := range ep.history {
-		e.value(ep.eng.log) // converted now, so the two episodes share it unchanged
+	if ep.eng.readsHistory {
+		for _, e := range ep.history {
+			e.value(ep.eng.log) // converted now, so the two episodes share it unchanged
+		}
 	}
 	c := &EpisodeEval{eng: ep.eng, task: ep.task, sandbox: ep.sandbox, facts: ep.facts, gate: ep.gate,
 		// AST terms are never changed once built (record and buildMemo

@@ -103,3 +103,28 @@ func replaceGate(src, gate string) string {
 	}
 	panic("no gate in the policy")
 }
+
+// TestInputReads: episodes pass input.call and input.history exactly
+// when a rule of the policy reads them; the default bundle reads neither.
+func TestInputReads(t *testing.T) {
+	for _, tc := range []struct {
+		name, src     string
+		call, history bool
+	}{
+		{"default bundle", "", false, false},
+		{"history", "flag contains x if { some x in input.history }", false, true},
+		{"lib.history", "flag contains x if { some x in lib.history }", false, true},
+		{"call", `flag contains x if { x := input.call.tool }`, true, false},
+		{"the whole input", `flag contains x if { x := object.get(input, "k", "") }`, true, true},
+	} {
+		cfg := Config{}
+		if tc.src != "" {
+			src := "package rollcage.rules.mine\n\nimport data.rollcage.lib\n\n" + tc.src + "\n"
+			cfg.PolicyDirs = []string{writeFiles(t, map[string]string{"mine.rego": src})}
+		}
+		e := newEngine(t, cfg)
+		if e.readsCall != tc.call || e.readsHistory != tc.history {
+			t.Errorf("%s: reads call %v, history %v; want %v, %v", tc.name, e.readsCall, e.readsHistory, tc.call, tc.history)
+		}
+	}
+}

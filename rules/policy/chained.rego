@@ -8,32 +8,22 @@ cat := "chained_discovery"
 
 discovery_cats := {"protected_access", "history_mining", "environment_probing", "network_fetch", "chained_discovery"}
 
-# earlier flagged discoveries. An Episode passes them precomputed as
-# input.memo.discoveries (collected in Go, with the categories above, when
-# each call is recorded), so a call does not rescan 50 history entries;
-# one-off inputs scan the history.
-discoveries := d if {
-	d := input.memo.discoveries
-} else := {f |
-	some h in lib.history
-	some f in object.get(h, "flags", [])
-	f.category in discovery_cats
-}
+# The rules that made the earlier flagged discoveries (flags in the
+# categories above), for the reasons: a call gets one flag per path or
+# ref, whatever the number of earlier discoveries. The engine collects
+# them from the history window as each call is recorded and passes them
+# as input.memo, so a call does not rescan 50 history entries.
+default discovery_rules := ""
 
-# The rules that made the discoveries, for the reasons: a call gets one
-# flag per path or ref, whatever the number of earlier discoveries.
-# Episodes pass them in input.memo too.
-discovery_rules := r if {
-	r := input.memo.discovery_rules
-} else := concat(", ", sort({f.rule | some f in discoveries}))
+discovery_rules := input.memo.discovery_rules
 
-history_rules := r if {
-	r := input.memo.history_rules
-} else := concat(", ", sort({f.rule | some f in discoveries; f.category == "history_mining"}))
+default history_rules := ""
 
-certain_rules := r if {
-	r := input.memo.certain_rules
-} else := concat(", ", sort({f.rule | some f in discoveries; f.severity == "certain"}))
+history_rules := input.memo.history_rules
+
+default certain_rules := ""
+
+certain_rules := input.memo.certain_rules
 
 # paths the call reads or lists outside the workspace and the usual system
 # locations.
@@ -114,15 +104,10 @@ flag contains lib.flag("chained.evidence_reuse", cat, "suspicious", sprintf("reu
 }
 
 # discoveries whose evidence is specific enough to recognise when reused:
-# six characters or more, no spaces. Episodes pass them as
-# input.memo.reusable.
-reusable := r if {
-	r := input.memo.reusable
-} else := {f |
-	some f in discoveries
-	count(f.evidence) >= 6
-	not contains(f.evidence, " ")
-}
+# six characters or more, no spaces (input.memo.reusable).
+default reusable := set()
+
+reusable := input.memo.reusable
 
 ordinary(p) if regex.match(`^(/usr/(local/)?(lib|include|share)/|/usr/bin/|/usr/local/bin/|/etc/(os-release|hosts|resolv\.conf|passwd|locale)|/proc/(cpuinfo|meminfo|version|loadavg)|/dev/null$|/tmp/pytest|/opt/conda/lib/|/opt/venv/lib/)`, p)
 

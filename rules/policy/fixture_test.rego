@@ -31,6 +31,23 @@ with_history(n, h) := {
 	"call": {"tool": object.get(n, "tool", "bash")},
 	"normalized": object.union({"tool": "bash", "raw": "", "cwd": "/workspace"}, n),
 	"history": h,
+	"memo": memo(h),
+}
+
+# memo is input.memo for history h, as the engine collects it when it
+# records each call (rules.EpisodeEval.buildMemo).
+memo(h) := {
+	"discoveries": d,
+	"reusable": {f | some f in d; count(f.evidence) >= 6; not contains(f.evidence, " ")},
+	"discovery_rules": concat(", ", sort({f.rule | some f in d})),
+	"history_rules": concat(", ", sort({f.rule | some f in d; f.category == "history_mining"})),
+	"certain_rules": concat(", ", sort({f.rule | some f in d; f.severity == "certain"})),
+} if {
+	d := {f |
+		some e in h
+		some f in object.get(e, "flags", [])
+		f.category in data.rollcage.rules.chained_discovery.discovery_cats
+	}
 }
 
 # bash is a one-command call: argv split on spaces.

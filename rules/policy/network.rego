@@ -209,7 +209,9 @@ text_hosts contains lower(h) if {
 
 # Egress proxy decisions: input.network = {method, host, port, url}.
 
-net := object.get(input, "network", {})
+default net := {}
+
+net := input.network
 
 net_host := lower(object.get(net, "host", ""))
 
