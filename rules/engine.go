@@ -110,7 +110,7 @@ type Engine struct {
 	// input.history (lib.history); episodes pass them only then, so a
 	// policy that reads neither converts no call for them (inputReads)
 	readsCall, readsHistory bool
-	rules      []RuleInfo
+	rules                   []RuleInfo
 }
 
 // New loads, compiles and prepares the policy once.

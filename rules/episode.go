@@ -180,7 +180,7 @@ func (ep *EpisodeEval) Eval(ctx context.Context, call, normalized any) ([]Flag, 
 	if err := ep.invalid(); err != nil {
 		return []Flag{evalErrorFlag(err)}, nil
 	}
-	var gateObj, run *ast.Term
+	var gateObj, run, derived *ast.Term
 	if gt := ep.eng.gating; gt != nil {
 		n := typed(normalized)
 		if n == nil { // plain data: the gates read it through its value
@@ -192,7 +192,7 @@ func (ep *EpisodeEval) Eval(ctx context.Context, call, normalized any) ([]Flag, 
 		ep.mu.Lock()
 		h := ep.gateHistory()
 		ep.mu.Unlock()
-		gateObj, run = gt.open(gt.set.Open(n, ep.gate, h))
+		gateObj, run, derived = gt.open(n, gt.set.Open(n, ep.gate, h))
 		if run == nil { // every gate is shut: no rule can fire
 			if err := ctx.Err(); err != nil {
 				return nil, fmt.Errorf("rules: eval: %w", err)
@@ -228,6 +228,9 @@ func (ep *EpisodeEval) Eval(ctx context.Context, call, normalized any) ([]Flag, 
 			kv = append(kv, ast.StringTerm("run"), run)
 		}
 		kv = append(kv, ast.StringTerm("gate"), gateObj)
+		if derived != nil {
+			kv = append(kv, ast.StringTerm("derived"), derived)
+		}
 	}
 	return ep.eng.eval(ctx, q, object(kv))
 }

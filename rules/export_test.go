@@ -28,10 +28,11 @@ func (ep *EpisodeEval) GateMisses(normalized any, flags []Flag) []string {
 	ep.mu.Lock()
 	h := ep.gateHistory()
 	ep.mu.Unlock()
-	open := gt.set.Open(n, ep.gate, h)
-	if open == nil {
+	r := gt.set.Open(n, ep.gate, h)
+	if r == nil {
 		return nil
 	}
+	open := r.Open
 	var miss []string
 	for _, f := range flags {
 		for i, id := range gt.ids {

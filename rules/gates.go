@@ -11,6 +11,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/rego"
 
 	"github.com/rollcage/rollcage/rules/gate"
+	"github.com/rollcage/rollcage/toolcall"
 )
 
 // gating is the engine's side of package gate: which rules have a gate
@@ -246,33 +247,55 @@ func (gt *gating) query(prep func(string) (rego.PreparedEvalQuery, error)) (rego
 	return gt.q, gt.err
 }
 
-// open is input.gate and input.run for a call: the open rules and the
-// packages to evaluate (none: nothing can fire). open nil opens every
-// rule.
-func (gt *gating) open(open []bool) (gateObj, run *ast.Term) {
-	if open == nil {
+// open is input.gate, input.run and input.derived for a call the gates
+// read as r (nil: every rule open): the open rules, the packages to
+// evaluate (run nil: none, nothing can fire) and what lib would
+// otherwise compute from the call (nil when the gates did not read it).
+func (gt *gating) open(n *toolcall.Normalized, r *gate.Result) (gateObj, run, derived *ast.Term) {
+	if r == nil {
 		names := slices.Clone(gt.always)
 		for _, p := range gt.pkgs {
 			names = append(names, p.name)
 		}
-		return gt.all, ast.ArrayTerm(names...)
+		return gt.all, ast.ArrayTerm(names...), nil
 	}
 	var items [][2]*ast.Term
-	for i, o := range open {
+	for i, o := range r.Open {
 		if o {
 			items = append(items, ast.Item(gt.idTerm[i], ast.BooleanTerm(true)))
 		}
 	}
 	names := slices.Clone(gt.always)
 	for _, p := range gt.pkgs {
-		if slices.ContainsFunc(p.rules, func(i int) bool { return open[i] }) {
+		if slices.ContainsFunc(p.rules, func(i int) bool { return r.Open[i] }) {
 			names = append(names, p.name)
 		}
 	}
 	if len(names) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
-	return ast.ObjectTerm(items...), ast.ArrayTerm(names...)
+	return ast.ObjectTerm(items...), ast.ArrayTerm(names...), derivedOf(n, r.ArgPaths)
+}
+
+// derivedOf is input.derived: lib.text, lib.code, lib.touched and
+// lib.arg_paths as lib computes them, for a call the gates read (so
+// without base64: lib.decoded is empty).
+func derivedOf(n *toolcall.Normalized, argPaths []string) *ast.Term {
+	set := func(ls ...[]string) *ast.Term {
+		var ts []*ast.Term
+		for _, l := range ls {
+			for _, x := range l {
+				ts = append(ts, ast.StringTerm(x))
+			}
+		}
+		return ast.SetTerm(ts...)
+	}
+	return ast.ObjectTerm(
+		ast.Item(ast.InternedTerm("text"), ast.StringTerm(strings.Join(append([]string{n.Raw, n.Content}, n.Scripts...), "\n"))),
+		ast.Item(ast.InternedTerm("code"), ast.StringTerm(strings.Join(append([]string{n.Content}, n.Scripts...), "\n"))),
+		ast.Item(ast.InternedTerm("touched"), set(n.Reads, n.Lists, n.Writes, n.Deletes)),
+		ast.Item(ast.InternedTerm("arg_paths"), set(argPaths)),
+	)
 }
 
 // gateEpisode is what the gates know of an episode, read from its facts

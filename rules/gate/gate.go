@@ -355,9 +355,20 @@ type History struct {
 	Evidence []string
 }
 
-// Open reports, per rule of the set (in the order New was given them),
-// whether the call n can trigger it; nil means every rule.
-func (s *Set) Open(n *toolcall.Normalized, ep *Episode, h History) []bool {
+// Result is what the gates made of one call.
+type Result struct {
+	// Open says, per rule of the set (in the order New was given them),
+	// whether the call can trigger it.
+	Open []bool
+	// ArgPaths are the call's path arguments resolved as lib.arg_paths
+	// resolves them, which the engine passes on (input.derived).
+	ArgPaths []string
+}
+
+// Open reads one call: which rules it can trigger. A nil Result means
+// every rule: the gates could not read the call (the package doc says
+// when).
+func (s *Set) Open(n *toolcall.Normalized, ep *Episode, h History) *Result {
 	if n == nil || ep == nil || ep.Unknown {
 		return nil
 	}
@@ -387,7 +398,7 @@ func (s *Set) Open(n *toolcall.Normalized, ep *Episode, h History) []bool {
 			}
 		}
 	}
-	return open
+	return &Result{Open: open, ArgPaths: c.argPaths}
 }
 
 func (s *Set) holds(g Gate, text [][]int, c *call, ep *Episode, h History) bool {

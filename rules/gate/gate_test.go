@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -112,9 +113,9 @@ func TestOpen(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		open := s.Open(tc.n, ep, tc.h)
-		if open == nil || open[0] != tc.want {
-			t.Errorf("%s: open = %v, want [%v]", tc.name, open, tc.want)
+		r := s.Open(tc.n, ep, tc.h)
+		if r == nil || r.Open[0] != tc.want {
+			t.Errorf("%s: open = %+v, want [%v]", tc.name, r, tc.want)
 		}
 	}
 }
@@ -137,11 +138,18 @@ func TestOpenFailsOpen(t *testing.T) {
 		{"no call", nil, ep},
 		{"unknown episode", &toolcall.Normalized{Raw: "ls"}, &Episode{Unknown: true}},
 	} {
-		if open := s.Open(tc.n, tc.ep, History{}); open != nil {
-			t.Errorf("%s: open = %v, want nil (every rule)", tc.name, open)
+		if r := s.Open(tc.n, tc.ep, History{}); r != nil {
+			t.Errorf("%s: open = %+v, want nil (every rule)", tc.name, r)
 		}
 	}
-	if open := s.Open(&toolcall.Normalized{Raw: "ls"}, ep, History{}); open == nil || open[0] {
-		t.Errorf("plain call: open = %v, want [false]", open)
+	if r := s.Open(&toolcall.Normalized{Raw: "ls"}, ep, History{}); r == nil || r.Open[0] {
+		t.Errorf("plain call: open = %+v, want [false]", r)
+	}
+	// the path arguments, resolved as lib.arg_paths resolves them
+	n := &toolcall.Normalized{Cwd: "/w", Commands: []toolcall.Command{{Name: "cat", Argv: []string{"cat", "-n", "a/b", "~/c/d", "/e/f", "x.py", "http://h/p"}}}}
+	want := []string{"/w/a/b", "/home/agent/c/d", "/e/f"}
+	ep.Home = "/home/agent"
+	if r := s.Open(n, ep, History{}); r == nil || !slices.Equal(r.ArgPaths, want) {
+		t.Errorf("arg paths = %+v, want %q", r, want)
 	}
 }

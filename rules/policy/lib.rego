@@ -72,11 +72,18 @@ default tool := ""
 
 tool := norm.tool
 
+# input.derived, when the engine passes it (for a call its gates read,
+# which has no base64 in it), holds text, code, touched and arg_paths as
+# the definitions below compute them; monitor.TestPrefilterEquivalence
+# holds the two equal.
+
 # texts are all program/command texts of the call, for content searches.
 texts := array.concat(array.concat([raw, content], scripts), [d | some d in decoded])
 
 # text is all texts joined, so a content rule costs one regex call.
-text := concat("\n", texts)
+text := t if {
+	t := input.derived.text
+} else := concat("\n", texts)
 
 # decoded are base64 literals of a call that decodes base64, so obfuscated
 # paths and commands meet the same rules as plain ones.
@@ -89,7 +96,9 @@ decoded contains d if {
 }
 
 # code is text that ends up in files or interpreters (not the shell line).
-code := concat("\n", array.concat([content], scripts))
+code := c if {
+	c := input.derived.code
+} else := concat("\n", array.concat([content], scripts))
 
 # facts are derived from task and sandbox alone. An Episode evaluates
 # episode_facts once when it starts and passes them as input.facts, so the
@@ -177,12 +186,16 @@ in_workdir(p) if startswith(p, facts.workdir_slash)
 in_workdir(p) if p == workdir
 
 # every path the call reads, lists, writes or deletes.
-touched := {p | some p in array.concat(array.concat(reads, lists), array.concat(writes, deletes))}
+touched := t if {
+	t := input.derived.touched
+} else := {p | some p in array.concat(array.concat(reads, lists), array.concat(writes, deletes))}
 
 write_set := {p | some p in writes}
 
 # argv tokens that look like paths, resolved.
-arg_paths := {abs(a) |
+arg_paths := a if {
+	a := input.derived.arg_paths
+} else := {abs(a) |
 	some c in commands
 	some i, a in c.argv
 	i > 0
