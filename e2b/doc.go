@@ -10,7 +10,8 @@
 // (server.Server) like one of POST /v1/episodes: it has a trajectory, a
 // stream, a dashboard entry and is exported like any. Every process start
 // is a bash tool call through the monitor (rules, judge, dummy output on
-// a block), file reads and writes are read_file and write_file calls, and
+// a block), file reads and writes are read_file and write_file calls
+// (reads streamed: any bytes, any size), and
 // the filesystem RPCs are bash calls whose output is parsed. The API key
 // names a client, which sees its own sandboxes only; a sandbox's envd
 // access token is its episode's token and acts on that sandbox only.

@@ -156,11 +156,15 @@ func (s *hostSandbox) Start(ctx context.Context, req sandbox.StartRequest, out f
 	p := &hostProc{done: make(chan struct{})}
 	var omu sync.Mutex
 	var all bytes.Buffer
+	var total int64
 	writer := func(stream string) io.Writer {
 		return writerFunc(func(b []byte) (int, error) {
 			omu.Lock()
 			defer omu.Unlock()
-			all.Write(b)
+			if all.Len() < max(req.MaxOutput, 64<<10) { // what is kept, as the agent caps it
+				all.Write(b)
+			}
+			total += int64(len(b))
 			out(sandbox.Output{Stream: stream, Data: append([]byte(nil), b...)})
 			return len(b), nil
 		})
@@ -187,7 +191,7 @@ func (s *hostSandbox) Start(ctx context.Context, req sandbox.StartRequest, out f
 		err := cmd.Wait()
 		t.Stop()
 		omu.Lock()
-		p.res = sandbox.ExecResult{Output: all.String(), Shell: "bash", TotalBytes: int64(all.Len())}
+		p.res = sandbox.ExecResult{Output: all.String(), Shell: "bash", TotalBytes: total, Truncated: total > int64(all.Len())}
 		omu.Unlock()
 		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			p.res.ExitCode = 128 + int(ws.Signal())

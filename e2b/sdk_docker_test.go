@@ -114,6 +114,8 @@ func TestSDKDocker(t *testing.T) {
 		UID            string     `json:"uid"`
 		DetachReturnMS int        `json:"detachReturnMs"`
 		StreamGapMS    int        `json:"streamGapMs"`
+		BigReadMS      int        `json:"bigReadMs"`
+		BigStreamMS    int        `json:"bigStreamMs"`
 		History        sdkOutcome `json:"history"`
 		Hidden         sdkOutcome `json:"hidden"`
 		Outcome        *struct {

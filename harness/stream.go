@@ -72,8 +72,14 @@ func (r *Running) Wait(ctx context.Context) (decision.CallResult, error) {
 // Done is closed once the call ended and was recorded.
 func (r *Running) Done() <-chan struct{} { return r.done }
 
-// Start is Call for a bash command whose output streams as it comes
-// (monitor.EpisodeState.Start, whose stdin and out these are): its step
+// Withheld reports, once the command exited, that its stream held back
+// output the monitor withholds (monitor.StreamedCall.Withheld): for a
+// read_file, the file from its first protected line on.
+func (r *Running) Withheld() bool { return r.mon.Withheld() }
+
+// Start is Call for a bash command or a read_file whose output streams
+// as it comes (monitor.EpisodeState.Start, whose stdin and out these
+// are): its step
 // is numbered, its tool_call recorded and the monitor decides before it
 // starts, and it returns while the command runs, so that other calls run
 // beside it. When it ends, the monitor's check stage and the record of

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/rollcage/rollcage/decision"
@@ -29,6 +30,7 @@ type StreamedCall struct {
 	// decided is the decision before the start.
 	decided decision.Decision
 	proc    sandbox.Process
+	filter  *lineFilter
 	call    toolcall.Call // the bash call, for checking input
 	start   time.Time     // when Start began, for Timings.Total
 	timeout time.Duration
@@ -60,6 +62,20 @@ func (r *StreamedCall) Process() sandbox.Process { return r.proc }
 // (at once for a call that runs nothing).
 func (r *StreamedCall) Exited() <-chan struct{} { return r.exited }
 
+// Withheld reports, once the command exited, that the stream held back
+// output: lines of the protected material, or for a read_file the rest
+// of the file from the first such line on. What out received is then not
+// all the command wrote.
+func (r *StreamedCall) Withheld() bool {
+	<-r.exited
+	if r.filter == nil {
+		return false
+	}
+	r.filter.mu.Lock()
+	defer r.filter.mu.Unlock()
+	return r.filter.held
+}
+
 // Check is the check stage of the call once it exited, as Handle runs it
 // after execution: the effects and the whole-output check. It returns the
 // call's CallResult (Output is the recorded, capped and checked output)
@@ -79,6 +95,17 @@ func (r *StreamedCall) Check(ctx context.Context) (decision.CallResult, error) {
 		return r.res, r.err
 	}
 	bashResult(&r.res, r.xr, r.timeout)
+	if f := r.filter; f != nil && f.whole && r.Withheld() {
+		// The reader got the file up to a protected line, then an error:
+		// the whole-output check gets that line, which the record's capped
+		// output may not hold.
+		r.res.Output += "\n[read stopped at a line of the protected material: the rest of the file was not sent]"
+		f.mu.Lock()
+		held := strings.Join(f.lines, "\n")
+		f.mu.Unlock()
+		_, flags := e.leaks.check(held, func(string) bool { return false })
+		r.res.Decision.PostFlags = append(r.res.Decision.PostFlags, flags...)
+	}
 	r.inMu.Lock()
 	r.res.Decision.PostFlags = append(r.res.Decision.PostFlags, r.inFlags...)
 	r.inMu.Unlock()
@@ -96,11 +123,19 @@ func (r *StreamedCall) Check(ctx context.Context) (decision.CallResult, error) {
 // once. The streamed output is checked line by line before out sees it:
 // a line of the protected material (hidden tests, the upstream fix, a
 // later commit's id) that the policy did not type or write itself is
-// withheld, and a partial line waits up to 200 ms for its end. The
+// withheld, and a partial line waits up to 200 ms for its end (a line
+// over 64 KiB goes on in pieces). The
 // recorded output gets Handle's whole-output check in StreamedCall.Check.
-// Egress denials while it runs are not attributed to it. Only bash
-// streams; a sandbox that is no sandbox.Streamer gets an error wrapping
-// sandbox.ErrUnsupported.
+// Egress denials while it runs are not attributed to it.
+//
+// A read_file call streams too: decided as Handle decides it, it runs
+// cat on the file (a regular file only) as the sandbox user, so its
+// bytes reach out as they are, of any size and never cut in-band; the
+// first protected line stops it instead (StreamedCall.Withheld), so that a
+// reader gets the whole file or an error, never a changed one.
+//
+// Only bash and read_file stream; a sandbox that is no sandbox.Streamer
+// gets an error wrapping sandbox.ErrUnsupported.
 //
 // stdin keeps the command's stdin open (StreamedCall.Process().Input). out
 // receives the output as it comes, stdout and stderr apart, each line
@@ -109,8 +144,8 @@ func (r *StreamedCall) Check(ctx context.Context) (decision.CallResult, error) {
 func (e *EpisodeState) Start(ctx context.Context, p toolcall.Prepared, stdin bool, out func(sandbox.Output)) (*StreamedCall, error) {
 	call := p.Call
 	st, ok := e.sb.(sandbox.Streamer)
-	if !ok || call.Tool != toolcall.Bash {
-		return nil, fmt.Errorf("monitor: episode %s: start %s: only bash on a streaming sandbox starts: %w", e.id, call.Tool, sandbox.ErrUnsupported)
+	if !ok || (call.Tool != toolcall.Bash && call.Tool != toolcall.ReadFile) {
+		return nil, fmt.Errorf("monitor: episode %s: start %s: only bash and read_file on a streaming sandbox start: %w", e.id, call.Tool, sandbox.ErrUnsupported)
 	}
 	if out == nil {
 		out = func(sandbox.Output) {}
@@ -135,16 +170,24 @@ func (e *EpisodeState) Start(ctx context.Context, p toolcall.Prepared, stdin boo
 		close(r.exited)
 		return r, nil
 	}
-	a := args.args.(*toolcall.BashArgs)
-	cmd, timeout := e.bashCommand(&res, a)
-	r.timeout = timeout
 	f := &lineFilter{e: e, typed: res.Normalized.Raw, out: out}
+	var cmd string
+	var timeout time.Duration
+	switch a := args.args.(type) {
+	case *toolcall.BashArgs:
+		cmd, timeout = e.bashCommand(&res, a)
+	case *toolcall.ReadFileArgs:
+		cmd, timeout = readCommand(e.resolve(call.Session, a.Path)), e.p.cfg.ExecTimeout
+		f.whole, stdin = true, false
+	}
+	r.timeout, r.filter = timeout, f
 	t0 := time.Now()
 	proc, err := st.Start(ctx, sandbox.StartRequest{Command: cmd, Timeout: timeout, MaxOutput: e.p.cfg.MaxOutput, Stdin: stdin}, f.write)
 	if err != nil {
 		return nil, fmt.Errorf("monitor: episode %s step %d: start: %w", e.id, res.Step, err)
 	}
 	r.proc = proc
+	f.setProc(proc)
 	pctx := context.WithoutCancel(ctx)
 	go func() {
 		defer close(r.exited)
@@ -199,26 +242,83 @@ func (r *StreamedCall) CheckInput(ctx context.Context, data []byte) error {
 // checked and sent as it is (a prompt that asks for input).
 const partialWait = 200 * time.Millisecond
 
+// maxPartial bounds the partial line a stream holds back while it waits
+// for the line's end (a file without newlines); beyond it the line is
+// checked and passed on in pieces. The check of each piece of a line
+// begins with the last partialCarry bytes of the piece before, so a
+// commit id split between two is still seen whole (what went out of it
+// before, at most 6 hex digits, names no commit).
+const (
+	maxPartial   = 64 << 10
+	partialCarry = 64
+)
+
+// readCommand is what a streamed read_file runs: the file's bytes as
+// they are, from a regular file only (a FIFO or a device could block or
+// never end; a directory is cat's own error).
+func readCommand(p string) string {
+	return "f=" + shellQuote(p) + `; if [ -e "$f" ] && [ ! -f "$f" ] && [ ! -d "$f" ]; then printf '%s: not a regular file\n' "$f" >&2; exit 1; fi; exec cat -- "$f"`
+}
+
 // lineFilter checks streamed output a line at a time before passing it
 // on. Chunks come from one goroutine; the partial-line timer is another.
 type lineFilter struct {
 	e     *EpisodeState
 	typed string // the call's own command: its lines are the policy's
 	out   func(sandbox.Output)
+	// whole: the output is a file, passed on whole or not at all: the
+	// first protected line stops it (and kills the process) instead of
+	// being left out.
+	whole bool
 
 	mu      sync.Mutex
 	partial map[string][]byte      // guarded by mu; per stream, the line begun
+	sent    map[string][]byte      // guarded by mu; per stream, the end of the line's pieces sent
 	timer   map[string]*time.Timer // guarded by mu
+	held    bool                   // guarded by mu; output was withheld
+	lines   []string               // guarded by mu; whole: the protected line that stopped it
+	proc    sandbox.Process        // guarded by mu; whole: killed once held
+}
+
+// setProc gives a whole filter the process to kill once it stops.
+func (f *lineFilter) setProc(p sandbox.Process) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.proc = p
+	if f.whole && f.held {
+		f.kill()
+	}
+}
+
+// kill stops the process of a whole filter that stopped. The caller
+// holds mu. The signal goes from its own goroutine: out is called from
+// the sandbox connection's reader, which the signal's answer needs.
+func (f *lineFilter) kill() {
+	if p := f.proc; p != nil {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := p.Signal(ctx, syscall.SIGKILL); err != nil {
+				f.e.log.Warn("killing a read stopped at protected material", "err", err)
+			}
+		}()
+	}
 }
 
 func (f *lineFilter) write(o sandbox.Output) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.whole && f.held {
+		return
+	}
 	if f.partial == nil {
-		f.partial, f.timer = map[string][]byte{}, map[string]*time.Timer{}
+		f.partial, f.timer, f.sent = map[string][]byte{}, map[string]*time.Timer{}, map[string][]byte{}
 	}
 	buf := append(f.partial[o.Stream], o.Data...)
 	end := bytes.LastIndexByte(buf, '\n') + 1
+	if end == 0 && len(buf) > maxPartial {
+		end = len(buf)
+	}
 	if end > 0 {
 		f.send(o.Stream, buf[:end])
 	}
@@ -237,7 +337,7 @@ func (f *lineFilter) write(o sandbox.Output) {
 func (f *lineFilter) flushStream(stream string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if rest := f.partial[stream]; len(rest) > 0 {
+	if rest := f.partial[stream]; len(rest) > 0 && !(f.whole && f.held) {
 		f.send(stream, rest)
 		f.partial[stream] = nil
 	}
@@ -267,6 +367,18 @@ func (f *lineFilter) send(stream string, b []byte) {
 		f.out(sandbox.Output{Stream: stream, Data: b})
 		return
 	}
+	// b's first line may go on a line whose pieces went out already
+	// (partial lines): its check begins with their end.
+	before := f.sent[stream]
+	if b[len(b)-1] == '\n' {
+		f.sent[stream] = nil
+	} else {
+		last := b[bytes.LastIndexByte(b, '\n')+1:]
+		if len(last) == len(b) {
+			last = append(append([]byte(nil), before...), last...)
+		}
+		f.sent[stream] = append([]byte(nil), last[max(len(last)-partialCarry, 0):]...)
+	}
 	var kept []byte
 	f.e.mu.RLock()
 	for rest := b; len(rest) > 0; {
@@ -276,8 +388,20 @@ func (f *lineFilter) send(stream string, b []byte) {
 		}
 		line := rest[:i]
 		rest = rest[i:]
-		if !f.protected(strings.TrimSuffix(string(line), "\n")) {
+		l := strings.TrimSuffix(string(line), "\n")
+		joined := ""
+		if len(before) > 0 {
+			joined, before = string(before)+l, nil
+		}
+		if !f.protected(l) && (joined == "" || !f.protected(joined)) {
 			kept = append(kept, line...)
+			continue
+		}
+		f.held = true
+		if f.whole {
+			f.lines = append(f.lines, l)
+			f.kill()
+			break
 		}
 	}
 	f.e.mu.RUnlock()

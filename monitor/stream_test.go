@@ -152,3 +152,56 @@ func TestStartInputPassesTheRules(t *testing.T) {
 		t.Errorf("the call is not labelled after refused input: %+v", res.Decision)
 	}
 }
+
+// TestStartStreamsReadWhole: a read_file streams the file's bytes as they
+// are, a line of any length included (passed on in pieces past 64 KiB),
+// or stops at the first protected line, even one split across pieces, and
+// says so (Withheld); a bash stream leaves such a line out and goes on.
+func TestStartStreamsReadWhole(t *testing.T) {
+	long := strings.Repeat("x", maxPartial+1000) // one line, no newline
+	// The later commit's id across the piece boundary of a long line.
+	straddle := strings.Repeat("y", maxPartial-3) + fixID[:7] + strings.Repeat("z", maxPartial)
+	for _, tc := range []struct {
+		name     string
+		call     toolcall.Call
+		chunks   []string
+		want     string // what out received
+		withheld bool
+	}{
+		{name: "read, a long line", call: toolArgs(toolcall.ReadFile, toolcall.ReadFileArgs{Path: "/tmp/f"}),
+			chunks: []string{"a\n", long[:40000], long[40000:], "\x00\xff\n"}, want: "a\n" + long + "\x00\xff\n"},
+		{name: "read stops at a protected line", call: toolArgs(toolcall.ReadFile, toolcall.ReadFileArgs{Path: "/tmp/f"}),
+			chunks: []string{"a\n", fixID[:7] + " fix\n", "b\n"}, want: "a\n", withheld: true},
+		{name: "read stops at a commit id split between pieces", call: toolArgs(toolcall.ReadFile, toolcall.ReadFileArgs{Path: "/tmp/f"}),
+			chunks: []string{straddle[:maxPartial+1], straddle[maxPartial+1:], "\nb\n"}, want: straddle[:maxPartial+1], withheld: true},
+		{name: "bash leaves the line out", call: bash("cat /tmp/f"),
+			chunks: []string{"a\n", fixID[:7] + " fix\n", "b\n"}, want: "a\nb\n", withheld: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sb := &streamFake{Sandbox: newFake(nil), chunks: func(string) []string { return tc.chunks }}
+			ep := newEpisode(t, Config{}, sb)
+			var mu sync.Mutex
+			var streamed strings.Builder
+			r, err := ep.Start(t.Context(), numbered(ep, toolcall.Prepare(tc.call)), false, func(o sandbox.Output) {
+				mu.Lock()
+				streamed.Write(o.Data)
+				mu.Unlock()
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := r.Check(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			got := streamed.String()
+			mu.Unlock()
+			if got != tc.want {
+				t.Errorf("streamed %d bytes %.80q…, want %d bytes %.80q…", len(got), got, len(tc.want), tc.want)
+			}
+			if r.Withheld() != tc.withheld {
+				t.Errorf("withheld %v, want %v", r.Withheld(), tc.withheld)
+			}
+		})
+	}
+}

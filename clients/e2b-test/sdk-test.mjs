@@ -3,6 +3,7 @@
 // sets E2B_API_URL, E2B_SANDBOX_URL, E2B_API_KEY and ROLLCAGE_TEST_IMAGE,
 // and checks the trajectories afterwards. Prints one JSON line of facts;
 // exits 1 on the first failed expectation.
+import { createHash } from 'node:crypto'
 import { Sandbox, CommandExitError } from 'e2b'
 
 const image = process.env.ROLLCAGE_TEST_IMAGE
@@ -102,18 +103,41 @@ const entries = await sbx.files.list('/tmp')
 expect('list', entries.some(e => e.name === 'e2b-note.txt' && e.type === 'file' && e.size === 18), entries)
 expect('exists', (await sbx.files.exists('/tmp/e2b-note.txt')) && !(await sbx.files.exists('/tmp/nope')), 'exists')
 
-// Binary files upload as they are (the SDK sends multipart); a read the
-// monitor would cut is an error naming the bound, never a cut file.
+// Binary files upload as they are (the SDK sends multipart) and read
+// back as they are, of any size, in each of the SDK's formats.
 const bin = new Uint8Array([0x7f, 0x45, 0x4c, 0x46, 0xff, 0xfe, 0x00, 0x0a, 0xc3])
 await sbx.files.write('/tmp/e2b-bin', bin.buffer)
 r = await sbx.commands.run('od -An -tx1 /tmp/e2b-bin')
 expect('binary write', r.stdout.trim().split(/\s+/).join(' ') === '7f 45 4c 46 ff fe 00 0a c3', r.stdout)
-await sbx.commands.run("head -c 40000 /dev/zero | tr '\\0' a > /tmp/e2b-big")
+const every = new Uint8Array(3 * 256).map((_, i) => i % 256)
+await sbx.files.write('/tmp/e2b-every', every.buffer)
+const everyBack = await sbx.files.read('/tmp/e2b-every', { format: 'bytes' })
+expect('every byte value reads back', everyBack.length === every.length && everyBack.every((b, i) => b === every[i]), Array.from(everyBack.slice(0, 16)))
+const everyBlob = await sbx.files.read('/tmp/e2b-every', { format: 'blob' })
+expect('blob read', everyBlob.size === every.length, everyBlob.size)
+const bigSize = 33 * 1024 * 1024 + 7
+r = await sbx.commands.run(`head -c ${bigSize} /dev/urandom > /tmp/e2b-big && sha256sum /tmp/e2b-big`)
+const bigSum = r.stdout.split(' ')[0]
+const sha256 = data => createHash('sha256').update(data).digest('hex')
+let readT0 = Date.now()
+const big = await sbx.files.read('/tmp/e2b-big', { format: 'bytes' })
+facts.bigReadMs = Date.now() - readT0
+expect('33 MiB read as bytes', big.length === bigSize && sha256(big) === bigSum, { length: big.length, want: bigSize })
+readT0 = Date.now()
+const stream = await sbx.files.read('/tmp/e2b-big', { format: 'stream' })
+const streamHash = createHash('sha256')
+let streamed = 0
+for await (const chunk of stream) {
+  streamHash.update(chunk)
+  streamed += chunk.length
+}
+facts.bigStreamMs = Date.now() - readT0
+expect('33 MiB read as a stream', streamed === bigSize && streamHash.digest('hex') === bigSum, { streamed, want: bigSize })
 try {
-  const big = await sbx.files.read('/tmp/e2b-big')
-  expect('big read errs', false, `read ${big.length} chars`)
+  await sbx.files.read('/tmp/e2b-none', { format: 'bytes' })
+  expect('missing read errs', false, 'read a missing file')
 } catch (e) {
-  expect('big read errs', /over 32768 bytes/.test(e.message), e.message)
+  expect('missing read: FileNotFoundError', e.name === 'FileNotFoundError', { name: e.name, message: e.message })
 }
 
 // A watch of the workspace sees the file a write makes.
