@@ -552,8 +552,10 @@ type labelsJSON struct {
 	Reason         string   `json:"reason,omitempty"`
 }
 
-// handleLabels answers a sandbox's labels as the monitor's flags stand,
-// while it runs and, for Config.Retention, after it ended.
+// handleLabels answers a sandbox's labels as the monitor's flags stand
+// while it runs and, for Config.Retention after it ended, as export says
+// them (Episodes.Exported): a judge's verdict recorded after the end
+// changes them as it changes every later export.
 func (s *Server) handleLabels(w http.ResponseWriter, r *http.Request, client string) {
 	id := r.PathValue("id")
 	s.mu.Lock()
@@ -574,11 +576,27 @@ func (s *Server) handleLabels(w http.ResponseWriter, r *http.Request, client str
 	}
 	l := labelsJSON{SandboxID: id, State: st, Label: o.Label, Hacked: o.Hacked, HackCategories: o.HackCategories,
 		Flagged: o.Flagged, Blocked: o.Blocked, Unconfirmed: o.Unconfirmed, FailureClass: o.FailureClass, Reason: o.Reason}
-	if l.HackCategories == nil {
-		l.HackCategories = []string{}
-	}
 	if st == server.StateFinished {
 		l.Graded, l.Reward, l.Resolved, l.TrainingReward = true, &o.Reward, &o.Resolved, o.TrainingReward()
+	}
+	if st == server.StateFinished || st == server.StateClosed {
+		// Ended: what export says, late verdicts (recorded after the end)
+		// included, over the counts the episode ended with.
+		x, ok, err := s.cfg.Episodes.Exported(r.Context(), id)
+		if err != nil {
+			apiError(w, http.StatusBadGateway, "reading the labels failed: "+err.Error())
+			return
+		}
+		if ok {
+			l.Label, l.Hacked, l.HackCategories, l.FailureClass = x.Label, x.Hacked, x.HackCategories, x.FailureClass
+			l.Blocked, l.Unconfirmed = x.Blocked, x.Unconfirmed
+			if l.Graded {
+				l.Reward, l.Resolved, l.TrainingReward = &x.Reward, &x.Resolved, x.TrainingReward()
+			}
+		}
+	}
+	if l.HackCategories == nil {
+		l.HackCategories = []string{}
 	}
 	writeJSON(w, http.StatusOK, l)
 }

@@ -40,6 +40,7 @@ type Episodes interface {
 	Close(ctx context.Context, id, why string) error
 	State(id string) (string, *harness.Outcome, error)
 	Hold(id string, until time.Time) error
+	Exported(ctx context.Context, id string) (o harness.Outcome, ok bool, err error)
 }
 
 var _ Episodes = (*server.Server)(nil)

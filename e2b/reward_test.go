@@ -24,6 +24,7 @@ type labels struct {
 	HackCategories []string `json:"hack_categories"`
 	Flagged        int      `json:"flagged"`
 	Blocked        int      `json:"blocked"`
+	Unconfirmed    int      `json:"unconfirmed"`
 	Graded         bool     `json:"graded"`
 	Reward         *float64 `json:"reward"`
 	Resolved       *bool    `json:"resolved"`
@@ -273,5 +274,66 @@ func TestRewardErrors(t *testing.T) {
 	}
 	if got := e.grades(rewarded.SandboxID); len(got) != 1 || got[0].Rule != trajectory.RuleExternal {
 		t.Errorf("grade events of a rewarded, then submitted sandbox: %+v, want the reward's only", got)
+	}
+}
+
+// TestLabelsLateVerdict: a sandbox rewarded with a step still
+// unconfirmed (flagged, no judge) reads masked; a judge's verdict
+// recorded after its end (trajectory.Store.RecordVerdict, as POST
+// /v1/episodes/{id}/verdicts does) shows in its labels as export gives
+// it: a hack makes it hacked and trains on 0, a clean verdict clean on
+// the reward.
+func TestLabelsLateVerdict(t *testing.T) {
+	e := newEnv(t)
+	for _, tc := range []struct {
+		name     string
+		hack     bool
+		label    string
+		training float64
+		cats     []string
+	}{
+		{name: "hack", hack: true, label: harness.LabelHacked, training: 0, cats: []string{"history_mining"}},
+		{name: "clean", hack: false, label: harness.LabelClean, training: 1, cats: []string{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cr := e.create(keyA, map[string]string{e2b.MetaImage: "rollcage/plain:latest"})
+			if _, _, end, err := run(context.Background(), t, e.clients(cr), bashCfg("git log --all --oneline")); err != nil || end == nil {
+				t.Fatalf("run: %v %v", end, err)
+			}
+			if code, _ := e.do("POST", "/sandboxes/"+cr.SandboxID+"/rollcage/reward", keyA, map[string]any{"reward": 1}, nil); code != 200 {
+				t.Fatalf("reward: %d", code)
+			}
+			get := func() labels {
+				t.Helper()
+				var l labels
+				if code, _ := e.do("GET", "/sandboxes/"+cr.SandboxID+"/rollcage/labels", keyA, nil, &l); code != 200 {
+					t.Fatalf("labels: %d %+v", code, l)
+				}
+				return l
+			}
+			if l := get(); l.Label != harness.LabelUnconfirmed || l.Unconfirmed != 1 || l.TrainingReward != nil || !l.Graded {
+				t.Fatalf("labels before a verdict: %+v, want unconfirmed (1 step), graded, training reward null", l)
+			}
+			var step int
+			e.store.Read(context.Background(), cr.SandboxID, 0, func(ev trajectory.Event) error {
+				var d trajectory.Decision
+				if ev.Type == trajectory.TypeDecision && json.Unmarshal(ev.Data, &d) == nil && d.Unconfirmed {
+					step = ev.Step
+				}
+				return nil
+			})
+			v := trajectory.LateVerdict{Step: step, Hack: tc.hack, Judge: "late-judge"}
+			if tc.hack {
+				v.Category = "history_mining"
+			}
+			if err := e.store.RecordVerdict(context.Background(), cr.SandboxID, v); err != nil {
+				t.Fatal(err)
+			}
+			want := labels{SandboxID: cr.SandboxID, State: "finished", Label: tc.label, Hacked: tc.hack, HackCategories: tc.cats,
+				Flagged: 1, Graded: true, Reward: ptr(1.0), Resolved: ptr(true), TrainingReward: ptr(tc.training)}
+			if diff := cmp.Diff(want, get()); diff != "" {
+				t.Errorf("labels after the late verdict (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -734,21 +734,15 @@ func (s *Server) handleSamples(w http.ResponseWriter, r *http.Request, c caller)
 		writeError(w, http.StatusConflict, fmt.Sprintf("episode %s has not ended: submit it (or wait for it) first; samples carry its reward", id))
 		return
 	}
-	var evs []trajectory.Event
-	if err := s.cfg.Store.Read(r.Context(), id, 0, func(ev trajectory.Event) error { evs = append(evs, ev); return nil }); err != nil {
-		if errors.Is(err, trajectory.ErrCorrupt) {
-			writeError(w, http.StatusInternalServerError, fmt.Sprintf("episode %s has no samples: its log %s is corrupt (%v); other episodes are unaffected", id, filepath.Base(s.cfg.Store.File(id)), err))
-			return
-		}
-		writeError(w, http.StatusInternalServerError, "reading the trajectory: "+err.Error())
+	evs, err := s.exportEvents(r.Context(), id)
+	if errors.Is(err, trajectory.ErrCorrupt) {
+		writeError(w, http.StatusInternalServerError, fmt.Sprintf("episode %s has no samples: its log %s is corrupt (%v); other episodes are unaffected", id, filepath.Base(s.cfg.Store.File(id)), err))
 		return
 	}
-	late, err := s.cfg.Store.LateVerdicts(r.Context(), id)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, "reading the late verdicts: "+err.Error())
+		writeError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	evs = append(evs, late...)
 	left := 0
 	opts.LeftOut = func(_ string, n int) { left += n }
 	var buf bytes.Buffer

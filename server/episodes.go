@@ -15,6 +15,7 @@ import (
 	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/task"
 	"github.com/rollcage/rollcage/toolcall"
+	"github.com/rollcage/rollcage/trajectory"
 )
 
 // The episode path for other front ends (the E2B-compatible API): the
@@ -239,6 +240,50 @@ func (s *Server) Standing(id string) (string, harness.Outcome, error) {
 	}
 	st, _ := se.getState()
 	return st, se.ep.Standing(), nil
+}
+
+// Exported is what export says of ended episode id as a whole, from
+// its log and the late verdicts on it (trajectory.OutcomeOf): a verdict
+// recorded after the end shows here as in every later export. Only the
+// fields export knows are set: the ids, Reward, Resolved, Hacked, Label
+// and the resolution it makes, HackCategories, Blocked, Unconfirmed (the
+// steps still undecided) and FailureClass, so TrainingReward is
+// export's by the default policy. ok is false while the log has no end.
+// It reads the store, so it answers for episodes the gateway no longer
+// holds too.
+func (s *Server) Exported(ctx context.Context, id string) (o harness.Outcome, ok bool, err error) {
+	evs, err := s.exportEvents(ctx, id)
+	if err != nil {
+		return harness.Outcome{}, false, err
+	}
+	x, unconfirmed, ok, err := trajectory.OutcomeOf(evs, trajectory.RewardPolicy{})
+	if err != nil {
+		return harness.Outcome{}, false, fmt.Errorf("server: episode %s: %w", id, err)
+	}
+	if !ok {
+		return harness.Outcome{}, false, nil
+	}
+	o = harness.Outcome{EpisodeID: x.EpisodeID, TaskID: x.TaskID, Attempt: int(x.Attempt), GroupID: x.GroupID,
+		Reward: x.Reward, Resolved: x.Resolved, Hacked: x.Hacked, Label: x.Label, HackCategories: x.HackCategories,
+		Blocked: len(x.BlockedSteps), Unconfirmed: unconfirmed, FailureClass: x.FailureClass}
+	o.HackedResolution = o.Resolved && o.Label == harness.LabelHacked
+	o.UnconfirmedResolution = o.Resolved && o.Label == harness.LabelUnconfirmed
+	o.CleanResolution = o.Resolved && o.Label == harness.LabelClean
+	return o, true, nil
+}
+
+// exportEvents are what export reads of episode id: its log's events,
+// then the late verdicts on it.
+func (s *Server) exportEvents(ctx context.Context, id string) ([]trajectory.Event, error) {
+	var evs []trajectory.Event
+	if err := s.cfg.Store.Read(ctx, id, 0, func(ev trajectory.Event) error { evs = append(evs, ev); return nil }); err != nil {
+		return nil, fmt.Errorf("server: episode %s: reading the trajectory: %w", id, err)
+	}
+	late, err := s.cfg.Store.LateVerdicts(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("server: episode %s: reading the late verdicts: %w", id, err)
+	}
+	return append(evs, late...), nil
 }
 
 // Close closes episode id without grading (why is logged: "killed",

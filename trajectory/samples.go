@@ -324,6 +324,9 @@ type episode struct {
 	outputs  map[string]string // tool_call_id → output shown
 	turnTime map[int]string    // turn index → RFC 3339 time
 	decided  map[int]bool      // steps with a late verdict (LateVerdict)
+	// undecided counts the steps still unconfirmed: flagged, run, and
+	// decided neither in the episode nor by a late verdict.
+	undecided int
 }
 
 // unconfirmed says whether the step ran unconfirmed and is still
@@ -477,8 +480,9 @@ func readEpisode(evs []Event) (ep episode, ok bool, err error) {
 	slices.Sort(cats)
 	cats = slices.Compact(cats)
 	label := ep.end.Label
+	ep.undecided = max(unconf, ep.end.Counts.Unconfirmed) - len(ep.decided)
 	if label == "" || hacked || len(ep.decided) > 0 { // an older log, a hack its end did not count, late verdicts
-		label = EpisodeLabel(hacked || ep.end.Hacked, max(unconf, ep.end.Counts.Unconfirmed)-len(ep.decided))
+		label = EpisodeLabel(hacked || ep.end.Hacked, ep.undecided)
 	}
 	failure := ep.end.FailureClass
 	if failure == FailureAgent && ep.end.Reason == "submit" && graded && gradeOK {
@@ -501,6 +505,22 @@ func readEpisode(evs []Event) (ep episode, ok bool, err error) {
 		o.Version, o.EnvironmentSetupCommit, o.TestsStatus = in.Version, in.EnvironmentSetupCommit, ep.grade.TestsStatus
 	}
 	return ep, true, nil
+}
+
+// OutcomeOf is what export says of one ended episode as a whole, late
+// verdicts applied: the outcome fields every one of its samples carries
+// (Reward, TrainingReward by policy, Resolved, Hacked, Label,
+// HackCategories, BlockedSteps, FailureClass, the episode's ids; no
+// turn's fields), and how many of its steps are still unconfirmed. evs
+// are as Exporter.Episode takes them: the log's events, then the late
+// verdicts on it. ok is false for an episode that has not ended.
+func OutcomeOf(evs []Event, policy RewardPolicy) (o Sample, unconfirmed int, ok bool, err error) {
+	ep, ok, err := readEpisode(evs)
+	if err != nil || !ok {
+		return Sample{}, 0, false, err
+	}
+	ep.decide(policy)
+	return ep.outcome, ep.undecided, true, nil
 }
 
 // decide sets the outcome's training reward by policy.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -147,5 +148,53 @@ func TestLateVerdict(t *testing.T) {
 	}
 	if late, err := st.LateVerdicts(ctx, "ep-hack"); err != nil || len(late) != 1 {
 		t.Errorf("after a reopen: %d late verdicts of ep-hack (%v), want 1", len(late), err)
+	}
+}
+
+// TestOutcomeOf: the outcome of an ended episode as export says it, with
+// late verdicts applied, under a policy; none for a running one.
+func TestOutcomeOf(t *testing.T) {
+	evs := unconfirmedEpisode(t, "ep")
+	verdict := func(hack bool) Event {
+		ev := mustEvent(t, TypeVerdict, 0, 1, LateVerdict{Step: 1, Hack: hack, Category: "history_mining", Judge: "late"})
+		ev.EpisodeID = "ep"
+		return ev
+	}
+	one, minus := 1.0, -1.0
+	for _, tc := range []struct {
+		name        string
+		evs         []Event
+		policy      RewardPolicy
+		ok          bool
+		label       string
+		hacked      bool
+		reward      *float64
+		unconfirmed int
+	}{
+		{name: "undecided", evs: evs, ok: true, label: LabelUnconfirmed, reward: nil, unconfirmed: 1},
+		{name: "undecided, raw policy", evs: evs, policy: RewardPolicy{Unconfirmed: UnconfirmedRaw}, ok: true, label: LabelUnconfirmed, reward: &one, unconfirmed: 1},
+		{name: "late clean verdict", evs: append(slices.Clone(evs), verdict(false)), ok: true, label: LabelClean, reward: &one},
+		{name: "late hack verdict", evs: append(slices.Clone(evs), verdict(true)), policy: RewardPolicy{Hacked: -1}, ok: true, label: LabelHacked, hacked: true, reward: &minus},
+		{name: "running", evs: evs[:len(evs)-1]},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, unconfirmed, ok, err := OutcomeOf(tc.evs, tc.policy)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok != tc.ok {
+				t.Fatalf("ok %v, want %v", ok, tc.ok)
+			}
+			if !ok {
+				return
+			}
+			if o.EpisodeID != "ep" || o.Label != tc.label || o.Hacked != tc.hacked || unconfirmed != tc.unconfirmed || !cmp.Equal(o.TrainingReward, tc.reward) || o.Reward != 1 || !o.Resolved {
+				t.Errorf("outcome %s label %q hacked %v reward %v training %v, %d unconfirmed; want label %q hacked %v training %v, %d unconfirmed",
+					o.EpisodeID, o.Label, o.Hacked, o.Reward, o.TrainingReward, unconfirmed, tc.label, tc.hacked, tc.reward, tc.unconfirmed)
+			}
+			if len(o.Messages) > 0 || o.Kind != "" {
+				t.Errorf("outcome carries a sample's fields: kind %q, %d messages", o.Kind, len(o.Messages))
+			}
+		})
 	}
 }
