@@ -63,7 +63,13 @@ func newEnv(t *testing.T, tweak ...func(*server.Config)) *env {
 
 func newEnvWith(t *testing.T, apiTweak func(*e2b.Config), tweak ...func(*server.Config)) *env {
 	t.Helper()
-	mon, st := harnesstest.Monitor(t, monitor.Config{}), harnesstest.Store(t)
+	return newEnvMonitor(t, monitor.Config{}, apiTweak, tweak...)
+}
+
+// newEnvMonitor is newEnvWith with the monitor's configuration.
+func newEnvMonitor(t *testing.T, mcfg monitor.Config, apiTweak func(*e2b.Config), tweak ...func(*server.Config)) *env {
+	t.Helper()
+	mon, st := harnesstest.Monitor(t, mcfg), harnesstest.Store(t)
 	dir := t.TempDir()
 	r, err := harness.NewRunner(harness.Config{Backend: &hostBackend{dir: dir}, Monitor: mon, Store: st})
 	if err != nil {
@@ -492,6 +498,17 @@ func TestFilesystem(t *testing.T) {
 		_, err = drain(c.fs.WatchDir(ctx, connect.NewRequest(&filesystem.WatchDirRequest{Path: root})))
 		if connect.CodeOf(err) != connect.CodeFailedPrecondition {
 			t.Errorf("watch outside the workspace: %v, want failed_precondition", err)
+		}
+		// A listing over the monitor's output bound is an error naming it,
+		// never the entries that fit as if they were all.
+		many := filepath.Join(root, "many")
+		os.MkdirAll(many, 0o755)
+		for i := range 600 {
+			os.WriteFile(filepath.Join(many, fmt.Sprintf("file-with-a-long-name-%04d.txt", i)), nil, 0o644)
+		}
+		_, err = c.fs.ListDir(ctx, connect.NewRequest(&filesystem.ListDirRequest{Path: many, Depth: 1}))
+		if connect.CodeOf(err) != connect.CodeFailedPrecondition || !strings.Contains(err.Error(), "over the monitor's output bound") {
+			t.Errorf("list of 600 entries: %v, want failed_precondition naming the output bound", err)
 		}
 	})
 }

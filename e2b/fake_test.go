@@ -79,6 +79,9 @@ func (s *hostSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbo
 	cmd.WaitDelay = time.Second
 	err := cmd.Run()
 	res := sandbox.ExecResult{Output: out.String(), Shell: "bash", TotalBytes: int64(out.Len())}
+	if req.MaxOutput > 0 && len(res.Output) > req.MaxOutput { // as the agent caps it (head only here)
+		res.Output, res.Truncated = res.Output[:req.MaxOutput], true
+	}
 	var ee *exec.ExitError
 	switch {
 	case errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil:
@@ -178,6 +181,7 @@ func (s *hostSandbox) Start(ctx context.Context, req sandbox.StartRequest, out f
 		}
 		p.stdin = w
 	}
+	t0 := time.Now()
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -191,7 +195,8 @@ func (s *hostSandbox) Start(ctx context.Context, req sandbox.StartRequest, out f
 		err := cmd.Wait()
 		t.Stop()
 		omu.Lock()
-		p.res = sandbox.ExecResult{Output: all.String(), Shell: "bash", TotalBytes: total, Truncated: total > int64(all.Len())}
+		p.res = sandbox.ExecResult{Output: all.String(), Shell: "bash", TotalBytes: total, Truncated: total > int64(all.Len()),
+			Duration: time.Since(t0)}
 		omu.Unlock()
 		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			p.res.ExitCode = 128 + int(ws.Signal())

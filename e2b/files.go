@@ -1,6 +1,7 @@
 package e2b
 
 import (
+	"compress/gzip"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -21,7 +22,8 @@ import (
 	"github.com/rollcage/rollcage/toolcall"
 )
 
-// MaxUpload bounds one POST /files body.
+// MaxUpload bounds one POST /files body, and each file it holds (a gzip
+// body unpacked).
 const MaxUpload = 32 << 20
 
 type writtenEntry struct {
@@ -237,10 +239,27 @@ func (q *chunkQueue) close() { q.once.Do(func() { close(q.gone) }) }
 // handleUpload answers POST /files: multipart (one or more "file" parts,
 // each named by its filename when ?path= is absent) or a raw
 // octet-stream body, each file a write_file call: its text, or any other
-// bytes as base64 (encoding "base64"), written as they came.
+// bytes as base64 (encoding "base64"), written as they came. A body sent
+// with Content-Encoding gzip is unpacked first, as envd does.
 func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {
 	b := sandboxOf(r.Context())
 	r.Body = http.MaxBytesReader(w, r.Body, MaxUpload)
+	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
+	case "", "identity":
+	case "gzip": // the SDKs' write(…, {gzip: true}): the file is what it unpacks to
+		zr, err := gzip.NewReader(r.Body)
+		if err != nil {
+			apiError(w, http.StatusBadRequest, "Content-Encoding is gzip but the body is not gzip: "+err.Error())
+			return
+		}
+		r.Body = struct {
+			io.Reader
+			io.Closer
+		}{zr, r.Body}
+	default:
+		apiError(w, http.StatusUnsupportedMediaType, fmt.Sprintf("Content-Encoding %q: send the body as it is, or gzip", enc))
+		return
+	}
 	qpath := r.URL.Query().Get("path")
 	type upload struct {
 		path string
@@ -248,9 +267,9 @@ func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {
 	}
 	var ups []upload
 	read := func(p string, body io.Reader) error {
-		data, err := io.ReadAll(body)
+		data, err := io.ReadAll(io.LimitReader(body, MaxUpload+1))
 		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
+		if errors.As(err, &mbe) || len(data) > MaxUpload { // sent, or unpacked from gzip
 			return fmt.Errorf("upload over %d bytes: split it into smaller files", MaxUpload)
 		}
 		if err != nil {

@@ -2,6 +2,7 @@ package e2b_test
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -160,5 +161,70 @@ func TestDownloadWithheld(t *testing.T) {
 	})
 	if stopped != 2 {
 		t.Errorf("%d read_file steps recorded as stopped, want 2", stopped)
+	}
+}
+
+// TestUploadEncoding: a gzip body (the SDKs' write with gzip: true)
+// lands as what it unpacks to; another encoding, a body that is not the
+// gzip it says, and one that unpacks past the upload limit are errors
+// saying so, never a file holding the packed bytes.
+func TestUploadEncoding(t *testing.T) {
+	e := newEnv(t)
+	c := e.clients(e.create(keyA, map[string]string{e2b.MetaImage: "rollcage/plain:latest"}))
+	gz := func(b []byte) []byte {
+		var buf bytes.Buffer
+		zw := gzip.NewWriter(&buf)
+		zw.Write(b)
+		zw.Close()
+		return buf.Bytes()
+	}
+	every := make([]byte, 256)
+	for i := range every {
+		every[i] = byte(i)
+	}
+	dir := filepath.Join(e.dir, "enc")
+	for _, tc := range []struct {
+		name     string
+		encoding string
+		body     []byte
+		code     int
+		want     []byte // the file's bytes, for a 200
+		msg      string
+	}{
+		{name: "gzip", encoding: "gzip", body: gz(every), code: 200, want: every},
+		{name: "gzip text", encoding: "gzip", body: gz([]byte("text\n")), code: 200, want: []byte("text\n")},
+		{name: "identity", encoding: "identity", body: every, code: 200, want: every},
+		{name: "not gzip", encoding: "gzip", body: every, code: 400, msg: "is not gzip"},
+		{name: "brotli", encoding: "br", body: every, code: 415, msg: "send the body as it is, or gzip"},
+		{name: "unpacks past the limit", encoding: "gzip", body: gz(make([]byte, e2b.MaxUpload+1)), code: 400, msg: "upload over 33554432 bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-"))
+			req, _ := http.NewRequest("POST", e.url+"/files?path="+p, bytes.NewReader(tc.body))
+			req.Header.Set("Content-Type", "application/octet-stream")
+			req.Header.Set("Content-Encoding", tc.encoding)
+			resp, err := c.http.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.code {
+				t.Fatalf("status %d %s, want %d", resp.StatusCode, body, tc.code)
+			}
+			got, rerr := os.ReadFile(p)
+			if tc.code != 200 {
+				if !strings.Contains(string(body), tc.msg) {
+					t.Errorf("error %s, want it to say %q", body, tc.msg)
+				}
+				if rerr == nil {
+					t.Errorf("a refused upload wrote %d bytes", len(got))
+				}
+				return
+			}
+			if !bytes.Equal(got, tc.want) {
+				t.Errorf("file holds %q (%v), want %q", got, rerr, tc.want)
+			}
+		})
 	}
 }

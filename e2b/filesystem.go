@@ -60,9 +60,15 @@ func (f *filesystemService) fsCall(ctx context.Context, what, p, script string) 
 	if err != nil {
 		return "", err
 	}
-	switch res.ExitCode {
-	case 0:
+	switch {
+	case res.ExitCode == 0 && res.Exec != nil && res.Exec.Truncated:
+		// A listing cut at the monitor's output bound: an error naming
+		// it, never part of the entries as if they were all.
+		return "", connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("%s %s: the answer is %d bytes, over the monitor's output bound for one call: list fewer entries (a smaller depth, a subdirectory) or run find with commands.run", what, p, res.Exec.TotalBytes))
+	case res.ExitCode == 0:
 		return res.Output, nil
+	}
+	switch res.ExitCode {
 	case exitNotFound:
 		return "", connect.NewError(connect.CodeNotFound, fmt.Errorf("%s %s: no such file or directory", what, p))
 	case exitNotDir:

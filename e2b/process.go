@@ -312,10 +312,15 @@ func processEnd(ctx context.Context, pr *proc, res decision.CallResult, err erro
 		// Ended by SendSignal: what envd reports for a signalled process.
 		return []*process.ProcessEvent{endEvent(-1, false, "signal: "+signalName(sig))}, nil
 	}
+	deadline, hasDeadline := ctx.Deadline()
 	switch {
-	case err == nil && stopped == sandbox.StopTimeout && ctx.Err() != nil,
+	case err == nil && stopped == sandbox.StopTimeout && (ctx.Err() != nil || hasDeadline && time.Until(deadline) < time.Second),
 		err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return nil, connect.NewError(connect.CodeDeadlineExceeded, errors.New("the command ran past its timeout and was killed"))
+	case err == nil && stopped == sandbox.StopTimeout:
+		// The monitor's own bound, shorter than what the request allowed:
+		// say so rather than end it as if it exited.
+		return nil, connect.NewError(connect.CodeDeadlineExceeded, fmt.Errorf("the command ran past rollcage's exec timeout (%s, the most one process runs, whatever its timeoutMs) and was killed: start it in the background (setsid … &) and poll for its result", res.Exec.Duration.Round(time.Second)))
 	case err != nil:
 		var ce *connect.Error
 		if errors.As(err, &ce) {

@@ -16,6 +16,7 @@ import (
 	"github.com/rollcage/rollcage/e2b"
 	"github.com/rollcage/rollcage/e2b/envd/process"
 	"github.com/rollcage/rollcage/harness"
+	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
@@ -277,5 +278,34 @@ func TestSubmitKillsRunningProcesses(t *testing.T) {
 	want := []string{`output "submitted" exit 0`, `output "running\n" exit 137`, trajectory.TypeEpisodeEnd}
 	if diff := cmp.Diff(want, order); diff != "" {
 		t.Errorf("recorded (-want +got):\n%s", diff)
+	}
+}
+
+// TestExecTimeout: a process the monitor's exec timeout kills before
+// the request's own deadline (or with none) ends in an error naming that
+// limit, not as if it exited.
+func TestExecTimeout(t *testing.T) {
+	e := newEnvMonitor(t, monitor.Config{ExecTimeout: time.Second}, func(*e2b.Config) {})
+	c := e.clients(e.create(keyA, map[string]string{e2b.MetaImage: "rollcage/plain:latest"}))
+	for _, tc := range []struct {
+		name     string
+		deadline time.Duration // 0: none
+		msg      string
+	}{
+		{name: "exec timeout first", deadline: 30 * time.Second, msg: "ran past rollcage's exec timeout (1s, the most one process runs"},
+		{name: "no deadline", msg: "ran past rollcage's exec timeout"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			if tc.deadline > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, tc.deadline)
+				defer cancel()
+			}
+			_, _, end, err := run(ctx, t, c, bashCfg("sleep 5; echo done"))
+			if connect.CodeOf(err) != connect.CodeDeadlineExceeded || !strings.Contains(err.Error(), tc.msg) {
+				t.Errorf("end %v, error %v; want deadline_exceeded saying %q", end, err, tc.msg)
+			}
+		})
 	}
 }
