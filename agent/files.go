@@ -34,6 +34,18 @@ func checkPath(p string) error {
 	return nil
 }
 
+// checkPath is checkPath plus, in a root sandbox, nestPath: what the
+// policy's shells cannot see, its file operations cannot reach either.
+func (s *Server) checkPath(p string) error {
+	if err := checkPath(p); err != nil {
+		return err
+	}
+	if s.nest {
+		return nestPath(filepath.Clean(p))
+	}
+	return nil
+}
+
 // maxWholeRead bounds a read without a cap of its own (read_file with
 // max <= 0, edit): a bigger file is refused rather than shipped in one
 // frame. A file's size is checked again while reading, since /proc and
@@ -49,7 +61,7 @@ const readChunk = 1 << 20
 // checked on the open descriptor (no race with a rename), and the read is
 // bounded by max (or maxWholeRead) and by ctx.
 func (s *Server) readFile(ctx context.Context, path string, max int64) (data []byte, truncated bool, err error) {
-	if err := checkPath(path); err != nil {
+	if err := s.checkPath(path); err != nil {
 		return nil, false, err
 	}
 	err = s.asUser(func() error {
@@ -103,7 +115,7 @@ func (s *Server) readFile(ctx context.Context, path string, max int64) (data []b
 // device or a socket; the file is truncated only once it is known to be
 // a regular file.
 func (s *Server) writeFile(ctx context.Context, path string, data []byte, mode fs.FileMode) error {
-	if err := checkPath(path); err != nil {
+	if err := s.checkPath(path); err != nil {
 		return err
 	}
 	if mode == 0 {
@@ -252,7 +264,7 @@ func strerror(errno syscall.Errno) string {
 // own links (/bin, /lib) are followed.
 func (s *Server) copyIn(dir string, data []byte) error {
 	defer holdStart()()
-	if err := checkPath(dir); err != nil {
+	if err := s.checkPath(dir); err != nil {
 		return err
 	}
 	dir = filepath.Clean(dir)
@@ -440,7 +452,7 @@ func extract(root *os.Root, tr *tar.Reader, h *tar.Header, name string) error {
 // name, like `docker cp`.
 func (s *Server) copyOut(path string) ([]byte, error) {
 	defer holdStart()()
-	if err := checkPath(path); err != nil {
+	if err := s.checkPath(path); err != nil {
 		return nil, err
 	}
 	path = filepath.Clean(path)

@@ -58,6 +58,10 @@ type ServerConfig struct {
 	// Env is added to every session's environment over the defaults and
 	// under Configure's Env (image environment, egress proxy variables).
 	Env map[string]string
+	// Nest makes a root sandbox (see nest.go): User is 0:0 inside a user
+	// namespace of each shell's own, the agent runs as NestUID beyond it.
+	// The agent must have been started by its reaper with --nest.
+	Nest bool
 	// Logger receives lifecycle and per-call logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -111,6 +115,7 @@ type Server struct {
 	started     time.Time
 	home        string
 	userName    string
+	nest        bool     // a root sandbox (ServerConfig.Nest)
 	watch       *watcher // nil until Configure asks for canaries or effects
 
 	base   context.Context // cancelled on shutdown; parent of every call
@@ -154,6 +159,14 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Nest {
+		if cred == nil || cred.Uid != 0 {
+			return nil, errors.New("agent config: a root sandbox (Nest) runs its shells as 0:0: set User to 0:0")
+		}
+		if err := mountNestProc(); err != nil {
+			return nil, err
+		}
+	}
 	workdir := cfg.Workdir
 	if workdir == "" {
 		workdir = "/workspace"
@@ -164,6 +177,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		shell:    shell,
 		shellBin: bin,
 		mode:     cfg.ShellMode,
+		nest:     cfg.Nest,
 		lease:    cfg.Lease,
 		started:  time.Now(),
 		done:     make(chan struct{}),
@@ -762,7 +776,7 @@ func (s *Server) execOnce(ctx context.Context, req sandbox.ExecRequest) (sandbox
 		sess = newSession(name)
 		s.sessions[name] = sess
 	}
-	e := execEnv{shellPath: s.shellBin, shell: s.shell, cred: s.cred, workdir: s.workdir, mode: s.mode}
+	e := execEnv{shellPath: s.shellBin, shell: s.shell, cred: s.cred, workdir: s.workdir, mode: s.mode, nest: s.nest}
 	w := s.watch
 	s.mu.Unlock()
 	e.baseEnv = s.baseEnv()

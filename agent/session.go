@@ -105,6 +105,7 @@ type execEnv struct {
 	baseEnv   []string
 	workdir   string
 	mode      string // ModePersistent or ModePerCall
+	nest      bool   // a root sandbox: shells start through nestCmd
 }
 
 // run executes one call in s. The caller holds s's lock. Cancelling ctx
@@ -145,6 +146,9 @@ func (s *session) runPerCall(ctx context.Context, e execEnv, req sandbox.ExecReq
 		dump = dumpSh
 	}
 	cmd := bootstrapShell(e.shellPath, e.shell, e.cred, s.environ(e), "/")
+	if e.nest {
+		nestCmd(cmd)
+	}
 	cmd.Stdout, cmd.Stderr = outW, outW
 	if stdinR != nil {
 		cmd.Stdin = stdinR

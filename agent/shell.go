@@ -143,6 +143,9 @@ func (s *session) startShell(e execEnv, started func(pgid int)) (sh *pshell, err
 	cmd.Stdout, cmd.Stderr = outW, outW
 	cmd.ExtraFiles = []*os.File{scriptR, ctlW}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: e.cred}
+	if e.nest {
+		nestCmd(cmd)
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", e.shellPath, err)
 	}

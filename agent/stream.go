@@ -81,6 +81,9 @@ func (s *Server) startStream(ctx context.Context, req sandbox.StartRequest, star
 		dir = "/"
 	}
 	cmd := bootstrapShell(s.shellBin, s.shell, s.cred, s.baseEnv(), dir)
+	if s.nest {
+		nestCmd(cmd)
+	}
 	cmd.Stdout, cmd.Stderr = outW, errW
 	if stdinR != nil {
 		cmd.Stdin = stdinR

@@ -196,6 +196,18 @@ const (
 	NetworkProxy = "proxy"
 )
 
+// Users of a Spec: who the policy's commands run as.
+const (
+	// UserDefault: the sandbox user, uid 1000 with no capabilities.
+	UserDefault = ""
+	// UserRoot: root inside a user namespace of its own (uid 0 there is an
+	// unprivileged uid on the host), with the agent and its watches beyond
+	// that root's reach. Only a backend that can map users gives it; the
+	// others refuse the spec with an error wrapping ErrUnsupported that
+	// says why.
+	UserRoot = "root"
+)
+
 // Spec describes a sandbox to create. The zero value of every optional
 // field is a sensible default.
 type Spec struct {
@@ -219,6 +231,8 @@ type Spec struct {
 	Lease time.Duration `json:"lease,omitempty"`
 	// Labels are added to the backend's own (episode id, owner pid).
 	Labels map[string]string `json:"labels,omitempty"`
+	// User is UserDefault or UserRoot.
+	User string `json:"user,omitempty"`
 }
 
 // Limits bound a sandbox's resources. Zero fields take backend defaults

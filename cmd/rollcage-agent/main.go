@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -40,6 +41,11 @@ func main() {
 	// image's container then runs it from.
 	if len(os.Args) > 1 && os.Args[1] == "install" {
 		os.Exit(install(os.Args[2:]))
+	}
+	// `nsinit` starts a root sandbox's shell in its namespace (see
+	// agent.NestInit); the agent runs it, never PID 1.
+	if len(os.Args) > 1 && os.Args[1] == "nsinit" {
+		os.Exit(agent.NestInit(os.Args[2:]))
 	}
 	// As PID 1, stay a tiny reaper and run the real agent as a child: the
 	// reaper's wait4(-1) would otherwise steal exit statuses from os/exec.
@@ -97,6 +103,10 @@ func reap(args []string) int {
 	agent.ReserveThreads(2)
 	cmd := exec.Command("/proc/self/exe", append([]string{"serve"}, args...)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	nest := slices.Contains(args, "--nest")
+	if nest {
+		agent.NestReaperCmd(cmd)
+	}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	if err := cmd.Start(); err != nil {
@@ -104,6 +114,13 @@ func reap(args []string) int {
 		return exitFail
 	}
 	child := cmd.Process.Pid
+	if nest {
+		if err := agent.NestDropReaper(); err != nil {
+			log.Error("rollcage-agent: root sandbox", "err", err)
+			syscall.Kill(child, syscall.SIGKILL)
+			return exitFail
+		}
+	}
 	go func() {
 		for s := range sigs {
 			syscall.Kill(child, s.(syscall.Signal))
@@ -141,6 +158,7 @@ type options struct {
 	shell       string
 	shellMode   string
 	logLevel    string
+	nest        bool
 }
 
 func parseFlags(args []string) (options, error) {
@@ -157,6 +175,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.shell, "shell", "auto", "auto, bash or sh")
 	fs.StringVar(&o.shellMode, "shell-mode", agent.ModePersistent, "persistent (one bash per session) or percall (a fresh shell per call); sh always runs per call")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.BoolVar(&o.nest, "nest", false, "a root sandbox: --user 0:0 inside a user namespace per shell, the agent beyond it (needs CAP_SYS_ADMIN, CAP_SETFCAP and an unmasked /proc)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -219,6 +238,7 @@ func serve(args []string) int {
 		Lease:     o.lease,
 		Shell:     o.shell,
 		ShellMode: o.shellMode,
+		Nest:      o.nest,
 		Env:       env,
 		Logger:    log,
 	})

@@ -127,6 +127,9 @@ func (b *Backend) Stats() sandbox.Stats {
 // Create starts a sandbox for spec: a warm container when the pool has one
 // that fits, else a new one once admission allows.
 func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	if spec.User == sandbox.UserRoot {
+		return nil, fmt.Errorf("containerd: create %s: root sandboxes need remapped snapshots (a user namespace per container), which this backend does not set up: use --backend docker on an engine with --userns-remap: %w", spec.EpisodeID, sandbox.ErrUnsupported)
+	}
 	c, err := b.core.Create(ctx, spec)
 	if err != nil {
 		return nil, err

@@ -66,7 +66,7 @@ func securityOpts(p specParams) []oci.SpecOpts {
 	// lose it with the others at the uid change.
 	caps = append(caps, "CAP_SYS_CHROOT")
 	return []oci.SpecOpts{
-		oci.WithProcessArgs(append([]string{hostside.AgentPath}, hostside.AgentArgs(p.Lease, p.SocketOwner, p.ProxySocket != "")...)...),
+		oci.WithProcessArgs(append([]string{hostside.AgentPath}, hostside.AgentArgs(p.Lease, p.SocketOwner, p.ProxySocket != "", false)...)...),
 		oci.WithUIDGID(0, 0), // the agent only; commands run as hostside.SandboxUser
 		oci.WithProcessCwd("/"),
 		oci.WithHostname(p.Hostname),

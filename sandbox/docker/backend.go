@@ -42,6 +42,11 @@ type Backend struct {
 	// rootDir is the engine's data root (docker info), where the btrfs
 	// driver's subvolumes are.
 	rootDir string
+
+	// remap is the host uid and gid of container root when the engine
+	// remaps users (dockerd --userns-remap); nil when it does not or
+	// docker info could not say. Set once in New.
+	remap *remapBase
 }
 
 var (
@@ -70,6 +75,7 @@ func New(ctx context.Context, c Config) (*Backend, error) {
 	if info, err := cli.Info(ctx); err == nil {
 		b.rootDir = info.DockerRootDir
 		b.disk.Store(int32(diskModeOf(info)))
+		b.remap = userRemap(info)
 	}
 	switch b.diskMode() {
 	case diskWatchdog:
@@ -168,6 +174,15 @@ func (e ops) Create(ctx context.Context, req hostside.CreateRequest) (*container
 	}
 	if uid := os.Geteuid(); uid != 0 {
 		p.SocketOwner = strconv.Itoa(uid) + ":" + strconv.Itoa(os.Getegid())
+	}
+	if spec.User == sandbox.UserRoot {
+		if b.remap == nil {
+			return nil, fmt.Errorf("docker: create %s: a root sandbox needs an engine that remaps users (dockerd --userns-remap), else its root is the host's: point DOCKER_HOST at one (scripts/rollcage-engine.sh up --userns-remap): %w", spec.EpisodeID, sandbox.ErrUnsupported)
+		}
+		p.Root = true
+	}
+	if err := b.remap.own(req.Box.RunDir, spec, p.Root); err != nil {
+		return nil, fmt.Errorf("docker: create %s: %w", spec.EpisodeID, err)
 	}
 	mode := b.diskMode()
 	if mode == diskStorageOpt {

@@ -25,12 +25,15 @@ type createParams struct {
 	StorageSize int64 // bytes for --storage-opt size=; 0: not used (watchdog)
 	Lease       time.Duration
 	SocketOwner string // "uid:gid" of the host process, "" when root
+	// Root: the policy is root in a user namespace (sandbox.UserRoot);
+	// only on an engine that remaps users.
+	Root bool
 }
 
 // containerConfig is the pure translation of createParams into Docker's
 // types, kept free of I/O so its security-relevant output is golden-tested.
 func containerConfig(p createParams) (*dcontainer.Config, *dcontainer.HostConfig) {
-	args := hostside.AgentArgs(p.Lease, p.SocketOwner, p.ProxySocket != "")
+	args := hostside.AgentArgs(p.Lease, p.SocketOwner, p.ProxySocket != "", p.Root)
 	mounts := []mount.Mount{
 		{Type: mount.TypeBind, Source: p.AgentBinary, Target: hostside.AgentPath, ReadOnly: true},
 		{Type: mount.TypeBind, Source: p.RunDir, Target: hostside.RunDirPath},
@@ -70,6 +73,14 @@ func containerConfig(p createParams) (*dcontainer.Config, *dcontainer.HostConfig
 			NanoCPUs:   int64(p.Limits.CPUs * 1e9),
 			PidsLimit:  &pids,
 		},
+	}
+	if p.Root {
+		// The agent makes the policy's user namespaces and mounts the
+		// proc its shells see (agent/nest.go). A proc can be mounted in a
+		// user namespace only where the container's own is unmasked; the
+		// agent puts the masks back over the policy's.
+		host.CapAdd = slices.Clone(hostside.RootAgentCaps)
+		host.MaskedPaths, host.ReadonlyPaths = []string{}, []string{}
 	}
 	if p.StorageSize > 0 {
 		host.StorageOpt = map[string]string{"size": strconv.FormatInt(p.StorageSize, 10)}

@@ -192,6 +192,9 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	if err := b.slots.CheckOpen("create"); err != nil {
 		return nil, err
 	}
+	if spec.User == sandbox.UserRoot {
+		return nil, fmt.Errorf("kubernetes: create %s: root sandboxes need pods with hostUsers: false (a user namespace per pod), which this backend does not create: use --backend docker on an engine with --userns-remap: %w", spec.EpisodeID, sandbox.ErrUnsupported)
+	}
 	spec, err := b.resolveSpec(spec)
 	if err != nil {
 		return nil, err

@@ -141,7 +141,7 @@ func (k *Core[C]) ResolveSpec(spec sandbox.Spec) (sandbox.Spec, error) {
 // a running container's configuration cannot change, so only a spec that
 // asks for nothing else can take one.
 func (k *Core[C]) Poolable(spec sandbox.Spec) bool {
-	return spec.Network == sandbox.NetworkNone && len(spec.Labels) == 0 &&
+	return spec.Network == sandbox.NetworkNone && len(spec.Labels) == 0 && spec.User == sandbox.UserDefault &&
 		spec.Lease == k.Cfg.Lease && spec.Limits == k.Cfg.DefaultLimits
 }
 

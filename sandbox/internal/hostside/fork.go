@@ -45,7 +45,7 @@ func ChildSpec(spec sandbox.Spec, i int) sandbox.Spec {
 // spec: a backend sets the child's limits on its cgroup, but the lease is
 // the agent's argument and proxy mode a mount of its own.
 func (k *Core[C]) WarmFits(spec sandbox.Spec) bool {
-	return spec.Network == sandbox.NetworkNone && spec.ProxySocket == "" && spec.Lease == k.Cfg.Lease
+	return spec.Network == sandbox.NetworkNone && spec.ProxySocket == "" && spec.Lease == k.Cfg.Lease && spec.User == sandbox.UserDefault
 }
 
 // TakeWarmForFork takes up to n warm containers of spec's image from the

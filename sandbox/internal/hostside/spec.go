@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/rollcage/rollcage/agent"
 	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/sandbox/host"
 )
@@ -31,13 +32,23 @@ const (
 // change.
 var AgentCaps = []string{"CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL"}
 
+// RootAgentCaps are the capabilities of a root sandbox's container: the
+// agent keeps them (agent.NestCaps) and the policy's root has them only
+// inside its own user namespace, without SYS_ADMIN and SETFCAP.
+var RootAgentCaps = agent.NestCaps
+
 // AgentArgs are the agent's arguments for a sandbox with this lease;
 // socketOwner is "uid:gid" of the host process ("" when root), proxy
-// whether the egress relay listens.
-func AgentArgs(lease time.Duration, socketOwner string, proxy bool) []string {
+// whether the egress relay listens, root whether the policy is root in
+// a user namespace (sandbox.UserRoot).
+func AgentArgs(lease time.Duration, socketOwner string, proxy, root bool) []string {
+	user := SandboxUser
+	if root {
+		user = "0:0"
+	}
 	args := []string{
 		"--listen", "unix:" + RunDirPath + "/" + AgentSockName,
-		"--user", SandboxUser,
+		"--user", user,
 		"--workdir", DefaultWorkdir,
 		"--lease", lease.String(),
 		"--shell", "auto",
@@ -47,6 +58,9 @@ func AgentArgs(lease time.Duration, socketOwner string, proxy bool) []string {
 	}
 	if proxy {
 		args = append(args, "--proxy-listen", ProxyListen, "--proxy-socket", RunDirPath+"/"+ProxySockName)
+	}
+	if root {
+		args = append(args, "--nest")
 	}
 	return args
 }
@@ -73,6 +87,11 @@ func ResolveSpec(spec sandbox.Spec, defLimits sandbox.Limits, lease time.Duratio
 		}
 	default:
 		return spec, fmt.Errorf("unknown network %q: use %q or %q", spec.Network, sandbox.NetworkNone, sandbox.NetworkProxy)
+	}
+	switch spec.User {
+	case sandbox.UserDefault, sandbox.UserRoot:
+	default:
+		return spec, fmt.Errorf("unknown sandbox user %q: use %q (the default, uid 1000) or %q (root in a user namespace)", spec.User, sandbox.UserDefault, sandbox.UserRoot)
 	}
 	if err := host.CheckLimits(spec.Limits); err != nil {
 		return spec, fmt.Errorf("limits: %w", err)

@@ -1,0 +1,352 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/rollcage/rollcage/sandbox"
+)
+
+// A root sandbox (ServerConfig.Nest) gives the policy root inside a user
+// namespace of its own while the agent stays beyond that root's reach:
+//
+//   - the agent runs as NestUID with its capabilities kept as ambient
+//     ones, and its reaper (PID 1) drops to NestUID too, so no process of
+//     the policy shares a uid with them;
+//   - every shell of the policy starts in a new user namespace that maps
+//     the container's uids 0..NestUID-1 to themselves (so root there owns
+//     the image's files, and useradd, runuser and su work) and leaves
+//     NestUID out, and in a new mount namespace owned by it;
+//   - before the shell runs, `rollcage-agent nsinit` (run by that process
+//     as root of the new namespace) puts the agent's hidepid=invisible
+//     proc over /proc (the agent's and the reaper's entries are gone),
+//     Docker's masks back over it, an empty read-only tmpfs over the
+//     agent's run directory, drops CAP_SYS_ADMIN and CAP_SETFCAP from the
+//     bounding set, and installs a seccomp filter that refuses mounts,
+//     new namespaces and the kernel's other doors (nestDenied), so the
+//     policy's root can neither unmount what hides the agent nor mount
+//     over the watched directories.
+//
+// Signals and ptrace need the target's uid or a capability in the
+// target's user namespace; the policy's root has neither over NestUID.
+
+// NestUID is the agent's uid in a root sandbox: the last uid of the
+// container's usual 65536, left out of the policy's user namespace.
+const NestUID = 65535
+
+// NestProcDir is where the agent mounts the proc the policy sees.
+const NestProcDir = "/.rollcage/proc"
+
+// NestRunDir is the agent's run directory, hidden from the policy.
+const NestRunDir = "/.rollcage/run"
+
+// nestCaps are the capabilities the agent of a root sandbox keeps when
+// it leaves uid 0 (they must be the container's): its usual ones, plus
+// SYS_ADMIN (the hidepid proc; Docker's seccomp profile lets only holders
+// of it create namespaces) and SETFCAP (a user namespace that maps root).
+var nestCaps = []uintptr{
+	unix.CAP_CHOWN, unix.CAP_DAC_OVERRIDE, unix.CAP_FOWNER, unix.CAP_SETUID,
+	unix.CAP_SETGID, unix.CAP_KILL, unix.CAP_SYS_CHROOT, unix.CAP_SYS_ADMIN,
+	unix.CAP_SETFCAP,
+}
+
+// NestCaps names nestCaps as Docker does, for the backends.
+var NestCaps = []string{"CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL", "SYS_CHROOT", "SYS_ADMIN", "SETFCAP"}
+
+// NestReaperCmd returns the agent's command for the reaper of a root
+// sandbox: the agent as NestUID with nestCaps ambient.
+func NestReaperCmd(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Credential:  &syscall.Credential{Uid: NestUID, Gid: NestUID, Groups: []uint32{}},
+		AmbientCaps: nestCaps,
+	}
+}
+
+// NestDropReaper moves the reaper (root at PID 1) to NestUID once the
+// agent runs, so the policy's root cannot signal it.
+func NestDropReaper() error {
+	if err := syscall.Setgroups(nil); err != nil {
+		return fmt.Errorf("reaper: drop groups: %w", err)
+	}
+	if err := syscall.Setresgid(NestUID, NestUID, NestUID); err != nil {
+		return fmt.Errorf("reaper: setgid %d: %w", NestUID, err)
+	}
+	if err := syscall.Setresuid(NestUID, NestUID, NestUID); err != nil {
+		return fmt.Errorf("reaper: setuid %d: %w", NestUID, err)
+	}
+	return nil
+}
+
+// mountNestProc mounts the proc the policy's shells see: one where only
+// processes the viewer may ptrace are listed (not the agent's).
+func mountNestProc() error {
+	if os.Getuid() != NestUID {
+		return fmt.Errorf("root sandbox: the agent runs as uid %d, not %d: start it from its reaper at PID 1 with --nest", os.Getuid(), NestUID)
+	}
+	if err := os.MkdirAll(NestProcDir, 0o555); err != nil {
+		return fmt.Errorf("root sandbox: %w", err)
+	}
+	const flags = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
+	err := unix.Mount("proc", NestProcDir, "proc", flags, "hidepid=invisible")
+	if errors.Is(err, unix.EINVAL) {
+		err = unix.Mount("proc", NestProcDir, "proc", flags, "hidepid=2")
+	}
+	if err != nil {
+		return fmt.Errorf("root sandbox: mount proc at %s (the container needs CAP_SYS_ADMIN and unmasked /proc: systempaths=unconfined): %w", NestProcDir, err)
+	}
+	return nil
+}
+
+// nestCmd makes cmd start the policy's shell in a user and mount
+// namespace of its own, through `rollcage-agent nsinit`.
+func nestCmd(cmd *exec.Cmd) {
+	args := append([]string{"rollcage-agent", "nsinit", cmd.Path}, cmd.Args...)
+	cmd.Path, cmd.Args = "/proc/self/exe", args
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	ids := []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: NestUID}}
+	cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS
+	cmd.SysProcAttr.UidMappings, cmd.SysProcAttr.GidMappings = ids, ids
+	cmd.SysProcAttr.GidMappingsEnableSetgroups = true
+}
+
+// Docker's masked and read-only paths under /proc, put back over the
+// policy's proc (the container's own are unmasked so that a proc can be
+// mounted in a user namespace at all).
+var (
+	nestMasked = []string{"/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
+		"/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi"}
+	nestReadOnly = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}
+)
+
+// NestInit is `rollcage-agent nsinit PATH ARGV0 ARGS...`: it runs as root
+// of a policy shell's new user namespace, hides the agent, confines the
+// namespace's root and execs the shell. It returns only on failure.
+func NestInit(args []string) int {
+	if len(args) < 2 {
+		fmt.Fprintln(os.Stderr, "rollcage-agent nsinit: usage: rollcage-agent nsinit PATH ARGV0 [ARGS...] (the agent runs it; not for direct use)")
+		return 2
+	}
+	// Mounts, the bounding set and the filter are the thread's; the exec
+	// must come from the same thread.
+	runtime.LockOSThread()
+	if err := nestSetup(); err != nil {
+		fmt.Fprintln(os.Stderr, "rollcage-agent nsinit:", err)
+		return 126
+	}
+	err := syscall.Exec(args[0], args[1:], os.Environ())
+	fmt.Fprintf(os.Stderr, "rollcage-agent nsinit: exec %s: %v\n", args[0], err)
+	return 127
+}
+
+func nestSetup() error {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make mounts private: %w", err)
+	}
+	if err := unix.Mount(NestProcDir, "/proc", "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("bind %s over /proc: %w", NestProcDir, err)
+	}
+	for _, p := range nestMasked {
+		if err := maskPath(p); err != nil {
+			return err
+		}
+	}
+	for _, p := range nestReadOnly {
+		if err := readOnlyPath(p); err != nil {
+			return err
+		}
+	}
+	for _, p := range []string{NestRunDir, NestProcDir} {
+		if err := unix.Mount("tmpfs", p, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0,size=4k"); err != nil {
+			return fmt.Errorf("hide %s: %w", p, err)
+		}
+	}
+	for _, c := range []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SETFCAP} {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, c, 0, 0, 0); err != nil {
+			return fmt.Errorf("drop capability %d from the bounding set: %w", c, err)
+		}
+	}
+	return installNestFilter()
+}
+
+func maskPath(p string) error {
+	fi, err := os.Stat(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("mask %s: %w", p, err)
+	}
+	if fi.IsDir() {
+		err = unix.Mount("tmpfs", p, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0,size=4k")
+	} else {
+		err = unix.Mount("/dev/null", p, "", unix.MS_BIND, "")
+	}
+	if err != nil {
+		return fmt.Errorf("mask %s: %w", p, err)
+	}
+	return nil
+}
+
+func readOnlyPath(p string) error {
+	if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err := unix.Mount(p, p, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("bind %s: %w", p, err)
+	}
+	// A remount in a user namespace must keep the flags it cannot clear.
+	var st unix.Statfs_t
+	if err := unix.Statfs(p, &st); err != nil {
+		return fmt.Errorf("statfs %s: %w", p, err)
+	}
+	flags := uintptr(unix.MS_BIND | unix.MS_REMOUNT | unix.MS_RDONLY)
+	for _, f := range []struct{ st, ms uintptr }{
+		{unix.ST_NOSUID, unix.MS_NOSUID}, {unix.ST_NODEV, unix.MS_NODEV},
+		{unix.ST_NOEXEC, unix.MS_NOEXEC}, {unix.ST_NOATIME, unix.MS_NOATIME},
+		{unix.ST_NODIRATIME, unix.MS_NODIRATIME}, {unix.ST_RELATIME, unix.MS_RELATIME},
+	} {
+		if uintptr(st.Flags)&f.st != 0 {
+			flags |= f.ms
+		}
+	}
+	if err := unix.Mount("", p, "", flags, ""); err != nil {
+		return fmt.Errorf("make %s read-only: %w", p, err)
+	}
+	return nil
+}
+
+// nestDenied are the system calls the policy's root gets EPERM for: the
+// mount API (so nothing the agent hid can be uncovered and no watched
+// directory mounted over), new namespaces and setns, and what reaches the
+// kernel beyond a container's needs.
+var nestDenied = []uintptr{
+	unix.SYS_MOUNT, unix.SYS_UMOUNT2, unix.SYS_PIVOT_ROOT, unix.SYS_UNSHARE, unix.SYS_SETNS,
+	unix.SYS_MOVE_MOUNT, unix.SYS_OPEN_TREE, unix.SYS_FSOPEN, unix.SYS_FSCONFIG,
+	unix.SYS_FSMOUNT, unix.SYS_FSPICK, unix.SYS_MOUNT_SETATTR,
+	unix.SYS_BPF, unix.SYS_PERF_EVENT_OPEN, unix.SYS_KEYCTL, unix.SYS_ADD_KEY, unix.SYS_REQUEST_KEY,
+	unix.SYS_KEXEC_LOAD, unix.SYS_KEXEC_FILE_LOAD, unix.SYS_INIT_MODULE, unix.SYS_FINIT_MODULE,
+	unix.SYS_DELETE_MODULE, unix.SYS_OPEN_BY_HANDLE_AT, unix.SYS_SWAPON, unix.SYS_SWAPOFF,
+	unix.SYS_REBOOT, unix.SYS_SYSLOG, unix.SYS_ACCT, unix.SYS_QUOTACTL,
+}
+
+// nestCloneFlags are the namespace flags clone may not carry.
+const nestCloneFlags = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC |
+	unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNET
+
+// nestFilter is the seccomp program: a foreign architecture or ABI is
+// refused, nestDenied and clone with namespace flags get EPERM, clone3
+// ENOSYS (its flags are behind a pointer; libc falls back to clone).
+func nestFilter() ([]unix.SockFilter, error) {
+	var arch uint32
+	switch runtime.GOARCH {
+	case "amd64":
+		arch = unix.AUDIT_ARCH_X86_64
+	case "arm64":
+		arch = unix.AUDIT_ARCH_AARCH64
+	default:
+		return nil, fmt.Errorf("root sandboxes are built for amd64 and arm64, not %s", runtime.GOARCH)
+	}
+	const (
+		ld   = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
+		jeq  = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
+		jge  = unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K
+		jset = unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K
+		ret  = unix.BPF_RET | unix.BPF_K
+
+		allow  = unix.SECCOMP_RET_ALLOW
+		eperm  = unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)
+		enosys = unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)
+	)
+	// Layout (BPF jumps only forward): the checks, a jump to allow, the
+	// clone check, then the three returns.
+	n := len(nestDenied)
+	pJump := 6 + n
+	pClone := pJump + 1
+	pAllow, pEperm, pEnosys := pClone+3, pClone+4, pClone+5
+	to := func(at, target int) uint8 { return uint8(target - at - 1) }
+	prog := []unix.SockFilter{
+		{Code: ld, K: 4}, // seccomp_data.arch
+		{Code: jeq, K: arch, Jt: 0, Jf: to(1, pEperm)},
+		{Code: ld, K: 0}, // seccomp_data.nr
+		{Code: jge, K: 0x40000000, Jt: to(3, pEperm), Jf: 0}, // the x32 ABI
+		{Code: jeq, K: uint32(unix.SYS_CLONE), Jt: to(4, pClone), Jf: 0},
+		{Code: jeq, K: uint32(unix.SYS_CLONE3), Jt: to(5, pEnosys), Jf: 0},
+	}
+	for i, nr := range nestDenied {
+		prog = append(prog, unix.SockFilter{Code: jeq, K: uint32(nr), Jt: to(6+i, pEperm), Jf: 0})
+	}
+	prog = append(prog,
+		unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JA, K: uint32(pAllow - pJump - 1)},
+		unix.SockFilter{Code: ld, K: 16}, // seccomp_data.args[0], low half
+		unix.SockFilter{Code: jset, K: nestCloneFlags, Jt: to(pClone+1, pEperm), Jf: 0},
+		unix.SockFilter{Code: ret, K: allow},
+		unix.SockFilter{Code: ret, K: allow},
+		unix.SockFilter{Code: ret, K: eperm},
+		unix.SockFilter{Code: ret, K: enosys},
+	)
+	return prog, nil
+}
+
+func installNestFilter() error {
+	prog, err := nestFilter()
+	if err != nil {
+		return err
+	}
+	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("no_new_privs: %w", err)
+	}
+	_, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&fprog)))
+	if errno != 0 {
+		return fmt.Errorf("install the seccomp filter: %w", errno)
+	}
+	return nil
+}
+
+// nestPath refuses a file operation of a root sandbox's policy on what
+// the policy's own shells cannot see: the agent's run directory and the
+// agent's proc (resolved, so a link planted elsewhere does not get past).
+func nestPath(p string) error {
+	real := resolveExisting(p)
+	for _, hidden := range []string{"/.rollcage", "/proc"} {
+		if real == hidden || strings.HasPrefix(real, hidden+"/") {
+			return refuse(sandbox.KindPermission, p, "Permission denied (the agent's own, hidden from the sandbox's root)")
+		}
+	}
+	return nil
+}
+
+// resolveExisting resolves the links of the longest existing prefix of
+// the absolute path p and appends the rest.
+func resolveExisting(p string) string {
+	rest := ""
+	for cur := p; ; {
+		if r, err := filepath.EvalSymlinks(cur); err == nil {
+			if rest == "" {
+				return r
+			}
+			return strings.TrimSuffix(r, "/") + "/" + rest
+		}
+		i := strings.LastIndexByte(cur, '/')
+		if i <= 0 {
+			return p
+		}
+		if rest == "" {
+			rest = cur[i+1:]
+		} else {
+			rest = cur[i+1:] + "/" + rest
+		}
+		cur = cur[:i]
+	}
+}

@@ -1,0 +1,197 @@
+package docker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/client"
+
+	"github.com/rollcage/rollcage/sandbox"
+	"github.com/rollcage/rollcage/sandbox/sandboxtest"
+)
+
+// remapEngine is the Docker engine with --userns-remap the root sandbox
+// tests run on: $ROLLCAGE_USERNS_DOCKER_HOST, else the one
+// scripts/rollcage-engine.sh up --userns-remap starts.
+func remapEngine(t *testing.T) string {
+	t.Helper()
+	host := os.Getenv("ROLLCAGE_USERNS_DOCKER_HOST")
+	if host == "" {
+		host = "unix:///run/rollcage-engine-userns/docker.sock"
+	}
+	cli, err := client.NewClientWithOpts(client.WithHost(host), client.WithAPIVersionNegotiation())
+	if err == nil {
+		defer cli.Close()
+		if _, err = cli.Ping(t.Context()); err == nil {
+			if _, err = cli.ImageInspect(t.Context(), testImage()); err != nil {
+				err = errors.New("image " + testImage() + " missing there: docker save " + testImage() + " | docker -H " + host + " load")
+			}
+		}
+	}
+	if err != nil {
+		msg := "no Docker engine with --userns-remap at " + host + " (set ROLLCAGE_USERNS_DOCKER_HOST or run scripts/rollcage-engine.sh up --userns-remap): " + err.Error()
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return host
+}
+
+// TestRootRefusedWithoutRemap: on an engine that does not remap users
+// (the default one here) a root sandbox is refused, saying why.
+func TestRootRefusedWithoutRemap(t *testing.T) {
+	b := newTestBackend(t, Config{})
+	if b.remap != nil {
+		t.Skip("the default engine remaps users; the refusal needs one that does not")
+	}
+	_, err := b.Create(t.Context(), sandbox.Spec{Image: testImage(), EpisodeID: "root-refused", User: sandbox.UserRoot})
+	if !errors.Is(err, sandbox.ErrUnsupported) || !strings.Contains(err.Error(), "--userns-remap") {
+		t.Fatalf("Create(root) on an engine without remapping: got %v, want ErrUnsupported naming --userns-remap", err)
+	}
+}
+
+func rootSandbox(t *testing.T, watch *sandbox.Watch) (*Backend, sandbox.Sandbox) {
+	t.Helper()
+	t.Setenv("DOCKER_HOST", remapEngine(t))
+	b := newTestBackend(t, Config{})
+	if b.remap == nil {
+		t.Fatalf("engine %s does not report a user remapping in docker info", os.Getenv("DOCKER_HOST"))
+	}
+	sb := sandboxtest.Create(t, b, sandbox.Spec{Image: testImage(), EpisodeID: "root", User: sandbox.UserRoot, Watch: watch})
+	t.Cleanup(func() { sb.Close(context.WithoutCancel(t.Context())) })
+	return b, sb
+}
+
+func run(t *testing.T, sb sandbox.Sandbox, session, cmd string) sandbox.ExecResult {
+	t.Helper()
+	res, err := sb.Exec(t.Context(), sandbox.ExecRequest{Session: session, Command: cmd, Timeout: 2 * time.Minute})
+	if err != nil {
+		t.Fatalf("%s: %v", cmd, err)
+	}
+	return res
+}
+
+// TestRootSandbox: root in the sandbox does what E2B's root does (users,
+// system git config, installs into /usr/local and /opt, runuser, su), and
+// a process of it is an unprivileged uid on the host.
+func TestRootSandbox(t *testing.T) {
+	b, sb := rootSandbox(t, nil)
+	tests := []struct {
+		cmd, want string
+	}{
+		{"id -u", "0"},
+		{"useradd -m coder && runuser -u coder -- id -un", "coder"},
+		{"su coder -c 'id -un'", "coder"},
+		{"git config --system user.name rollcage && git config --system user.name", "rollcage"},
+		{"mkdir -p /opt/node22 && echo ok >/usr/local/bin/tool && chmod 755 /usr/local/bin/tool && cat /usr/local/bin/tool", "ok"},
+		{"chown coder /opt/node22 && stat -c %U /opt/node22", "coder"},
+	}
+	for _, tc := range tests {
+		res := run(t, sb, "", tc.cmd)
+		if got := strings.TrimSpace(res.Output); res.ExitCode != 0 || got != tc.want {
+			t.Errorf("%s: exit %d, output %q; want exit 0, %q", tc.cmd, res.ExitCode, got, tc.want)
+		}
+	}
+
+	// A root process of the sandbox, found on the host by its command line.
+	marker := "4242." + strconv.Itoa(os.Getpid())
+	run(t, sb, "", "sleep "+marker+" >/dev/null 2>&1 &")
+	uid := -1
+	for deadline := time.Now().Add(10 * time.Second); uid < 0 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+		for _, p := range cmdlines {
+			if b, _ := os.ReadFile(p); bytes.Equal(b, []byte("sleep\x00"+marker+"\x00")) {
+				uid = hostUID(t, filepath.Dir(p))
+			}
+		}
+	}
+	if uid < 0 {
+		t.Fatalf("no process 'sleep %s' on the host", marker)
+	}
+	if uid != b.remap.UID {
+		t.Errorf("the sandbox's root runs as host uid %d; want %d, the engine's unprivileged base", uid, b.remap.UID)
+	}
+}
+
+func hostUID(t *testing.T, procDir string) int {
+	t.Helper()
+	status, err := os.ReadFile(procDir + "/status")
+	if err != nil {
+		return -1
+	}
+	for line := range strings.Lines(string(status)) {
+		if f := strings.Fields(line); len(f) > 1 && f[0] == "Uid:" {
+			n, _ := strconv.Atoi(f[1])
+			return n
+		}
+	}
+	return -1
+}
+
+// TestRootCannotReachAgent: what a root policy tries against what
+// watches it is refused or seen, and the agent answers afterwards.
+func TestRootCannotReachAgent(t *testing.T) {
+	_, sb := rootSandbox(t, &sandbox.Watch{Roots: []string{"/workspace"}, MaxEffects: 64})
+	refused := []struct{ name, cmd string }{
+		{"see the agent in /proc", "grep -l rollcage-agent /proc/[0-9]*/cmdline"},
+		{"read PID 1's environment", "cat /proc/1/environ"},
+		{"signal the reaper", "kill -TERM 1"},
+		// A pid hidden from /proc that takes a signal would be the agent's.
+		{"signal a hidden pid", "for p in $(seq 1 400); do [ -d /proc/$p ] || ! kill -0 $p 2>/dev/null || echo $p; done | grep ."},
+		{"ptrace PID 1", `python3 -c 'import ctypes,sys; l=ctypes.CDLL(None, use_errno=True); sys.exit(0 if l.ptrace(16, 1, None, None) == 0 else 1)'`},
+		{"mount over the workspace", "mount -t tmpfs none /workspace"},
+		{"bind over the workspace", "mkdir -p /tmp/decoy && mount --bind /tmp/decoy /workspace"},
+		{"uncover the agent's run directory", "umount /.rollcage/run"},
+		{"uncover the agent's proc", "umount /proc"},
+		{"a namespace of its own", "unshare -m true"},
+		{"a user namespace of its own", "unshare -U true"},
+		{"list the agent's run directory", "ls -A /.rollcage/run | grep ."},
+	}
+	for _, tc := range refused {
+		res := run(t, sb, "attack", tc.cmd)
+		if res.ExitCode == 0 {
+			t.Errorf("%s: %q exited 0 (output %q); want it refused", tc.name, tc.cmd, res.Output)
+		}
+	}
+	// kill -9 -1 reaches every process the caller may signal: its own
+	// shell among them, never the agent.
+	run(t, sb, "attack", "kill -9 -1")
+
+	// The agent's file operations refuse what the shells cannot see.
+	for _, p := range []string{"/proc/1/environ", "/.rollcage/run/agent.sock"} {
+		if _, _, err := sb.ReadFile(t.Context(), p, 0); !errors.Is(err, sandbox.ErrRefused) {
+			t.Errorf("ReadFile(%s): got %v, want a refusal", p, err)
+		}
+	}
+
+	// A flood of the watched directory is seen: the call says effects
+	// were lost.
+	res := run(t, sb, "", "for i in $(seq 1 2000); do : >/workspace/f$i; done")
+	if !res.EffectsTruncated || len(res.Effects) == 0 {
+		t.Errorf("flood of /workspace: %d effects, truncated %v; want effects and truncated", len(res.Effects), res.EffectsTruncated)
+	}
+	res = run(t, sb, "", "echo x >/workspace/after.txt")
+	if !containsEffect(res.Effects, "/workspace/after.txt") {
+		t.Errorf("a write after the flood: effects %v, want /workspace/after.txt", res.Effects)
+	}
+	if res := run(t, sb, "", "echo alive"); strings.TrimSpace(res.Output) != "alive" {
+		t.Errorf("agent after the attacks: %q", res.Output)
+	}
+}
+
+func containsEffect(effects []sandbox.Effect, path string) bool {
+	for _, e := range effects {
+		if e.Path == path {
+			return true
+		}
+	}
+	return false
+}
