@@ -221,13 +221,18 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, client str
 		apiError(w, http.StatusBadRequest, fmt.Sprintf("metadata %q: %v", MetaModelRoute, err))
 		return
 	}
+	user := req.Metadata[MetaUser]
+	if err := harness.CheckSandboxUser(user); err != nil {
+		apiError(w, http.StatusBadRequest, fmt.Sprintf("metadata %q: %v", MetaUser, err))
+		return
+	}
 	id := "i" + randomHex(10)
 	template := req.TemplateID
 	if template == "" {
 		template = "base"
 	}
 	// No labels: a sandbox spec with labels cannot take a warm container.
-	op, err := s.cfg.Episodes.Open(r.Context(), t, harness.EpisodeMeta{ID: id, ModelRoutes: routes})
+	op, err := s.cfg.Episodes.Open(r.Context(), t, harness.EpisodeMeta{ID: id, ModelRoutes: routes, SandboxUser: user})
 	if errors.Is(err, server.ErrShuttingDown) {
 		apiError(w, http.StatusServiceUnavailable, "rollcage is shutting down: retry against another instance")
 		return

@@ -61,6 +61,11 @@ const (
 	// sandbox may reach through the egress proxy; the routes turn the
 	// proxy on for the sandbox (harness.EpisodeMeta.ModelRoutes).
 	MetaModelRoute = "rollcage/model_route"
+	// MetaUser "root" makes the sandbox a root sandbox: every process
+	// runs as root inside a user namespace, the agent beyond it
+	// (harness.EpisodeMeta.SandboxUser; Docker on an engine with
+	// --userns-remap only, else the create is refused saying why).
+	MetaUser = "rollcage/user"
 )
 
 // Defaults of Config.

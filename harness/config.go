@@ -76,6 +76,10 @@ type Config struct {
 	// http://host:port/path or https://host:port). Episodes with routes
 	// run in network mode proxy. Nil: none.
 	ModelRoutes []string
+	// SandboxUser is the episodes' sandbox user: sandbox.UserDefault (uid
+	// 1000) or sandbox.UserRoot (root in a user namespace; see
+	// docs/security-model.md). An episode's EpisodeMeta.SandboxUser wins.
+	SandboxUser string
 	// Canaries are decoy files planted in every sandbox. Nil: DefaultCanaries
 	// with a fresh random token per episode.
 	Canaries []sandbox.Canary
@@ -115,6 +119,9 @@ func (c Config) Validate() error {
 	case "", sandbox.NetworkNone, sandbox.NetworkProxy:
 	default:
 		errs = append(errs, fmt.Errorf("harness: Network %q: use %q or %q", c.Network, sandbox.NetworkNone, sandbox.NetworkProxy))
+	}
+	if err := CheckSandboxUser(c.SandboxUser); err != nil {
+		return err
 	}
 	if _, err := parseRoutes(c.ModelRoutes); err != nil {
 		errs = append(errs, fmt.Errorf("harness: %w", err))

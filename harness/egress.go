@@ -10,6 +10,7 @@ import (
 
 	"github.com/rollcage/rollcage/egress"
 	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
@@ -68,6 +69,15 @@ func (e *Episode) startEgress() (string, error) {
 	}()
 	e.egress, e.egressDir = p, dir
 	return sock, nil
+}
+
+// CheckSandboxUser reports a sandbox user no backend knows, in one line.
+func CheckSandboxUser(u string) error {
+	switch u {
+	case sandbox.UserDefault, sandbox.UserRoot:
+		return nil
+	}
+	return fmt.Errorf("sandbox user %q: use %q (root in a user namespace) or leave it empty (uid 1000)", u, sandbox.UserRoot)
 }
 
 // CheckModelRoutes reports the first model route an episode could not

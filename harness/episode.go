@@ -41,6 +41,10 @@ type EpisodeMeta struct {
 	// runner's Config.ModelRoutes. An episode with routes runs in network
 	// mode proxy whatever Config.Network says.
 	ModelRoutes []string `json:"model_routes,omitempty"`
+	// SandboxUser is sandbox.UserRoot for a sandbox whose policy is root
+	// in a user namespace (only on a backend that gives it), else the
+	// runner's Config.SandboxUser.
+	SandboxUser string `json:"sandbox_user,omitempty"`
 }
 
 // Episode is one running episode. Call, RecordModelTurn and Compact are

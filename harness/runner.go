@@ -100,6 +100,15 @@ func (r *Runner) Start(ctx context.Context, t task.Task, hidden fs.FS, meta Epis
 	if err != nil {
 		return nil, fmt.Errorf("harness: start %s: %w", meta.ID, err)
 	}
+	if err := CheckSandboxUser(meta.SandboxUser); err != nil {
+		return nil, fmt.Errorf("harness: start %s: %w", meta.ID, err)
+	}
+	if meta.SandboxUser == "" {
+		meta.SandboxUser = r.cfg.SandboxUser
+	}
+	if meta.SandboxUser == sandbox.UserRoot && t.Mode() == task.GradeSnapshot {
+		return nil, fmt.Errorf("harness: start %s: task %s grades a snapshot of the sandbox, which a root sandbox's root could have made its own: run it with the default sandbox user or grade by diff (\"grade\": \"diff\")", meta.ID, t.ID)
+	}
 	network := r.cfg.Network
 	if len(routes) > 0 {
 		network = sandbox.NetworkProxy
@@ -144,7 +153,7 @@ func (e *Episode) begin(ctx context.Context) error {
 	spec := sandbox.Spec{
 		Image: t.Image, EpisodeID: e.id, Workdir: workdir, Network: e.network,
 		Canaries: canaries, Lease: r.cfg.Lease, Limits: r.cfg.SandboxLimits, Labels: e.meta.Labels,
-		Watch: effectWatch(workdir, r.cfg.EvaluatorDirs),
+		Watch: effectWatch(workdir, r.cfg.EvaluatorDirs), User: e.meta.SandboxUser,
 	}
 	if spec.Network == sandbox.NetworkProxy {
 		if spec.ProxySocket, err = e.startEgress(); err != nil {

@@ -37,6 +37,9 @@ type CreateRequest struct {
 	// ModelRoutes are URLs of the trainer's model adapter the episode's
 	// sandbox may reach through the egress proxy (harness.EpisodeMeta).
 	ModelRoutes []string `json:"model_routes,omitempty"`
+	// SandboxUser "root" makes the episode's sandbox a root sandbox
+	// (harness.EpisodeMeta.SandboxUser); empty: the gateway's default.
+	SandboxUser string `json:"sandbox_user,omitempty"`
 }
 
 // CreateResponse answers POST /v1/episodes.
@@ -323,6 +326,10 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, _ caller) 
 		writeError(w, http.StatusBadRequest, msg)
 		return
 	}
+	if err := harness.CheckSandboxUser(req.SandboxUser); err != nil {
+		writeError(w, http.StatusBadRequest, "field \"sandbox_user\": "+err.Error())
+		return
+	}
 	if err := harness.CheckModelRoutes(req.ModelRoutes); err != nil {
 		writeError(w, http.StatusBadRequest, "field \"model_routes\": "+err.Error())
 		return
@@ -338,7 +345,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, _ caller) 
 		}
 	}
 	cr, code, msg := s.createEpisode(r.Context(), t, harness.EpisodeMeta{
-		ID: req.EpisodeID, Attempt: req.Attempt, Model: req.Model, Labels: req.Labels, ModelRoutes: req.ModelRoutes}, s.baseURL(r))
+		ID: req.EpisodeID, Attempt: req.Attempt, Model: req.Model, Labels: req.Labels, ModelRoutes: req.ModelRoutes, SandboxUser: req.SandboxUser}, s.baseURL(r))
 	if msg != "" {
 		writeError(w, code, msg)
 		return

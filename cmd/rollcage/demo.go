@@ -243,6 +243,7 @@ type envOptions struct {
 	backend  *backendFlags // --backend and its flags
 	network  string
 	routes   []string // model routes of every episode
+	user     string   // sandbox user of every episode (harness.Config.SandboxUser)
 	verbose  bool
 	noSeal   bool
 	stderr   io.Writer
@@ -291,7 +292,7 @@ func (o envOptions) runner(ctx context.Context, st *trajectory.Store, log *slog.
 	if err != nil {
 		return nil, nil, err
 	}
-	r, err := harness.NewRunner(harness.Config{Backend: be, Monitor: mon, Store: st, Limits: o.limits, Network: o.network, ModelRoutes: o.routes, Seal: !o.noSeal, Logger: log})
+	r, err := harness.NewRunner(harness.Config{Backend: be, Monitor: mon, Store: st, Limits: o.limits, Network: o.network, ModelRoutes: o.routes, SandboxUser: o.user, Seal: !o.noSeal, Logger: log})
 	if err != nil {
 		be.Close(context.WithoutCancel(ctx))
 		return nil, nil, err

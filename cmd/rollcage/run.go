@@ -45,6 +45,7 @@ func runBatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	maxTokens := fs.Int("max-tokens", 0, "completion tokens per episode (0: no limit)")
 	network := fs.String("network", sandbox.NetworkNone, "sandbox network: none or proxy")
 	var routes stringList
+	sandboxUser := fs.String("sandbox-user", "", "root: the policy is root inside a user namespace (Docker on an engine with --userns-remap only; see docs/security-model.md); empty: uid 1000")
 	fs.Var(&routes, "model-route", "a URL of the trainer's model adapter (http://HOST:PORT/PATH or https://HOST:PORT) the agent in the sandbox may reach through the egress proxy; turns the proxy on (repeatable)")
 	disk := addDiskFlag(fs)
 	if err := parse(fs, args); err != nil {
@@ -55,6 +56,9 @@ func runBatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if err := harness.CheckModelRoutes(routes); err != nil {
 		return fmt.Errorf("--model-route: %w", err)
+	}
+	if err := harness.CheckSandboxUser(*sandboxUser); err != nil {
+		return fmt.Errorf("--sandbox-user: %w", err)
 	}
 	if *tasksFile == "" {
 		return errors.New("--tasks is required: a JSONL task file (see the README's task format)")
@@ -87,7 +91,7 @@ func runBatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	opts := ef.options(filepath.Join(*ef.out, "trajectories"), stderr)
-	opts.network, opts.routes, opts.disk = *network, routes, int64(*disk)
+	opts.network, opts.routes, opts.disk, opts.user = *network, routes, int64(*disk), *sandboxUser
 	opts.limits = harness.Limits{MaxSteps: *maxSteps, WallTime: *wall, MaxTokens: *maxTokens}
 	env, err := newEnv(ctx, opts)
 	if err != nil {

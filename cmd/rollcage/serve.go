@@ -70,6 +70,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	pool := fs.Int("pool", envInt("ROLLCAGE_POOL", 0), "warm containers kept per task image")
 	network := fs.String("network", envOr("ROLLCAGE_NETWORK", sandbox.NetworkNone), "sandbox network: none, or proxy (egress through the monitor's proxy)")
 	var routes stringList
+	sandboxUser := fs.String("sandbox-user", "", "root: the policy is root inside a user namespace (Docker on an engine with --userns-remap only; see docs/security-model.md); empty: uid 1000")
 	fs.Var(&routes, "model-route", "a URL of the trainer's model adapter (http://HOST:PORT/PATH or https://HOST:PORT) every episode's sandbox may reach through the egress proxy; turns the proxy on (repeatable; per episode: the create request's model_routes)")
 	grace := fs.Duration("shutdown-timeout", 2*time.Minute, "how long a shutdown waits for calls in flight")
 	verbose := fs.Bool("v", false, "debug logs (one line per call)")
@@ -83,6 +84,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if err := harness.CheckModelRoutes(routes); err != nil {
 		return fmt.Errorf("--model-route: %w", err)
+	}
+	if err := harness.CheckSandboxUser(*sandboxUser); err != nil {
+		return fmt.Errorf("--sandbox-user: %w", err)
 	}
 	level := slog.LevelInfo
 	if *verbose {
@@ -140,7 +144,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer backend.Close(context.WithoutCancel(ctx))
-	runner, err := harness.NewRunner(harness.Config{Backend: backend, Monitor: mon, Store: store, Network: *network, ModelRoutes: routes,
+	runner, err := harness.NewRunner(harness.Config{Backend: backend, Monitor: mon, Store: store, Network: *network, ModelRoutes: routes, SandboxUser: *sandboxUser,
 		Limits: harness.Limits{MaxSteps: *maxSteps, WallTime: *wall}, Seal: !*noSeal, Logger: log})
 	if err != nil {
 		return err
