@@ -40,7 +40,7 @@ func (s *Server) checkPath(p string) error {
 	if err := checkPath(p); err != nil {
 		return err
 	}
-	if s.nest {
+	if s.nest != nil {
 		return nestPath(filepath.Clean(p))
 	}
 	return nil

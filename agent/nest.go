@@ -1,14 +1,21 @@
 package agent
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -106,18 +113,197 @@ func mountNestProc() error {
 	return nil
 }
 
-// nestCmd makes cmd start the policy's shell in a user and mount
-// namespace of its own, through `rollcage-agent nsinit`.
-func nestCmd(cmd *exec.Cmd) {
-	args := append([]string{"rollcage-agent", "nsinit", cmd.Path}, cmd.Args...)
-	cmd.Path, cmd.Args = "/proc/self/exe", args
-	if cmd.SysProcAttr == nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{}
+// nester starts the policy's processes inside one user and mount
+// namespace, shared by all of them (so root sees and signals its own
+// processes across sessions): through a zygote, `rollcage-agent nsinit`,
+// started once in that namespace as its root. The zygote forks each
+// process with CLONE_PARENT, so the process is the agent's child, which
+// waits for it as for any (exec.Cmd.Wait). A zygote that died (a KillAll,
+// the policy's root killing it) is started again at the next process.
+type nester struct {
+	mu   sync.Mutex
+	conn *net.UnixConn // guarded by mu; nil until started or once dead
+	zyg  *exec.Cmd     // guarded by mu
+}
+
+// spawnRequest is one process for the zygote; its files travel as
+// SCM_RIGHTS in the same message, in order (stdin, stdout, stderr,
+// extra files).
+type spawnRequest struct {
+	Path    string   `json:"path"`
+	Args    []string `json:"args"`
+	Env     []string `json:"env"`
+	Dir     string   `json:"dir"`
+	UID     uint32   `json:"uid"`
+	GID     uint32   `json:"gid"`
+	Setpgid bool     `json:"setpgid"`
+}
+
+type spawnReply struct {
+	PID   int    `json:"pid"`
+	Error string `json:"error,omitempty"`
+}
+
+// start starts cmd in the policy's namespace and sets cmd.Process, so
+// that cmd.Wait works as after cmd.Start. Stdin, Stdout and Stderr must
+// be *os.File or nil (/dev/null).
+func (n *nester) start(cmd *exec.Cmd) error {
+	if cmd.Err != nil {
+		return cmd.Err
 	}
+	var files []*os.File
+	var devnull *os.File
+	for _, f := range []any{cmd.Stdin, cmd.Stdout, cmd.Stderr} {
+		switch f := f.(type) {
+		case nil:
+			if devnull == nil {
+				var err error
+				if devnull, err = os.Open(os.DevNull); err != nil {
+					return err
+				}
+				defer devnull.Close()
+			}
+			files = append(files, devnull)
+		case *os.File:
+			files = append(files, f)
+		default:
+			return fmt.Errorf("root sandbox: start %s: stdio must be files, not %T", cmd.Path, f)
+		}
+	}
+	files = append(files, cmd.ExtraFiles...)
+	req := spawnRequest{Path: cmd.Path, Args: cmd.Args, Env: cmd.Env, Dir: cmd.Dir}
+	if req.Env == nil {
+		req.Env = os.Environ()
+	}
+	if a := cmd.SysProcAttr; a != nil {
+		req.Setpgid = a.Setpgid
+		if a.Credential != nil {
+			req.UID, req.GID = a.Credential.Uid, a.Credential.Gid
+		}
+	}
+	msg, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	fds := make([]int, len(files))
+	for i, f := range files {
+		fds[i] = int(f.Fd())
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var reply spawnReply
+	for attempt := 0; ; attempt++ {
+		if n.conn == nil {
+			if err := n.startZygote(); err != nil {
+				return err
+			}
+		}
+		reply, err = n.roundTrip(msg, fds)
+		if err == nil || attempt > 0 {
+			break
+		}
+		n.drop() // dead since the last process: once more with a new one
+	}
+	runtime.KeepAlive(files)
+	if err != nil {
+		n.drop()
+		return fmt.Errorf("root sandbox: start %s: zygote: %w", cmd.Path, err)
+	}
+	if reply.Error != "" {
+		return fmt.Errorf("start %s: %s", cmd.Path, reply.Error)
+	}
+	p, err := os.FindProcess(reply.PID)
+	if err != nil {
+		return fmt.Errorf("root sandbox: start %s: %w", cmd.Path, err)
+	}
+	cmd.Process = p
+	return nil
+}
+
+func (n *nester) roundTrip(msg []byte, fds []int) (spawnReply, error) {
+	var reply spawnReply
+	if _, _, err := n.conn.WriteMsgUnix(msg, unix.UnixRights(fds...), nil); err != nil {
+		return reply, err
+	}
+	buf := make([]byte, 4096)
+	k, _, _, _, err := n.conn.ReadMsgUnix(buf, nil)
+	if err != nil {
+		return reply, err
+	}
+	if k == 0 {
+		return reply, io.EOF
+	}
+	return reply, json.Unmarshal(buf[:k], &reply)
+}
+
+// drop forgets a zygote that no longer answers (and kills it).
+func (n *nester) drop() {
+	if n.conn != nil {
+		n.conn.Close()
+		n.conn = nil
+	}
+	if n.zyg != nil {
+		n.zyg.Process.Kill()
+		n.zyg = nil
+	}
+}
+
+// startZygote starts the zygote in a new user and mount namespace and
+// waits for it to be ready. The caller holds mu.
+func (n *nester) startZygote() error {
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("root sandbox: socketpair: %w", err)
+	}
+	ours, theirs := os.NewFile(uintptr(pair[0]), "zygote"), os.NewFile(uintptr(pair[1]), "zygote")
+	defer theirs.Close()
+	cmd := exec.Command("/proc/self/exe", "nsinit")
+	cmd.Args[0] = "rollcage-agent"
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	cmd.ExtraFiles = []*os.File{theirs}
 	ids := []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: NestUID}}
-	cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS
-	cmd.SysProcAttr.UidMappings, cmd.SysProcAttr.GidMappings = ids, ids
-	cmd.SysProcAttr.GidMappingsEnableSetgroups = true
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS,
+		UidMappings: ids, GidMappings: ids, GidMappingsEnableSetgroups: true,
+		Credential: &syscall.Credential{Uid: 0, Gid: 0, Groups: []uint32{}},
+		Setsid:     true,
+		Pdeathsig:  syscall.SIGKILL,
+	}
+	if err := cmd.Start(); err != nil {
+		ours.Close()
+		return fmt.Errorf("root sandbox: start the zygote: %w", err)
+	}
+	go cmd.Wait()
+	fc, err := net.FileConn(ours)
+	ours.Close()
+	if err != nil {
+		cmd.Process.Kill()
+		return fmt.Errorf("root sandbox: zygote socket: %w", err)
+	}
+	conn := fc.(*net.UnixConn)
+	buf := make([]byte, 4096)
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	k, _, _, _, err := conn.ReadMsgUnix(buf, nil)
+	conn.SetReadDeadline(time.Time{})
+	if err == nil && string(buf[:k]) != "ready" {
+		err = errors.New(string(buf[:k]))
+	}
+	if err != nil {
+		conn.Close()
+		cmd.Process.Kill()
+		return fmt.Errorf("root sandbox: the zygote did not start: %w", err)
+	}
+	n.conn, n.zyg = conn, cmd
+	return nil
+}
+
+// startCmd is cmd.Start, or in a root sandbox the start through its
+// zygote.
+func startCmd(n *nester, cmd *exec.Cmd) error {
+	if n == nil {
+		return cmd.Start()
+	}
+	return n.start(cmd)
 }
 
 // Docker's masked and read-only paths under /proc, put back over the
@@ -129,24 +315,89 @@ var (
 	nestReadOnly = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}
 )
 
-// NestInit is `rollcage-agent nsinit PATH ARGV0 ARGS...`: it runs as root
-// of a policy shell's new user namespace, hides the agent, confines the
-// namespace's root and execs the shell. It returns only on failure.
+// NestInit is `rollcage-agent nsinit`, the zygote of a root sandbox
+// (see nester): started by the agent as root of the policy's new user
+// and mount namespace with its socket at fd 3, it hides the agent,
+// confines the namespace's root (bounding set, seccomp, both for all its
+// threads and so every process it starts) and then starts the processes
+// the agent asks for. It returns only on failure or when the agent is
+// gone.
 func NestInit(args []string) int {
-	if len(args) < 2 {
-		fmt.Fprintln(os.Stderr, "rollcage-agent nsinit: usage: rollcage-agent nsinit PATH ARGV0 [ARGS...] (the agent runs it; not for direct use)")
+	if len(args) != 0 {
+		fmt.Fprintln(os.Stderr, "rollcage-agent nsinit: takes no arguments (the agent runs it; not for direct use)")
 		return 2
 	}
-	// Mounts, the bounding set and the filter are the thread's; the exec
-	// must come from the same thread.
-	runtime.LockOSThread()
+	sock := os.NewFile(3, "agent")
+	fc, err := net.FileConn(sock)
+	sock.Close()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rollcage-agent nsinit: fd 3 is not the agent's socket:", err)
+		return 2
+	}
+	conn := fc.(*net.UnixConn)
 	if err := nestSetup(); err != nil {
-		fmt.Fprintln(os.Stderr, "rollcage-agent nsinit:", err)
+		conn.Write([]byte("rollcage-agent nsinit: " + err.Error()))
 		return 126
 	}
-	err := syscall.Exec(args[0], args[1:], os.Environ())
-	fmt.Fprintf(os.Stderr, "rollcage-agent nsinit: exec %s: %v\n", args[0], err)
-	return 127
+	if _, err := conn.Write([]byte("ready")); err != nil {
+		return 1
+	}
+	buf, oob := make([]byte, 1<<20), make([]byte, unix.CmsgSpace(64*4))
+	for {
+		k, oobn, _, _, err := conn.ReadMsgUnix(buf, oob)
+		if err != nil || k == 0 {
+			return 0 // the agent is gone
+		}
+		reply := spawn(buf[:k], oob[:oobn])
+		msg, _ := json.Marshal(reply)
+		if _, err := conn.Write(msg); err != nil {
+			return 0
+		}
+	}
+}
+
+// spawn starts one process for the agent, as its child (CLONE_PARENT).
+func spawn(msg, oob []byte) spawnReply {
+	var files []*os.File
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	cmsgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return spawnReply{Error: "bad request: " + err.Error()}
+	}
+	for _, c := range cmsgs {
+		fds, err := unix.ParseUnixRights(&c)
+		if err != nil {
+			return spawnReply{Error: "bad request: " + err.Error()}
+		}
+		for _, fd := range fds {
+			files = append(files, os.NewFile(uintptr(fd), "fd"))
+		}
+	}
+	var req spawnRequest
+	if err := json.Unmarshal(msg, &req); err != nil {
+		return spawnReply{Error: "bad request: " + err.Error()}
+	}
+	if len(files) < 3 {
+		return spawnReply{Error: fmt.Sprintf("bad request: %d files, want stdin, stdout and stderr at least", len(files))}
+	}
+	p, err := os.StartProcess(req.Path, req.Args, &os.ProcAttr{
+		Dir: req.Dir, Env: req.Env, Files: files,
+		Sys: &syscall.SysProcAttr{
+			Setpgid:    req.Setpgid,
+			Credential: &syscall.Credential{Uid: req.UID, Gid: req.GID, Groups: []uint32{}},
+			Cloneflags: syscall.CLONE_PARENT,
+		},
+	})
+	if err != nil {
+		return spawnReply{Error: err.Error()}
+	}
+	pid := p.Pid
+	p.Release()
+	return spawnReply{PID: pid}
 }
 
 func nestSetup() error {
@@ -171,10 +422,27 @@ func nestSetup() error {
 			return fmt.Errorf("hide %s: %w", p, err)
 		}
 	}
-	for _, c := range []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SETFCAP} {
-		if err := unix.Prctl(unix.PR_CAPBSET_DROP, c, 0, 0, 0); err != nil {
-			return fmt.Errorf("drop capability %d from the bounding set: %w", c, err)
+	// The bounding set and no_new_privs are per thread: every thread of
+	// the zygote may be the one that forks. A new user namespace starts
+	// with a full bounding set; the policy's root keeps nestPolicyCaps.
+	last, err := os.ReadFile("/proc/sys/kernel/cap_last_cap")
+	if err != nil {
+		return fmt.Errorf("read the last capability: %w", err)
+	}
+	top, err := strconv.Atoi(strings.TrimSpace(string(last)))
+	if err != nil {
+		return fmt.Errorf("read the last capability: %w", err)
+	}
+	for c := uintptr(0); c <= uintptr(top); c++ {
+		if slices.Contains(nestPolicyCaps, c) {
+			continue
 		}
+		if _, _, errno := syscall.AllThreadsSyscall(unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, c, 0); errno != 0 {
+			return fmt.Errorf("drop capability %d from the bounding set: %w", c, errno)
+		}
+	}
+	if _, _, errno := syscall.AllThreadsSyscall(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0); errno != 0 {
+		return fmt.Errorf("no_new_privs: %w", errno)
 	}
 	return installNestFilter()
 }
@@ -224,6 +492,16 @@ func readOnlyPath(p string) error {
 		return fmt.Errorf("make %s read-only: %w", p, err)
 	}
 	return nil
+}
+
+// nestPolicyCaps bound what the policy's root holds (in its own user
+// namespace only): Docker's default set without SETFCAP, plus SYS_PTRACE
+// so that root sees and debugs its processes of every uid.
+var nestPolicyCaps = []uintptr{
+	unix.CAP_CHOWN, unix.CAP_DAC_OVERRIDE, unix.CAP_FSETID, unix.CAP_FOWNER, unix.CAP_MKNOD,
+	unix.CAP_NET_RAW, unix.CAP_SETGID, unix.CAP_SETUID, unix.CAP_SETPCAP,
+	unix.CAP_NET_BIND_SERVICE, unix.CAP_SYS_CHROOT, unix.CAP_KILL, unix.CAP_AUDIT_WRITE,
+	unix.CAP_SYS_PTRACE,
 }
 
 // nestDenied are the system calls the policy's root gets EPERM for: the
@@ -304,10 +582,8 @@ func installNestFilter() error {
 		return err
 	}
 	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return fmt.Errorf("no_new_privs: %w", err)
-	}
-	_, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&fprog)))
+	// TSYNC: on every thread of the zygote, so on every process it starts.
+	_, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&fprog)))
 	if errno != 0 {
 		return fmt.Errorf("install the seccomp filter: %w", errno)
 	}

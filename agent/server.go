@@ -115,7 +115,7 @@ type Server struct {
 	started     time.Time
 	home        string
 	userName    string
-	nest        bool     // a root sandbox (ServerConfig.Nest)
+	nest        *nester  // a root sandbox's zygote (ServerConfig.Nest); nil otherwise
 	watch       *watcher // nil until Configure asks for canaries or effects
 
 	base   context.Context // cancelled on shutdown; parent of every call
@@ -177,7 +177,6 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		shell:    shell,
 		shellBin: bin,
 		mode:     cfg.ShellMode,
-		nest:     cfg.Nest,
 		lease:    cfg.Lease,
 		started:  time.Now(),
 		done:     make(chan struct{}),
@@ -190,6 +189,9 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	}
 	if cred != nil {
 		s.userThreads = startUserThreads(cred, userThreadCount)
+	}
+	if cfg.Nest {
+		s.nest = &nester{}
 	}
 	s.home, s.userName = lookupHome(cred)
 	s.base, s.cancel = context.WithCancel(context.Background())

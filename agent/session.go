@@ -104,8 +104,8 @@ type execEnv struct {
 	cred      *syscall.Credential
 	baseEnv   []string
 	workdir   string
-	mode      string // ModePersistent or ModePerCall
-	nest      bool   // a root sandbox: shells start through nestCmd
+	mode      string  // ModePersistent or ModePerCall
+	nest      *nester // a root sandbox's zygote; nil otherwise
 }
 
 // run executes one call in s. The caller holds s's lock. Cancelling ctx
@@ -146,9 +146,6 @@ func (s *session) runPerCall(ctx context.Context, e execEnv, req sandbox.ExecReq
 		dump = dumpSh
 	}
 	cmd := bootstrapShell(e.shellPath, e.shell, e.cred, s.environ(e), "/")
-	if e.nest {
-		nestCmd(cmd)
-	}
 	cmd.Stdout, cmd.Stderr = outW, outW
 	if stdinR != nil {
 		cmd.Stdin = stdinR
@@ -156,7 +153,7 @@ func (s *session) runPerCall(ctx context.Context, e execEnv, req sandbox.ExecReq
 	cmd.ExtraFiles = []*os.File{stateR, cmdR, dumpW}
 
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
+	if err := startCmd(e.nest, cmd); err != nil {
 		return res, fmt.Errorf("start %s: %w", e.shellPath, err)
 	}
 	pgid := cmd.Process.Pid

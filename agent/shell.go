@@ -143,10 +143,7 @@ func (s *session) startShell(e execEnv, started func(pgid int)) (sh *pshell, err
 	cmd.Stdout, cmd.Stderr = outW, outW
 	cmd.ExtraFiles = []*os.File{scriptR, ctlW}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: e.cred}
-	if e.nest {
-		nestCmd(cmd)
-	}
-	if err := cmd.Start(); err != nil {
+	if err := startCmd(e.nest, cmd); err != nil {
 		return nil, fmt.Errorf("start %s: %w", e.shellPath, err)
 	}
 	pipes.keep()

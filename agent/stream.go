@@ -81,9 +81,6 @@ func (s *Server) startStream(ctx context.Context, req sandbox.StartRequest, star
 		dir = "/"
 	}
 	cmd := bootstrapShell(s.shellBin, s.shell, s.cred, s.baseEnv(), dir)
-	if s.nest {
-		nestCmd(cmd)
-	}
 	cmd.Stdout, cmd.Stderr = outW, errW
 	if stdinR != nil {
 		cmd.Stdin = stdinR
@@ -100,7 +97,7 @@ func (s *Server) startStream(ctx context.Context, req sandbox.StartRequest, star
 		s.active.Add(-1)
 	}()
 	t0 := time.Now()
-	if err := cmd.Start(); err != nil {
+	if err := startCmd(s.nest, cmd); err != nil {
 		if sub != nil {
 			w.drain(sub)
 		}

@@ -101,6 +101,13 @@ func TestRootSandbox(t *testing.T) {
 		}
 	}
 
+	// All the policy's processes share one namespace: a process another
+	// session left running is seen and signalled.
+	run(t, sb, "a", "sleep 777 >/dev/null 2>&1 &")
+	if res := run(t, sb, "b", "pkill -x -f 'sleep 777' && echo killed"); strings.TrimSpace(res.Output) != "killed" {
+		t.Errorf("pkill of another session's process: exit %d, %q", res.ExitCode, res.Output)
+	}
+
 	// A root process of the sandbox, found on the host by its command line.
 	marker := "4242." + strconv.Itoa(os.Getpid())
 	run(t, sb, "", "sleep "+marker+" >/dev/null 2>&1 &")
@@ -139,9 +146,17 @@ func hostUID(t *testing.T, procDir string) int {
 // TestRootCannotReachAgent: what a root policy tries against what
 // watches it is refused or seen, and the agent answers afterwards.
 func TestRootCannotReachAgent(t *testing.T) {
-	_, sb := rootSandbox(t, &sandbox.Watch{Roots: []string{"/workspace"}, MaxEffects: 64})
+	b, sb := rootSandbox(t, &sandbox.Watch{Roots: []string{"/workspace"}, MaxEffects: 64})
+	reaper, agentPID := agentPIDs(t, b, sb)
+	ap := strconv.Itoa(agentPID)
 	refused := []struct{ name, cmd string }{
-		{"see the agent in /proc", "grep -l rollcage-agent /proc/[0-9]*/cmdline"},
+		{"see the reaper in /proc", "test -e /proc/" + strconv.Itoa(reaper)},
+		{"see the agent in /proc", "test -e /proc/" + ap},
+		{"signal the agent", "kill -0 " + ap},
+		{"kill the agent", "kill -9 " + ap},
+		{"ptrace the agent", `python3 -c 'import ctypes,sys; l=ctypes.CDLL(None, use_errno=True); sys.exit(0 if l.ptrace(16, ` + ap + `, None, None) == 0 else 1)'`},
+		// pidfd_open needs no permission; signalling through it does.
+		{"kill the agent by pidfd", `python3 -c 'import os,signal; signal.pidfd_send_signal(os.pidfd_open(` + ap + `), signal.SIGKILL)'`},
 		{"read PID 1's environment", "cat /proc/1/environ"},
 		{"signal the reaper", "kill -TERM 1"},
 		// A pid hidden from /proc that takes a signal would be the agent's.
@@ -185,6 +200,45 @@ func TestRootCannotReachAgent(t *testing.T) {
 	if res := run(t, sb, "", "echo alive"); strings.TrimSpace(res.Output) != "alive" {
 		t.Errorf("agent after the attacks: %q", res.Output)
 	}
+}
+
+// agentPIDs are the reaper's and the agent's pids in the sandbox, read
+// on the host: the container's init and its child, by NSpid.
+func agentPIDs(t *testing.T, b *Backend, sb sandbox.Sandbox) (reaper, agent int) {
+	t.Helper()
+	st, err := b.cli.ContainerInspect(t.Context(), sb.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The child is listed under the thread that forked it.
+	tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(st.State.Pid) + "/task/*/children")
+	var kids []byte
+	for _, p := range tasks {
+		b, _ := os.ReadFile(p)
+		kids = append(kids, b...)
+	}
+	if len(strings.Fields(string(kids))) == 0 {
+		t.Fatalf("the reaper (host pid %d) has no child", st.State.Pid)
+	}
+	nspid := func(host string) int {
+		status, err := os.ReadFile("/proc/" + host + "/status")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for line := range strings.Lines(string(status)) {
+			if f := strings.Fields(line); len(f) > 1 && f[0] == "NSpid:" {
+				n, _ := strconv.Atoi(f[len(f)-1])
+				return n
+			}
+		}
+		t.Fatalf("no NSpid in /proc/%s/status", host)
+		return 0
+	}
+	reaper, agent = nspid(strconv.Itoa(st.State.Pid)), nspid(strings.Fields(string(kids))[0])
+	if reaper != 1 || agent <= 1 {
+		t.Fatalf("reaper pid %d, agent pid %d in the sandbox; want 1 and another", reaper, agent)
+	}
+	return reaper, agent
 }
 
 func containsEffect(effects []sandbox.Effect, path string) bool {
