@@ -101,6 +101,9 @@ func reap(args []string) int {
 	// The reaper's main thread sits in wait4 for good; a couple of idle
 	// threads let its signal relay run while the policy holds every pid.
 	agent.ReserveThreads(2)
+	if err := openRoot(); err != nil {
+		log.Warn("rollcage-agent: the container's / is closed to other users", "err", err)
+	}
 	cmd := exec.Command("/proc/self/exe", append([]string{"serve"}, args...)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	nest := slices.Contains(args, "--nest")
@@ -144,6 +147,21 @@ func reap(args []string) int {
 		}
 		return ws.ExitStatus()
 	}
+}
+
+// openRoot makes the container's / searchable and readable by every
+// user when it is not: Docker's btrfs driver with --userns-remap leaves
+// a container's / at 0700, where neither the sandbox user nor a root
+// sandbox's agent (uid 65535) can reach a file.
+func openRoot() error {
+	fi, err := os.Stat("/")
+	if err != nil {
+		return err
+	}
+	if fi.Mode().Perm()&0o005 == 0o005 {
+		return nil
+	}
+	return os.Chmod("/", fi.Mode().Perm()|0o055)
 }
 
 type options struct {
