@@ -90,6 +90,12 @@ func NestDropReaper() error {
 	if err := syscall.Setresuid(NestUID, NestUID, NestUID); err != nil {
 		return fmt.Errorf("reaper: setuid %d: %w", NestUID, err)
 	}
+	// The uid change made the reaper undumpable, which would hide its
+	// /proc/1/exe from the agent (KillAll checks it); the policy's root,
+	// of another uid and user namespace, gains nothing from this.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("reaper: dumpable: %w", err)
+	}
 	return nil
 }
 

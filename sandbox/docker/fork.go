@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -158,13 +159,21 @@ func (c *container) backgroundProcesses(ctx context.Context) []string {
 	if iu < 0 || ia < 0 {
 		return nil
 	}
+	// The engine lists host uids: shifted where it remaps users.
+	uid, _ := strconv.Atoi(strings.Split(hostside.SandboxUser, ":")[0])
+	if c.Spec().User == sandbox.UserRoot {
+		uid = 0
+	}
+	if c.b.remap != nil {
+		uid += c.b.remap.UID
+	}
 	var out []string
 	for _, p := range top.Processes {
-		if len(p) <= max(iu, ia) || p[iu] != strings.Split(hostside.SandboxUser, ":")[0] {
+		if len(p) <= max(iu, ia) || p[iu] != strconv.Itoa(uid) {
 			continue
 		}
-		if strings.HasSuffix(p[ia], "/dev/fd/3") {
-			continue // a session's shell
+		if strings.HasSuffix(p[ia], "/dev/fd/3") || strings.HasSuffix(p[ia], "rollcage-agent nsinit") {
+			continue // a session's shell, a root sandbox's zygote
 		}
 		out = append(out, p[ia])
 	}

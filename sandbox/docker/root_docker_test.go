@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -106,6 +107,17 @@ func TestRootSandbox(t *testing.T) {
 	run(t, sb, "a", "sleep 777 >/dev/null 2>&1 &")
 	if res := run(t, sb, "b", "pkill -x -f 'sleep 777' && echo killed"); strings.TrimSpace(res.Output) != "killed" {
 		t.Errorf("pkill of another session's process: exit %d, %q", res.ExitCode, res.Output)
+	}
+
+	// KillAll stops every process of the policy, root's included, and the
+	// sandbox goes on (a new zygote, a new shell).
+	run(t, sb, "a", "sleep 778 >/dev/null 2>&1 &")
+	kr, err := sb.(sandbox.ProcessKiller).KillAll(t.Context())
+	if err != nil || len(kr.Survivors) > 0 {
+		t.Errorf("KillAll: %+v, %v; want no survivors", kr, err)
+	}
+	if res := run(t, sb, "a", "pgrep -x -f 'sleep 778' || echo none"); strings.TrimSpace(res.Output) != "none" {
+		t.Errorf("after KillAll: %q, want none", res.Output)
 	}
 
 	// A root process of the sandbox, found on the host by its command line.
@@ -248,4 +260,34 @@ func containsEffect(effects []sandbox.Effect, path string) bool {
 		}
 	}
 	return false
+}
+
+// TestRootFork: a root sandbox's fork children are root sandboxes too,
+// with the parent's files, and the parent's running processes are
+// listed as not carried.
+func TestRootFork(t *testing.T) {
+	_, sb := rootSandbox(t, nil)
+	run(t, sb, "", "echo parent >/opt/mark && sleep 779 >/dev/null 2>&1 &")
+	f, ok := sb.(sandbox.Forker)
+	if !ok {
+		t.Fatalf("a Docker sandbox (%T) is no sandbox.Forker", sb)
+	}
+	res, err := f.Fork(t.Context(), 1)
+	if errors.Is(err, sandbox.ErrUnsupported) {
+		t.Skipf("the engine cannot fork (%v): fork of a root sandbox needs overlay2", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	kid := res.Children[0]
+	defer kid.Close(context.WithoutCancel(t.Context()))
+	if !slices.ContainsFunc(res.NotCarried, func(s string) bool { return strings.Contains(s, "sleep 779") }) {
+		t.Errorf("NotCarried %q, want the parent's sleep 779", res.NotCarried)
+	}
+	if got := strings.TrimSpace(run(t, kid, "", "id -u; cat /opt/mark").Output); got != "0\nparent" {
+		t.Errorf("child: %q, want root and the parent's file", got)
+	}
+	if res := run(t, kid, "", "test -e /proc/1"); res.ExitCode == 0 {
+		t.Error("child: the reaper is in the policy's /proc")
+	}
 }
