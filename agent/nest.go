@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -142,6 +143,7 @@ type spawnRequest struct {
 	Dir     string   `json:"dir"`
 	UID     uint32   `json:"uid"`
 	GID     uint32   `json:"gid"`
+	Groups  []uint32 `json:"groups,omitempty"`
 	Setpgid bool     `json:"setpgid"`
 }
 
@@ -184,7 +186,7 @@ func (n *nester) start(cmd *exec.Cmd) error {
 	if a := cmd.SysProcAttr; a != nil {
 		req.Setpgid = a.Setpgid
 		if a.Credential != nil {
-			req.UID, req.GID = a.Credential.Uid, a.Credential.Gid
+			req.UID, req.GID, req.Groups = a.Credential.Uid, a.Credential.Gid, a.Credential.Groups
 		}
 	}
 	msg, err := json.Marshal(req)
@@ -394,7 +396,7 @@ func spawn(msg, oob []byte) spawnReply {
 		Dir: req.Dir, Env: req.Env, Files: files,
 		Sys: &syscall.SysProcAttr{
 			Setpgid:    req.Setpgid,
-			Credential: &syscall.Credential{Uid: req.UID, Gid: req.GID, Groups: []uint32{}},
+			Credential: &syscall.Credential{Uid: req.UID, Gid: req.GID, Groups: append([]uint32{}, req.Groups...)},
 			Cloneflags: syscall.CLONE_PARENT,
 		},
 	})
@@ -594,6 +596,49 @@ func installNestFilter() error {
 		return fmt.Errorf("install the seccomp filter: %w", errno)
 	}
 	return nil
+}
+
+// startUser is the credentials and environment of a streamed command
+// run as user (StartRequest.User): the server's own for "", else, in a
+// root sandbox, the user's of the image's /etc/passwd and /etc/group.
+func (s *Server) startUser(name string) (*syscall.Credential, []string, error) {
+	env := s.baseEnv()
+	if name == "" {
+		return s.cred, env, nil
+	}
+	if s.nest == nil {
+		return nil, nil, badRequest("start as user %q: only a root sandbox runs commands as other users; this one runs every command as its sandbox user", name)
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		return nil, nil, badRequest("start as user %q: %v: create the user first (useradd)", name, err)
+	}
+	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
+	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
+	if err1 != nil || err2 != nil || uid >= NestUID || gid >= NestUID {
+		return nil, nil, badRequest("start as user %q: uid %s, gid %s: a root sandbox's users have ids below %d", name, u.Uid, u.Gid, NestUID)
+	}
+	cred := &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}
+	if ids, err := u.GroupIds(); err == nil {
+		for _, g := range ids {
+			if n, err := strconv.ParseUint(g, 10, 32); err == nil && n < NestUID && n != gid {
+				cred.Groups = append(cred.Groups, uint32(n))
+			}
+		}
+	}
+	home := u.HomeDir
+	if home == "" {
+		home = "/"
+	}
+	for i, kv := range env {
+		switch k, _, _ := strings.Cut(kv, "="); k {
+		case "HOME":
+			env[i] = "HOME=" + home
+		case "USER", "LOGNAME":
+			env[i] = k + "=" + name
+		}
+	}
+	return cred, env, nil
 }
 
 // nestPath refuses a file operation of a root sandbox's policy on what

@@ -64,7 +64,11 @@ func (s *Server) startStream(ctx context.Context, req sandbox.StartRequest, star
 
 	release := holdStart()
 	defer release()
-	pipes := userPipes{cred: s.cred}
+	cred, env, err := s.startUser(req.User)
+	if err != nil {
+		return res, err
+	}
+	pipes := userPipes{cred: cred}
 	defer pipes.closeAll()
 	cmdR, cmdW := pipes.pipe("command")
 	outR, outW := pipes.pipe("stdout")
@@ -80,7 +84,7 @@ func (s *Server) startStream(ctx context.Context, req sandbox.StartRequest, star
 	if _, err := os.Stat(workdir); err != nil {
 		dir = "/"
 	}
-	cmd := bootstrapShell(s.shellBin, s.shell, s.cred, s.baseEnv(), dir)
+	cmd := bootstrapShell(s.shellBin, s.shell, cred, env, dir)
 	cmd.Stdout, cmd.Stderr = outW, errW
 	if stdinR != nil {
 		cmd.Stdin = stdinR

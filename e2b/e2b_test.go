@@ -594,16 +594,9 @@ func TestFiles(t *testing.T) {
 	}
 	// Both writes and the reads are the episode's calls.
 	var tools []string
-	e.store.Read(context.Background(), cr.SandboxID, 0, func(ev trajectory.Event) error {
-		if ev.Type == trajectory.TypeToolCall {
-			var tc trajectory.ToolCall
-			json.Unmarshal(ev.Data, &tc)
-			var call toolcall.Call
-			json.Unmarshal(tc.Call, &call)
-			tools = append(tools, call.Tool)
-		}
-		return nil
-	})
+	for _, call := range e.calls(cr.SandboxID) {
+		tools = append(tools, call.Tool)
+	}
 	if diff := cmp.Diff([]string{"write_file", "read_file", "write_file", "write_file", "write_file", "read_file", "write_file", "write_file", "read_file"}, tools); diff != "" {
 		t.Errorf("recorded calls (-want +got):\n%s", diff)
 	}

@@ -182,7 +182,7 @@ func (e *EpisodeState) Start(ctx context.Context, p toolcall.Prepared, stdin boo
 	}
 	r.timeout, r.filter = timeout, f
 	t0 := time.Now()
-	proc, err := st.Start(ctx, sandbox.StartRequest{Command: cmd, Timeout: timeout, MaxOutput: e.p.cfg.MaxOutput, Stdin: stdin}, f.write)
+	proc, err := st.Start(ctx, sandbox.StartRequest{Command: cmd, Timeout: timeout, MaxOutput: e.p.cfg.MaxOutput, Stdin: stdin, User: res.Call.User}, f.write)
 	if err != nil {
 		return nil, fmt.Errorf("monitor: episode %s step %d: start: %w", e.id, res.Step, err)
 	}

@@ -81,6 +81,9 @@ func bashResult(res *decision.CallResult, r sandbox.ExecResult, timeout time.Dur
 }
 
 func runBash(ctx context.Context, e *EpisodeState, res *decision.CallResult, a *toolcall.BashArgs) error {
+	if res.Call.User != "" {
+		return fmt.Errorf("monitor: episode %s: a call as user %q runs only as a streamed command (Start) in a root sandbox: %w", e.id, res.Call.User, sandbox.ErrUnsupported)
+	}
 	cmd, timeout := e.bashCommand(res, a)
 	r, err := e.sb.Exec(ctx, sandbox.ExecRequest{RequestID: res.Call.RequestID, Session: res.Call.Session,
 		Command: cmd, Timeout: timeout, MaxOutput: e.p.cfg.MaxOutput})

@@ -32,6 +32,10 @@ type StartRequest struct {
 	// Stdin keeps the command's stdin open for Process.Input; otherwise
 	// it reads /dev/null.
 	Stdin bool `json:"stdin,omitempty"`
+	// User runs the command as this user of the image (a name), with its
+	// groups and home. Only a root sandbox (Spec.User) runs commands as
+	// other users; elsewhere a non-empty User is refused.
+	User string `json:"user,omitempty"`
 }
 
 // Streamer is a Sandbox that can start commands whose output comes as it

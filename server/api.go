@@ -482,6 +482,10 @@ func (s *Server) handleCall(w http.ResponseWriter, r *http.Request, c caller) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("field \"episode_id\": %q is not this episode (%s): leave it empty", call.EpisodeID, se.id))
 		return
 	}
+	if call.User != "" {
+		writeError(w, http.StatusBadRequest, `field "user": a call runs as the sandbox's own user here; per-process users are E2B's (a root sandbox's processes): leave it empty`)
+		return
+	}
 	resp, code, err := s.runCall(r.Context(), se, call)
 	if code != 0 {
 		writeError(w, code, err.Error())

@@ -6,11 +6,14 @@ import "encoding/json"
 // Its JSON is the wire format of the gateway API, the trajectory files and
 // the rules' input alike.
 type Call struct {
-	EpisodeID string          `json:"episode_id,omitempty"`
-	Session   string          `json:"session,omitempty"`    // shell session; "" is "default"
-	RequestID string          `json:"request_id,omitempty"` // idempotency key
-	Tool      string          `json:"tool"`
-	Args      json.RawMessage `json:"args,omitempty"`
+	EpisodeID string `json:"episode_id,omitempty"`
+	Session   string `json:"session,omitempty"`    // shell session; "" is "default"
+	RequestID string `json:"request_id,omitempty"` // idempotency key
+	// User runs a bash call as one of the sandbox's users (by name) in a
+	// root sandbox (E2B's per-command user); "" is the sandbox's own.
+	User string          `json:"user,omitempty"`
+	Tool string          `json:"tool"`
+	Args json.RawMessage `json:"args,omitempty"`
 }
 
 // Normalized is what the monitor makes of a call before the rules see it.

@@ -57,6 +57,12 @@ func TestRootRefusedWithoutRemap(t *testing.T) {
 	if !errors.Is(err, sandbox.ErrUnsupported) || !strings.Contains(err.Error(), "--userns-remap") {
 		t.Fatalf("Create(root) on an engine without remapping: got %v, want ErrUnsupported naming --userns-remap", err)
 	}
+	// A default sandbox runs every command as its own user.
+	sb := sandboxtest.Create(t, b, sandbox.Spec{Image: testImage(), EpisodeID: "root-refused-user"})
+	defer sb.Close(context.WithoutCancel(t.Context()))
+	if _, err := startAs(t, sb, "root", "id"); err == nil || !strings.Contains(err.Error(), "only a root sandbox") {
+		t.Errorf("Start as root in a default sandbox: %v, want a refusal", err)
+	}
 }
 
 func rootSandbox(t *testing.T, watch *sandbox.Watch) (*Backend, sandbox.Sandbox) {
@@ -102,6 +108,22 @@ func TestRootSandbox(t *testing.T) {
 		}
 	}
 
+	// A streamed command runs as the user it names (E2B's per-command
+	// user), with that user's home; an unknown user is refused.
+	users := []struct{ user, want string }{
+		{"coder", "coder 1001 /home/coder"},
+		{"root", "root 0 /root"},
+		{"", "root 0 /root"},
+	}
+	for _, tc := range users {
+		if got, err := startAs(t, sb, tc.user, `echo "$(id -un) $(id -u) $HOME"`); err != nil || got != tc.want {
+			t.Errorf("Start as %q: %q, %v; want %q", tc.user, got, err, tc.want)
+		}
+	}
+	if _, err := startAs(t, sb, "nobody-here", "true"); err == nil || !strings.Contains(err.Error(), "useradd") {
+		t.Errorf("Start as an unknown user: %v, want a refusal saying to create it", err)
+	}
+
 	// All the policy's processes share one namespace: a process another
 	// session left running is seen and signalled.
 	run(t, sb, "a", "sleep 777 >/dev/null 2>&1 &")
@@ -138,6 +160,17 @@ func TestRootSandbox(t *testing.T) {
 	if uid != b.remap.UID {
 		t.Errorf("the sandbox's root runs as host uid %d; want %d, the engine's unprivileged base", uid, b.remap.UID)
 	}
+}
+
+// startAs runs cmd as a streamed command of user and returns its output.
+func startAs(t *testing.T, sb sandbox.Sandbox, user, cmd string) (string, error) {
+	t.Helper()
+	p, err := sb.(sandbox.Streamer).Start(t.Context(), sandbox.StartRequest{Command: cmd, User: user, Timeout: time.Minute}, func(sandbox.Output) {})
+	if err != nil {
+		return "", err
+	}
+	res, err := p.Wait(t.Context())
+	return strings.TrimSpace(res.Output), err
 }
 
 func hostUID(t *testing.T, procDir string) int {
