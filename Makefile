@@ -10,7 +10,7 @@ CHECKFLAGS ?= -short -race
 # staticcheck, pinned; go run fetches it through the module proxy on first use.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build docker containerd quota-engine demo-containerd images test-deps check test lint demo redteam swebench-demo harbor-demo bench gc clean gateway-image compose-e2e kube-build kube-up kube-down kube-test
+.PHONY: all build docker containerd quota-engine userns-engine demo-containerd images test-deps check test lint demo redteam swebench-demo harbor-demo bench gc clean gateway-image compose-e2e kube-build kube-up kube-down kube-test
 
 all: build
 
@@ -36,6 +36,13 @@ containerd: docker
 # second one that also remaps users.
 quota-engine: images
 	@scripts/rollcage-engine.sh up
+
+# userns-engine: the second engine, remapping users, on
+# /run/rollcage-engine-userns/docker.sock: root sandboxes run only there
+# (sandbox/docker TestRoot*, e2b TestSlimeRootFlow; they load the images
+# they need into it).
+userns-engine: images
+	@scripts/rollcage-engine.sh up --userns-remap
 
 # images: the base and demo task images, built locally; present ones are skipped.
 images: docker
@@ -63,7 +70,7 @@ check: lint
 # on an autogroup of its own, so it takes only the CPU the rest leaves idle),
 # and kube-test at the end waits for it, brings the cluster up and runs the
 # kubernetes backend's conformance suite and demo there.
-test: kube-build build images containerd quota-engine test-deps lint
+test: kube-build build images containerd quota-engine userns-engine test-deps lint
 	$(GO) test $(TESTFLAGS) ./...
 	@$(MAKE) -s demo-containerd
 	@$(MAKE) -s compose-e2e

@@ -19,6 +19,7 @@ import (
 	"github.com/rollcage/rollcage/demo"
 	"github.com/rollcage/rollcage/sandbox/docker/dockertest"
 	"github.com/rollcage/rollcage/sandbox/sandboxtest"
+	"github.com/rollcage/rollcage/task"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
@@ -39,6 +40,59 @@ func requireNode(t *testing.T, root string) string {
 		sandboxtest.Unavailable(t, fmt.Sprintf("the E2B SDK test needs node and clients/e2b-test/node_modules (run: npm ci --prefix clients/e2b-test): %v", err))
 	}
 	return node
+}
+
+// episodeEvents are the events of an episode's trajectory, read from the
+// gateway with the admin token.
+func episodeEvents(t *testing.T, gateway, admin, id string) []trajectory.Event {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", gateway+"/v1/episodes/"+id+"/trajectory", nil)
+	req.Header.Set("Authorization", "Bearer "+admin)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var evs []trajectory.Event
+	for dec := json.NewDecoder(resp.Body); ; {
+		var ev trajectory.Event
+		if err := dec.Decode(&ev); err == io.EOF {
+			return evs
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, ev)
+	}
+}
+
+// runSDKScript runs clients/e2b-test/script with node and env added to
+// the test's environment, and returns its stdout; a failure is fatal
+// with both outputs.
+func runSDKScript(t *testing.T, node, root, script string, env ...string) []byte {
+	t.Helper()
+	cmd := exec.Command(node, script)
+	cmd.Dir = filepath.Join(root, "clients/e2b-test")
+	cmd.Env = append(os.Environ(), env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s: %v\nstdout: %s\nstderr: %s", script, err, out, stderr.String())
+	}
+	return out
+}
+
+// sdkSetup is what an SDK test needs: the module root, node with the
+// pinned SDK, and the first demo task.
+func sdkSetup(t *testing.T) (root, node string, tk task.Task) {
+	t.Helper()
+	root = servetest.ModuleRoot(t)
+	node = requireNode(t, root)
+	tasks, _, err := demo.Tasks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root, node, tasks[0]
 }
 
 // serveE2B builds and starts a real rollcage serve --e2b-addr on the
@@ -85,29 +139,15 @@ func judgeHistory(w http.ResponseWriter, r *http.Request) {
 // then checks what the episode recorded.
 func TestSDKDocker(t *testing.T) {
 	b := dockertest.Backend(t)
-	root := servetest.ModuleRoot(t)
-	node := requireNode(t, root)
-	tasks, _, err := demo.Tasks()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tk := tasks[0]
+	root, node, tk := sdkSetup(t)
 	sandboxtest.RequireImage(t, b, tk.Image)
 	const key, admin = "e2b_0123456789abcdef0123456789abcdef01234567", "admin-e2b-test"
 	judge := httptest.NewServer(http.HandlerFunc(judgeHistory))
 	defer judge.Close()
 	gateway, api := serveE2B(t, root, key, admin, "--judge-url", judge.URL+"/v1", "--judge-model", "judge-test")
 
-	cmd := exec.Command(node, "sdk-test.mjs")
-	cmd.Dir = filepath.Join(root, "clients/e2b-test")
-	cmd.Env = append(os.Environ(), "E2B_API_URL="+api, "E2B_SANDBOX_URL="+api, "E2B_API_KEY="+key,
+	out := runSDKScript(t, node, root, "sdk-test.mjs", "E2B_API_URL="+api, "E2B_SANDBOX_URL="+api, "E2B_API_KEY="+key,
 		"E2B_DEBUG=", "ROLLCAGE_TEST_IMAGE="+tk.Image, "ROLLCAGE_TEST_TASK="+tk.ID)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("sdk-test.mjs: %v\nstdout: %s\nstderr: %s", err, out, stderr.String())
-	}
 	var facts struct {
 		SandboxID      string     `json:"sandboxId"`
 		CreateMS       int        `json:"createMs"`
@@ -181,26 +221,12 @@ func TestSDKDocker(t *testing.T) {
 
 	// The sandbox was an episode: its trajectory holds the calls, the
 	// hack's decision with dummy output, and the end of a killed sandbox.
-	req, _ := http.NewRequest("GET", gateway+"/v1/episodes/"+facts.SandboxID+"/trajectory", nil)
-	req.Header.Set("Authorization", "Bearer "+admin)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var tools []string
 	var end *trajectory.EpisodeEnd
-	dec := json.NewDecoder(resp.Body)
 	steps := map[int]string{}
 	decisions := map[string]trajectory.Decision{}
 	outputs := map[string]trajectory.ToolOutput{}
-	for {
-		var ev trajectory.Event
-		if err := dec.Decode(&ev); err == io.EOF {
-			break
-		} else if err != nil {
-			t.Fatal(err)
-		}
+	for _, ev := range episodeEvents(t, gateway, admin, facts.SandboxID) {
 		switch ev.Type {
 		case trajectory.TypeToolCall:
 			var tc trajectory.ToolCall

@@ -12,39 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/client"
-
 	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/sandbox/sandboxtest"
 )
-
-// remapEngine is the Docker engine with --userns-remap the root sandbox
-// tests run on: $ROLLCAGE_USERNS_DOCKER_HOST, else the one
-// scripts/rollcage-engine.sh up --userns-remap starts.
-func remapEngine(t *testing.T) string {
-	t.Helper()
-	host := os.Getenv("ROLLCAGE_USERNS_DOCKER_HOST")
-	if host == "" {
-		host = "unix:///run/rollcage-engine-userns/docker.sock"
-	}
-	cli, err := client.NewClientWithOpts(client.WithHost(host), client.WithAPIVersionNegotiation())
-	if err == nil {
-		defer cli.Close()
-		if _, err = cli.Ping(t.Context()); err == nil {
-			if _, err = cli.ImageInspect(t.Context(), testImage()); err != nil {
-				err = errors.New("image " + testImage() + " missing there: docker save " + testImage() + " | docker -H " + host + " load")
-			}
-		}
-	}
-	if err != nil {
-		msg := "no Docker engine with --userns-remap at " + host + " (set ROLLCAGE_USERNS_DOCKER_HOST or run scripts/rollcage-engine.sh up --userns-remap): " + err.Error()
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	return host
-}
 
 // TestRootRefusedWithoutRemap: on an engine that does not remap users
 // (the default one here) a root sandbox is refused, saying why.
@@ -67,7 +37,7 @@ func TestRootRefusedWithoutRemap(t *testing.T) {
 
 func rootSandbox(t *testing.T, watch *sandbox.Watch) (*Backend, sandbox.Sandbox) {
 	t.Helper()
-	t.Setenv("DOCKER_HOST", remapEngine(t))
+	t.Setenv("DOCKER_HOST", sandboxtest.UserNSEngine(t, testImage()))
 	b := newTestBackend(t, Config{})
 	if b.remap == nil {
 		t.Fatalf("engine %s does not report a user remapping in docker info", os.Getenv("DOCKER_HOST"))

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"testing"
 	"time"
 
@@ -37,6 +38,41 @@ func pingDocker() error {
 	if host == "" {
 		host = "unix:///var/run/docker.sock"
 	}
+	return pingEngine(host)
+}
+
+// UserNSEngineEnv names the Docker engine with --userns-remap that root
+// sandboxes need; unset, it is the one scripts/rollcage-engine.sh up
+// --userns-remap starts.
+const UserNSEngineEnv = "ROLLCAGE_USERNS_DOCKER_HOST"
+
+// UserNSEngine is the DOCKER_HOST of the engine with --userns-remap
+// ($ROLLCAGE_USERNS_DOCKER_HOST), with images loaded into it from the
+// default engine when it lacks them (the docker CLI's save and load).
+// Without one, t is Unavailable: it fails under CI=true.
+func UserNSEngine(t testing.TB, images ...string) string {
+	t.Helper()
+	SkipShort(t, "a Docker engine with --userns-remap")
+	host := os.Getenv(UserNSEngineEnv)
+	if host == "" {
+		host = "unix:///run/rollcage-engine-userns/docker.sock"
+	}
+	if err := pingEngine(host); err != nil {
+		Unavailable(t, fmt.Sprintf("no Docker engine with --userns-remap (set %s or run scripts/rollcage-engine.sh up --userns-remap): %v", UserNSEngineEnv, err))
+	}
+	for _, img := range images {
+		if exec.Command("docker", "-H", host, "image", "inspect", img).Run() == nil {
+			continue
+		}
+		load := exec.Command("sh", "-c", `docker save "$1" | docker -H "$2" load -q`, "sh", img, host)
+		if out, err := load.CombinedOutput(); err != nil {
+			t.Fatalf("load %s into %s (build it first: make images): %v\n%s", img, host, err, out)
+		}
+	}
+	return host
+}
+
+func pingEngine(host string) error {
 	u, err := url.Parse(host)
 	if err != nil {
 		return fmt.Errorf("DOCKER_HOST=%q: %w", host, err)
