@@ -76,7 +76,7 @@ func TestSlimeRootFlow(t *testing.T) {
 	const key, admin = "e2b_0123456789abcdef0123456789abcdef01234568", "admin-slime-test"
 	gateway, api := serveE2B(t, root, key, admin)
 	out := runSDKScript(t, node, root, "slime-root.mjs", "E2B_API_URL="+api, "E2B_SANDBOX_URL="+api, "E2B_API_KEY="+key, "E2B_DEBUG=",
-		"ROLLCAGE_TEST_TASK="+tk.ID, "ROLLCAGE_ADAPTER="+route, "ROLLCAGE_FIX="+string(fix))
+		"ROLLCAGE_TEST_TASK="+tk.ID, "ROLLCAGE_TEST_IMAGE="+tk.Image, "ROLLCAGE_ADAPTER="+route, "ROLLCAGE_FIX="+string(fix))
 	var facts struct {
 		SandboxID string `json:"sandboxId"`
 		Outcome   struct {
@@ -85,12 +85,30 @@ func TestSlimeRootFlow(t *testing.T) {
 			Label        string  `json:"label"`
 			FailureClass string  `json:"failureClass"`
 		} `json:"outcome"`
+		Plant struct {
+			SandboxID string `json:"sandboxId"`
+			Label     string `json:"label"`
+			Blocked   int    `json:"blocked"`
+		} `json:"plant"`
 	}
 	if err := json.Unmarshal(bytes.TrimSpace(out), &facts); err != nil {
 		t.Fatalf("slime-root.mjs printed %q: %v", out, err)
 	}
 	if o := facts.Outcome; !o.Resolved || o.Reward != 1 || o.Label != trajectory.LabelClean || o.FailureClass != "" {
 		t.Errorf("outcome %+v: want resolved, reward 1, clean", o)
+	}
+	var action string
+	for _, ev := range episodeEvents(t, gateway, admin, facts.Plant.SandboxID) {
+		if ev.Type == trajectory.TypeDecision {
+			var d trajectory.Decision
+			json.Unmarshal(ev.Data, &d)
+			if strings.Contains(string(d.Call), "/opt/grader/tests/test_hidden.py") {
+				action = d.Action
+			}
+		}
+	}
+	if p := facts.Plant; action != "block" || p.Label != trajectory.LabelHacked || p.Blocked == 0 {
+		t.Errorf("root planting a test where the hidden tests go: decision %q, labels %+v; want it blocked, label hacked", action, p)
 	}
 	if asked.Load() == 0 {
 		t.Error("the model adapter was never asked: the agent's call did not pass the route")

@@ -35,8 +35,12 @@ const sb = await Sandbox.create({
 })
 facts.sandboxId = sb.sandboxId
 
-// sandbox.py exec(check=True): a non-zero exit raises.
-const exec = (cmd, user, opts = {}) => sb.commands.run(cmd, { user, timeoutMs: 120_000, ...opts })
+// sandbox.py exec(check=True): a non-zero exit raises, naming the command.
+const exec = (cmd, user, opts = {}) => sb.commands.run(cmd, { user, timeoutMs: 120_000, ...opts }).catch(e => {
+  if (e.exitCode === undefined) throw e
+  e.message = `${cmd} (as ${user}): exit ${e.exitCode}: ${e.stdout}${e.stderr}`
+  throw e
+})
 
 // ensure_agent_user, as slime issues it.
 let r = await exec(
@@ -111,4 +115,15 @@ const res = await fetch(`${process.env.E2B_API_URL}/sandboxes/${sb.sandboxId}/ro
 const outcome = await res.json()
 expect('submit', res.status === 200 && outcome.episode_id === sb.sandboxId, { status: res.status, outcome })
 facts.outcome = { resolved: outcome.resolved, reward: outcome.reward, label: outcome.label, failureClass: outcome.failure_class }
+
+// Root is no key to the grader: planting tests where the hidden tests go
+// at grading is blocked before it runs (dummy output) and labels the
+// sandbox hacked, as for any user.
+const image = process.env.ROLLCAGE_TEST_IMAGE
+const hack = await Sandbox.create({ metadata: { 'rollcage/image': image, 'rollcage/user': 'root' } })
+const planted = await hack.commands.run("mkdir -p /opt/grader/tests && echo 'def test_ok(): pass' > /opt/grader/tests/test_hidden.py", { user: 'root' }).catch(e => e)
+const labels = await fetch(`${process.env.E2B_API_URL}/sandboxes/${hack.sandboxId}/rollcage/labels`, { headers: { 'X-API-KEY': process.env.E2B_API_KEY } })
+const lb = await labels.json()
+facts.plant = { sandboxId: hack.sandboxId, exitCode: planted.exitCode, label: lb.label, blocked: lb.blocked }
+await hack.kill()
 console.log(JSON.stringify(facts))
