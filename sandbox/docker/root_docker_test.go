@@ -294,3 +294,48 @@ func TestRootFork(t *testing.T) {
 		t.Error("child: the reaper is in the policy's /proc")
 	}
 }
+
+// BenchmarkRootStart compares a root sandbox with a default one on the
+// engine that remaps users: a streamed `true` (a fresh shell; in the root
+// sandbox started by its zygote) and `true` in the persistent session.
+func BenchmarkRootStart(b *testing.B) {
+	b.Setenv("DOCKER_HOST", sandboxtest.UserNSEngine(b, testImage()))
+	bk := newTestBackend(b, Config{})
+	for _, user := range []string{sandbox.UserDefault, sandbox.UserRoot} {
+		name := "default"
+		if user == sandbox.UserRoot {
+			name = "root"
+		}
+		sb, err := bk.Create(b.Context(), sandbox.Spec{Image: testImage(), EpisodeID: "bench-" + name, User: user})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer sb.Close(context.WithoutCancel(b.Context()))
+		b.Run(name+"/start", func(b *testing.B) {
+			var lat latencies
+			for b.Loop() {
+				lat.time(func() {
+					p, err := sb.(sandbox.Streamer).Start(b.Context(), sandbox.StartRequest{Command: "true"}, func(sandbox.Output) {})
+					if err == nil {
+						_, err = p.Wait(b.Context())
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+				})
+			}
+			lat.report(b)
+		})
+		b.Run(name+"/exec", func(b *testing.B) {
+			var lat latencies
+			for b.Loop() {
+				lat.time(func() {
+					if res, err := sb.Exec(b.Context(), sandbox.ExecRequest{Command: "true"}); err != nil || res.ExitCode != 0 {
+						b.Fatalf("exec: %v %+v", err, res)
+					}
+				})
+			}
+			lat.report(b)
+		})
+	}
+}
