@@ -97,7 +97,8 @@ func TestRootSandbox(t *testing.T) {
 	// All the policy's processes share one namespace: a process another
 	// session left running is seen and signalled.
 	run(t, sb, "a", "sleep 777 >/dev/null 2>&1 &")
-	if res := run(t, sb, "b", "pkill -x -f 'sleep 777' && echo killed"); strings.TrimSpace(res.Output) != "killed" {
+	// (Retried: the background sleep may not have exec'd yet.)
+	if res := run(t, sb, "b", "for i in $(seq 50); do pkill -x -f 'sleep 777' && echo killed && exit 0; sleep 0.1; done; exit 1"); strings.TrimSpace(res.Output) != "killed" {
 		t.Errorf("pkill of another session's process: exit %d, %q", res.ExitCode, res.Output)
 	}
 
