@@ -254,7 +254,13 @@ func (c *Client) ReadFile(ctx context.Context, path string, max int64) ([]byte, 
 // WriteFile writes data to path as the sandbox user, creating parent
 // directories.
 func (c *Client) WriteFile(ctx context.Context, path string, data []byte, mode fs.FileMode) error {
-	_, err := c.call(ctx, request{Op: opWriteFile, Path: path, Data: data, Mode: uint32(mode.Perm()), Timeout: timeLeft(ctx)}, true)
+	return c.WriteFileAs(ctx, "", path, data, mode)
+}
+
+// WriteFileAs is WriteFile as the sandbox's user named user (a root
+// sandbox's; "" is WriteFile).
+func (c *Client) WriteFileAs(ctx context.Context, user, path string, data []byte, mode fs.FileMode) error {
+	_, err := c.call(ctx, request{Op: opWriteFile, Path: path, Data: data, Mode: uint32(mode.Perm()), User: user, Timeout: timeLeft(ctx)}, true)
 	return err
 }
 

@@ -115,13 +115,19 @@ func (s *Server) readFile(ctx context.Context, path string, max int64) (data []b
 // device or a socket; the file is truncated only once it is known to be
 // a regular file.
 func (s *Server) writeFile(ctx context.Context, path string, data []byte, mode fs.FileMode) error {
+	return s.writeFileAs(ctx, "", path, data, mode)
+}
+
+// writeFileAs is writeFile as the user named user of a root sandbox
+// (asNamed); "" is the sandbox user.
+func (s *Server) writeFileAs(ctx context.Context, user, path string, data []byte, mode fs.FileMode) error {
 	if err := s.checkPath(path); err != nil {
 		return err
 	}
 	if mode == 0 {
 		mode = 0o644
 	}
-	err := s.asUser(func() error {
+	err := s.asNamed(user, func() error {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return fileErr(path, err)
 		}

@@ -606,17 +606,35 @@ func (s *Server) startUser(name string) (*syscall.Credential, []string, error) {
 	if name == "" {
 		return s.cred, env, nil
 	}
+	cred, home, err := s.namedCred(name)
+	if err != nil {
+		return nil, nil, fmt.Errorf("start as user %q: %w", name, err)
+	}
+	for i, kv := range env {
+		switch k, _, _ := strings.Cut(kv, "="); k {
+		case "HOME":
+			env[i] = "HOME=" + home
+		case "USER", "LOGNAME":
+			env[i] = k + "=" + name
+		}
+	}
+	return cred, env, nil
+}
+
+// namedCred is the credentials and home of the user called name in a
+// root sandbox's /etc/passwd and /etc/group.
+func (s *Server) namedCred(name string) (*syscall.Credential, string, error) {
 	if s.nest == nil {
-		return nil, nil, badRequest("start as user %q: only a root sandbox runs commands as other users; this one runs every command as its sandbox user", name)
+		return nil, "", badRequest("only a root sandbox acts as other users; this one acts as its sandbox user only")
 	}
 	u, err := user.Lookup(name)
 	if err != nil {
-		return nil, nil, badRequest("start as user %q: %v: create the user first (useradd)", name, err)
+		return nil, "", badRequest("%v: create the user first (useradd)", err)
 	}
 	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
 	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
 	if err1 != nil || err2 != nil || uid >= NestUID || gid >= NestUID {
-		return nil, nil, badRequest("start as user %q: uid %s, gid %s: a root sandbox's users have ids below %d", name, u.Uid, u.Gid, NestUID)
+		return nil, "", badRequest("uid %s, gid %s: a root sandbox's users have ids below %d", u.Uid, u.Gid, NestUID)
 	}
 	cred := &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}
 	if ids, err := u.GroupIds(); err == nil {
@@ -630,15 +648,31 @@ func (s *Server) startUser(name string) (*syscall.Credential, []string, error) {
 	if home == "" {
 		home = "/"
 	}
-	for i, kv := range env {
-		switch k, _, _ := strings.Cut(kv, "="); k {
-		case "HOME":
-			env[i] = "HOME=" + home
-		case "USER", "LOGNAME":
-			env[i] = k + "=" + name
-		}
+	return cred, home, nil
+}
+
+// asNamed runs fn with the file permissions of the user called name (a
+// root sandbox's), on one of the user threads switched to that user's
+// fsuid and fsgid for the call and back after (no thread is made: the
+// pids limit may be full); "" is asUser. Supplementary groups are not
+// taken on.
+func (s *Server) asNamed(name string, fn func() error) error {
+	if name == "" {
+		return s.asUser(fn)
 	}
-	return cred, env, nil
+	cred, _, err := s.namedCred(name)
+	if err != nil {
+		return fmt.Errorf("as user %q: %w", name, err)
+	}
+	return s.asUser(func() error {
+		unix.Setfsgid(int(cred.Gid))
+		unix.Setfsuid(int(cred.Uid))
+		defer func() {
+			unix.Setfsuid(int(s.cred.Uid))
+			unix.Setfsgid(int(s.cred.Gid))
+		}()
+		return fn()
+	})
 }
 
 // nestPath refuses a file operation of a root sandbox's policy on what

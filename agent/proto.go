@@ -98,6 +98,9 @@ type request struct {
 	Conn  uint64 `json:"conn,omitempty"`
 	Ack   int    `json:"ack,omitempty"`
 	Close bool   `json:"close,omitempty"`
+	// User is who an opWriteFile writes as, by name (a root sandbox's
+	// users); empty: the sandbox user.
+	User string `json:"user,omitempty"`
 	// Timeout is what is left of the caller's deadline for a file op; the
 	// agent gives up at it even if the cancel never arrives. Zero: none.
 	Timeout time.Duration `json:"timeout_ns,omitempty"`

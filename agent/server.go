@@ -594,7 +594,7 @@ func (s *Server) handle(ctx context.Context, req request) response {
 			resp.Data, resp.Truncated, err = s.readFile(ctx, req.Path, req.Max)
 		} else {
 			done := s.hostWrite(req.Path)
-			err = s.writeFile(ctx, req.Path, req.Data, fs.FileMode(req.Mode))
+			err = s.writeFileAs(ctx, req.User, req.Path, req.Data, fs.FileMode(req.Mode))
 			done()
 		}
 	case opCopyIn:

@@ -14,6 +14,7 @@ import (
 	"github.com/rollcage/rollcage/e2b/envd/filesystem/filesystemconnect"
 	"github.com/rollcage/rollcage/e2b/envd/process/processconnect"
 	"github.com/rollcage/rollcage/harness"
+	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/server"
 	"github.com/rollcage/rollcage/toolcall"
 )
@@ -93,15 +94,32 @@ func userOf(h http.Header) string {
 
 // call takes one tool call through the sandbox's episode.
 func (s *Server) call(ctx context.Context, b *sbx, tool string, args any, requestID string) (decision.CallResult, error) {
+	return s.callAs(ctx, b, "", tool, args, requestID)
+}
+
+// callAs is call as the user the SDK named (b.runAs decides whether it
+// is one of the sandbox's own).
+func (s *Server) callAs(ctx context.Context, b *sbx, user, tool string, args any, requestID string) (decision.CallResult, error) {
 	raw, err := marshalArgs(args)
 	if err != nil {
 		return decision.CallResult{}, connect.NewError(connect.CodeInvalidArgument, err)
 	}
-	res, _, err := s.cfg.Episodes.Call(ctx, b.id, toolcall.Call{Tool: tool, Args: raw, Session: session, RequestID: requestID})
+	res, _, err := s.cfg.Episodes.Call(ctx, b.id, toolcall.Call{Tool: tool, Args: raw, Session: session, RequestID: requestID, User: b.runAs(user)})
 	if err == nil {
 		b.notify(res.Effects)
 	}
 	return res, callError(b, err)
+}
+
+// runAs is the user a call runs as for the user the SDK names: that
+// user in a root sandbox, as E2B does, but for root, none and the SDK's
+// default "user" (the sandbox's root: images here have no E2B user with
+// sudo); "" (the sandbox's own user) in any other sandbox.
+func (b *sbx) runAs(user string) string {
+	if b.metadata[MetaUser] != sandbox.UserRoot || user == "" || user == "root" || user == "user" {
+		return ""
+	}
+	return user
 }
 
 // callError maps a failed call to the Connect code the SDKs read.

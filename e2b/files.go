@@ -328,7 +328,7 @@ func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]writtenEntry, 0, len(ups))
 	for _, u := range ups {
-		res, err := s.call(r.Context(), b, toolcall.WriteFile, u.args, "")
+		res, err := s.callAs(r.Context(), b, r.URL.Query().Get("username"), toolcall.WriteFile, u.args, "")
 		if err != nil {
 			apiError(w, http.StatusBadGateway, err.Error())
 			return

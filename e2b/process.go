@@ -254,13 +254,7 @@ func (s *Server) start(ctx context.Context, b *sbx, req *process.StartRequest, c
 		return nil, connect.NewError(connect.CodeInvalidArgument, err)
 	}
 	call := toolcall.Call{Tool: toolcall.Bash, Args: raw, Session: session, RequestID: fmt.Sprintf("e2b-%s-%d", b.id, seq)}
-	if b.metadata[MetaUser] == sandbox.UserRoot && user != "" && user != "root" && user != "user" {
-		// A root sandbox runs the command as the user the SDK names, as
-		// E2B does, but for the SDK's default "user", which is the
-		// sandbox's root (images here have no E2B user with sudo); other
-		// sandboxes run everything as their own user.
-		call.User = user
-	}
+	call.User = b.runAs(user)
 	run, err := s.cfg.Episodes.Start(base, b.id, call, pr.stdin, pr.push)
 	switch {
 	case errors.Is(err, sandbox.ErrUnsupported):

@@ -124,7 +124,7 @@ func runWriteFile(ctx context.Context, e *EpisodeState, res *decision.CallResult
 	if _, _, err := e.sb.ReadFile(ctx, p, 1); errors.Is(err, sandbox.ErrNotFound) {
 		op = sandbox.EffectCreate
 	}
-	err = e.sb.WriteFile(ctx, p, data, 0o644)
+	err = writeAs(ctx, e, res.Call.User, p, data)
 	if refused(res, p, err) {
 		return nil
 	}
@@ -134,6 +134,19 @@ func runWriteFile(ctx context.Context, e *EpisodeState, res *decision.CallResult
 	res.Effects = append(res.Effects, sandbox.Effect{Path: p, Op: op})
 	res.Output = wroteMsg(p, len(data))
 	return nil
+}
+
+// writeAs writes p as the call's user: the sandbox's own, or one a root
+// sandbox names (sandbox.UserWriter).
+func writeAs(ctx context.Context, e *EpisodeState, user, p string, data []byte) error {
+	if user == "" {
+		return e.sb.WriteFile(ctx, p, data, 0o644)
+	}
+	uw, ok := e.sb.(sandbox.UserWriter)
+	if !ok {
+		return fmt.Errorf("monitor: episode %s: write %s as user %q: %w", e.id, p, user, sandbox.ErrUnsupported)
+	}
+	return uw.WriteFileAs(ctx, user, p, data, 0o644)
 }
 
 func runEdit(ctx context.Context, e *EpisodeState, res *decision.CallResult, a *toolcall.EditArgs) error {
@@ -153,7 +166,7 @@ func runEdit(ctx context.Context, e *EpisodeState, res *decision.CallResult, a *
 	case n > 1:
 		res.Output, res.ExitCode = fmt.Sprintf("error: old text found %d times in %s; include more context to make it unique", n, p), 1
 	default:
-		err := e.sb.WriteFile(ctx, p, []byte(strings.Replace(string(data), a.Old, a.New, 1)), 0o644)
+		err := writeAs(ctx, e, res.Call.User, p, []byte(strings.Replace(string(data), a.Old, a.New, 1)))
 		if refused(res, p, err) {
 			return nil
 		}

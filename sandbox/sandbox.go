@@ -393,6 +393,14 @@ type ExecResult struct {
 	Replayed bool `json:"replayed,omitempty"`
 }
 
+// UserWriter is a sandbox that writes a file as one of its users, by
+// name: a root sandbox's (E2B's files.write with a user). The file is
+// created with that user's uid and primary gid, and the write has that
+// user's permissions; a sandbox that is not root refuses a named user.
+type UserWriter interface {
+	WriteFileAs(ctx context.Context, user, path string, data []byte, mode fs.FileMode) error
+}
+
 // ProcessKiller is a sandbox that stops every process in it but its agent
 // without starting a process (so a full pid table cannot starve it), by
 // the sandbox's pid namespace rather than by uid.

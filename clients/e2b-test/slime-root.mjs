@@ -86,6 +86,8 @@ await exec('install -m 755 /tmp/harness-cli.py /usr/local/bin/harness-cli && tes
 const meta = '/tmp/.harness-meta'
 await exec(`mkdir -p ${meta} && chown agent:agent ${meta}`, 'root', { timeoutMs: 30_000 })
 await sb.files.write(`${meta}/edits.json`, fix, { user: 'agent' })
+r = await exec(`stat -c %U ${meta}/edits.json`, 'root')
+expect('files.write as agent', r.stdout === 'agent\n', r.stdout)
 
 // exec_and_wait as agent: launcher, cleared state, setsid spawn, marker.
 async function execAndWait(cmd, tag, user) {

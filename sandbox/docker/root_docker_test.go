@@ -33,6 +33,9 @@ func TestRootRefusedWithoutRemap(t *testing.T) {
 	if _, err := startAs(t, sb, "root", "id"); err == nil || !strings.Contains(err.Error(), "only a root sandbox") {
 		t.Errorf("Start as root in a default sandbox: %v, want a refusal", err)
 	}
+	if err := sb.(sandbox.UserWriter).WriteFileAs(t.Context(), "root", "/tmp/x", []byte("x"), 0o644); err == nil || !strings.Contains(err.Error(), "only a root sandbox") {
+		t.Errorf("WriteFileAs(root) in a default sandbox: %v, want a refusal", err)
+	}
 }
 
 func rootSandbox(t *testing.T, watch *sandbox.Watch) (*Backend, sandbox.Sandbox) {
@@ -92,6 +95,21 @@ func TestRootSandbox(t *testing.T) {
 	}
 	if _, err := startAs(t, sb, "nobody-here", "true"); err == nil || !strings.Contains(err.Error(), "useradd") {
 		t.Errorf("Start as an unknown user: %v, want a refusal saying to create it", err)
+	}
+
+	// A file written as a user is that user's, with that user's rights.
+	uw := sb.(sandbox.UserWriter)
+	if err := uw.WriteFileAs(t.Context(), "coder", "/home/coder/note", []byte("hi\n"), 0o644); err != nil {
+		t.Errorf("WriteFileAs(coder, its home): %v", err)
+	} else if got := strings.TrimSpace(run(t, sb, "", "stat -c %U:%G /home/coder/note").Output); got != "coder:coder" {
+		t.Errorf("a file written as coder is owned by %q", got)
+	}
+	var pe *sandbox.PathError
+	if err := uw.WriteFileAs(t.Context(), "coder", "/etc/coder-note", []byte("x"), 0o644); !errors.As(err, &pe) || pe.Kind != sandbox.KindPermission {
+		t.Errorf("WriteFileAs(coder, /etc): %v, want permission denied", err)
+	}
+	if err := uw.WriteFileAs(t.Context(), "", "/etc/root-note", []byte("x"), 0o644); err != nil {
+		t.Errorf("WriteFileAs(root, /etc): %v", err)
 	}
 
 	// All the policy's processes share one namespace: a process another

@@ -283,6 +283,12 @@ func (c *Conn) ReadFile(ctx context.Context, path string, max int64) ([]byte, bo
 
 // WriteFile writes a file through the agent, refused at the disk limit.
 func (c *Conn) WriteFile(ctx context.Context, path string, data []byte, mode fs.FileMode) error {
+	return c.WriteFileAs(ctx, "", path, data, mode)
+}
+
+// WriteFileAs is WriteFile as a root sandbox's user named user
+// (sandbox.UserWriter); "" is WriteFile.
+func (c *Conn) WriteFileAs(ctx context.Context, user, path string, data []byte, mode fs.FileMode) error {
 	if c.closed.Load() {
 		return c.ErrClosed("write file")
 	}
@@ -291,7 +297,7 @@ func (c *Conn) WriteFile(ctx context.Context, path string, data []byte, mode fs.
 			return c.Wrap("write file "+path, err)
 		}
 	}
-	return c.Wrap("write file "+path, c.agent.WriteFile(ctx, path, data, mode))
+	return c.Wrap("write file "+path, c.agent.WriteFileAs(ctx, user, path, data, mode))
 }
 
 // CopyIn extracts a tar stream into dir through the agent.
