@@ -59,8 +59,9 @@ type ServerConfig struct {
 	// under Configure's Env (image environment, egress proxy variables).
 	Env map[string]string
 	// Nest makes a root sandbox (see nest.go): User is 0:0 inside a user
-	// namespace of each shell's own, the agent runs as NestUID beyond it.
-	// The agent must have been started by its reaper with --nest.
+	// namespace all the policy's processes share, the agent runs as
+	// NestUID beyond it. The agent must have been started by its reaper
+	// with --nest.
 	Nest bool
 	// Logger receives lifecycle and per-call logs; nil discards them.
 	Logger *slog.Logger

@@ -193,7 +193,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.shell, "shell", "auto", "auto, bash or sh")
 	fs.StringVar(&o.shellMode, "shell-mode", agent.ModePersistent, "persistent (one bash per session) or percall (a fresh shell per call); sh always runs per call")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
-	fs.BoolVar(&o.nest, "nest", false, "a root sandbox: --user 0:0 inside a user namespace per shell, the agent beyond it (needs CAP_SYS_ADMIN, CAP_SETFCAP and an unmasked /proc)")
+	fs.BoolVar(&o.nest, "nest", false, "a root sandbox: --user 0:0 inside a user namespace the policy's processes share, the agent beyond it (needs CAP_SYS_ADMIN, CAP_SETFCAP and an unmasked /proc)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
