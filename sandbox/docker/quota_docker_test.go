@@ -3,6 +3,7 @@ package docker
 import (
 	"context"
 	"fmt"
+	"os"
 	"testing"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -16,13 +17,20 @@ import (
 // (sandboxtest.RunDiskQuota); the test fails under CI without the engine.
 func TestDiskQuota(t *testing.T) {
 	sandboxtest.RequireQuotaEngine(t)
+	runDiskQuota(t, "")
+}
+
+// runDiskQuota runs sandboxtest.RunDiskQuota on the engine of
+// DOCKER_HOST for sandboxes of the given Spec.User.
+func runDiskQuota(t *testing.T, user string) {
 	b := newTestBackend(t, Config{})
 	mode := b.diskMode()
 	if mode == diskWatchdog {
-		t.Fatalf("the quota engine leaves disk limits to the watchdog: run scripts/rollcage-engine.sh status")
+		t.Fatalf("the engine of DOCKER_HOST=%s leaves disk limits to the watchdog: run scripts/rollcage-engine.sh status", os.Getenv("DOCKER_HOST"))
 	}
 	sandboxtest.RunDiskQuota(t, b, sandboxtest.DiskQuota{
 		Image:    testImage(),
+		User:     user,
 		Metadata: mode == diskQgroup,
 		Charged: func(t *testing.T, sb sandbox.Sandbox) (int64, bool) {
 			if mode != diskQgroup {

@@ -358,3 +358,12 @@ func BenchmarkRootStart(b *testing.B) {
 		})
 	}
 }
+
+// TestRootDiskQuota: on the engine that remaps users (its data root on
+// the quota engine's btrfs, under the remapped 165536.165536 directory)
+// a root sandbox's disk limit is the kernel's, as a default sandbox's
+// is on the quota engine: root in the user namespace gets no way past it.
+func TestRootDiskQuota(t *testing.T) {
+	t.Setenv("DOCKER_HOST", sandboxtest.UserNSEngine(t, testImage()))
+	runDiskQuota(t, sandbox.UserRoot)
+}

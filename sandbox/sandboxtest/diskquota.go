@@ -19,6 +19,8 @@ const mib = 1 << 20
 // DiskQuota configures RunDiskQuota for one backend.
 type DiskQuota struct {
 	Image string
+	// User is the sandboxes' Spec.User ("" the default user).
+	User string
 	// Charged is what the kernel charges sb's writable layer, in bytes;
 	// ok false when the backend's filesystem does not say.
 	Charged func(t *testing.T, sb sandbox.Sandbox) (n int64, ok bool)
@@ -76,7 +78,7 @@ print("files", n)'`},
 			if tc.metadata && !o.Metadata {
 				t.Skip("this backend's limit charges blocks, not file metadata: no inode limit")
 			}
-			sb := Create(t, b, sandbox.Spec{Image: o.Image, EpisodeID: "quota", Limits: sandbox.Limits{DiskBytes: tc.limit}})
+			sb := Create(t, b, sandbox.Spec{Image: o.Image, EpisodeID: "quota", User: o.User, Limits: sandbox.Limits{DiskBytes: tc.limit}})
 			if g, _ := sb.(sandbox.DiskGuarder); g == nil || g.DiskGuard() != sandbox.DiskKernel {
 				t.Fatalf("DiskGuard: want %q", sandbox.DiskKernel)
 			}
@@ -147,7 +149,7 @@ print("files", n)'`},
 		})
 	}
 	t.Run("write_file", func(t *testing.T) {
-		sb := Create(t, b, sandbox.Spec{Image: o.Image, EpisodeID: "quota-write", Limits: sandbox.Limits{DiskBytes: 16 * mib}})
+		sb := Create(t, b, sandbox.Spec{Image: o.Image, EpisodeID: "quota-write", User: o.User, Limits: sandbox.Limits{DiskBytes: 16 * mib}})
 		err := sb.WriteFile(t.Context(), "/tmp/big", make([]byte, 32*mib), 0o644)
 		var pe *sandbox.PathError
 		if !errors.As(err, &pe) || pe.Kind != sandbox.KindNoSpace {
