@@ -17,8 +17,9 @@
 # an unprivileged host uid from a subordinate range of its own.
 #
 # It listens on its own socket, with its own exec root, pidfile, cgroup
-# parent, containerd namespaces and no bridge (rollcage's sandboxes have no
-# network; egress goes through the proxy's Unix socket). Images are loaded
+# parent, containerd namespaces and a bridge of its own that nothing uses
+# (rollcage's sandboxes have no network; egress goes through the proxy's
+# Unix socket). Images are loaded
 # from the default engine (docker save | load), never pulled.
 #
 # Usage: scripts/rollcage-engine.sh [up|down|env|status] [--userns-remap] [--name NAME]
@@ -85,6 +86,9 @@ state=/var/lib/$name
 img=$state/fs.img
 data=$state/data
 run=/run/$name
+# The engine's own bridge (no container of rollcage's is attached to it):
+# an interface name of at most 15 bytes, from the engine's name.
+bridge=rc$(printf '%s' "$name" | md5sum | cut -c1-10)
 sock=$run/docker.sock
 pidfile=$run/docker.pid
 log=/var/log/$name.log
@@ -113,7 +117,9 @@ quotas_on() {
 simple_quotas() {
   local uuid
   uuid=$(findmnt -n -o UUID --target "$data") || return 1
-  [ "$(cat "/sys/fs/btrfs/$uuid/features/simple_quota" 2>/dev/null)" = 1 ]
+  # The feature flag stays once set; the quota tree must be on as well.
+  [ "$(cat "/sys/fs/btrfs/$uuid/features/simple_quota" 2>/dev/null)" = 1 ] &&
+    btrfs qgroup show "$data" >/dev/null 2>&1
 }
 
 # enable_simple_quotas turns btrfs simple quotas on at the data root
@@ -183,6 +189,7 @@ case "$cmd" in
       { findmnt -rn -o TARGET | grep "^$data/" || true; } | sort -r | xargs -r -n1 umount -l
       umount "$data" || die "unmounting $data failed: $(findmnt -n "$data")"
     fi
+    if ip link show "$bridge" >/dev/null 2>&1; then ip link del "$bridge"; fi
     if [ "${ROLLCAGE_ENGINE_PURGE:-0}" = 1 ]; then rm -rf "$state"; fi
     exit 0 ;;
 esac
@@ -267,6 +274,10 @@ if ! answers; then
   if pid=$(engine_pid); then
     die "dockerd (pid $pid) runs but does not answer on $sock with its quota filesystem; see $log, or run scripts/rollcage-engine.sh down"
   fi
+  # A bridge of its own: dockerd started with --bridge none deletes the
+  # host's docker0, the default engine's bridge.
+  ip link show "$bridge" >/dev/null 2>&1 || ip link add "$bridge" type bridge ||
+    die "creating the engine's bridge $bridge failed"
   # Its own (empty) configuration: never /etc/docker/daemon.json, which is
   # the default engine's.
   [ -f "$state/daemon.json" ] || echo '{}' >"$state/daemon.json"
@@ -278,7 +289,7 @@ if ! answers; then
     --exec-root "$run/exec" \
     --pidfile "$pidfile" \
     --storage-driver "$driver" \
-    --bridge none --iptables=false --ip6tables=false --ip-masq=false \
+    --bridge "$bridge" --iptables=false --ip6tables=false --ip-masq=false \
     --cgroup-parent "/$name" \
     --containerd-namespace "$name" \
     --containerd-plugins-namespace "$name-plugins" \
