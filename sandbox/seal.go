@@ -27,6 +27,12 @@ type SealSpec struct {
 	// outside the image (Sealed.Facts), where no sandbox can read it.
 	Probe     string   `json:"probe,omitempty"`
 	ProbeArgs []string `json:"probe_args,omitempty"`
+	// Remove are absolute paths deleted from the sealed image (after the
+	// probe): files of the task image no sandbox may see, such as hidden
+	// tests an image keeps beside the repository. Deleted in the image's
+	// own layer, they are gone for every process of a sandbox started
+	// from it, which holds no means to reach the layers below.
+	Remove []string `json:"remove,omitempty"`
 }
 
 // Sealed is a sealed image and what the probe found before sealing.

@@ -100,6 +100,11 @@ func (b *Backend) Seal(ctx context.Context, spec sandbox.SealSpec) (sandbox.Seal
 func sealKey(srcID string, spec sandbox.SealSpec) string {
 	h := sha256.New()
 	parts := append([]string{srcID, sealScript, spec.Workdir, spec.Base, spec.Probe}, spec.ProbeArgs...)
+	if len(spec.Remove) > 0 {
+		// Appended only when set, so the keys of images sealed before
+		// Remove existed stay the same.
+		parts = append(append(parts, "remove"), spec.Remove...)
+	}
 	for _, p := range parts {
 		fmt.Fprintf(h, "%d:%s\n", len(p), p)
 	}
@@ -167,7 +172,11 @@ func (b *Backend) seal(ctx context.Context, spec sandbox.SealSpec, src image.Ins
 	// an empty ENTRYPOINT cannot be told: an image without one is sealed
 	// by a command, an image with one by overriding it (and putting it
 	// back at the commit).
-	argv := append([]string{"/bin/sh", "-c", sealScript, "rollcage-seal", spec.Probe, spec.Workdir, spec.Base}, spec.ProbeArgs...)
+	script, err := removeScript(spec.Remove)
+	if err != nil {
+		return sandbox.Sealed{}, fmt.Errorf("docker: seal %s: %w", spec.Image, err)
+	}
+	argv := append([]string{"/bin/sh", "-c", script + sealScript, "rollcage-seal", spec.Probe, spec.Workdir, spec.Base}, spec.ProbeArgs...)
 	changes := []string{"CMD " + jsonList(orig.Cmd), "USER " + cmpStr(orig.User, "0:0")}
 	var entry, cmd []string
 	if len(orig.Entrypoint) == 0 {
@@ -243,6 +252,26 @@ func (b *Backend) seal(ctx context.Context, spec sandbox.SealSpec, src image.Ins
 	took := time.Since(start)
 	b.log.Info("sealed image", "image", spec.Image, "sealed", ref, "took", took.Round(time.Millisecond), "log", slog)
 	return sandbox.Sealed{Image: ref, Source: src.ID, Facts: stdout.String(), Took: took, Log: slog}, nil
+}
+
+// removeScript is the shell run before the seal script for
+// SealSpec.Remove (the seal script may end early, when there is no
+// repository to seal): it deletes each path and fails (exit 6) when one
+// is still there. A relative path or one naming the root is refused.
+func removeScript(paths []string) (string, error) {
+	if len(paths) == 0 {
+		return "", nil
+	}
+	var b strings.Builder
+	b.WriteString("# SealSpec.Remove\n")
+	for _, p := range paths {
+		if !strings.HasPrefix(p, "/") || strings.Trim(p, "/.") == "" || strings.Contains(p, "'") {
+			return "", fmt.Errorf("remove %q: give an absolute path below / without quotes", p)
+		}
+		q := "'" + p + "'"
+		fmt.Fprintf(&b, "rm -rf -- %s\nif [ -e %s ] || [ -L %s ]; then echo \"rollcage-seal: %s is still there after removal\" >&2; exit 6; fi\necho \"rollcage-seal: removed %s\" >&2\n", q, q, q, p, p)
+	}
+	return b.String(), nil
 }
 
 func jsonList(l []string) string {

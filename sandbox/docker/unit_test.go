@@ -75,3 +75,34 @@ func TestConfigValidate(t *testing.T) {
 		t.Errorf("Validate: %v, want %q", err, want)
 	}
 }
+
+func TestRemoveScript(t *testing.T) {
+	tests := []struct {
+		paths   []string
+		want    string // a line the script must hold; "" with wantErr
+		wantErr string
+	}{
+		{nil, "", ""},
+		{[]string{"/r2e_tests"}, "rm -rf -- '/r2e_tests'", ""},
+		{[]string{"r2e_tests"}, "", `remove "r2e_tests": give an absolute path below / without quotes`},
+		{[]string{"/"}, "", `remove "/": give an absolute path below / without quotes`},
+		{[]string{"/a'b"}, "", `remove "/a'b": give an absolute path below / without quotes`},
+	}
+	for _, tc := range tests {
+		got, err := removeScript(tc.paths)
+		switch {
+		case tc.wantErr != "":
+			if err == nil || err.Error() != tc.wantErr {
+				t.Errorf("removeScript(%q): error %v, want %q", tc.paths, err, tc.wantErr)
+			}
+		case err != nil:
+			t.Errorf("removeScript(%q): %v", tc.paths, err)
+		case tc.want == "":
+			if got != "" {
+				t.Errorf("removeScript(%q) = %q, want empty", tc.paths, got)
+			}
+		case !strings.Contains(got, tc.want+"\n") || !strings.Contains(got, "exit 6"):
+			t.Errorf("removeScript(%q) = %q; want a line %q and a check that exits 6", tc.paths, got, tc.want)
+		}
+	}
+}
