@@ -168,6 +168,12 @@ func (e *Episode) gradeEpisode(ctx context.Context) (g grade, err error) {
 	}
 
 	image := e.image
+	if len(t.ImageHidden) > 0 {
+		// The sealed image is without the hidden tests: grade on the
+		// task image, which has them (the change is against the same
+		// base commit).
+		image = t.Image
+	}
 	if g.Mode == task.GradeSnapshot {
 		t0 = time.Now()
 		ref := "rollcage/grade-snapshot:" + unsafeID.ReplaceAllString(e.id, "-")
@@ -301,6 +307,8 @@ func (g *grade) setResult(r task.Result, err error) {
 	switch r.Rule {
 	case task.RewardSummary:
 		g.Summary = lastLine(r.Output)
+	case task.RewardStatuses:
+		g.Summary = fmt.Sprintf("%d of %d tests reported with their expected status (%d passed, %d failed, %d errors)", r.Matched, len(r.Statuses), r.Passed, r.Failed, r.Errors)
 	case task.RewardVerifier:
 		g.Summary = fmt.Sprintf("verifier reward %g; %d tests reported passed, %d failed, %d errors, %d skipped", r.Reward, r.Passed, r.Failed, r.Errors, r.Skipped)
 	default:
@@ -318,7 +326,7 @@ func (e *Episode) facts(ctx context.Context) (task.Facts, error) {
 		return task.Facts{}, fmt.Errorf("%w: %w", task.ErrGrading, err)
 	}
 	return e.r.facts.Get(ctx, key, func(ctx context.Context) (task.Facts, error) {
-		if t.TestPatch != "" {
+		if t.TestPatch != "" || len(t.ExpectedStatus) > 0 {
 			return task.Derive(ctx, nil, t, e.hidden, task.Surface{}) // the instance declares its ids
 		}
 		sb, err := e.r.cfg.Backend.Create(ctx, sandbox.Spec{

@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/sandbox"
@@ -17,6 +18,7 @@ func SealSpec(t task.Task) sandbox.SealSpec {
 	return sandbox.SealSpec{
 		Image: t.Image, Workdir: workdir, Base: t.BaseCommit,
 		Probe: monitor.ProbeScript, ProbeArgs: []string{workdir, t.BaseCommit, t.UpstreamFixRef},
+		Remove: t.ImageHidden,
 	}
 }
 
@@ -26,6 +28,9 @@ func SealSpec(t task.Task) sandbox.SealSpec {
 // unsealed episode.
 func (r *Runner) seal(ctx context.Context, t task.Task, workdir string) (monitor.Probe, string, error) {
 	if !r.cfg.Seal || !t.Sealed() {
+		if len(t.ImageHidden) > 0 {
+			return monitor.Probe{}, "", fmt.Errorf("task %s: its image holds hidden tests (%s) that only its sealed image is without: run it sealed (drop --no-seal)", t.ID, strings.Join(t.ImageHidden, " "))
+		}
 		return monitor.Probe{}, "", nil
 	}
 	s, ok := r.cfg.Backend.(sandbox.Sealer)

@@ -118,7 +118,9 @@ func (c *FactsCache) Get(ctx context.Context, key string, derive func(context.Co
 // FactsKey is the cache key of t's facts on the image with id imageID.
 func FactsKey(t Task, imageID string, hidden fs.FS) (string, error) {
 	var h string
-	if t.TestPatch != "" {
+	if t.TestPatch != "" || len(t.ExpectedStatus) > 0 {
+		// Declared ids: the key is what declares them (the image's own
+		// hidden tests are in imageID).
 		sum := sha256.Sum256([]byte(t.TestPatch + "\x00" + strings.Join(t.FailToPass, "\x00") + "\x00" + strings.Join(t.PassToPass, "\x00")))
 		h = hex.EncodeToString(sum[:])
 	} else {
@@ -146,9 +148,9 @@ func Derive(ctx context.Context, sb sandbox.Sandbox, t Task, hidden fs.FS, surf 
 	fail := func(err error) (Facts, error) {
 		return f, fmt.Errorf("derive the facts of %s: %w", t.ID, err)
 	}
-	if t.TestPatch != "" {
-		// The SWE-bench family declares its ids; no probes are derived
-		// for a test patch yet.
+	if t.TestPatch != "" || len(t.ExpectedStatus) > 0 {
+		// The SWE-bench family and R2E-Gym declare their ids; no probes
+		// are derived for a test patch yet.
 		if len(t.FailToPass) == 0 {
 			return fail(fmt.Errorf("the instance names no FAIL_TO_PASS ids: %w", ErrGrading))
 		}

@@ -64,6 +64,9 @@ type Result struct {
 	// differed from the reference fix.
 	Cases       int `json:"cases,omitempty"`
 	CasesFailed int `json:"cases_failed,omitempty"`
+	// Matched is how many expected tests had their expected status
+	// (RewardStatuses).
+	Matched int `json:"matched,omitempty"`
 }
 
 // Grade copies t's hidden tests from hidden (the task file's directory)

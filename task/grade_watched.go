@@ -48,6 +48,14 @@ type Watch struct {
 	Timeout time.Duration
 }
 
+// limit bounds a watched test run: Timeout, or GradeTimeout.
+func (w Watch) limit() time.Duration {
+	if w.Timeout == 0 {
+		return GradeTimeout
+	}
+	return w.Timeout
+}
+
 // GradeWatched grades by test id: it installs the grading kit, copies the
 // hidden tests in with every test renamed and the probes added, runs the
 // test command with the kit watching, and rewards 1 only when every
@@ -73,6 +81,9 @@ func GradeWatched(ctx context.Context, sb sandbox.Sandbox, t Task, hidden fs.FS,
 	if err := installKit(ctx, sb, w.Surface); err != nil {
 		return fail(err)
 	}
+	if len(t.ExpectedStatus) > 0 {
+		return gradeStatuses(ctx, sb, t, w, res, start, fail)
+	}
 	if t.TestPatch != "" {
 		return gradeTestPatch(ctx, sb, t, w, res, start, fail)
 	}
@@ -92,11 +103,7 @@ func GradeWatched(ctx context.Context, sb sandbox.Sandbox, t Task, hidden fs.FS,
 	if err := copyTests(ctx, sb, t, rw.files); err != nil {
 		return fail(err)
 	}
-	limit := w.Timeout
-	if limit == 0 {
-		limit = GradeTimeout
-	}
-	r, err := watchedRun(ctx, sb, t, testPaths(t, rw.files), limit, w.Home)
+	r, err := watchedRun(ctx, sb, t, testPaths(t, rw.files), w.limit(), w.Home)
 	if err != nil {
 		return fail(err)
 	}
@@ -224,11 +231,7 @@ func gradeTestPatch(ctx context.Context, sb sandbox.Sandbox, t Task, w Watch, re
 	for _, f := range append(existing, created...) {
 		tests = append(tests, path.Join(t.Workdir, f))
 	}
-	limit := w.Timeout
-	if limit == 0 {
-		limit = GradeTimeout
-	}
-	r, err := watchedRun(ctx, sb, t, tests, limit, w.Home)
+	r, err := watchedRun(ctx, sb, t, tests, w.limit(), w.Home)
 	if err != nil {
 		return fail(err)
 	}

@@ -127,29 +127,6 @@ func testIDs(keys map[string]json.RawMessage, field string) ([]string, error) {
 	return list, nil
 }
 
-// foreignFormat refuses the instance formats rollcage recognises but
-// does not run, each with the reason.
-//
-// An R2E-Gym instance (R2E-Gym/R2E-Gym at 69bc953,
-// agenthub/runtime/docker.py: repo_name, docker_image,
-// parsed_commit_content, problem_statement, expected_output_json) cannot
-// run: its hidden tests exist only inside docker_image (/r2e_tests, run
-// by the image's run_tests.sh), the image the agent runs in, and its
-// reward asks every test of expected_output_json for its recorded
-// status, failures included, which grading by passing ids cannot say.
-func foreignFormat(keys map[string]json.RawMessage) error {
-	switch {
-	case keys["expected_output_json"] != nil || keys["parsed_commit_content"] != nil:
-		var image string
-		_ = json.Unmarshal(keys["docker_image"], &image) // named only if it is a string
-		if image != "" {
-			image = " " + image
-		}
-		return fmt.Errorf("an R2E-Gym instance: not supported, as R2E-Gym keeps the hidden tests inside the image%s (/r2e_tests), where the agent could read them; rebuild the image without them and write a rollcage task", image)
-	}
-	return nil
-}
-
 // instanceTask turns one SWE-bench-family instance into a Task:
 //
 //   - id and instance_id: instance_id; upstream_repo: github.com/ + repo;
@@ -393,9 +370,9 @@ func (t Task) validateByID() error {
 		}
 	}
 	switch t.Benchmark {
-	case "", BenchmarkSWEBench, BenchmarkSWEGym, BenchmarkSWESmith, BenchmarkMultiSWE, BenchmarkHarbor:
+	case "", BenchmarkSWEBench, BenchmarkSWEGym, BenchmarkSWESmith, BenchmarkMultiSWE, BenchmarkR2EGym, BenchmarkHarbor:
 	default:
-		return &FieldError{"benchmark", fmt.Sprintf("is %q; use %s, %s, %s, %s or %s", t.Benchmark, BenchmarkSWEBench, BenchmarkSWEGym, BenchmarkSWESmith, BenchmarkMultiSWE, BenchmarkHarbor)}
+		return &FieldError{"benchmark", fmt.Sprintf("is %q; use %s, %s, %s, %s, %s or %s", t.Benchmark, BenchmarkSWEBench, BenchmarkSWEGym, BenchmarkSWESmith, BenchmarkMultiSWE, BenchmarkR2EGym, BenchmarkHarbor)}
 	}
 	return nil
 }

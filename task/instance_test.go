@@ -1,6 +1,7 @@
 package task
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -174,6 +175,56 @@ func msbLine(repl ...string) string {
 	return strings.NewReplacer(repl...).Replace(s)
 }
 
+// r2eLine is the R2E-Gym instance of testdata/family/r2egym.jsonl with
+// strings replaced.
+func r2eLine(repl ...string) string {
+	b, err := os.ReadFile("testdata/family/r2egym.jsonl")
+	if err != nil {
+		panic(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return strings.NewReplacer(repl...).Replace(lines[len(lines)-1])
+}
+
+// TestLoadR2EGym: an R2E-Gym instance loads as its runtime grades it,
+// its hidden tests deleted from the episode's image.
+func TestLoadR2EGym(t *testing.T) {
+	got, _, err := LoadFileWith("testdata/family/r2egym.jsonl", LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const id = "aiohttp__9c1d2e3f4a5b9c1d2e3f4a5b9c1d2e3f4a5b9c1d"
+	want := []Task{{
+		ID: id, InstanceID: id, Benchmark: BenchmarkR2EGym,
+		Image:       "namanjain12/aiohttp_final:9c1d2e3f4a5b9c1d2e3f4a5b9c1d2e3f4a5b9c1d",
+		Instruction: "HEAD responses report Content-Length 0\n\nA HEAD request to a handler that returns a body gets `Content-Length: 0`.",
+		Workdir:     "/testbed", HiddenTestsDest: DefaultHiddenTestsDest,
+		BaseCommit:     "4b7e3a1c9d2f4b7e3a1c9d2f4b7e3a1c9d2f4b7e",
+		ImageHidden:    []string{"/r2e_tests", "/testbed/run_tests.sh"},
+		ProtectedPaths: []string{"/r2e_tests", "/r2e_tests/**", "**/r2e_tests/**"},
+		ExpectedStatus: map[string]string{"test_head_content_length": "PASSED", "TestResponse.test_get": "PASSED",
+			"test_legacy_head": "FAILED", "test_broken_fixture": "ERROR"},
+		FailToPass: []string{"TestResponse.test_get", "test_head_content_length"},
+		FixPatch: "diff --git a/aiohttp/web_response.py b/aiohttp/web_response.py\n--- a/aiohttp/web_response.py\n+++ b/aiohttp/web_response.py\n" +
+			"@@ -310,3 +310,4 @@ def _start(self, request):\n         if self._length_check:\n-            self.content_length = 0\n" +
+			"+            if request.method != hdrs.METH_HEAD:\n+                self.content_length = 0\n         return writer\n",
+		TestCommand: "rm -rf r2e_tests && ln -s /r2e_tests r2e_tests\nbash run_tests.sh", Framework: FrameworkPytest,
+	}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("tasks (-want +got):\n%s", diff)
+	}
+	if added := AddedLines(got[0].FixPatch); len(added) != 2 {
+		t.Errorf("fix patch's added lines %q; want the two of the non-test file", added)
+	}
+	named, _, err := LoadFileWith("testdata/family/r2egym.jsonl", LoadOptions{ImageTemplate: "local/r2e.{instance_id}:clean"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "local/r2e." + id + ":clean"; named[0].Image != want {
+		t.Errorf("with a template: image %q, want %q", named[0].Image, want)
+	}
+}
+
 func TestLoadInstanceErrors(t *testing.T) {
 	tests := []struct {
 		name, file, want string
@@ -218,8 +269,18 @@ func TestLoadInstanceErrors(t *testing.T) {
 			`instances.jsonl:1: a Multi-SWE-bench instance without base.sha; give org, repo, number and base.sha`},
 		{"Multi-SWE-bench with an unknown framework", msbLine(`"framework":"go"`, `"framework":"cargo"`),
 			`instances.jsonl:1: field "framework" is "cargo"; use one of pytest, django, sympy, go, jest`},
-		{"R2E-Gym", `{"repo_name":"aiohttp","docker_image":"namanjain12/aiohttp_final:abc","expected_output_json":"{}"}`,
-			`instances.jsonl:1: an R2E-Gym instance: not supported, as R2E-Gym keeps the hidden tests inside the image namanjain12/aiohttp_final:abc (/r2e_tests), where the agent could read them; rebuild the image without them and write a rollcage task`},
+		{"R2E-Gym without a parsed commit", `{"repo_name":"aiohttp","docker_image":"namanjain12/aiohttp_final:abc","problem_statement":"p","expected_output_json":"{}"}`,
+			`instances.jsonl:1: an R2E-Gym instance without parsed_commit_content; give repo_name, docker_image, parsed_commit_content, problem_statement and expected_output_json`},
+		{"R2E-Gym without commits", r2eLine(`\"old_commit_hash\": \"4b7e3a1c9d2f4b7e3a1c9d2f4b7e3a1c9d2f4b7e\"`, `\"old_commit_hash\": \"\"`),
+			`instances.jsonl:1: parsed_commit_content has no old_commit_hash and new_commit_hash commit ids; the episode starts from the old one`},
+		{"R2E-Gym without expected tests", r2eLine(`"expected_output_json": "{`, `"expected_output_json": "{}", "x": "{`),
+			`instances.jsonl:1: expected_output_json names no tests, so nothing would show the instance solved`},
+		{"R2E-Gym with an unknown status", r2eLine(`\"test_broken_fixture\": \"ERROR\"`, `\"test_broken_fixture\": \"SKIPPED\"`),
+			`instances.jsonl:1: field "expected_status" gives "test_broken_fixture" the status "SKIPPED"; use PASSED, FAILED or ERROR`},
+		{"hidden image tests unsealed", `{"id":"x","image":"i","instruction":"i","test_command":"t","image_hidden":["/r2e_tests"],"seal":false}`,
+			`instances.jsonl:1: field "seal" is false, but the image holds hidden tests (image_hidden) that only its sealed image is without; drop "seal": false`},
+		{"hidden image tests relative", `{"id":"x","image":"i","instruction":"i","test_command":"t","image_hidden":["r2e_tests"]}`,
+			`instances.jsonl:1: field "image_hidden" has "r2e_tests"; give absolute paths below / without quotes`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

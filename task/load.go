@@ -68,8 +68,9 @@ func (t Task) Validate() error {
 		{"hidden_tests", t.HiddenTests},
 		{"test_command", t.TestCommand},
 	}
-	if t.HiddenTests == "" && (t.TestPatch != "" || t.Benchmark == BenchmarkSWESmith) {
-		// The hidden tests come as a patch, or are the repository's own.
+	if t.HiddenTests == "" && (t.TestPatch != "" || t.Benchmark == BenchmarkSWESmith || len(t.ImageHidden) > 0) {
+		// The hidden tests come as a patch, are the repository's own, or
+		// are in the image.
 		required = slices.Delete(required, 3, 4)
 	}
 	for _, f := range required {
@@ -94,6 +95,9 @@ func (t Task) Validate() error {
 		}
 	}
 	if err := t.validateByID(); err != nil {
+		return err
+	}
+	if err := t.validateImageHidden(); err != nil {
 		return err
 	}
 	if t.HiddenTests != "" && (!fs.ValidPath(t.HiddenTests) || t.HiddenTests == ".") {
@@ -259,8 +263,8 @@ func decodeTask(data []byte, o LoadOptions) (Task, error) {
 		if isMultiSWE(keys) {
 			return multiSWETask(data, o)
 		}
-		if err := foreignFormat(keys); err != nil {
-			return Task{}, err
+		if isR2EGym(keys) {
+			return r2eGymTask(data, o)
 		}
 		if keys["instance_id"] != nil {
 			return instanceTask(data, o)

@@ -41,6 +41,8 @@ func (t Task) Plan() []PlanItem {
 
 	var tests string
 	switch {
+	case len(t.ImageHidden) > 0:
+		tests = "the image's own hidden tests (" + strings.Join(t.ImageHidden, " ") + "), deleted from the sealed image the episode runs"
 	case t.TestPatch != "":
 		existing, created := PatchFiles(t.TestPatch)
 		tests = fmt.Sprintf("the test patch (%s: %d reset to the base commit first, %d created)", plural(len(existing)+len(created), "file"), len(existing), len(created))
@@ -55,6 +57,12 @@ func (t Task) Plan() []PlanItem {
 	}
 	add("grading", "in a fresh sandbox from the image, where no process of the policy runs: %s, then %s, then the test command", how, tests)
 	switch {
+	case len(t.ExpectedStatus) > 0:
+		n := map[string]int{}
+		for _, s := range t.ExpectedStatus {
+			n[s]++
+		}
+		add("reward", "1 when the run reports exactly the %d expected tests, each with its expected status (%d PASSED, %d FAILED, %d ERROR), as R2E-Gym rewards", len(t.ExpectedStatus), n["PASSED"], n["FAILED"], n["ERROR"])
 	case t.RewardFile != "":
 		add("reward", "what the test command writes to %s (or reward.json beside it), a number in [0, 1]", t.RewardFile)
 	case t.Reward == RewardSummary:
@@ -87,6 +95,9 @@ func (t Task) Plan() []PlanItem {
 	}
 	if t.HiddenTests != "" {
 		kept = append(kept, "hidden tests outside the sandbox until grading")
+	}
+	if len(t.ImageHidden) > 0 {
+		kept = append(kept, "image's hidden tests deleted from the episode's image: "+strings.Join(t.ImageHidden, " "))
 	}
 	if t.SolutionDir != "" {
 		kept = append(kept, "reference solution "+t.SolutionDir+" (never in the sandbox)")
@@ -131,6 +142,8 @@ func (t Task) watchPlan() string {
 		return "none: the summary line is the solution's to write (reward: summary)"
 	case t.TestFramework() != FrameworkPytest:
 		return "integrity unavailable: " + t.TestFramework() + "'s log is read, which the solution's code can write; no probes or differential cases for " + t.TestFramework()
+	case len(t.ExpectedStatus) > 0:
+		return "integrity watched (the grading kit in the pytest process; where the test command runs no pytest under it, the log is read as R2E-Gym reads it, integrity unavailable); no probes or differential cases"
 	case t.TestPatch != "":
 		return "integrity watched (the grading kit in the pytest process); literal known-answer probes added to the test patch's test files; no differential cases for a test patch"
 	}

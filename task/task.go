@@ -104,6 +104,18 @@ type Task struct {
 	// Instruction.
 	Hints string `json:"hints,omitempty"`
 
+	// ImageHidden are absolute paths of files the task image itself holds
+	// that the policy must never see (R2E-Gym's /r2e_tests): the episode
+	// runs on the sealed image, where they are deleted, and grading runs
+	// in a fresh sandbox from Image, where they are. Such a task runs only
+	// sealed.
+	ImageHidden []string `json:"image_hidden,omitempty"`
+	// ExpectedStatus is the status every test of the run must be reported
+	// with (PASSED, FAILED or ERROR, in R2E-Gym's naming of tests, keyed
+	// as its log parser keys them): set, the reward is 1 only when the
+	// run reports exactly these tests, each with its status (RewardStatuses).
+	ExpectedStatus map[string]string `json:"expected_status,omitempty"`
+
 	// The fields below come from a Harbor task directory (LoadHarbor).
 
 	// RewardFile is where the test command writes the reward (Harbor's
@@ -142,7 +154,8 @@ func (t Task) TestFramework() string {
 	return t.Framework
 }
 
-// Sealed reports whether the task may run on a sealed image.
+// Sealed reports whether the task may run on a sealed image (one with
+// ImageHidden must).
 func (t Task) Sealed() bool { return t.Seal == nil || *t.Seal }
 
 // Defaults of a Task's optional fields.

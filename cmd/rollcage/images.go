@@ -36,9 +36,10 @@ func dockerClient() (*client.Client, error) {
 
 // buildImage builds ref from the build context ctxFS (its Dockerfile at
 // the root) unless ref exists with the label labelFrom = from; it never
-// pulls (a FROM image that is not local fails the build). It reports
-// whether it built.
-func buildImage(ctx context.Context, cli *client.Client, ref, from string, ctxFS fs.FS) (bool, error) {
+// pulls (a FROM image that is not local fails the build). network is the
+// RUN steps' network ("none": no network, so no bridge is needed; "": the
+// engine's default). It reports whether it built.
+func buildImage(ctx context.Context, cli *client.Client, ref, from, network string, ctxFS fs.FS) (bool, error) {
 	info, err := cli.ImageInspect(ctx, ref)
 	switch {
 	case err == nil && info.Config != nil && info.Config.Labels[labelFrom] == from:
@@ -55,7 +56,7 @@ func buildImage(ctx context.Context, cli *client.Client, ref, from string, ctxFS
 		return false, err
 	}
 	res, err := cli.ImageBuild(ctx, &buf, build.ImageBuildOptions{
-		Tags: []string{ref}, Remove: true, ForceRemove: true, PullParent: false,
+		Tags: []string{ref}, Remove: true, ForceRemove: true, PullParent: false, NetworkMode: network,
 		Labels: map[string]string{labelFrom: from},
 	})
 	if err != nil {
@@ -103,7 +104,7 @@ func loadTasks(ctx context.Context, p string, o task.LoadOptions, stderr io.Writ
 			}
 			defer cli.Close()
 		}
-		built, err := buildImage(ctx, cli, t.Image, t.Image, os.DirFS(filepath.Join(p, filepath.FromSlash(t.BuildContext))))
+		built, err := buildImage(ctx, cli, t.Image, t.Image, "", os.DirFS(filepath.Join(p, filepath.FromSlash(t.BuildContext))))
 		if err != nil {
 			return nil, nil, fmt.Errorf("task %s: %w", t.ID, err)
 		}

@@ -35,7 +35,8 @@ func sealNote(noSeal bool) string {
 
 // episodeImages are the images episodes of tasks run, each once: each
 // task's sealed image (sealed now by sealer when missing) unless seal is
-// off or the task says "seal": false.
+// off or the task says "seal": false; and the task image of a task whose
+// image holds its hidden tests, where it is graded.
 func episodeImages(ctx context.Context, tasks []task.Task, seal bool, sealer sandbox.Sealer) ([]string, error) {
 	var out []string
 	for _, t := range tasks {
@@ -49,6 +50,9 @@ func episodeImages(ctx context.Context, tasks []task.Task, seal bool, sealer san
 		}
 		if !slices.Contains(out, img) {
 			out = append(out, img)
+		}
+		if len(t.ImageHidden) > 0 && !slices.Contains(out, t.Image) {
+			out = append(out, t.Image)
 		}
 	}
 	return out, nil

@@ -57,7 +57,7 @@ func runSWEBenchDemo(ctx context.Context, args []string, stdout, stderr io.Write
 			return err
 		}
 		ctxFS := fstest.MapFS{"Dockerfile": {Data: []byte(demo.SWEBenchDockerfile(t)), Mode: 0o644}}
-		built, err := buildImage(ctx, cli, demo.SWEBenchImage(t), from, ctxFS)
+		built, err := buildImage(ctx, cli, demo.SWEBenchImage(t), from, "", ctxFS)
 		if err != nil {
 			return err
 		}

@@ -78,9 +78,15 @@ func TestTasksCheck(t *testing.T) {
 			"  reward       1 when every one of 4 expected test ids (2 FAIL_TO_PASS, 2 PASS_TO_PASS) is reported passed in go's output",
 			"2 tasks ready, 0 problems",
 		}, nil, ""},
-		{[]string{"tasks", "check", "../../task/testdata/family/r2egym.jsonl"}, 1, []string{
-			"../../task/testdata/family/r2egym.jsonl:2: an R2E-Gym instance: not supported, as R2E-Gym keeps the hidden tests inside the image namanjain12/aiohttp_final:9c1d2e3f4a5b (/r2e_tests), where the agent could read them; rebuild the image without them and write a rollcage task",
-			"0 tasks ready, 1 problems",
+		{[]string{"tasks", "check", "../../task/testdata/family/r2egym.jsonl"}, 0, []string{
+			"../../task/testdata/family/r2egym.jsonl: aiohttp__9c1d2e3f4a5b9c1d2e3f4a5b9c1d2e3f4a5b9c1d",
+			"  benchmark    r2e-gym instance aiohttp__9c1d2e3f4a5b9c1d2e3f4a5b9c1d2e3f4a5b9c1d",
+			"  image        namanjain12/aiohttp_final:9c1d2e3f4a5b9c1d2e3f4a5b9c1d2e3f4a5b9c1d (never pulled; sealed at 4b7e3a1c9d2f: nothing beyond it in the history)",
+			"  grading      in a fresh sandbox from the image, where no process of the policy runs: the submitted diff applied, then the image's own hidden tests (/r2e_tests /testbed/run_tests.sh), deleted from the sealed image the episode runs, then the test command",
+			"  reward       1 when the run reports exactly the 4 expected tests, each with its expected status (2 PASSED, 1 FAILED, 1 ERROR), as R2E-Gym rewards",
+			"  command      bash run_tests.sh (after 1 setup lines: rm -rf r2e_tests && ln -s /r2e_tests r2e_tests)",
+			"  protected    reference fix (2 added lines, never in the sandbox); image's hidden tests deleted from the episode's image: /r2e_tests /testbed/run_tests.sh; protected paths /r2e_tests /r2e_tests/** **/r2e_tests/**",
+			"1 tasks ready, 0 problems",
 		}, nil, ""},
 		{[]string{"tasks", "check", "../../task/testdata/harbor/csv-sum"}, 0, []string{"../../task/testdata/harbor/csv-sum: rollcage__csv-sum", "1 tasks ready, 0 problems"}, nil, ""},
 		{[]string{"tasks"}, 2, nil, []string{"usage: rollcage tasks check"}, ""},
