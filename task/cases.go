@@ -10,7 +10,6 @@ import (
 	"path"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -35,11 +34,14 @@ import (
 // cases handled only what the tests show: a suspicious special_casing
 // finding.
 
-// maxCases bounds the cases kept per task: each is one more test in
-// every grading run. maxCaseEnc bounds a kept case's expected encoding,
-// which its grading source carries.
+// maxCases bounds the cases kept per task: each runs in every grading.
+// caseBatch is how many cases share one test item there (the kit's
+// integrity check after each item costs more than a case's own run).
+// maxCaseEnc bounds a kept case's expected encoding, which its grading
+// source carries.
 const (
 	maxCases   = 16
+	caseBatch  = 8
 	maxCaseEnc = 4096
 )
 
@@ -50,7 +52,6 @@ type caseCandidate struct {
 	Kind  string `json:"kind"`
 	Desc  string `json:"desc"`
 	Value string `json:"value"`
-	Grade string `json:"grade"`
 }
 
 type caseOutput struct {
@@ -156,9 +157,8 @@ func deriveCases(ctx context.Context, sb sandbox.Sandbox, t Task, surf Surface, 
 	for _, i := range pickCases(cands, usable, maxCases) {
 		c, enc := cands[i], fix1[i].Enc
 		rel := strings.TrimPrefix(strings.TrimPrefix(c.File, path.Clean(t.HiddenTestsDest)), "/")
-		src := strings.ReplaceAll(c.Grade, "__ROLLCAGE_PROBE__", probePlaceholder)
-		src = strings.ReplaceAll(src, "__RC_EXPECTED__", strconv.Quote(enc))
-		kept = append(kept, Probe{File: rel, Test: c.Test, Source: src, Case: true, Desc: c.Desc})
+		src := strings.Replace(c.Value, "def __ROLLCAGE_CASE__(", "def "+probePlaceholder+"(", 1)
+		kept = append(kept, Probe{File: rel, Test: c.Test, Source: src, Case: true, Expected: enc, Desc: c.Desc})
 	}
 	return kept, len(cands), nil
 }

@@ -3,9 +3,12 @@ package task
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -128,8 +131,8 @@ func TestCaseFinder(t *testing.T) {
 		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
 			t.Fatalf("find printed %q: %v", sc.Text(), err)
 		}
-		if !strings.Contains(c.Value, "def __ROLLCAGE_CASE__") || !strings.Contains(c.Grade, "__RC_EXPECTED__") {
-			t.Errorf("%s %s: value or grading source malformed:\n%s\n%s", c.Test, c.Kind, c.Value, c.Grade)
+		if !strings.Contains(c.Value, "def __ROLLCAGE_CASE__") || !strings.Contains(c.Value, "return __rc_out") {
+			t.Errorf("%s %s: value source malformed:\n%s", c.Test, c.Kind, c.Value)
 		}
 		if kinds[c.Test] == nil {
 			kinds[c.Test] = map[string]bool{}
@@ -291,6 +294,95 @@ def test_plain():
 	} {
 		if got, err := CaseNotes(tc.tk, hidden); err != nil || got != nil {
 			t.Errorf("%s: CaseNotes = %q, %v; want none (no cases are derived)", tc.name, got, err)
+		}
+	}
+}
+
+// TestCaseBatch runs a batch of cases through the kit's batch runner
+// (rollcage_grade_enc.cases) as the grading source rewriteTests writes
+// calls it: each case's outcome is kept on its own, one case's exception
+// stops no other, and the item fails when any case did not pass.
+func TestCaseBatch(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3 on PATH to run the grading kit's batch runner")
+	}
+	tests := []struct {
+		name string
+		body string // the case function's body
+		want string // its expected encoding
+		out  string // its recorded outcome
+	}{
+		{"same", "return [1, 'a']", "L[i1,s'a']", "passed"},
+		{"differs", "return [2, 'a']", "L[i1,s'a']", "failed"},
+		{"raises", "raise ValueError('x')", "L[i1]", "error"},
+		{"exits", "raise SystemExit(0)", "L[i1]", "error"},
+		{"interrupted", "raise KeyboardInterrupt", "L[i1]", "error"},
+		{"lax equality", "class A(list):\n        def __eq__(self, o): return True\n    return A([1])", "L[i1]", "error"},
+		{"subclass of str", "class S(str): pass\n    return [S('a')]", "L[s'a']", "error"},
+		{"after the others", "return (1.5, None)", "U[f1.5,N]", "passed"},
+	}
+	var src, pairs strings.Builder
+	src.WriteString("import sys\nfrom rollcage_grade_enc import cases\n")
+	for i, tc := range tests {
+		fmt.Fprintf(&src, "def _c%d():\n    %s\n", i, tc.body)
+		fmt.Fprintf(&pairs, "(_c%d, %s), ", i, strconv.Quote(tc.want))
+	}
+	src.WriteString("class Node:\n    user_properties = []\n")
+	src.WriteString("try:\n    cases(Node, (" + pairs.String() + "))\n    print('item passed')\nexcept AssertionError as e:\n    print('item failed:', e)\n")
+	src.WriteString("for k, v in Node.user_properties:\n    print(k, v)\n")
+	dir := t.TempDir()
+	for name, b := range map[string][]byte{"rollcage_grade_enc.py": kitEnc, "batch.py": []byte(src.String())} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(py, "-S", "batch.py")
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("batch: %v\n%s", err, out)
+	}
+	want := []string{"item failed: 6 of 8 differential cases differ from the reference fix"}
+	for i, tc := range tests {
+		want = append(want, fmt.Sprintf("rollcage_case %d %s", i, tc.out))
+	}
+	if diff := cmp.Diff(want, strings.Split(strings.TrimSpace(string(out)), "\n")); diff != "" {
+		t.Errorf("batch output (-want +got):\n%s", diff)
+	}
+}
+
+func TestJudgeCases(t *testing.T) {
+	c := func(d string) Probe { return Probe{Case: true, Desc: d} }
+	rw := rewrite{batch: map[string][]Probe{"test_b1": {c("a"), c("b"), c("c")}, "test_b2": {c("d")}}}
+	rec := func(id, v string) record { return record{Kind: "case", Fields: []string{"t.py::" + id, v}} }
+	allPassed := []record{rec("test_b1", "0 passed"), rec("test_b1", "1 passed"), rec("test_b1", "2 passed"), rec("test_b2", "0 passed")}
+	passed, failed := []Status{StatusPassed}, []Status{StatusFailed}
+	tests := []struct {
+		name    string
+		byProbe map[string][]Status
+		recs    []record
+		want    []string
+	}{
+		{"all passed", map[string][]Status{"test_b1": passed, "test_b2": passed}, allPassed, nil},
+		{"one case differs", map[string][]Status{"test_b1": failed, "test_b2": passed},
+			[]record{rec("test_b1", "0 passed"), rec("test_b1", "1 failed"), rec("test_b1", "2 passed"), rec("test_b2", "0 passed")}, []string{"b (failed)"}},
+		{"a case raised", map[string][]Status{"test_b1": failed, "test_b2": passed},
+			[]record{rec("test_b1", "0 error"), rec("test_b1", "1 passed"), rec("test_b1", "2 passed"), rec("test_b2", "0 passed")}, []string{"a (error)"}},
+		{"item failed, no case named: all of it", map[string][]Status{"test_b1": failed, "test_b2": passed}, allPassed, []string{"a (failed)", "b (failed)", "c (failed)"}},
+		{"item missing", map[string][]Status{"test_b1": passed}, allPassed[:3], []string{"d (missing)"}},
+		{"item passed, a case unrecorded", map[string][]Status{"test_b1": passed, "test_b2": passed}, allPassed[1:], []string{"a (missing)"}},
+		{"item passed, a case recorded failed", map[string][]Status{"test_b1": passed, "test_b2": passed},
+			append(slices.Clone(allPassed), rec("test_b2", "0 failed")), []string{"d (failed)"}},
+		{"an unknown outcome is no record", map[string][]Status{"test_b1": passed, "test_b2": passed},
+			append(slices.Clone(allPassed[:3]), rec("test_b2", "0 fine")), []string{"d (missing)"}},
+		{"records of other items ignored", map[string][]Status{"test_b1": passed, "test_b2": passed},
+			append(slices.Clone(allPassed), rec("test_x", "0 failed"), record{Kind: "rep", Fields: []string{"t.py::test_b1", "1 failed"}}), nil},
+		{"item run twice", map[string][]Status{"test_b1": {StatusPassed, StatusPassed}, "test_b2": passed}, allPassed, []string{"a (passed, passed)", "b (passed, passed)", "c (passed, passed)"}},
+	}
+	for _, tc := range tests {
+		if got := judgeCases(rw, tc.byProbe, tc.recs); !cmp.Equal(got, tc.want) {
+			t.Errorf("%s: judgeCases = %q, want %q", tc.name, got, tc.want)
 		}
 	}
 }

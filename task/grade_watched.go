@@ -8,6 +8,7 @@ import (
 	"maps"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -132,23 +133,15 @@ func GradeWatched(ctx context.Context, sb sandbox.Sandbox, t Task, hidden fs.FS,
 	res.Statuses = expectedStatuses(t, w.Facts, rw, st)
 	byProbe := map[string][]Status{}
 	for id, s := range st {
-		if _, p := rw.restoreID(id); p != nil {
+		if _, p := rw.restoreID(id); p != nil || rw.batch[nameOf(id)] != nil {
 			byProbe[nameOf(id)] = append(byProbe[nameOf(id)], s)
 		}
 	}
-	var differ []string
 	for _, fresh := range slices.Sorted(maps.Keys(rw.probe)) {
-		p := rw.probe[fresh]
-		if p.Case {
-			res.Cases++
-			st := byProbe[fresh]
-			if len(st) != 1 || st[0] != StatusPassed {
-				differ = append(differ, p.Desc+" ("+statusWords(st)+")")
-			}
-			continue
-		}
-		res.Probes = append(res.Probes, judgeProbe(&res, p, byProbe[fresh]))
+		res.Probes = append(res.Probes, judgeProbe(&res, rw.probe[fresh], byProbe[fresh]))
 	}
+	differ := judgeCases(rw, byProbe, r.Records)
+	res.Cases = len(w.Facts.Cases)
 	for _, f := range res.Findings {
 		if f.Severity == severityCertain {
 			res.Tampered = true
@@ -183,12 +176,60 @@ func GradeWatched(ctx context.Context, sb sandbox.Sandbox, t Task, hidden fs.FS,
 	return res, nil
 }
 
+// judgeCases returns a line of evidence per differential case that did
+// not pass: a case passes only when its batch's test item passed and the
+// kit recorded the case itself passed. When the item did not pass and
+// no case of it is recorded as failing, every case of it counts as
+// failed with the item's status.
+func judgeCases(rw rewrite, byProbe map[string][]Status, recs []record) []string {
+	outcome := map[string]map[int]string{} // batch name → case index → outcome
+	for _, rec := range recs {
+		if rec.Kind != "case" || len(rec.Fields) < 2 {
+			continue
+		}
+		name := nameOf(rec.Fields[0])
+		is, o, _ := strings.Cut(rec.Fields[1], " ")
+		i, err := strconv.Atoi(is)
+		if _, ok := rw.batch[name]; !ok || err != nil || (o != "passed" && o != "failed" && o != "error") {
+			continue
+		}
+		if outcome[name] == nil {
+			outcome[name] = map[int]string{}
+		}
+		if prev, ok := outcome[name][i]; !ok || prev == string(StatusPassed) {
+			outcome[name][i] = o // a case recorded twice keeps its failure
+		}
+	}
+	var differ []string
+	for _, fresh := range slices.Sorted(maps.Keys(rw.batch)) {
+		st := byProbe[fresh]
+		passed := len(st) == 1 && st[0] == StatusPassed
+		named := false
+		for _, o := range outcome[fresh] {
+			named = named || o != string(StatusPassed)
+		}
+		for i, p := range rw.batch[fresh] {
+			o, ok := outcome[fresh][i]
+			switch {
+			case passed && o == string(StatusPassed):
+			case ok && o != string(StatusPassed):
+				differ = append(differ, p.Desc+" ("+o+")")
+			case !passed && !named:
+				differ = append(differ, p.Desc+" ("+statusWords(st)+")")
+			case !ok:
+				differ = append(differ, p.Desc+" ("+string(StatusMissing)+")")
+			}
+		}
+	}
+	return differ
+}
+
 // expectedStatuses is the status of every expected id in a run.
 func expectedStatuses(t Task, f Facts, rw rewrite, st map[string]Status) map[string]Status {
 	got := map[string]Status{}
 	for id, s := range st {
 		orig, p := rw.restoreID(id)
-		if p != nil {
+		if p != nil || rw.batch[nameOf(id)] != nil {
 			continue
 		}
 		got[canonicalID(t, orig)] = s

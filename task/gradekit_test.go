@@ -5,6 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -176,5 +179,55 @@ func TestLiteralProbes(t *testing.T) {
 	}
 	if p[0].Source == literalProbes()[0].Source {
 		t.Errorf("the must-fail probe's constants do not change between gradings")
+	}
+}
+
+// TestRewriteCases: differential cases go to their own file in batches
+// of caseBatch, each batch one collected test with fresh names and each
+// case a function pytest does not collect.
+func TestRewriteCases(t *testing.T) {
+	files := map[string][]byte{
+		"test_a.py": []byte("def test_one():\n    assert f(1) == 2\n"),
+		"test_b.py": []byte("def test_two():\n    assert g(1) == 2\n"),
+	}
+	var probes []Probe
+	for i := range caseBatch + 3 {
+		probes = append(probes, Probe{File: "test_a.py", Case: true, Desc: fmt.Sprint("a", i), Expected: fmt.Sprint("i", i),
+			Source: "def " + probePlaceholder + "():\n    return [f(" + fmt.Sprint(i) + ")]"})
+	}
+	probes = append(probes, Probe{File: "test_b.py", Case: true, Desc: "b0", Expected: `s'x"'`, Source: "def " + probePlaceholder + "():\n    return [g(0)]"})
+	probes = append(probes, literalProbes()...)
+	rw, err := rewriteTests(files, probes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rw.probe) != 2 {
+		t.Errorf("%d probes, want the 2 literal ones", len(rw.probe))
+	}
+	sizes := map[string][]int{}
+	for fresh, batch := range rw.batch {
+		file := batch[0].File
+		sizes[file] = append(sizes[file], len(batch))
+		src := string(rw.files[file])
+		if !strings.Contains(src, "\ndef "+fresh+"(request):\n") || !strings.HasPrefix(fresh, "test_") {
+			t.Errorf("batch %s not a collected test of %s:\n%s", fresh, file, src)
+		}
+		for _, p := range batch {
+			if p.File != file {
+				t.Errorf("case of %s batched in %s", p.File, file)
+			}
+			// The case's function, named apart from tests, paired with
+			// its expected encoding in the batch's call.
+			m := regexp.MustCompile(`\(_(test_[0-9a-f]{10}), ` + regexp.QuoteMeta(strconv.Quote(p.Expected)) + `\)`).FindStringSubmatch(src)
+			if m == nil || !strings.Contains(src, "\ndef _"+m[1]+"():\n    return [") {
+				t.Errorf("case %s: no function paired with %q in %s:\n%s", p.Desc, p.Expected, file, src)
+			}
+		}
+	}
+	for _, s := range sizes {
+		slices.Sort(s)
+	}
+	if want := map[string][]int{"test_a.py": {3, caseBatch}, "test_b.py": {1}}; !cmp.Equal(sizes, want) {
+		t.Errorf("batch sizes %v, want %v", sizes, want)
 	}
 }

@@ -3,6 +3,7 @@ package task
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,11 +19,13 @@ type Probe struct {
 	Test     string `json:"test,omitempty"`
 	Source   string `json:"source"` // a function named probePlaceholder
 	MustFail bool   `json:"must_fail"`
-	// Case: a differential case, not a probe: it passes when the
-	// solution's output at a perturbed call site encodes as the
-	// reference fix's; Desc is the call.
-	Case bool   `json:"case,omitempty"`
-	Desc string `json:"desc,omitempty"`
+	// Case: a differential case, not a probe: Source is a function
+	// returning the values the perturbed test checks, and the case
+	// passes when they encode as Expected, the reference fix's; Desc is
+	// the call. Cases run in batches of caseBatch, one test item each.
+	Case     bool   `json:"case,omitempty"`
+	Expected string `json:"expected,omitempty"`
+	Desc     string `json:"desc,omitempty"`
 }
 
 const probePlaceholder = "__ROLLCAGE_PROBE__"
@@ -37,9 +40,11 @@ var testDefRE = regexp.MustCompile(`(?m)^([ \t]*)((?:async[ \t]+)?def[ \t]+)(tes
 type rewrite struct {
 	files map[string][]byte // hidden test file (relative) → rewritten source
 	// orig maps a fresh name to the original test name; probe maps a
-	// fresh probe name to its probe.
+	// fresh probe name to its probe, batch a fresh name to the
+	// differential cases its test item runs, in order.
 	orig  map[string]string
 	probe map[string]Probe
+	batch map[string][]Probe
 }
 
 // freshName is a test name of the same shape for every test and probe.
@@ -57,7 +62,7 @@ func freshName(used map[string]bool) string {
 // files and appends probes, each to the file it names (or, for probes
 // naming no file, to the first test file).
 func rewriteTests(files map[string][]byte, probes []Probe) (rewrite, error) {
-	rw := rewrite{files: map[string][]byte{}, orig: map[string]string{}, probe: map[string]Probe{}}
+	rw := rewrite{files: map[string][]byte{}, orig: map[string]string{}, probe: map[string]Probe{}, batch: map[string][]Probe{}}
 	used := map[string]bool{}
 	var names []string
 	for name := range files {
@@ -85,20 +90,46 @@ func rewriteTests(files map[string][]byte, probes []Probe) (rewrite, error) {
 	if len(probes) > 0 && first == "" {
 		return rw, fmt.Errorf("probes: no Python test file among the hidden tests")
 	}
-	for _, p := range probes {
-		file := p.File
-		if _, ok := rw.files[file]; !ok || file == "" {
-			file = first
-		}
-		fresh := freshName(used)
-		rw.probe[fresh] = p
-		src := strings.ReplaceAll(p.Source, probePlaceholder, fresh)
+	add := func(file, src string) {
 		b := append([]byte(nil), rw.files[file]...)
 		if len(b) > 0 && b[len(b)-1] != '\n' {
 			b = append(b, '\n')
 		}
 		b = append(b, "\n\n"+src+"\n"...)
 		rw.files[file] = b
+	}
+	cases := map[string][]Probe{}
+	var caseFiles []string
+	for _, p := range probes {
+		file := p.File
+		if _, ok := rw.files[file]; !ok || file == "" {
+			file = first
+		}
+		if p.Case {
+			if len(cases[file]) == 0 {
+				caseFiles = append(caseFiles, file)
+			}
+			cases[file] = append(cases[file], p)
+			continue
+		}
+		fresh := freshName(used)
+		rw.probe[fresh] = p
+		add(file, strings.ReplaceAll(p.Source, probePlaceholder, fresh))
+	}
+	// A file's cases run caseBatch to a test item: each case a function
+	// of its own (not collected), the item calling them in turn.
+	for _, file := range caseFiles {
+		for batch := range slices.Chunk(cases[file], caseBatch) {
+			fresh := freshName(used)
+			rw.batch[fresh] = batch
+			var pairs strings.Builder
+			for _, p := range batch {
+				fn := "_" + freshName(used)
+				add(file, strings.ReplaceAll(p.Source, probePlaceholder, fn))
+				pairs.WriteString("(" + fn + ", " + strconv.Quote(p.Expected) + "), ")
+			}
+			add(file, "def "+fresh+"(request):\n    from rollcage_grade_enc import cases\n    cases(request.node, ("+pairs.String()+"))")
+		}
 	}
 	return rw, nil
 }

@@ -17,9 +17,9 @@
 #
 # A case's value source is a function named __ROLLCAGE_CASE__ that runs
 # the perturbed test with each assertion turned into a record of the
-# value it checks and returns the records; its grading source is a test
-# that asserts their encoding equals the reference fix's
-# (__RC_EXPECTED__).
+# value it checks and returns the records; at grading, a batch of cases
+# runs in one test item that compares their encodings with the reference
+# fix's (rollcage_grade_enc.cases).
 import ast
 import copy
 import json
@@ -474,15 +474,6 @@ def module_literals(tree):
     return out
 
 
-def grade_source(value):
-    grade = copy.deepcopy(value)
-    grade.name = "__ROLLCAGE_PROBE__"
-    check = ast.parse("from rollcage_grade_enc import enc as __rc_enc\nassert __rc_enc(__rc_out) == __RC_EXPECTED__").body
-    grade.body = check[:1] + grade.body[:-1] + check[1:]
-    ast.fix_missing_locations(grade)
-    return ast.unparse(grade)
-
-
 def candidates(path):
     tree = ast.parse(open(path, encoding="utf-8").read())
     ctx = Context(tree)
@@ -507,7 +498,7 @@ def candidates(path):
                 return
             seen.add(src)
             out.append({"file": path, "test": fn.name, "kind": kind, "desc": describe(fn, base, f),
-                        "value": src, "grade": grade_source(f)})
+                        "value": src})
 
         # The sequence edits change the test's own statements first.
         variants_fn = [("", fn)]

@@ -11,6 +11,7 @@ import datetime as _dt
 _type, _repr, _ascii = type, repr, ascii
 _int_repr, _float_format = int.__repr__, float.__format__
 _str_len = str.__len__
+_enumerate, _tuple, _len, _AssertionError = enumerate, tuple, len, AssertionError
 _iso = {_dt.date: _dt.date.isoformat, _dt.datetime: _dt.datetime.isoformat, _dt.time: _dt.time.isoformat}
 
 
@@ -49,3 +50,26 @@ def enc(x, _depth=0):
     if t in _iso:
         return "t" + _iso[t](x)
     raise Unusable("not a builtin value: " + t.__name__)
+
+
+def cases(node, batch):
+    """Runs a batch of differential cases in one test item: batch holds
+    (case function, expected encoding) pairs. Each case's outcome is kept
+    in node.user_properties for the kit's plugin to record ("passed",
+    "failed": it differs, "error": it raised or returned no builtin
+    value); an exception of one case stops no other. The item fails when
+    any case did not pass, so its status alone still says whether the
+    whole batch passed.
+    """
+    props = node.user_properties
+    failed = 0
+    for i, (case, want) in _enumerate(_tuple(batch)):
+        try:
+            out = "passed" if enc(case()) == want else "failed"
+        except BaseException:  # noqa: BLE001 - the case's outcome, whatever it raised
+            out = "error"
+        props.append(("rollcage_case", "%d %s" % (i, out)))
+        if out != "passed":
+            failed += 1
+    if failed:
+        raise _AssertionError("%d of %d differential cases differ from the reference fix" % (failed, _len(batch)))

@@ -11,6 +11,7 @@ import pytest
 _audit = getattr(sys, "audit", None)  # the kit sets its own before 3.8
 _str = str
 _getattr = getattr
+_type, _list, _tuple, _len = type, list, tuple, len
 
 _HOOKS = ("pytest_runtest_makereport", "pytest_runtest_logreport", "pytest_report_teststatus",
           "pytest_runtest_protocol", "pytest_pyfunc_call", "pytest_runtest_call", "pytest_runtest_setup",
@@ -22,6 +23,13 @@ _HOOKS = ("pytest_runtest_makereport", "pytest_runtest_logreport", "pytest_repor
 def pytest_runtest_logreport(report):
     xfail = "xfail" if _getattr(report, "wasxfail", None) is not None else ""
     _audit("rollcage.grade", "rep", _str(report.nodeid), _str(report.when), _str(report.outcome), xfail)
+    if report.when == "call":
+        # A batch of differential cases keeps each case's outcome in the
+        # item's properties (rollcage_grade_enc.cases): exact strs only.
+        props = _getattr(report, "user_properties", None)
+        for p in (props if _type(props) is _list else ()):
+            if _type(p) is _tuple and _len(p) == 2 and _type(p[0]) is _str and _type(p[1]) is _str and p[0] == "rollcage_case":
+                _audit("rollcage.grade", "case", _str(report.nodeid), p[1])
 
 
 def pytest_collectreport(report):

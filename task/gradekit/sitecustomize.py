@@ -193,7 +193,8 @@ def _rollcage_grade():
     import builtins
     watched["builtins"] = builtins
     try:
-        # The differential cases' encoding, watched like the runner.
+        # The differential cases' encoding and batch runner, watched like
+        # the runner.
         watched["rollcage_grade_enc"] = importlib.import_module("rollcage_grade_enc")
     except ImportError:
         pass
