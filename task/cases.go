@@ -40,7 +40,7 @@ import (
 // maxCaseEnc bounds a kept case's expected encoding, which its grading
 // source carries.
 const (
-	maxCases   = 16
+	maxCases   = 32
 	caseBatch  = 8
 	maxCaseEnc = 4096
 )
