@@ -228,7 +228,7 @@ func serve(args []string) int {
 	// throws when it needs a thread it cannot make (see agent.ReserveThreads).
 	agent.ReserveThreads(agent.SpareThreads())
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	ctx, stop := notifyContext(syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
 	env := imageEnv()
@@ -294,7 +294,41 @@ func serve(args []string) int {
 	if errors.Is(srv.Err(), agent.ErrLeaseExpired) {
 		return exitLease
 	}
+	var sig signalled
+	if errors.As(context.Cause(ctx), &sig) {
+		return sig.code()
+	}
 	return exitOK
+}
+
+// signalled is the cause of serve's context when a signal stopped it.
+type signalled struct{ sig syscall.Signal }
+
+func (s signalled) Error() string { return "stopped by " + s.sig.String() }
+
+// code is the exit code of an agent a signal stopped: 128+n, as a shell
+// reports it. An agent stopped from outside (the kubelet evicting its pod
+// past the ephemeral-storage limit) must not look like a completed run:
+// the kubelet keeps the reason Evicted only on a pod whose phase is
+// Failed, and a pod whose containers all exit 0 is Succeeded.
+func (s signalled) code() int { return 128 + int(s.sig) }
+
+// notifyContext is signal.NotifyContext whose cause names the signal.
+func notifyContext(sigs ...os.Signal) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, sigs...)
+	go func() {
+		select {
+		case s := <-ch:
+			cancel(signalled{s.(syscall.Signal)})
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(ch)
+		cancel(nil)
+	}
 }
 
 // listenUnix listens on path with mode 0600, owned by owner ("UID:GID") if

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"bufio"
+	"errors"
+	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -129,5 +133,50 @@ func TestInstall(t *testing.T) {
 		if code := install(args); code != exitUsage {
 			t.Errorf("install(%q): exit %d, want %d", args, code, exitUsage)
 		}
+	}
+}
+
+// TestSignalExit: an agent stopped by a signal exits 128+n, so a pod the
+// kubelet evicted is Failed (keeping the reason Evicted), not Succeeded.
+func TestSignalExit(t *testing.T) {
+	tests := []struct {
+		sig  syscall.Signal
+		want int
+	}{
+		{syscall.SIGTERM, 143},
+		{syscall.SIGINT, 130},
+	}
+	for _, tc := range tests {
+		t.Run(tc.sig.String(), func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "serve", "--stdio", "--workdir", t.TempDir(), "--lease", "0")
+			cmd.Env = append(os.Environ(), "ROLLCAGE_AGENT_TEST_MAIN=1")
+			// stdin stays open (a pipe nobody writes), as an attach stream.
+			stdin, err := cmd.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer stdin.Close()
+			stderr, err := cmd.StderrPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { cmd.Process.Kill() })
+			// "agent ready" is logged after the signal handler is set.
+			sc := bufio.NewScanner(stderr)
+			for sc.Scan() && !strings.Contains(sc.Text(), "agent ready") {
+			}
+			go io.Copy(io.Discard, stderr)
+			if err := cmd.Process.Signal(tc.sig); err != nil {
+				t.Fatal(err)
+			}
+			err = cmd.Wait()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != tc.want {
+				t.Fatalf("agent stopped by %v: %v; want exit code %d", tc.sig, err, tc.want)
+			}
+		})
 	}
 }
