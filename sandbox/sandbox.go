@@ -33,6 +33,11 @@ var (
 	// a sandbox that is no Forker asked to fork, a Fork on an engine setup
 	// it cannot fork on). The message says what it needs.
 	ErrUnsupported = errors.New("not supported by this sandbox backend")
+	// ErrDiskLimit: the orchestrator ended the sandbox because it wrote
+	// past Limits.DiskBytes (DiskEviction: a Kubernetes pod evicted past
+	// its ephemeral-storage limit). The policy's doing, not a fault of
+	// the sandbox; the sandbox is gone.
+	ErrDiskLimit = errors.New("sandbox ended past its disk limit")
 )
 
 // Kinds of PathError.

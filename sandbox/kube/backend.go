@@ -268,6 +268,7 @@ func (b *Backend) start(ctx context.Context, spec sandbox.Spec, warm bool) (*pod
 		Lease: spec.Lease, Workdir: spec.Workdir, Proxy: spec.Network == sandbox.NetworkProxy,
 	})
 	p := newPod(b, name, spec.Image, b.log.With("episode_id", spec.EpisodeID, "pod", name))
+	p.disk = spec.Limits.DiskBytes
 	created, err := b.cs.CoreV1().Pods(b.cfg.Namespace).Create(ctx, manifest, metav1.CreateOptions{})
 	if err != nil {
 		return nil, apiErr("create pod "+name, b.rest.Host, err)
@@ -281,7 +282,7 @@ func (b *Backend) start(ctx context.Context, spec sandbox.Spec, warm bool) (*pod
 		p.teardown(ctx)
 		return nil, err
 	}
-	p.Use(conn, spec.Lease, p.log)
+	p.Use(conn, spec.Lease, p.log, p.gone)
 	if _, err := p.Agent().Ping(ctx); err != nil {
 		p.teardown(ctx)
 		return nil, fmt.Errorf("kube: start %s: agent did not answer over attach: %w: %v; last logs: %s", name, sandbox.ErrAgent, err, b.lastLogs(name))

@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/rollcage/rollcage/agent"
@@ -22,6 +25,9 @@ type pod struct {
 	b     *Backend
 	name  string
 	image string
+	// disk is the pod's ephemeral-storage limit (Limits.DiskBytes), for
+	// the error of an eviction past it; set by start, then never changed.
+	disk int64
 	// tunnel carries the egress relay's connections to the host's proxy
 	// (proxy mode only); set by start, then never changed.
 	tunnel *agent.Tunnel
@@ -52,6 +58,36 @@ func newPod(b *Backend, name, image string, log *slog.Logger) *pod {
 }
 
 func (p *pod) ID() string { return p.name }
+
+// Eviction messages of the kubelet for a pod past its own limits (an
+// ephemeral-storage limit of the pod or of a container, an emptyDir's
+// sizeLimit), as opposed to the node's pressure.
+var diskEvictions = []string{"ephemeral local storage", "local ephemeral storage", "Usage of EmptyDir volume"}
+
+// gone says why the pod ended once its attach stream was lost, nil while
+// it still runs. An eviction past the pod's ephemeral-storage limit is
+// sandbox.ErrDiskLimit: the kubelet measures usage every few seconds and
+// evicts after the fact, so the writes landed first.
+func (p *pod) gone(ctx context.Context) error {
+	k, err := p.b.cs.CoreV1().Pods(p.b.cfg.Namespace).Get(ctx, p.name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("kube: pod %s was deleted", p.name)
+	}
+	if err != nil || k.Status.Phase == corev1.PodPending || k.Status.Phase == corev1.PodRunning {
+		return nil // running, or cannot tell yet: asked again
+	}
+	msg := oneLine(k.Status.Message)
+	if k.Status.Reason == "Evicted" {
+		for _, m := range diskEvictions {
+			if strings.Contains(msg, m) {
+				return fmt.Errorf("kube: pod %s evicted by the kubelet for writing past its ephemeral-storage limit of %s (Kubernetes enforces it after the fact: the writes landed, then the sandbox was ended): %w; kubelet: %s",
+					p.name, resource.NewQuantity(p.disk, resource.BinarySI), sandbox.ErrDiskLimit, msg)
+			}
+		}
+		return fmt.Errorf("kube: pod %s evicted by the kubelet: %s", p.name, msg)
+	}
+	return fmt.Errorf("kube: pod %s %s (%s %s); last logs: %s", p.name, k.Status.Phase, k.Status.Reason, msg, p.b.lastLogs(p.name))
+}
 
 func (p *pod) logger() *slog.Logger {
 	p.mu.Lock()

@@ -31,11 +31,11 @@ type Conn struct {
 	disk   *DiskWatch    // set by WatchDisk at start, then never changed
 	guard  atomic.Value  // sandbox.DiskGuard: what holds the disk limit
 	closed atomic.Bool
-	// dead is Dial's container check; lost what it said once the agent
-	// went away under a call.
+	// dead is Dial's (or Use's) container check; lost what it said once
+	// the agent went away under a call.
 	dead     func(ctx context.Context) error
 	lostOnce sync.Once
-	lost     string
+	lost     error
 
 	mu       sync.Mutex
 	sessions map[string]bool // guarded by mu; session names the host used
@@ -106,7 +106,9 @@ const (
 
 // Use connects the Conn over rwc, a stream already open to the agent
 // (a Kubernetes pod's attach stream), instead of dialing its socket.
-func (c *Conn) Use(rwc io.ReadWriteCloser, lease time.Duration, log *slog.Logger) {
+// dead, as Dial's, says why the sandbox ended once the stream is lost.
+func (c *Conn) Use(rwc io.ReadWriteCloser, lease time.Duration, log *slog.Logger, dead func(ctx context.Context) error) {
+	c.dead = dead
 	c.agent = agent.NewClient(rwc, agent.ClientOptions{Heartbeat: lease / 3, Logger: log})
 }
 
@@ -167,8 +169,8 @@ func (c *Conn) Wrap(op string, err error) error {
 		return nil
 	}
 	if errors.Is(err, sandbox.ErrClosed) && !c.IsClosed() {
-		if why := c.whyLost(); why != "" {
-			return fmt.Errorf("sandbox %s: %s: %w (%s)", c.name(), op, err, why)
+		if why := c.whyLost(); why != nil {
+			return fmt.Errorf("sandbox %s: %s: %w (%w)", c.name(), op, err, why)
 		}
 	}
 	return fmt.Errorf("sandbox %s: %s: %w", c.name(), op, err)
@@ -176,8 +178,8 @@ func (c *Conn) Wrap(op string, err error) error {
 
 // whyLost is what the container says after the agent's connection was
 // lost without a Close: its exit and last logs, waited for up to 2 s
-// (the container ends just after its agent). Empty when it still runs.
-func (c *Conn) whyLost() string {
+// (the container ends just after its agent). Nil when it still runs.
+func (c *Conn) whyLost() error {
 	c.lostOnce.Do(func() {
 		if c.dead == nil {
 			return
@@ -186,7 +188,7 @@ func (c *Conn) whyLost() string {
 		defer cancel()
 		for {
 			if err := c.dead(ctx); err != nil {
-				c.lost = err.Error()
+				c.lost = err
 				return
 			}
 			select {
