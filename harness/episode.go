@@ -111,6 +111,7 @@ type Episode struct {
 	hacked   bool
 	overhead time.Duration
 	infraErr error             // first infrastructure fault (sandbox, judge, recording)
+	diskErr  error             // the sandbox ended past its disk limit (sandbox.ErrDiskLimit)
 	running  map[*Running]bool // streamed calls not yet recorded
 	judgeErr string
 }
@@ -149,6 +150,14 @@ func (e *Episode) emit(segment, step int, typ string, payload any) error {
 func (e *Episode) noteInfra(err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if errors.Is(err, sandbox.ErrDiskLimit) {
+		// The policy wrote past its disk limit and the orchestrator
+		// ended the sandbox: the policy's failure, not masked.
+		if e.diskErr == nil {
+			e.diskErr = err
+		}
+		return
+	}
 	if e.infraErr == nil {
 		e.infraErr = err
 	}
@@ -515,11 +524,13 @@ func (e *Episode) end(ctx context.Context, reason string, x *External) (Outcome,
 
 func (e *Episode) finish(ctx context.Context, reason string, x *External) Outcome {
 	e.mu.Lock()
-	infra := e.infraErr
+	infra, disk := e.infraErr, e.diskErr
 	e.mu.Unlock()
 	var gr grade
 	var gradeErr error
-	if x != nil {
+	if disk != nil {
+		// The sandbox is gone: there is nothing to grade.
+	} else if x != nil {
 		gr.Reward, gr.Resolved = x.Reward, x.Resolved
 		e.mu.Lock()
 		seg, step := e.segment, e.steps
@@ -562,6 +573,8 @@ func (e *Episode) finish(ctx context.Context, reason string, x *External) Outcom
 	switch {
 	case infra != nil:
 		o.FailureClass, o.Error = FailureInfrastructure, infra.Error()
+	case disk != nil:
+		o.Reason, o.FailureClass, o.Error = ReasonDiskLimit, FailureAgent, disk.Error()
 	case errors.As(gradeErr, new(policyError)):
 		// The policy broke what it submitted: its failure, never masked.
 		o.FailureClass, o.Error = FailureAgent, gradeErr.Error()

@@ -311,7 +311,7 @@ func (o *OpenAI) callTool(ctx context.Context, ep *Episode, tc trajectory.Functi
 	case ctx.Err() != nil:
 		return "", false, "", ctx.Err()
 	default:
-		return "", false, ReasonSandbox, err
+		return "", false, sandboxReason(err), err
 	}
 	if res.Submit {
 		return res.Output, true, ReasonSubmit, nil

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/trajectory"
 )
 
@@ -39,6 +40,7 @@ const (
 	ReasonNoSubmit    = "no_submit"        // the model stopped calling tools
 	ReasonModelError  = "model_error"      // the model server kept failing (infrastructure)
 	ReasonSandbox     = "sandbox_error"    // the sandbox failed under a call (infrastructure)
+	ReasonDiskLimit   = "disk_limit"       // the orchestrator ended the sandbox past its disk limit (the policy's)
 	ReasonCancelled   = "cancelled"        // the run was cancelled (infrastructure)
 	ReasonAbandoned   = "abandoned"        // Close without Finish
 	ReasonExternal    = "external"         // graded outside rollcage (FinishExternal)
@@ -52,6 +54,17 @@ func failureOf(reason string) string {
 		return FailureInfrastructure
 	}
 	return FailureAgent
+}
+
+// sandboxReason is the reason a policy stops for when a call failed with
+// err: ReasonDiskLimit when the sandbox was ended for writing past its
+// disk limit (sandbox.ErrDiskLimit: a Kubernetes eviction), the policy's
+// doing; ReasonSandbox, an infrastructure fault, otherwise.
+func sandboxReason(err error) string {
+	if errors.Is(err, sandbox.ErrDiskLimit) {
+		return ReasonDiskLimit
+	}
+	return ReasonSandbox
 }
 
 // Sentinel errors of Episode; match with errors.Is.

@@ -57,7 +57,7 @@ func (p Replay) play(ctx context.Context, ep *Episode, from int, conv []trajecto
 		case ctx.Err() != nil:
 			return "", ctx.Err()
 		default:
-			return ReasonSandbox, err
+			return sandboxReason(err), err
 		}
 		if res.Submit {
 			return ReasonSubmit, nil
