@@ -25,6 +25,7 @@
 //
 // What the API cannot do per pod: Limits.Pids is the kubelet's podPidsLimit
 // (node-wide), Limits.DiskBytes is an ephemeral-storage limit (the kubelet
-// evicts the pod, it does not answer ENOSPC), and Snapshot and Fork return
+// evicts the pod after the writes landed, it does not answer ENOSPC; the
+// next call fails with sandbox.ErrDiskLimit), and Snapshot and Fork return
 // sandbox.ErrUnsupported.
 package kube
