@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -98,9 +99,13 @@ func install(args []string) int {
 // it, reaps every orphan, and exits with the child's code.
 func reap(args []string) int {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	// The reaper's main thread sits in wait4 for good; a couple of idle
-	// threads let its signal relay run while the policy holds every pid.
-	agent.ReserveThreads(2)
+	// The reaper's main thread sits in wait4 for good, and os/signal's
+	// loop holds another; idle threads reserved now let its signal relay
+	// and the scheduler's hand-offs run while the policy holds every pid
+	// (with two reserved, a fork bomb once made the runtime ask for an
+	// eighth thread and die). One P bounds how many it can want at once.
+	runtime.GOMAXPROCS(1)
+	agent.ReserveThreads(4)
 	if err := openRoot(); err != nil {
 		log.Warn("rollcage-agent: the container's / is closed to other users", "err", err)
 	}
