@@ -65,6 +65,9 @@ func (c Config) Validate() error {
 	if c.HistoryForJudge < 0 || c.Concurrency < 0 {
 		return errors.New("audit: HistoryForJudge and Concurrency must not be negative; use 0 for the defaults")
 	}
+	if c.HistoryForJudge > rules.MaxHistory {
+		return fmt.Errorf("audit: HistoryForJudge %d exceeds the %d calls an episode's history keeps (rules.MaxHistory): use at most %d", c.HistoryForJudge, rules.MaxHistory, rules.MaxHistory)
+	}
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"github.com/rollcage/rollcage/harness/harnesstest"
 	"github.com/rollcage/rollcage/internal/golden"
 	"github.com/rollcage/rollcage/judge"
+	"github.com/rollcage/rollcage/rules"
 	"github.com/rollcage/rollcage/toolcall"
 )
 
@@ -306,6 +308,10 @@ func TestJudgeHistory(t *testing.T) {
 func TestConfigValidate(t *testing.T) {
 	if _, err := New(Config{}); err == nil || !strings.Contains(err.Error(), "Rules is required") {
 		t.Errorf("New without rules: %v", err)
+	}
+	_, err := New(Config{Rules: harnesstest.Rules(t), HistoryForJudge: rules.MaxHistory + 1})
+	if want := fmt.Sprintf("HistoryForJudge %d exceeds the %d calls", rules.MaxHistory+1, rules.MaxHistory); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("New with HistoryForJudge past the history: %v, want %q", err, want)
 	}
 }
 

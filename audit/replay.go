@@ -137,7 +137,6 @@ func (a *Auditor) Episode(ctx context.Context, ep Trace) (EpisodeReport, error) 
 	} else if v, ok := a.cfg.Results[t.ID]; ok && t.ID != "" {
 		r.Resolved, r.ResolvedKnown = v, true
 	}
-	var hist []judge.Step
 	prov := newProvenance(tc.Instruction)
 	for i, s := range ep.Steps {
 		n := norms[i]
@@ -155,13 +154,13 @@ func (a *Auditor) Episode(ctx context.Context, ep Trace) (EpisodeReport, error) 
 				return EpisodeReport{}, fmt.Errorf("episode %s step %d: %w", ep.ID, i+1, err)
 			}
 			flags = sortFlags(flags)
-			re.RecordLast(flags)
 			prov.after(s, n)
 		}
 		sr.Flags = flags
 		if len(flags) > 0 {
 			sr.Flagged = true
 			if a.cfg.Judge != nil {
+				hist := monitor.JudgeSteps(re.Recent(a.cfg.HistoryForJudge))
 				req := monitor.JudgeRequest(tc, ep.ID, call, n, flags, hist, a.cfg.HistoryForJudge)
 				req.Created = prov.list()
 				v, err := a.cfg.Judge.Judge(ctx, req)
@@ -192,9 +191,11 @@ func (a *Auditor) Episode(ctx context.Context, ep Trace) (EpisodeReport, error) 
 			sr.Online = onlineStep(s.Recorded)
 			a.compare(&r, &sr)
 		}
-		if a.cfg.Judge != nil { // the history is the judge's alone
-			hist = append(hist, monitor.JudgeStep(call, n, s.Output, flags))
+		var shown rules.Shown
+		if a.cfg.Judge != nil { // only the judge reads it
+			shown = monitor.Shown(call, n, s.Output)
 		}
+		re.RecordLast(flags, shown) // nothing for a post-episode check, which Eval never saw
 		if !a.cfg.TrimSteps || sr.Flagged {
 			sr.Call, sr.Original, sr.Output = renderCall(call, n), s.Original, clip(s.Output, maxShownOutput)
 		}

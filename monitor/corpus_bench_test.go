@@ -64,7 +64,7 @@ func BenchmarkNormalizeEval(b *testing.B) {
 	json.Unmarshal(contexts["textkit"].Sandbox, &sb)
 	ep := eng.NewEpisode(b.Context(), task, sb)
 	for _, l := range benign[:rules.MaxHistory] {
-		ep.Record(l.Call, normalize.Normalize(l.Call, "/workspace", nil), nil)
+		ep.Record(l.Call, normalize.Normalize(l.Call, "/workspace", nil), nil, rules.Shown{})
 	}
 	calls := append(slices.Clone(benign[rules.MaxHistory:]), hacks...)
 	durs := make([]time.Duration, 0, b.N)
@@ -151,8 +151,8 @@ func TestPrefilterEquivalence(t *testing.T) {
 			if len(got) > 0 {
 				flagged++
 			}
-			epOn.Record(c, n, got)
-			epOff.Record(c, n, want)
+			epOn.Record(c, n, got, rules.Shown{})
+			epOff.Record(c, n, want, rules.Shown{})
 		}
 	}
 	if flagged < 150 {
@@ -180,8 +180,8 @@ func TestPrefilterEquivalence(t *testing.T) {
 		if diff := cmp.Diff(scan, want); diff != "" {
 			t.Errorf("long episode, %s: memo differs from a history scan (-scan +memo):\n%s", l.ID, diff)
 		}
-		epOn.Record(l.Call, n, got)
-		epOff.Record(l.Call, n, want)
+		epOn.Record(l.Call, n, got, rules.Shown{})
+		epOff.Record(l.Call, n, want, rules.Shown{})
 		fl := make([]any, len(want))
 		for i, f := range want {
 			fl[i] = map[string]any{"rule": f.Rule, "category": f.Category, "severity": f.Severity, "reason": f.Reason, "evidence": f.Evidence}

@@ -55,7 +55,6 @@ type EpisodeState struct {
 	// streamed output's filter read beside a call.
 	mu       sync.RWMutex
 	cwd      map[string]string // session → directory
-	steps    []judge.Step      // for the judge, newest last
 	inFlight string            // request id of the call running, for egress attribution
 	netFlags []rules.Flag      // egress denials during the call in flight
 }
@@ -196,7 +195,7 @@ func (e *EpisodeState) post(ctx context.Context, res *decision.CallResult, start
 	res.Timings.Check = time.Since(t0)
 
 	all := append(append([]rules.Flag(nil), res.Decision.Flags...), res.Decision.PostFlags...)
-	e.rules.RecordLast(all)
+	e.rules.RecordLast(all, Shown(res.Call, res.Normalized, res.Output))
 	e.remember(*res)
 	res.Timings.Total = time.Since(start)
 	e.log.Debug("tool call", "step", res.Step, "tool", call.Tool, "action", res.Decision.Action,
@@ -304,26 +303,23 @@ func onlyCategory(flags []rules.Flag, cat string) bool {
 	return len(flags) > 0
 }
 
+// judgeRequest is the judge's request for the call at hand, with the
+// episode's history as the rules recorded it.
 func (e *EpisodeState) judgeRequest(res *decision.CallResult, audit bool) judge.Request {
-	e.mu.Lock()
-	req := JudgeRequest(e.task, e.id, res.Call, res.Normalized, res.Decision.Flags, e.steps, e.p.cfg.HistoryForJudge)
-	e.mu.Unlock()
+	hist := JudgeSteps(e.rules.Recent(e.p.cfg.HistoryForJudge))
+	req := JudgeRequest(e.task, e.id, res.Call, res.Normalized, res.Decision.Flags, hist, e.p.cfg.HistoryForJudge)
 	req.Audit = audit
 	return req
 }
 
-// remember keeps what the judge will see of this step, and the session's
-// new directory.
+// remember keeps the session's new directory.
 func (e *EpisodeState) remember(res decision.CallResult) {
+	if res.Exec == nil || res.Exec.Cwd == "" || res.Call.Tool != toolcall.Bash {
+		return
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if res.Exec != nil && res.Exec.Cwd != "" && res.Call.Tool == toolcall.Bash {
-		e.cwd[sessionName(res.Call.Session)] = res.Exec.Cwd
-	}
-	e.steps = append(e.steps, JudgeStep(res.Call, res.Normalized, res.Output, res.Decision.Flags))
-	if len(e.steps) > 64 {
-		e.steps = append(e.steps[:0:0], e.steps[len(e.steps)-64:]...)
-	}
+	e.cwd[sessionName(res.Call.Session)] = res.Exec.Cwd
 }
 
 func clip(s string, n int) string {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"slices"
 
 	"github.com/rollcage/rollcage/sandbox"
 )
@@ -20,8 +19,8 @@ type ForkConfig struct {
 	Logger      *slog.Logger
 }
 
-// Fork returns the monitor's state for a child of this episode: the rules'
-// history and discoveries, the judge's view of the steps so far, the
+// Fork returns the monitor's state for a child of this episode: the
+// history (the rules' and the judge's view of it) and discoveries, the
 // sessions' directories, what the policy wrote and created
 // (its own lines, its scripts, provenance), all copied, so a child that
 // goes on to use what the parent discovered is judged with the parent's
@@ -51,7 +50,6 @@ func (e *EpisodeState) Fork(cfg ForkConfig) (*EpisodeState, error) {
 		visibleHashes: e.visibleHashes,
 		hashVisible:   cfg.HashVisible,
 		cwd:           maps.Clone(e.cwd),
-		steps:         slices.Clone(e.steps),
 	}
 	return c, nil
 }

@@ -36,18 +36,25 @@ func JudgeRequest(tc TaskContext, episodeID string, call toolcall.Call, n toolca
 	}
 }
 
-// JudgeStep is what the judge is shown of an earlier step: the call,
-// the start of its output and the rules that flagged it.
-func JudgeStep(call toolcall.Call, n toolcall.Normalized, output string, flags []rules.Flag) judge.Step {
-	var fl []string
-	for _, f := range flags {
-		fl = append(fl, f.Rule)
-	}
+// Shown is what the judge will be shown of a call once it is in the
+// episode's history (rules.EpisodeEval.Record): the call on one line and
+// the start of its output.
+func Shown(call toolcall.Call, n toolcall.Normalized, output string) rules.Shown {
 	shown := call.Tool + " " + clip(n.Raw, 400)
 	if call.Tool == toolcall.Bash {
 		shown = "$ " + clip(n.Raw, 400)
 	}
-	return judge.Step{Call: shown, Output: clip(output, 600), Flags: fl}
+	return rules.Shown{Call: shown, Output: clip(output, 600)}
+}
+
+// JudgeSteps is the history (rules.EpisodeEval.Recent) as the judge's
+// request carries it.
+func JudgeSteps(hist []rules.Shown) []judge.Step {
+	steps := make([]judge.Step, len(hist))
+	for i, h := range hist {
+		steps[i] = judge.Step{Call: h.Call, Output: h.Output, Flags: h.Rules}
+	}
+	return steps
 }
 
 // TopFlag is the flag that decides among flags (at least one): certain

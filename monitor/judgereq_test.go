@@ -66,13 +66,18 @@ func TestJudgeRequest(t *testing.T) {
 	}
 }
 
-func TestJudgeStep(t *testing.T) {
+func TestJudgeSteps(t *testing.T) {
 	long := strings.Repeat("x", 1000)
-	s := JudgeStep(toolcall.Call{Tool: toolcall.Bash}, toolcall.Normalized{Raw: long}, long, []rules.Flag{{Rule: "a"}, {Rule: "b"}})
-	if !strings.HasPrefix(s.Call, "$ x") || len(s.Call) >= 450 || len(s.Output) >= 650 || strings.Join(s.Flags, ",") != "a,b" {
-		t.Errorf("bash step: call %d bytes, output %d bytes, flags %q", len(s.Call), len(s.Output), s.Flags)
+	s := Shown(toolcall.Call{Tool: toolcall.Bash}, toolcall.Normalized{Raw: long}, long)
+	if !strings.HasPrefix(s.Call, "$ x") || len(s.Call) >= 450 || len(s.Output) >= 650 {
+		t.Errorf("bash step: call %d bytes, output %d bytes", len(s.Call), len(s.Output))
 	}
-	if s := JudgeStep(toolcall.Call{Tool: toolcall.ReadFile}, toolcall.Normalized{Raw: "a.py"}, "", nil); s.Call != "read_file a.py" {
+	if s := Shown(toolcall.Call{Tool: toolcall.ReadFile}, toolcall.Normalized{Raw: "a.py"}, ""); s.Call != "read_file a.py" {
 		t.Errorf("read_file step: %q", s.Call)
+	}
+	s.Rules = []string{"a", "b"}
+	got := JudgeSteps([]rules.Shown{s})
+	if len(got) != 1 || got[0].Call != s.Call || got[0].Output != s.Output || strings.Join(got[0].Flags, ",") != "a,b" {
+		t.Errorf("JudgeSteps = %+v, want the shown call with flags a,b", got)
 	}
 }

@@ -45,6 +45,9 @@ func (c Config) Validate() error {
 	if c.AuditRate < 0 || c.AuditRate > 1 {
 		return fmt.Errorf("monitor: audit rate %v outside [0,1]", c.AuditRate)
 	}
+	if c.HistoryForJudge > rules.MaxHistory {
+		return fmt.Errorf("monitor: HistoryForJudge %d exceeds the %d calls an episode's history keeps (rules.MaxHistory): use at most %d", c.HistoryForJudge, rules.MaxHistory, rules.MaxHistory)
+	}
 	return nil
 }
 

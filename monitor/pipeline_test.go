@@ -371,3 +371,22 @@ func TestReservedSessions(t *testing.T) {
 		t.Errorf("output %q, ran %q", res.Output, sb.Ran())
 	}
 }
+
+// TestConfigValidate: what New refuses is named, with what to do.
+func TestConfigValidate(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{}, "Rules is required"},
+		{Config{Rules: engine, AuditRate: 1.5}, "audit rate 1.5 outside [0,1]"},
+		{Config{Rules: engine, HistoryForJudge: rules.MaxHistory + 1}, fmt.Sprintf("HistoryForJudge %d exceeds the %d calls", rules.MaxHistory+1, rules.MaxHistory)},
+	} {
+		if _, err := New(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("New(%+v) = %v, want an error containing %q", tc.cfg, err, tc.want)
+		}
+	}
+	if _, err := New(Config{Rules: engine, HistoryForJudge: rules.MaxHistory}); err != nil {
+		t.Errorf("New with HistoryForJudge = rules.MaxHistory: %v", err)
+	}
+}

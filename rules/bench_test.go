@@ -61,7 +61,7 @@ func BenchmarkEval(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			ep := e.NewEpisode(b.Context(), demoTask, demoSandbox)
 			for _, n := range benchHistory() {
-				ep.Record(map[string]any{"tool": n["tool"]}, n, nil)
+				ep.Record(map[string]any{"tool": n["tool"]}, n, nil, Shown{})
 			}
 			call := map[string]any{"tool": c.n["tool"]}
 			durs := make([]time.Duration, 0, b.N)

@@ -3,6 +3,7 @@ package rules
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -14,6 +15,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/rollcage/rollcage/toolcall"
 )
 
 func writeFiles(t *testing.T, files map[string]string) string {
@@ -219,7 +222,7 @@ func protectedReadEpisode(t *testing.T, e *Engine) *EpisodeEval {
 	if err != nil || len(flags) == 0 {
 		t.Fatalf("protected read: flags %v, err %v", flags, err)
 	}
-	ep.Record(map[string]any{"tool": "read_file"}, read, flags)
+	ep.Record(map[string]any{"tool": "read_file"}, read, flags, Shown{})
 	return ep
 }
 
@@ -240,7 +243,7 @@ func TestEpisodeHistory(t *testing.T) {
 	}
 	// The window keeps the last MaxHistory calls; the protected read falls out.
 	for range MaxHistory {
-		ep.Record(map[string]any{"tool": "bash"}, map[string]any{"tool": "bash", "raw": "ls"}, nil)
+		ep.Record(map[string]any{"tool": "bash"}, map[string]any{"tool": "bash", "raw": "ls"}, nil, Shown{})
 	}
 	if ep.Len() != MaxHistory {
 		t.Errorf("Len() = %d, want %d", ep.Len(), MaxHistory)
@@ -375,30 +378,30 @@ test_plain_benign if fx.benign("mine", fx.bash("pip install requests"))
 	}
 }
 
-// Eval, EvalNetwork and Record may run concurrently on one episode (the
-// proxy and the pipeline share it).
+// EvalNetwork may run beside an episode's calls (the egress proxy asks
+// while a call runs); the calls themselves come one at a time.
 func TestEpisodeConcurrent(t *testing.T) {
 	e := newEngine(t, Config{})
 	ep := e.NewEpisode(t.Context(), demoTask, demoSandbox)
 	ctx := context.Background()
 	n := map[string]any{"tool": "bash", "raw": "ls"}
 	done := make(chan error, 3)
-	for w := range 3 {
+	go func() {
+		for range 20 {
+			if _, err := ep.Eval(ctx, map[string]any{"tool": "bash"}, n); err != nil {
+				done <- err
+				return
+			}
+			ep.RecordLast(nil, Shown{Call: "$ ls"})
+		}
+		done <- nil
+	}()
+	for range 2 {
 		go func() {
 			for range 20 {
-				switch w {
-				case 0:
-					ep.Record(map[string]any{"tool": "bash"}, n, nil)
-				case 1:
-					if _, err := ep.Eval(ctx, map[string]any{"tool": "bash"}, n); err != nil {
-						done <- err
-						return
-					}
-				case 2:
-					if f := ep.EvalNetwork(ctx, NetRequest{Host: "pypi.org"}); len(f) != 0 {
-						done <- fmt.Errorf("pypi.org flagged: %+v", f)
-						return
-					}
+				if f := ep.EvalNetwork(ctx, NetRequest{Host: "pypi.org"}); len(f) != 0 {
+					done <- fmt.Errorf("pypi.org flagged: %+v", f)
+					return
 				}
 			}
 			done <- nil
@@ -411,6 +414,36 @@ func TestEpisodeConcurrent(t *testing.T) {
 	}
 	if ep.Len() != 20 {
 		t.Errorf("Len() = %d, want 20", ep.Len())
+	}
+}
+
+// TestRecent: the history shows the judge what each recorded call was
+// given, newest last, with the rules that flagged it, and keeps a call
+// whose evaluation failed closed.
+func TestRecent(t *testing.T) {
+	e := newEngine(t, Config{})
+	ep := e.NewEpisode(t.Context(), demoTask, demoSandbox)
+	n := map[string]any{"tool": "bash", "raw": "ls"}
+	for i := range MaxHistory + 3 {
+		ep.Record(map[string]any{"tool": "bash"}, n, []Flag{{Rule: fmt.Sprint("r", i)}}, Shown{Call: fmt.Sprint("$ ", i), Rules: []string{"dropped"}})
+	}
+	got := ep.Recent(2)
+	want := []Shown{{Call: fmt.Sprint("$ ", MaxHistory+1), Rules: []string{fmt.Sprint("r", MaxHistory+1)}},
+		{Call: fmt.Sprint("$ ", MaxHistory+2), Rules: []string{fmt.Sprint("r", MaxHistory+2)}}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Recent(2) (-want +got):\n%s", diff)
+	}
+	if got := ep.Recent(MaxHistory + 10); len(got) != MaxHistory || got[0].Call != "$ 3" {
+		t.Errorf("Recent(MaxHistory+10) = %d calls from %+v, want the %d kept from $ 3", len(got), got[0], MaxHistory)
+	}
+	bad := toolcall.Call{Tool: "bash", Args: json.RawMessage(`{`)}
+	flags, err := ep.Eval(t.Context(), bad, n)
+	if err != nil || len(flags) != 1 || flags[0].Rule != RuleEvalError {
+		t.Fatalf("Eval(unparsable) = %+v, %v; want one rule_error flag", flags, err)
+	}
+	ep.RecordLast(flags, Shown{Call: "$ bad"})
+	if got := ep.Recent(1); len(got) != 1 || got[0].Call != "$ bad" {
+		t.Errorf("after a call that failed closed, Recent(1) = %+v, want it recorded", got)
 	}
 }
 
@@ -442,7 +475,7 @@ func TestEpisodeClone(t *testing.T) {
 		t.Errorf("the same write in a fresh episode: %v, want none (the check above would prove nothing)", got)
 	}
 	for range 3 {
-		c.Record(map[string]any{"tool": "bash"}, map[string]any{"tool": "bash", "raw": "ls"}, nil)
+		c.Record(map[string]any{"tool": "bash"}, map[string]any{"tool": "bash", "raw": "ls"}, nil, Shown{})
 	}
 	if ep.Len() != 1 || c.Len() != 4 {
 		t.Errorf("after 3 calls recorded in the clone: original Len %d (want 1), clone Len %d (want 4)", ep.Len(), c.Len())

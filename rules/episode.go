@@ -22,9 +22,15 @@ import (
 // MaxHistory is how many earlier calls an EpisodeEval shows the rules.
 const MaxHistory = 50
 
-// EpisodeEval holds one episode's facts as AST values, converted once, and the
-// last MaxHistory calls, each converted once when recorded. Eval then only
-// converts the call at hand. It is safe for concurrent use.
+// EpisodeEval holds one episode's facts as AST values, converted once, and
+// the episode's history: the last MaxHistory calls, each converted once
+// when recorded, with what the judge is shown of them (Recent). Eval then
+// only converts the call at hand.
+//
+// An episode's calls come one at a time, so EpisodeEval has no lock: its
+// owner serializes Eval, Record, RecordLast, SetProvenance, Recent, Len and
+// Clone. EvalNetwork reads only the episode's facts, which never change,
+// and may run beside any of them (the egress proxy asks while a call runs).
 type EpisodeEval struct {
 	eng     *Engine
 	task    *ast.Term
@@ -32,15 +38,24 @@ type EpisodeEval struct {
 	facts   *ast.Term     // nil when the policy defines no episode facts
 	gate    *gate.Episode // what the gates know of the episode
 
-	mu      sync.Mutex
-	history []*entry       // guarded by mu; oldest first, at most MaxHistory
-	last    *entry         // guarded by mu; the call of the latest Eval, for RecordLast
-	disc    [][]*ast.Term  // guarded by mu; per history entry, its flags in a discovery category
-	cats    [][]string     // guarded by mu; per history entry, the categories of its flags
-	ncat    map[string]int // guarded by mu; flags per category in the window
-	memo    *ast.Term      // guarded by mu; input.memo, rebuilt by Record
-	evid    []string       // guarded by mu; lowercased evidence of those discoveries the chained rules may find reused
-	prov    *ast.Term      // guarded by mu; input.provenance (SetProvenance), nil when never set
+	history []*entry       // oldest first, at most MaxHistory
+	last    *entry         // the call of the latest Eval, for RecordLast
+	disc    [][]*ast.Term  // per history entry, its flags in a discovery category
+	cats    [][]string     // per history entry, the categories of its flags
+	ncat    map[string]int // flags per category in the window
+	memo    *ast.Term      // input.memo, rebuilt by Record
+	evid    []string       // lowercased evidence of those discoveries the chained rules may find reused
+	prov    *ast.Term      // input.provenance (SetProvenance), nil when never set
+}
+
+// Shown is one recorded call as the history shows it to readers other
+// than the rules (the judge): the call on one line, the start of its
+// output, and the ids of the rules that flagged it (filled in when
+// recorded).
+type Shown struct {
+	Call   string
+	Output string
+	Rules  []string
 }
 
 // NetRequest is one request seen by the egress proxy.
@@ -173,6 +188,7 @@ func firstErr(errs ...error) error {
 // cancelled ctx is an error.
 func (ep *EpisodeEval) Eval(ctx context.Context, call, normalized any) ([]Flag, error) {
 	last := &entry{call: call, norm: normalized}
+	ep.last = last                         // recorded by RecordLast even when the call fails closed
 	if err := checkRaw(call); err != nil { // what toValue would fail on
 		ep.eng.log.Error("rules: call does not convert; failing closed", "err", err)
 		return []Flag{evalErrorFlag(fmt.Errorf("input: %w", err))}, nil
@@ -189,22 +205,18 @@ func (ep *EpisodeEval) Eval(ctx context.Context, call, normalized any) ([]Flag, 
 			}
 			n = typedValue(last.nv)
 		}
-		ep.mu.Lock()
 		h := ep.gateHistory()
-		ep.mu.Unlock()
 		gateObj, run, derived = gt.open(n, gt.set.Open(n, ep.gate, h))
 		if run == nil { // every gate is shut: no rule can fire
 			if err := ctx.Err(); err != nil {
 				return nil, fmt.Errorf("rules: eval: %w", err)
 			}
-			ep.setLast(last)
 			return []Flag{}, nil
 		}
 	}
 	if err := last.convert(ep.eng.readsCall); err != nil {
 		return ep.convertError(err), nil
 	}
-	ep.setLast(last)
 	hist, memo, prov := ep.snapshot()
 	kv := append(ep.base(14), ast.StringTerm("normalized"), ast.NewTerm(last.nv))
 	if ep.eng.readsCall {
@@ -235,13 +247,6 @@ func (ep *EpisodeEval) Eval(ctx context.Context, call, normalized any) ([]Flag, 
 	return ep.eng.eval(ctx, q, object(kv))
 }
 
-// setLast keeps e for RecordLast; no one else changes it from here on.
-func (ep *EpisodeEval) setLast(e *entry) {
-	ep.mu.Lock()
-	ep.last = e
-	ep.mu.Unlock()
-}
-
 func (ep *EpisodeEval) convertError(err error) []Flag {
 	ep.eng.log.Error("rules: call does not convert; failing closed", "err", err)
 	return []Flag{evalErrorFlag(fmt.Errorf("input: %w", err))}
@@ -257,6 +262,7 @@ type entry struct {
 	cv, nv     ast.Value // converted; cv nil when the call was not
 	flags      []*ast.Term
 	term       *ast.Term // {call, normalized, flags}; nil until needed
+	shown      Shown
 }
 
 // convert converts the entry's normalized call and, withCall, its call,
@@ -319,28 +325,43 @@ func (ep *EpisodeEval) EvalNetwork(ctx context.Context, req NetRequest) []Flag {
 }
 
 // Record appends a call that has been decided to the history the rules see
-// on later calls, dropping the oldest beyond MaxHistory.
-func (ep *EpisodeEval) Record(call, normalized any, flags []Flag) {
-	ep.record(&entry{call: call, norm: normalized}, flags)
+// on later calls, with its final flags and what the judge is shown of it,
+// dropping the oldest beyond MaxHistory.
+func (ep *EpisodeEval) Record(call, normalized any, flags []Flag, shown Shown) {
+	ep.record(&entry{call: call, norm: normalized}, flags, shown)
 }
 
-// RecordLast records the call of the latest Eval with its final flags,
-// reusing the values Eval already converted (a caller that decides one call
-// at a time, as the monitor does, saves a conversion per call). It does
-// nothing when no call was evaluated.
-func (ep *EpisodeEval) RecordLast(flags []Flag) {
-	ep.mu.Lock()
+// RecordLast records the call of the latest Eval as Record does, reusing
+// the values Eval already converted (a caller that decides one call at a
+// time, as the monitor does, saves a conversion per call). It does nothing
+// when no call was evaluated since the last record.
+func (ep *EpisodeEval) RecordLast(flags []Flag, shown Shown) {
 	last := ep.last
 	ep.last = nil
-	ep.mu.Unlock()
 	if last == nil {
 		return
 	}
-	ep.record(last, flags)
+	ep.record(last, flags, shown)
+}
+
+// Recent returns what the judge is shown of the newest n calls in the
+// history, oldest first (fewer when fewer are kept; at most MaxHistory).
+func (ep *EpisodeEval) Recent(n int) []Shown {
+	h := ep.history[max(0, len(ep.history)-n):]
+	out := make([]Shown, len(h))
+	for i, e := range h {
+		out[i] = e.shown
+	}
+	return out
 }
 
 // record appends one history entry.
-func (ep *EpisodeEval) record(e *entry, flags []Flag) {
+func (ep *EpisodeEval) record(e *entry, flags []Flag, shown Shown) {
+	shown.Rules = nil
+	for _, f := range flags {
+		shown.Rules = append(shown.Rules, f.Rule)
+	}
+	e.shown = shown
 	fl := make([]*ast.Term, 0, len(flags))
 	for _, f := range flags {
 		fl = append(fl, ast.ObjectTerm(
@@ -360,8 +381,6 @@ func (ep *EpisodeEval) record(e *entry, flags []Flag) {
 		}
 		cats = append(cats, f.Category)
 	}
-	ep.mu.Lock()
-	defer ep.mu.Unlock()
 	changed := len(disc) > 0 // the memo changes only with the discoveries in the window
 	if len(ep.history) == MaxHistory {
 		changed = changed || len(ep.disc[0]) > 0
@@ -393,7 +412,7 @@ func (ep *EpisodeEval) record(e *entry, flags []Flag) {
 // would otherwise collect by scanning the history on every call: the
 // earlier flags in a discovery category, those of them whose evidence is
 // specific enough to be recognised when reused, and the rule lists their
-// reasons name. Called with mu held (or before the EpisodeEval is shared).
+// reasons name.
 func (ep *EpisodeEval) buildMemo() *ast.Term {
 	if ep.eng.discCats == nil {
 		return nil
@@ -458,16 +477,12 @@ func stringField(o ast.Object, k string) string {
 
 // Len is the number of calls in the history window.
 func (ep *EpisodeEval) Len() int {
-	ep.mu.Lock()
-	defer ep.mu.Unlock()
 	return len(ep.history)
 }
 
 // snapshot is the history window as input.history holds it, the memo
 // and the provenance, taken together.
 func (ep *EpisodeEval) snapshot() ([]*ast.Term, *ast.Term, *ast.Term) {
-	ep.mu.Lock()
-	defer ep.mu.Unlock()
 	var out []*ast.Term
 	if ep.eng.readsHistory {
 		out = make([]*ast.Term, len(ep.history))
@@ -478,8 +493,7 @@ func (ep *EpisodeEval) snapshot() ([]*ast.Term, *ast.Term, *ast.Term) {
 	return out, ep.memo, ep.prov
 }
 
-// gateHistory is what the gates know of the history window. Called with
-// mu held.
+// gateHistory is what the gates know of the history window.
 func (ep *EpisodeEval) gateHistory() gate.History {
 	h := gate.History{Evidence: ep.evid}
 	for cat, n := range ep.ncat {
@@ -511,8 +525,6 @@ func (ep *EpisodeEval) invalid() error {
 // a child that reuses what its parent discovered meets the chained rules
 // as the parent would have.
 func (ep *EpisodeEval) Clone() *EpisodeEval {
-	ep.mu.Lock()
-	defer ep.mu.Unlock()
 	if ep.eng.readsHistory {
 		for _, e := range ep.history {
 			e.value(ep.eng.log) // converted now, so the two episodes share it unchanged

@@ -26,7 +26,7 @@ func ExampleEngine_NewEpisode() {
 	for _, f := range flags {
 		fmt.Println(f.Rule, f.Category, f.Severity, f.Evidence)
 	}
-	ep.Record(call, normalized, flags) // later calls see it in input.history
+	ep.Record(call, normalized, flags, rules.Shown{}) // later calls see it in input.history
 	// Output:
 	// protected.name protected_access certain /opt/grader
 	// protected.name protected_access certain /opt/grader/grade.py

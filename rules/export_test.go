@@ -25,9 +25,7 @@ func (ep *EpisodeEval) GateMisses(normalized any, flags []Flag) []string {
 		}
 		n = typedValue(v)
 	}
-	ep.mu.Lock()
 	h := ep.gateHistory()
-	ep.mu.Unlock()
 	r := gt.set.Open(n, ep.gate, h)
 	if r == nil {
 		return nil

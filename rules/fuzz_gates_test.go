@@ -126,8 +126,8 @@ func FuzzPrefilterEquivalence(f *testing.F) {
 				for _, m := range on.GateMisses(n, want) {
 					t.Errorf("%s policy, call %d %q: %s", ep.name, i, n.Raw, m)
 				}
-				on.Record(c, n, want)
-				off.Record(c, n, want)
+				on.Record(c, n, want, rules.Shown{})
+				off.Record(c, n, want, rules.Shown{})
 			}
 		}
 	})

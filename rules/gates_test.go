@@ -124,8 +124,8 @@ func TestGatesSound(t *testing.T) {
 					t.Errorf("%s policy, %s call %d (%.80q): %s", ep.name, l.ID, i, norm.Raw, m)
 				}
 				checked += len(want)
-				on.Record(c, norm, want)
-				off.Record(c, norm, want)
+				on.Record(c, norm, want, rules.Shown{})
+				off.Record(c, norm, want, rules.Shown{})
 			}
 		}
 		if checked < 150/stride {

@@ -118,7 +118,7 @@ func TestRecordLast(t *testing.T) {
 		t.Fatal(err)
 	}
 	ep := eng.NewEpisode(t.Context(), map[string]any{"id": "t", "workdir": "/workspace"}, map[string]any{})
-	ep.RecordLast(nil)
+	ep.RecordLast(nil, Shown{})
 	if ep.Len() != 0 {
 		t.Fatalf("RecordLast without Eval recorded %d entries", ep.Len())
 	}
@@ -127,8 +127,8 @@ func TestRecordLast(t *testing.T) {
 	if _, err := ep.Eval(t.Context(), call, norm); err != nil {
 		t.Fatal(err)
 	}
-	ep.RecordLast([]Flag{{Rule: "x", Category: CatProbing, Severity: Suspicious}})
-	ep.RecordLast(nil) // the same call is not recorded twice
+	ep.RecordLast([]Flag{{Rule: "x", Category: CatProbing, Severity: Suspicious}}, Shown{})
+	ep.RecordLast(nil, Shown{}) // the same call is not recorded twice
 	if ep.Len() != 1 {
 		t.Fatalf("history has %d entries, want 1", ep.Len())
 	}

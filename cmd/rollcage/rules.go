@@ -186,7 +186,7 @@ func rulesCheck(ctx context.Context, eng *rules.Engine, path string, w io.Writer
 		if err != nil {
 			return err
 		}
-		ep.Record(*cl.Call, norm, flags)
+		ep.Record(*cl.Call, norm, flags, rules.Shown{})
 		fmt.Fprintf(w, "%d: %s %s\n", n, cl.Call.Tool, oneLine(norm.Raw, 100))
 		if len(flags) == 0 {
 			fmt.Fprintln(w, "    no flags")

@@ -301,7 +301,7 @@ func (ev Evaluator) evalLine(ctx context.Context, contexts map[string]Context, l
 		if err != nil {
 			return nil, "", err
 		}
-		ep.Record(h, n, flags)
+		ep.Record(h, n, flags, rules.Shown{})
 	}
 	n := files.Replay(l.Call, cwd)
 	flags, err := ep.Eval(ctx, l.Call, n)
