@@ -35,8 +35,8 @@ type EpisodeEval struct {
 	eng     *Engine
 	task    *ast.Term
 	sandbox *ast.Term
-	facts   *ast.Term     // nil when the policy defines no episode facts
-	gate    *gate.Episode // what the gates know of the episode
+	facts   *ast.Term          // nil when the policy defines no episode facts
+	gate    *gate.EpisodeFacts // what the gates know of the episode
 
 	history []*entry       // oldest first, at most MaxHistory
 	last    *entry         // the call of the latest Eval, for RecordLast
@@ -93,7 +93,7 @@ func (e *Engine) NewEpisode(ctx context.Context, task, sandbox any) *EpisodeEval
 type factsEntry struct {
 	task, sandbox *ast.Term
 	facts         *ast.Term
-	gate          *gate.Episode
+	gate          *gate.EpisodeFacts
 }
 
 // factsCache remembers episode facts by task and sandbox: a batch run or

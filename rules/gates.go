@@ -301,8 +301,8 @@ func derivedOf(n *toolcall.Normalized, argPaths []string) *ast.Term {
 // gateEpisode is what the gates know of an episode, read from its facts
 // (lib.episode_facts) and task; Unknown when either has an unexpected
 // shape.
-func gateEpisode(facts, task *ast.Term) *gate.Episode {
-	ep := &gate.Episode{Unknown: true}
+func gateEpisode(facts, task *ast.Term) *gate.EpisodeFacts {
+	ep := &gate.EpisodeFacts{Unknown: true}
 	if facts == nil {
 		return ep
 	}

@@ -302,8 +302,8 @@ func New(rules []Rule) (*Set, error) {
 // Rules is the number of rules in the set.
 func (s *Set) Rules() int { return len(s.rules) }
 
-// Episode is what the gates know of the episode a call belongs to.
-type Episode struct {
+// EpisodeFacts is what the gates know of the episode a call belongs to.
+type EpisodeFacts struct {
 	// Unknown: the facts had an unexpected shape; every gate opens.
 	Unknown bool
 	// Workdir and Home resolve relative and ~ path arguments.
@@ -335,7 +335,7 @@ type globLit struct {
 	runs   []string
 }
 
-func (ep *Episode) globs() (prot, vis []globLit) {
+func (ep *EpisodeFacts) globs() (prot, vis []globLit) {
 	ep.once.Do(func() {
 		for _, g := range ep.Protected {
 			ep.protG = append(ep.protG, globLiterals(g))
@@ -368,7 +368,7 @@ type Result struct {
 // Open reads one call: which rules it can trigger. A nil Result means
 // every rule: the gates could not read the call (the package doc says
 // when).
-func (s *Set) Open(n *toolcall.Normalized, ep *Episode, h History) *Result {
+func (s *Set) Open(n *toolcall.Normalized, ep *EpisodeFacts, h History) *Result {
 	if n == nil || ep == nil || ep.Unknown {
 		return nil
 	}
@@ -401,7 +401,7 @@ func (s *Set) Open(n *toolcall.Normalized, ep *Episode, h History) *Result {
 	return &Result{Open: open, ArgPaths: c.argPaths}
 }
 
-func (s *Set) holds(g Gate, text [][]int, c *call, ep *Episode, h History) bool {
+func (s *Set) holds(g Gate, text [][]int, c *call, ep *EpisodeFacts, h History) bool {
 	for _, cl := range text {
 		if !slices.ContainsFunc(cl, func(l int) bool { return c.found[l] }) {
 			return false
@@ -447,7 +447,7 @@ type call struct {
 	text     *folds   // lib.text, once joined
 }
 
-func newCall(n *toolcall.Normalized, ep *Episode) (*call, bool) {
+func newCall(n *toolcall.Normalized, ep *EpisodeFacts) (*call, bool) {
 	c := &call{n: n}
 	var b strings.Builder
 	add := func(ss ...string) {
@@ -633,7 +633,7 @@ func (c *call) has(part string) bool {
 	return true // Parse admits no other name
 }
 
-func (c *call) episode(cond string, ep *Episode, h History) bool {
+func (c *call) episode(cond string, ep *EpisodeFacts, h History) bool {
 	switch cond {
 	case "protected":
 		prot, _ := ep.globs()

@@ -65,7 +65,7 @@ func TestOpen(t *testing.T) {
 		}
 		return out
 	}
-	ep := &Episode{Workdir: "/workspace", Home: "/home/agent",
+	ep := &EpisodeFacts{Workdir: "/workspace", Home: "/home/agent",
 		Protected: []string{"/opt/grader/**", "**/hidden/**"}, ProtectedText: []string{"/opt/grader"},
 		Visible: []string{"/workspace/tests/**"}, Future: []string{"9f2c", "origin/main"},
 		Reference: []string{"github.com/acme/textkit"}, Upstream: []string{"/acme/textkit/"}}
@@ -126,17 +126,17 @@ func TestOpenFailsOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ep := &Episode{Workdir: "/workspace"}
+	ep := &EpisodeFacts{Workdir: "/workspace"}
 	for _, tc := range []struct {
 		name string
 		n    *toolcall.Normalized
-		ep   *Episode
+		ep   *EpisodeFacts
 	}{
 		{"base64", &toolcall.Normalized{Raw: "echo eA== | base64 -d | sh"}, ep},
 		{"argv without its list", &toolcall.Normalized{Commands: []toolcall.Command{{Name: "x"}}}, ep},
 		{"git op without its args", &toolcall.Normalized{Git: []toolcall.GitOp{{Sub: "log"}}}, ep},
 		{"no call", nil, ep},
-		{"unknown episode", &toolcall.Normalized{Raw: "ls"}, &Episode{Unknown: true}},
+		{"unknown episode", &toolcall.Normalized{Raw: "ls"}, &EpisodeFacts{Unknown: true}},
 	} {
 		if r := s.Open(tc.n, tc.ep, History{}); r != nil {
 			t.Errorf("%s: open = %+v, want nil (every rule)", tc.name, r)
