@@ -10,7 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"slices"
@@ -18,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/rollcage/rollcage/toolcall"
@@ -369,9 +369,14 @@ func (o *OpenAI) complete(ctx context.Context, msgs []trajectory.Message, tools 
 		req.Tools = toolDefs
 	}
 	var lastErr error
+	// The nth wait is in [d/2, d] for d = RetryBackoff·2ⁿ⁻¹, at most 64
+	// times it (centred on 3d/4, ±d/4), so that episodes that failed
+	// together spread out.
+	b := o.cfg.RetryBackoff * 3 / 4
+	bo := &backoff.ExponentialBackOff{InitialInterval: b, RandomizationFactor: 1.0 / 3, Multiplier: 2, MaxInterval: 64 * b}
 	for attempt := 0; attempt <= o.cfg.Retries; attempt++ {
 		if attempt > 0 {
-			if err := sleepCtx(ctx, backoff(o.cfg.RetryBackoff, attempt)); err != nil {
+			if err := sleepCtx(ctx, bo.NextBackOff()); err != nil {
 				return trajectory.ModelTurn{}, err
 			}
 		}
@@ -422,11 +427,6 @@ func retryable(err error) bool {
 		return re.HTTPStatusCode == 429 || re.HTTPStatusCode >= 500
 	}
 	return true // transport errors, timeouts, undecodable bodies
-}
-
-func backoff(base time.Duration, attempt int) time.Duration {
-	d := base << min(attempt-1, 6)
-	return d/2 + rand.N(d/2+1)
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

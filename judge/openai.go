@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	openai "github.com/sashabaranov/go-openai"
 )
 
@@ -182,6 +182,7 @@ type result struct {
 // backoff and malformed answers at once, until ctx's deadline.
 func (o *OpenAI) sample(ctx context.Context, episode, system, user string) (r result) {
 	attempt, malformedLeft := 0, malformedRetries
+	bo := retryBackoff(o.cfg.RetryBackoff)
 	for {
 		release, err := o.lim.acquire(ctx, episode)
 		if err != nil {
@@ -242,7 +243,7 @@ func (o *OpenAI) sample(ctx context.Context, episode, system, user string) (r re
 			r.reason = fmt.Sprintf("%s: gave up after %d attempts: %s", reason, attempt+1, detail)
 			return r
 		}
-		wait := backoff(o.cfg.RetryBackoff, attempt)
+		wait := bo.NextBackOff()
 		if ra, ok := parseRetryAfter(hdr.retryAfter, time.Now()); ok {
 			wait = ra
 		}
@@ -377,14 +378,11 @@ func statusOf(err error) (int, string) {
 	return 0, err.Error()
 }
 
-// backoff is exponential from base with jitter in [d/2, d), so that
-// episodes rate limited together do not come back together.
-func backoff(base time.Duration, attempt int) time.Duration {
-	d := min(base<<attempt, maxBackoff)
-	if d <= 1 {
-		return d
-	}
-	return d/2 + rand.N(d/2)
+// retryBackoff is the waits between one request's attempts: the nth in
+// [d/2, d] for d = base·2ⁿ up to maxBackoff (centred on 3d/4, ±d/4), so
+// that episodes rate limited together do not come back together.
+func retryBackoff(base time.Duration) *backoff.ExponentialBackOff {
+	return &backoff.ExponentialBackOff{InitialInterval: base * 3 / 4, RandomizationFactor: 1.0 / 3, Multiplier: 2, MaxInterval: maxBackoff * 3 / 4}
 }
 
 // parseRetryAfter reads a Retry-After header: delta seconds or an HTTP

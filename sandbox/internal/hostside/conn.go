@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
+
 	"github.com/rollcage/rollcage/agent"
 	"github.com/rollcage/rollcage/sandbox"
 )
@@ -53,9 +55,9 @@ func (c *Conn) Dial(ctx context.Context, prefix, sock string, timeout, lease tim
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var d net.Dialer
-	wait := time.Millisecond // between dials
-	start := time.Now()
-	check, every := start.Add(firstAgentCheck), firstAgentCheck // the container's next check, and the one after
+	waits := &backoff.ExponentialBackOff{InitialInterval: time.Millisecond, Multiplier: 2, MaxInterval: maxDialWait}   // between dials
+	checks := &backoff.ExponentialBackOff{InitialInterval: firstAgentCheck, Multiplier: 2, MaxInterval: maxAgentCheck} // between the container's checks
+	check := time.Now().Add(checks.NextBackOff())
 	for {
 		conn, err := d.DialContext(cctx, "unix", sock)
 		if err == nil {
@@ -74,8 +76,7 @@ func (c *Conn) Dial(ctx context.Context, prefix, sock string, timeout, lease tim
 			if err := dead(cctx); err != nil {
 				return fmt.Errorf("%s: connect %s: %w: %w", prefix, c.name(), sandbox.ErrAgent, err)
 			}
-			every = min(2*every, maxAgentCheck)
-			check = now.Add(every)
+			check = now.Add(checks.NextBackOff())
 		}
 		select {
 		case <-cctx.Done():
@@ -88,9 +89,8 @@ func (c *Conn) Dial(ctx context.Context, prefix, sock string, timeout, lease tim
 			}
 			return fmt.Errorf("%s: connect %s: agent did not listen on %s within the %v limit of its start: %w (container: %s)",
 				prefix, c.name(), sock, timeout, sandbox.ErrAgent, state)
-		case <-time.After(wait):
+		case <-time.After(waits.NextBackOff()):
 		}
-		wait = min(2*wait, maxDialWait)
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/cenkalti/backoff/v5"
 )
 
 // Pool holds warm sandboxes per image (created, started and connected,
@@ -135,7 +137,7 @@ func (p *Pool[T]) Refill(ctx context.Context, log *slog.Logger, warm func(ctx co
 		return
 	}
 	images := slices.Sorted(maps.Keys(p.Want()))
-	backoff := map[string]time.Duration{}
+	failed := map[string]*backoff.ExponentialBackOff{} // per image, from its first failure in a row
 	retry := time.NewTimer(0)
 	defer retry.Stop()
 	for {
@@ -150,15 +152,17 @@ func (p *Pool[T]) Refill(ctx context.Context, log *slog.Logger, warm func(ctx co
 					if ctx.Err() != nil {
 						return
 					}
-					d := min(max(2*backoff[img], time.Second), 30*time.Second)
-					backoff[img] = d
+					if failed[img] == nil {
+						failed[img] = &backoff.ExponentialBackOff{InitialInterval: time.Second, Multiplier: 2, MaxInterval: 30 * time.Second}
+					}
+					d := failed[img].NextBackOff()
 					log.Warn("warm pool: create failed", "image", img, "retry_in", d, "err", err)
 					if next == 0 || d < next {
 						next = d
 					}
 					break
 				}
-				backoff[img] = 0
+				delete(failed, img)
 				p.Put(c)
 			}
 		}
