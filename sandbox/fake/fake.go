@@ -4,11 +4,13 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"maps"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -45,6 +47,22 @@ type Backend struct {
 	Diff, Files string
 	// CreateErr, when set, fails every Create.
 	CreateErr error
+	// Check, when set, is asked before each Create, which fails with its
+	// error: an image the backend lacks (an error wrapping
+	// sandbox.ErrImageMissing, as a real backend answers one not built),
+	// a Create that waits for the test to release it.
+	Check func(ctx context.Context, spec sandbox.Spec) error
+	// Start, when set, makes the sandboxes sandbox.Streamers (Create
+	// returns a *Streamer) whose Start it answers. Nil: they do not
+	// stream, as a backend without streaming.
+	Start StartFunc
+	// Dir, when set, is a host directory that holds the sandboxes' files
+	// instead of memory: the sandbox's path p is Dir+p, and a host path
+	// already below Dir (as a shell run there by Bash spells it) is
+	// taken as it is. Every sandbox of the Backend shares it, as
+	// processes on one host do, so they cannot fork
+	// (sandbox.ErrUnsupported).
+	Dir string
 	// NoFork makes Fork fail with sandbox.ErrUnsupported, as a backend
 	// that cannot fork does.
 	NoFork bool
@@ -55,17 +73,40 @@ type Backend struct {
 
 var _ sandbox.Backend = (*Backend)(nil)
 
-// Create returns a Sandbox with the spec's canaries as its files.
+// Create returns a Sandbox with the spec's canaries as its files (a
+// *Streamer when Start is set).
 func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
 	if b.CreateErr != nil {
 		return nil, b.CreateErr
 	}
+	if b.Check != nil {
+		if err := b.Check(ctx, spec); err != nil {
+			return nil, err
+		}
+	}
 	sb := New(spec, b.exec)
+	if b.Dir != "" {
+		root, err := filepath.Abs(b.Dir)
+		if err != nil {
+			return nil, fmt.Errorf("fake create %s: Dir %s: %w", spec.EpisodeID, b.Dir, err)
+		}
+		sb.files = dirFiles{root: root}
+	}
 	for _, c := range spec.Canaries {
-		sb.files[c.Path] = c.Content
+		if err := sb.files.write(sb.canon(c.Path), []byte(c.Content), 0o644); err != nil {
+			return nil, fmt.Errorf("fake create %s: canary %s: %w", spec.EpisodeID, c.Path, err)
+		}
 	}
 	b.add(sb)
-	return sb, nil
+	return b.wrap(sb), nil
+}
+
+// wrap gives sb the Backend's optional capabilities.
+func (b *Backend) wrap(sb *Sandbox) sandbox.Sandbox {
+	if b.Start != nil {
+		return &Streamer{Sandbox: sb, start: b.Start}
+	}
+	return sb
 }
 
 func (b *Backend) add(sb *Sandbox) {
@@ -118,20 +159,21 @@ func (b *Backend) submit(sb *Sandbox, req sandbox.ExecRequest) sandbox.ExecResul
 	return sandbox.ExecResult{Shell: "bash"}
 }
 
-// Sandbox is an in-memory sandbox: a map of files and a shell whose
-// answers come from an ExecFunc. It records what it was asked to do, so a
-// test can prove a blocked call never reached it.
+// Sandbox is an in-memory sandbox: a map of files (or a host directory,
+// Backend.Dir) and a shell whose answers come from an ExecFunc. It
+// records what it was asked to do, so a test can prove a blocked call
+// never reached it.
 type Sandbox struct {
 	spec sandbox.Spec
 	exec ExecFunc
 	b    *Backend // nil for a Sandbox made with New
 
 	mu     sync.Mutex
-	files  map[string]string // guarded by mu
-	ran    []string          // commands run and "write PATH" for writes; guarded by mu
-	policy []string          // commands of the policy's sessions; guarded by mu
-	closed bool              // guarded by mu
-	copied bool              // CopyIn was called (the hidden tests went in); guarded by mu
+	files  files    // guarded by mu
+	ran    []string // commands run and "write PATH" for writes; guarded by mu
+	policy []string // commands of the policy's sessions; guarded by mu
+	closed bool     // guarded by mu
+	copied bool     // CopyIn was called (the hidden tests went in); guarded by mu
 }
 
 var (
@@ -149,7 +191,29 @@ func New(spec sandbox.Spec, exec ExecFunc) *Sandbox {
 			return sandbox.ExecResult{Shell: "bash", Cwd: "/workspace"}, nil
 		}
 	}
-	return &Sandbox{spec: spec, exec: exec, files: map[string]string{}}
+	return &Sandbox{spec: spec, exec: exec, files: memFiles{}}
+}
+
+// canon is p in the sandbox's terms: clean, and below Dir's root for a
+// host path there.
+func (s *Sandbox) canon(p string) string {
+	p = path.Clean(p)
+	if d, ok := s.files.(dirFiles); ok {
+		if rest, ok := strings.CutPrefix(p, d.root); ok && (rest == "" || rest[0] == '/') {
+			p = rest
+		}
+		p = path.Join("/", p)
+	}
+	return p
+}
+
+// HostDir is the host directory that holds the sandbox's files
+// (Backend.Dir), "" for one that keeps them in memory.
+func (s *Sandbox) HostDir() string {
+	if d, ok := s.files.(dirFiles); ok {
+		return d.root
+	}
+	return ""
 }
 
 // ID is "fake-" and the episode's id.
@@ -185,16 +249,6 @@ func under(p string, dirs []string) bool {
 	return slices.ContainsFunc(dirs, func(d string) bool { return p == d || strings.HasPrefix(p, d+"/") })
 }
 
-// isDir reports whether some file lies below p; guarded by s.mu.
-func (s *Sandbox) isDir(p string) bool {
-	for f := range s.files {
-		if strings.HasPrefix(f, p+"/") {
-			return true
-		}
-	}
-	return false
-}
-
 // ReadFile returns a file's content. What the sandbox user could not read
 // is a *sandbox.PathError: a missing file (wrapping sandbox.ErrNotFound),
 // a directory (a path with files below it), /etc/shadow, /etc/gshadow
@@ -205,21 +259,23 @@ func (s *Sandbox) ReadFile(ctx context.Context, p string, max int64) ([]byte, bo
 	if s.closed {
 		return nil, false, fmt.Errorf("fake read %s: %w", p, sandbox.ErrClosed)
 	}
-	p = path.Clean(p)
+	given := path.Clean(p)
+	p = s.canon(p)
 	if under(p, rootOnly) {
-		return nil, false, &sandbox.PathError{Op: "read", Path: p, Kind: sandbox.KindPermission, Reason: "Permission denied"}
+		return nil, false, &sandbox.PathError{Op: "read", Path: given, Kind: sandbox.KindPermission, Reason: "Permission denied"}
 	}
-	c, ok := s.files[p]
-	if !ok {
-		if s.isDir(p) {
-			return nil, false, &sandbox.PathError{Op: "read", Path: p, Kind: sandbox.KindIsDir, Reason: "Is a directory"}
-		}
-		return nil, false, &sandbox.PathError{Op: "read", Path: p, Kind: sandbox.KindNotFound, Reason: "No such file or directory"}
+	data, err := s.files.read(p)
+	var pe *sandbox.PathError
+	if errors.As(err, &pe) {
+		pe.Path = given
 	}
-	if max > 0 && int64(len(c)) > max {
-		return []byte(c[:max]), true, nil
+	if err != nil {
+		return nil, false, err
 	}
-	return []byte(c), false, nil
+	if max > 0 && int64(len(data)) > max {
+		return data[:max], true, nil
+	}
+	return data, false, nil
 }
 
 // WriteFile sets a file's content. A write in an image's root-owned
@@ -233,10 +289,13 @@ func (s *Sandbox) WriteFile(ctx context.Context, p string, data []byte, mode fs.
 		return fmt.Errorf("fake write %s: %w", p, sandbox.ErrClosed)
 	}
 	s.ran = append(s.ran, "write "+p)
-	if under(path.Clean(p), rootDirs) {
+	c := s.canon(p)
+	if under(c, rootDirs) {
 		return &sandbox.PathError{Op: "write", Path: p, Kind: sandbox.KindPermission, Reason: "Permission denied"}
 	}
-	s.files[p] = string(data)
+	if err := s.files.write(c, data, mode); err != nil {
+		return fmt.Errorf("fake write %s: %w", p, err)
+	}
 	return nil
 }
 
@@ -250,7 +309,7 @@ func (s *Sandbox) CopyIn(ctx context.Context, dir string, r io.Reader) error {
 	if s.closed {
 		return fmt.Errorf("fake copy in: %w", sandbox.ErrClosed)
 	}
-	dir = path.Clean(dir)
+	dir = s.canon(dir)
 	got := map[string]string{}
 	tr := tar.NewReader(r)
 	for {
@@ -278,7 +337,11 @@ func (s *Sandbox) CopyIn(ctx context.Context, dir string, r io.Reader) error {
 		}
 		got[p] = string(data)
 	}
-	maps.Copy(s.files, got)
+	for _, p := range slices.Sorted(maps.Keys(got)) {
+		if err := s.files.write(p, []byte(got[p]), 0o644); err != nil {
+			return fmt.Errorf("fake copy in %s: %w", dir, err)
+		}
+	}
 	s.copied = true
 	return nil
 }
@@ -291,26 +354,26 @@ func (s *Sandbox) CopyOut(ctx context.Context, p string) (io.ReadCloser, error) 
 	if s.closed {
 		return nil, fmt.Errorf("fake copy out %s: %w", p, sandbox.ErrClosed)
 	}
-	p = path.Clean(p)
-	var names []string
-	for f := range s.files {
-		if f == p || strings.HasPrefix(f, p+"/") {
-			names = append(names, f)
-		}
+	given, p := p, s.canon(p)
+	names, err := s.files.below(p)
+	if err != nil {
+		return nil, fmt.Errorf("fake copy out %s: %w", given, err)
 	}
 	if len(names) == 0 {
-		return nil, fmt.Errorf("fake copy out %s: %w", p, sandbox.ErrNotFound)
+		return nil, fmt.Errorf("fake copy out %s: %w", given, sandbox.ErrNotFound)
 	}
-	slices.Sort(names)
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	for _, f := range names {
 		name := strings.TrimPrefix(f, path.Dir(p)+"/")
-		c := s.files[f]
+		c, err := s.files.read(f)
+		if err != nil {
+			return nil, fmt.Errorf("fake copy out %s: %s: %w", given, f, err)
+		}
 		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(c)), Typeflag: tar.TypeReg}); err != nil {
 			return nil, fmt.Errorf("fake copy out %s: %w", p, err)
 		}
-		if _, err := io.WriteString(tw, c); err != nil {
+		if _, err := tw.Write(c); err != nil {
 			return nil, fmt.Errorf("fake copy out %s: %w", p, err)
 		}
 	}
@@ -322,11 +385,15 @@ func (s *Sandbox) CopyOut(ctx context.Context, p string) (io.ReadCloser, error) 
 
 // Fork gives n sandboxes with copies of the files, each with the episode
 // id "<parent>.fork<k>" and the parent's ExecFunc (the fake has no
-// processes to carry). A Sandbox made with New, or one of a Backend with
-// NoFork, cannot fork: sandbox.ErrUnsupported.
+// processes to carry); they stream when the parent does. A Sandbox made
+// with New, or one of a Backend with NoFork or Dir, cannot fork:
+// sandbox.ErrUnsupported.
 func (s *Sandbox) Fork(ctx context.Context, n int) (sandbox.ForkResult, error) {
 	if s.b == nil || s.b.NoFork {
 		return sandbox.ForkResult{}, fmt.Errorf("fake fork: %w", sandbox.ErrUnsupported)
+	}
+	if s.HostDir() != "" {
+		return sandbox.ForkResult{}, fmt.Errorf("fake fork: the sandboxes of a Backend with Dir share that directory, so none has files of its own to copy: %w", sandbox.ErrUnsupported)
 	}
 	if n < 1 || n > sandbox.MaxFork {
 		return sandbox.ForkResult{}, fmt.Errorf("fake fork: %d children asked for: ask for 1 to %d (sandbox.MaxFork)", n, sandbox.MaxFork)
@@ -341,9 +408,9 @@ func (s *Sandbox) Fork(ctx context.Context, n int) (sandbox.ForkResult, error) {
 		spec := s.spec
 		spec.EpisodeID = fmt.Sprintf("%s.fork%d", s.spec.EpisodeID, k)
 		c := New(spec, s.exec)
-		c.files = maps.Clone(s.files)
+		c.files, _ = s.files.clone()
 		s.b.add(c)
-		res.Children = append(res.Children, c)
+		res.Children = append(res.Children, s.b.wrap(c))
 	}
 	return res, nil
 }
@@ -371,15 +438,19 @@ func (s *Sandbox) Close(ctx context.Context) error {
 func (s *Sandbox) File(p string) (string, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c, ok := s.files[p]
-	return c, ok
+	c, err := s.files.read(s.canon(p))
+	return string(c), err == nil
 }
 
 // SetFile sets a file's content, as the sandbox's own processes would.
+// It panics when a Dir sandbox cannot write the host file: a test's own
+// set-up that failed.
 func (s *Sandbox) SetFile(p, content string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.files[p] = content
+	if err := s.files.write(s.canon(p), []byte(content), 0o644); err != nil {
+		panic(fmt.Sprintf("fake: set file %s: %v", p, err))
+	}
 }
 
 // Record notes a command as run, for a test's wrapper that adds a
@@ -390,8 +461,8 @@ func (s *Sandbox) Record(command string) {
 	s.ran = append(s.ran, command)
 }
 
-// Ran returns every command run, in every session, and "write PATH" for
-// every WriteFile, in order.
+// Ran returns every command run, in every session, every command
+// started (Streamer), and "write PATH" for every WriteFile, in order.
 func (s *Sandbox) Ran() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()

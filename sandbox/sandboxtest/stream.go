@@ -1,6 +1,8 @@
 package sandboxtest
 
 import (
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -30,18 +32,22 @@ func (s *suite) testStream(t *testing.T, sb sandbox.Sandbox) {
 		defer mu.Unlock()
 		return got[stream] == want
 	}
+	uid := "1000\n"
+	if s.opts.HostUser {
+		uid = strconv.Itoa(os.Getuid()) + "\n"
+	}
 	p, err := st.Start(t.Context(), sandbox.StartRequest{Command: "id -u; echo to-stderr >&2; read l; echo in:$l; cat >/dev/null; echo closed", Stdin: true, Timeout: 30 * time.Second}, out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "uid and stderr streamed before any input", func() bool { return seen(sandbox.Stdout, "1000\n") && seen(sandbox.Stderr, "to-stderr\n") })
+	waitUntil(t, "uid and stderr streamed before any input", func() bool { return seen(sandbox.Stdout, uid) && seen(sandbox.Stderr, "to-stderr\n") })
 	if r := sh(t, sb, "echo beside"); r != "beside" {
 		t.Fatalf("session call beside a stream: %q", r)
 	}
 	if err := p.Input(t.Context(), []byte("abc\n")); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the input's echo", func() bool { return seen(sandbox.Stdout, "1000\nin:abc\n") })
+	waitUntil(t, "the input's echo", func() bool { return seen(sandbox.Stdout, uid+"in:abc\n") })
 	if err := p.CloseInput(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +55,7 @@ func (s *suite) testStream(t *testing.T, sb sandbox.Sandbox) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.ExitCode != 0 || !seen(sandbox.Stdout, "1000\nin:abc\nclosed\n") || !strings.Contains(res.Output, "to-stderr") {
+	if res.ExitCode != 0 || !seen(sandbox.Stdout, uid+"in:abc\nclosed\n") || !strings.Contains(res.Output, "to-stderr") {
 		t.Fatalf("streamed command: exit %d, output %q, streamed %q", res.ExitCode, res.Output, got)
 	}
 

@@ -45,6 +45,11 @@ type Options struct {
 	// (files, copies, Snapshot and Fork refusals, Close) still run, with
 	// their shell checks left out.
 	NoProcesses bool
+	// HostUser says the backend's processes run as the test's own user
+	// (sandbox/fake's host directory with real bash), not as the sandbox
+	// user uid 1000: the cases that ask a process its uid expect
+	// os.Getuid() instead.
+	HostUser bool
 	// ForkUnlabelled gives the fork cases' parent no labels of its own, for
 	// a backend that makes children of warm containers only then (Docker
 	// cannot relabel a running container); the children's labels are not
