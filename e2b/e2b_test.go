@@ -71,7 +71,7 @@ func newEnvMonitor(t *testing.T, mcfg monitor.Config, apiTweak func(*e2b.Config)
 	t.Helper()
 	mon, st := harnesstest.Monitor(t, mcfg), harnesstest.Store(t)
 	dir := t.TempDir()
-	r, err := harness.NewRunner(harness.Config{Backend: &hostBackend{dir: dir}, Monitor: mon, Store: st})
+	r, err := harness.NewRunner(harness.Config{Backend: hostBackend(dir), Monitor: mon, Store: st})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1009,7 +1009,7 @@ func TestPythonWire(t *testing.T) {
 // connect, never a silent clamp; one within it is taken.
 func TestTimeoutOverWallTime(t *testing.T) {
 	e := newEnv(t, func(c *server.Config) {
-		r, err := harness.NewRunner(harness.Config{Backend: &hostBackend{dir: t.TempDir()}, Monitor: harnesstest.Monitor(t, monitor.Config{}),
+		r, err := harness.NewRunner(harness.Config{Backend: hostBackend(t.TempDir()), Monitor: harnesstest.Monitor(t, monitor.Config{}),
 			Store: c.Store, Limits: harness.Limits{WallTime: 2 * time.Minute}})
 		if err != nil {
 			t.Fatal(err)
