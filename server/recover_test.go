@@ -186,20 +186,19 @@ func TestRestartOrphanedToken(t *testing.T) {
 	}
 }
 
-// blockingBackend's Create waits until released (or its ctx ends), then
-// fails: sandboxes still being created when a gateway is killed.
-type blockingBackend struct {
-	entered chan string // each Create's episode id, as it starts waiting
-	release chan struct{}
-}
-
-func (b *blockingBackend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
-	b.entered <- spec.EpisodeID
-	select {
-	case <-b.release:
-	case <-ctx.Done():
-	}
-	return nil, errors.New("blockingBackend: not created")
+// blockingCreates is a fake.Backend whose Create waits until released
+// (or its ctx ends), then fails: sandboxes still being created when a
+// gateway is killed. entered gets each Create's episode id as it starts
+// waiting.
+func blockingCreates(entered chan<- string, release <-chan struct{}) *fake.Backend {
+	return &fake.Backend{Check: func(ctx context.Context, spec sandbox.Spec) error {
+		entered <- spec.EpisodeID
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return errors.New("blockingCreates: not created")
+	}}
 }
 
 // TestRestartAfterGroupKilledMidCreation: a gateway killed while a
@@ -213,8 +212,8 @@ func TestRestartAfterGroupKilledMidCreation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bb := &blockingBackend{entered: make(chan string, 3), release: make(chan struct{})}
-	r, err := harness.NewRunner(harness.Config{Backend: bb, Monitor: testMonitor(t), Store: old})
+	entered, release := make(chan string, 3), make(chan struct{})
+	r, err := harness.NewRunner(harness.Config{Backend: blockingCreates(entered, release), Monitor: testMonitor(t), Store: old})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,12 +229,12 @@ func TestRestartAfterGroupKilledMidCreation(t *testing.T) {
 	}()
 	var ids []string
 	for range 3 {
-		ids = append(ids, <-bb.entered)
+		ids = append(ids, <-entered)
 	}
 	// The kill: nothing more reaches the logs; the directory is free.
 	old.Close()
 	t.Cleanup(func() {
-		close(bb.release)
+		close(release)
 		<-posted
 		oldSrv.Shutdown(ctx)
 		hs.Close()
