@@ -38,20 +38,10 @@ func TestCallErrorSaysEachThingOnce(t *testing.T) {
 
 // brokenStreams is a fake backend whose sandboxes stream, but every
 // Start fails as a dead connection would.
-type brokenStreams struct{ *fake.Backend }
-
-func (b brokenStreams) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
-	sb, err := b.Backend.Create(ctx, spec)
-	if err != nil {
-		return nil, err
-	}
-	return brokenStreamer{sb.(*fake.Sandbox)}, nil
-}
-
-type brokenStreamer struct{ *fake.Sandbox }
-
-func (brokenStreamer) Start(context.Context, sandbox.StartRequest, func(sandbox.Output)) (sandbox.Process, error) {
-	return nil, fmt.Errorf("agent start: %w", sandbox.ErrClosed)
+func brokenStreams() *fake.Backend {
+	return &fake.Backend{Start: func(context.Context, *fake.Sandbox, sandbox.StartRequest, func(sandbox.Output)) (sandbox.Process, error) {
+		return nil, fmt.Errorf("agent start: %w", sandbox.ErrClosed)
+	}}
 }
 
 // TestStartErrorSaysEachThingOnce is TestCallErrorSaysEachThingOnce for
@@ -59,7 +49,7 @@ func (brokenStreamer) Start(context.Context, sandbox.StartRequest, func(sandbox.
 // names the episode and step, a second time.
 func TestStartErrorSaysEachThingOnce(t *testing.T) {
 	ctx := t.Context()
-	_, ep := startFake(ctx, t, brokenStreams{&fake.Backend{}})
+	_, ep := startFake(ctx, t, brokenStreams())
 	defer ep.Close(ctx)
 	_, err := ep.Start(ctx, toolcall.Call{Tool: toolcall.Bash, Args: json.RawMessage(`{"command":"ls"}`)}, false, nil)
 	if !errors.Is(err, sandbox.ErrClosed) {
