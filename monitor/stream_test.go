@@ -15,11 +15,17 @@ import (
 	"github.com/rollcage/rollcage/toolcall"
 )
 
-// streamFake is a fake.Sandbox that streams: Start sends the scripted
+// streamFake is a fake sandbox that streams: Start sends the scripted
 // output in the chunks given (split anywhere) and ends with it whole.
-type streamFake struct {
-	*fake.Sandbox
-	chunks func(cmd string) []string
+func streamFake(chunks func(cmd string) []string) *fake.Streamer {
+	return fake.NewStreamer(sandbox.Spec{}, nil, func(_ context.Context, _ *fake.Sandbox, req sandbox.StartRequest, out func(sandbox.Output)) (sandbox.Process, error) {
+		var all strings.Builder
+		for _, c := range chunks(req.Command) {
+			out(sandbox.Output{Stream: sandbox.Stdout, Data: []byte(c)})
+			all.WriteString(c)
+		}
+		return doneProc{sandbox.ExecResult{Output: all.String(), Shell: "bash"}}, nil
+	})
 }
 
 type doneProc struct{ res sandbox.ExecResult }
@@ -30,21 +36,11 @@ func (p doneProc) CloseInput(context.Context) error                 { return nil
 func (p doneProc) Signal(context.Context, syscall.Signal) error     { return nil }
 func (p doneProc) Wait(context.Context) (sandbox.ExecResult, error) { return p.res, nil }
 
-func (f *streamFake) Start(_ context.Context, req sandbox.StartRequest, out func(sandbox.Output)) (sandbox.Process, error) {
-	f.Record(req.Command)
-	var all strings.Builder
-	for _, c := range f.chunks(req.Command) {
-		out(sandbox.Output{Stream: sandbox.Stdout, Data: []byte(c)})
-		all.WriteString(c)
-	}
-	return doneProc{sandbox.ExecResult{Output: all.String(), Shell: "bash"}}, nil
-}
-
 func TestStartChecksStreamedLines(t *testing.T) {
-	sb := &streamFake{Sandbox: newFake(nil), chunks: func(cmd string) []string {
+	sb := streamFake(func(cmd string) []string {
 		// The fix's line split across two chunks, a partial last line.
 		return []string{baseID[:7] + " add fill()\n" + fixID[:5], fixID[5:7] + " fix wrap at exact width\n", "tail"}
-	}}
+	})
 	ep := newEpisode(t, Config{}, sb)
 	var mu sync.Mutex
 	var streamed strings.Builder
@@ -76,7 +72,7 @@ func TestStartChecksStreamedLines(t *testing.T) {
 }
 
 func TestStartBlockedRunsNothing(t *testing.T) {
-	sb := &streamFake{Sandbox: newFake(nil), chunks: func(string) []string { return []string{"real output\n"} }}
+	sb := streamFake(func(string) []string { return []string{"real output\n"} })
 	ep := newEpisode(t, Config{}, sb)
 	var streamed []string
 	r, err := ep.Start(t.Context(), numbered(ep, toolcall.Prepare(bash("cat /opt/grader/tests/test_hidden.py"))), false, func(o sandbox.Output) { streamed = append(streamed, string(o.Data)) })
@@ -118,18 +114,11 @@ func (p *gateProc) Wait(context.Context) (sandbox.ExecResult, error) {
 	return sandbox.ExecResult{Shell: "bash"}, nil
 }
 
-type gateFake struct {
-	*fake.Sandbox
-	p *gateProc
-}
-
-func (f *gateFake) Start(context.Context, sandbox.StartRequest, func(sandbox.Output)) (sandbox.Process, error) {
-	return f.p, nil
-}
-
 func TestStartInputPassesTheRules(t *testing.T) {
 	p := &gateProc{gate: make(chan struct{})}
-	ep := newEpisode(t, Config{}, &gateFake{Sandbox: newFake(nil), p: p})
+	ep := newEpisode(t, Config{}, fake.NewStreamer(sandbox.Spec{}, nil, func(context.Context, *fake.Sandbox, sandbox.StartRequest, func(sandbox.Output)) (sandbox.Process, error) {
+		return p, nil
+	}))
 	r, err := ep.Start(t.Context(), numbered(ep, toolcall.Prepare(bash("bash"))), true, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -178,7 +167,7 @@ func TestStartStreamsReadWhole(t *testing.T) {
 			chunks: []string{"a\n", fixID[:7] + " fix\n", "b\n"}, want: "a\nb\n", withheld: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sb := &streamFake{Sandbox: newFake(nil), chunks: func(string) []string { return tc.chunks }}
+			sb := streamFake(func(string) []string { return tc.chunks })
 			ep := newEpisode(t, Config{}, sb)
 			var mu sync.Mutex
 			var streamed strings.Builder

@@ -453,14 +453,6 @@ func (s *Sandbox) SetFile(p, content string) {
 	}
 }
 
-// Record notes a command as run, for a test's wrapper that adds a
-// capability (a sandbox.Streamer's Start) to the Sandbox it embeds.
-func (s *Sandbox) Record(command string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.ran = append(s.ran, command)
-}
-
 // Ran returns every command run, in every session, every command
 // started (Streamer), and "write PATH" for every WriteFile, in order.
 func (s *Sandbox) Ran() []string {
