@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/rollcage/rollcage/sandbox"
 )
@@ -174,6 +175,9 @@ type Sandbox struct {
 	policy []string // commands of the policy's sessions; guarded by mu
 	closed bool     // guarded by mu
 	copied bool     // CopyIn was called (the hidden tests went in); guarded by mu
+	// started are the processes a Streamer started, for Close to kill;
+	// guarded by mu.
+	started []sandbox.Process
 }
 
 var (
@@ -426,11 +430,18 @@ func (s *Sandbox) Snapshot(ctx context.Context, ref string) (string, error) {
 	return "", fmt.Errorf("fake snapshot: %w", sandbox.ErrUnsupported)
 }
 
-// Close marks the sandbox closed; later calls fail with sandbox.ErrClosed.
+// Close marks the sandbox closed, so later calls fail with
+// sandbox.ErrClosed, and kills (SIGKILL) the processes a Streamer
+// started, as a backend's Close ends them.
 func (s *Sandbox) Close(ctx context.Context) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.closed = true
+	started := s.started
+	s.started = nil
+	s.mu.Unlock()
+	for _, p := range started {
+		p.Signal(ctx, syscall.SIGKILL) // one that ended is no error
+	}
 	return nil
 }
 

@@ -1,13 +1,16 @@
 package fake_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -77,6 +80,16 @@ func TestBash(t *testing.T) {
 			}
 		})
 	}
+	// The timeout kills the process group, a background child included.
+	res, err := sb.Exec(ctx, sandbox.ExecRequest{Command: "sleep 30 & echo $!; wait", Timeout: 300 * time.Millisecond})
+	if err != nil || res.Stopped != sandbox.StopTimeout {
+		t.Fatalf("Exec with a child past the timeout: %+v, %v", res, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(res.Output))
+	if err != nil {
+		t.Fatalf("child pid %q: %v", res.Output, err)
+	}
+	waitGone(t, pid)
 	mem := create(t, &fake.Backend{Exec: fake.Bash}, sandbox.Spec{EpisodeID: "memory"})
 	if _, err := mem.Exec(ctx, sandbox.ExecRequest{Command: "true"}); err == nil || !strings.Contains(err.Error(), "Backend with Dir") {
 		t.Errorf("Bash in a memory sandbox: %v, want an error naming Backend.Dir", err)
@@ -176,6 +189,45 @@ func TestCapabilities(t *testing.T) {
 	}}
 	if _, err := missing.Create(ctx, sandbox.Spec{Image: "nope"}); !errors.Is(err, sandbox.ErrImageMissing) || len(missing.Created()) != 0 {
 		t.Errorf("Create under a failing Check: %v, %d made; want ErrImageMissing and none", err, len(missing.Created()))
+	}
+}
+
+// TestCloseKillsStarted: a Streamer's Close kills what it started,
+// as a backend's Close ends its processes.
+func TestCloseKillsStarted(t *testing.T) {
+	ctx := t.Context()
+	sb := create(t, &fake.Backend{Dir: t.TempDir(), Exec: fake.Bash, Start: fake.BashStart}, sandbox.Spec{EpisodeID: "close"})
+	p, err := sb.(sandbox.Streamer).Start(ctx, sandbox.StartRequest{Command: "sleep 60", Timeout: 90 * time.Second}, func(sandbox.Output) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if res, err := p.Wait(wctx); err != nil || res.ExitCode != 128+int(syscall.SIGKILL) {
+		t.Errorf("started process after Close: %+v, %v; want it killed (exit 137)", res, err)
+	}
+}
+
+// waitGone waits until pid has exited (gone, or a zombie).
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return
+		}
+		// The state follows the command name in parentheses.
+		if f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:])); len(f) > 0 && f[0] == "Z" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d still runs 10s after the timeout: %s", pid, b)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -32,8 +32,9 @@ func hostDir(sb *Sandbox, op string) (string, error) {
 // in the sandbox's host directory (Backend.Dir), as the test's own user:
 // enough to drive the layers above the sandbox end to end without an
 // engine. Absolute paths in the command are the host's; no session
-// state persists between commands. A timeout exits 124 (StopTimeout), a
-// cancelled ctx -1; MaxOutput keeps the head of the output.
+// state persists between commands. A timeout, or a cancelled ctx, kills
+// the command's process group: it exits 124 (StopTimeout), or -1;
+// MaxOutput keeps the head of the output.
 func Bash(ctx context.Context, sb *Sandbox, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
 	dir, err := hostDir(sb, "exec")
 	if err != nil {
@@ -47,6 +48,8 @@ func Bash(ctx context.Context, sb *Sandbox, req sandbox.ExecRequest) (sandbox.Ex
 	defer cancel()
 	cmd := exec.CommandContext(cctx, "bash", "-c", req.Command)
 	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.Stdin = strings.NewReader(req.Stdin)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out

@@ -3,6 +3,7 @@ package fake
 import (
 	"context"
 	"fmt"
+	"syscall"
 
 	"github.com/rollcage/rollcage/sandbox"
 )
@@ -26,7 +27,8 @@ func NewStreamer(spec sandbox.Spec, exec ExecFunc, start StartFunc) *Streamer {
 	return &Streamer{Sandbox: New(spec, exec), start: start}
 }
 
-// Start records the command (Ran) and runs it through the StartFunc.
+// Start records the command (Ran) and runs it through the StartFunc;
+// the sandbox's Close kills the process.
 func (s *Streamer) Start(ctx context.Context, req sandbox.StartRequest, out func(sandbox.Output)) (sandbox.Process, error) {
 	s.mu.Lock()
 	if s.closed {
@@ -35,5 +37,18 @@ func (s *Streamer) Start(ctx context.Context, req sandbox.StartRequest, out func
 	}
 	s.ran = append(s.ran, req.Command)
 	s.mu.Unlock()
-	return s.start(ctx, s.Sandbox, req, out)
+	p, err := s.start(ctx, s.Sandbox, req, out)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	closed := s.closed
+	if !closed {
+		s.started = append(s.started, p)
+	}
+	s.mu.Unlock()
+	if closed { // Close came while it started
+		p.Signal(ctx, syscall.SIGKILL)
+	}
+	return p, nil
 }
