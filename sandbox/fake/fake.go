@@ -269,12 +269,8 @@ func (s *Sandbox) ReadFile(ctx context.Context, p string, max int64) ([]byte, bo
 		return nil, false, &sandbox.PathError{Op: "read", Path: given, Kind: sandbox.KindPermission, Reason: "Permission denied"}
 	}
 	data, err := s.files.read(p)
-	var pe *sandbox.PathError
-	if errors.As(err, &pe) {
-		pe.Path = given
-	}
 	if err != nil {
-		return nil, false, err
+		return nil, false, fill(err, "read", given)
 	}
 	if max > 0 && int64(len(data)) > max {
 		return data[:max], true, nil
@@ -298,9 +294,20 @@ func (s *Sandbox) WriteFile(ctx context.Context, p string, data []byte, mode fs.
 		return &sandbox.PathError{Op: "write", Path: p, Kind: sandbox.KindPermission, Reason: "Permission denied"}
 	}
 	if err := s.files.write(c, data, mode); err != nil {
-		return fmt.Errorf("fake write %s: %w", p, err)
+		return fill(err, "write", p)
 	}
 	return nil
+}
+
+// fill names the operation and the caller's path in a *sandbox.PathError
+// from the files, and wraps any other error (the host's fault) with them.
+func fill(err error, op, p string) error {
+	var pe *sandbox.PathError
+	if errors.As(err, &pe) {
+		pe.Op, pe.Path = op, p
+		return pe
+	}
+	return fmt.Errorf("fake %s %s: %w", op, p, err)
 }
 
 // CopyIn extracts the tar stream's regular files into dir (as root, so

@@ -126,9 +126,15 @@ func TestDirPaths(t *testing.T) {
 	} {
 		_, _, err := sb.ReadFile(ctx, tc.path, 0)
 		var pe *sandbox.PathError
-		if !errors.As(err, &pe) || pe.Kind != tc.kind || pe.Path != tc.path {
-			t.Errorf("ReadFile(%s): %v, want a PathError of kind %s naming the path", tc.path, err, tc.kind)
+		if !errors.As(err, &pe) || pe.Kind != tc.kind || pe.Path != tc.path || pe.Op != "read" {
+			t.Errorf("ReadFile(%s): %v, want a read PathError of kind %s naming the path", tc.path, err, tc.kind)
 		}
+	}
+	// A file where the write needs a directory is the caller's doing.
+	err := sb.WriteFile(ctx, "/workspace/h.txt/y", nil, 0o644)
+	var pe *sandbox.PathError
+	if !errors.As(err, &pe) || pe.Kind != sandbox.KindNotDir || pe.Op != "write" || pe.Path != "/workspace/h.txt/y" {
+		t.Errorf("WriteFile below a file: %v, want a write PathError of kind %s", err, sandbox.KindNotDir)
 	}
 	if err := sb.WriteFile(ctx, filepath.Join(dir, "usr/x"), nil, 0o644); !errors.Is(err, sandbox.ErrRefused) {
 		t.Errorf("WriteFile below Dir/usr: %v, want a refusal", err)

@@ -18,7 +18,8 @@ import (
 // the Sandbox's mu guards every call.
 type files interface {
 	// read returns a regular file's content or a *sandbox.PathError
-	// saying why it cannot (its Path is filled in by the caller).
+	// saying why it cannot (its Op and Path are filled in by the
+	// caller); so does write.
 	read(p string) ([]byte, error)
 	write(p string, data []byte, mode fs.FileMode) error
 	// below returns the regular files at p or below it, sorted.
@@ -29,7 +30,26 @@ type files interface {
 }
 
 func pathErr(kind, reason string) *sandbox.PathError {
-	return &sandbox.PathError{Op: "read", Kind: kind, Reason: reason}
+	return &sandbox.PathError{Kind: kind, Reason: reason}
+}
+
+// hostPathErr is what a host file operation's error says to the
+// sandbox user: a *sandbox.PathError where the caller caused it, err
+// itself where the host failed.
+func hostPathErr(err error) error {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return pathErr(sandbox.KindNotFound, "No such file or directory")
+	case errors.Is(err, syscall.ENOTDIR):
+		return pathErr(sandbox.KindNotDir, "Not a directory")
+	case errors.Is(err, syscall.EISDIR):
+		return pathErr(sandbox.KindIsDir, "Is a directory")
+	case errors.Is(err, fs.ErrPermission):
+		return pathErr(sandbox.KindPermission, "Permission denied")
+	case errors.Is(err, syscall.ENOSPC):
+		return pathErr(sandbox.KindNoSpace, "No space left on device")
+	}
+	return err
 }
 
 // memFiles keeps the files in a map; a directory is a path with files
@@ -82,18 +102,20 @@ func (d dirFiles) read(p string) ([]byte, error) {
 	h := d.host(p)
 	fi, err := os.Stat(h)
 	switch {
-	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
+	case errors.Is(err, syscall.ENOTDIR): // a file on the way: as cat says
 		return nil, pathErr(sandbox.KindNotFound, "No such file or directory")
-	case errors.Is(err, fs.ErrPermission):
-		return nil, pathErr(sandbox.KindPermission, "Permission denied")
 	case err != nil:
-		return nil, err
+		return nil, hostPathErr(err)
 	case fi.IsDir():
 		return nil, pathErr(sandbox.KindIsDir, "Is a directory")
 	case !fi.Mode().IsRegular():
 		return nil, pathErr(sandbox.KindNotRegular, "not a regular file")
 	}
-	return os.ReadFile(h)
+	data, err := os.ReadFile(h)
+	if err != nil {
+		return nil, hostPathErr(err)
+	}
+	return data, nil
 }
 
 // write makes the parent directories and the file; mode 0 is 0644.
@@ -103,9 +125,12 @@ func (d dirFiles) write(p string, data []byte, mode fs.FileMode) error {
 		mode = 0o644
 	}
 	if err := os.MkdirAll(filepath.Dir(h), 0o755); err != nil {
-		return err
+		return hostPathErr(err)
 	}
-	return os.WriteFile(h, data, mode)
+	if err := os.WriteFile(h, data, mode); err != nil {
+		return hostPathErr(err)
+	}
+	return nil
 }
 
 func (d dirFiles) below(p string) ([]string, error) {
