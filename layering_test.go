@@ -48,6 +48,7 @@ var allowed = map[string][]string{
 	"internal/jsondec":                      {},
 	"internal/golden":                       {},
 	"internal/realcorpus":                   {},
+	"internal/memnet":                       {},
 	"harness":                               {"monitor", "egress", "sandbox", "task", "trajectory", "rules", "judge", "toolcall", "decision"},
 	"harness/harnesstest":                   {"demo", "monitor", "rules", "task", "trajectory", "sandbox", "sandbox/sandboxtest", "sandbox/docker/dockertest"},
 	"audit":                                 {"normalize", "monitor", "rules", "judge", "trajectory", "task", "toolcall", "decision", "internal/jsondec"},
