@@ -197,22 +197,6 @@ func TestCanaryOpens(t *testing.T) {
 	}
 }
 
-func TestLeaseExpiry(t *testing.T) {
-	srv, err := NewServer(ServerConfig{Workdir: t.TempDir(), Lease: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	select {
-	case <-srv.Done():
-	case <-time.After(20 * time.Second):
-		t.Fatal("server outlived its lease")
-	}
-	if !errors.Is(srv.Err(), ErrLeaseExpired) {
-		t.Errorf("err %v, want ErrLeaseExpired", srv.Err())
-	}
-}
-
 func TestShutdownEndsServer(t *testing.T) {
 	srv, c := newTestServer(t, ServerConfig{})
 	d := t.TempDir()

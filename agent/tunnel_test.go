@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -125,27 +126,32 @@ func TestTunnelStalledReader(t *testing.T) {
 // TestTunnelWindow: a sender waits for credit past the window and goes on
 // when the receiver acknowledges; a receiver refuses data past the window
 // (a peer that ignores credit) and hands on the rest in order, then eof.
+// The sender's wait runs in a synctest bubble: synctest.Wait returns once
+// it is blocked, so "it waits" is checked without a sleep.
 func TestTunnelWindow(t *testing.T) {
-	w := newWindow()
-	if !w.take(tunnelWindow) {
-		t.Fatal("take of the whole window refused")
-	}
-	got := make(chan bool, 1)
-	go func() { got <- w.take(1) }()
-	select {
-	case <-got:
-		t.Fatal("take past the window did not wait")
-	case <-time.After(50 * time.Millisecond):
-	}
-	w.give(1)
-	if ok := <-got; !ok {
-		t.Fatal("take after give failed")
-	}
-	go func() { got <- w.take(1) }()
-	w.close()
-	if ok := <-got; ok {
-		t.Fatal("take on a closed window succeeded")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		w := newWindow()
+		if !w.take(tunnelWindow) {
+			t.Fatal("take of the whole window refused")
+		}
+		got := make(chan bool, 1)
+		go func() { got <- w.take(1) }()
+		synctest.Wait()
+		select {
+		case <-got:
+			t.Fatal("take past the window did not wait")
+		default:
+		}
+		w.give(1)
+		if ok := <-got; !ok {
+			t.Fatal("take after give failed")
+		}
+		go func() { got <- w.take(1) }()
+		w.close()
+		if ok := <-got; ok {
+			t.Fatal("take on a closed window succeeded")
+		}
+	})
 
 	q := newInbox()
 	if !q.put(make([]byte, tunnelWindow-1)) || !q.put([]byte{7}) {
