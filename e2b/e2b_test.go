@@ -16,6 +16,7 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+	"testing/synctest"
 	"time"
 
 	"connectrpc.com/connect"
@@ -29,6 +30,7 @@ import (
 	"github.com/rollcage/rollcage/e2b/envd/process/processconnect"
 	"github.com/rollcage/rollcage/harness"
 	"github.com/rollcage/rollcage/harness/harnesstest"
+	"github.com/rollcage/rollcage/internal/memnet"
 	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/server"
 	"github.com/rollcage/rollcage/task"
@@ -52,7 +54,9 @@ type env struct {
 	t     *testing.T
 	api   *e2b.Server
 	url   string
-	dir   string // the sandboxes' shared host directory
+	hc    *http.Client      // reaches url
+	rt    http.RoundTripper // hc's transport
+	dir   string            // the sandboxes' shared host directory
 	store *trajectory.Store
 }
 
@@ -68,6 +72,19 @@ func newEnvWith(t *testing.T, apiTweak func(*e2b.Config), tweak ...func(*server.
 
 // newEnvMonitor is newEnvWith with the monitor's configuration.
 func newEnvMonitor(t *testing.T, mcfg monitor.Config, apiTweak func(*e2b.Config), tweak ...func(*server.Config)) *env {
+	t.Helper()
+	return newEnvOn(t, false, mcfg, apiTweak, tweak...)
+}
+
+// newBubbleEnv is newEnv on memnet instead of loopback, for a test inside
+// a synctest bubble: the reapers' tickers and the sandboxes' timeouts run
+// on the bubble's clock.
+func newBubbleEnv(t *testing.T, tweak ...func(*server.Config)) *env {
+	t.Helper()
+	return newEnvOn(t, true, monitor.Config{}, func(*e2b.Config) {}, tweak...)
+}
+
+func newEnvOn(t *testing.T, inMemory bool, mcfg monitor.Config, apiTweak func(*e2b.Config), tweak ...func(*server.Config)) *env {
 	t.Helper()
 	mon, st := harnesstest.Monitor(t, mcfg), harnesstest.Store(t)
 	dir := t.TempDir()
@@ -90,13 +107,20 @@ func newEnvMonitor(t *testing.T, mcfg monitor.Config, apiTweak func(*e2b.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(api)
+	e := &env{t: t, api: api, dir: dir, store: st}
+	if inMemory {
+		ms := memnet.NewServer(t, api)
+		e.url, e.hc, e.rt = ms.URL, ms.Client, ms.Transport
+	} else {
+		hs := httptest.NewServer(api)
+		t.Cleanup(hs.Close)
+		e.url, e.hc, e.rt = hs.URL, http.DefaultClient, http.DefaultTransport
+	}
 	t.Cleanup(func() {
 		api.Close(context.Background())
 		srv.Shutdown(context.Background())
-		hs.Close()
 	})
-	return &env{t: t, api: api, url: hs.URL, dir: dir, store: st}
+	return e
 }
 
 // do sends a control-plane request with key and decodes the answer.
@@ -112,7 +136,7 @@ func (e *env) do(method, path, key string, body any, out any) (int, http.Header)
 	if key != "" {
 		req.Header.Set("X-API-KEY", key)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := e.hc.Do(req)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -152,6 +176,7 @@ func (e *env) create(key string, metadata map[string]string) created {
 // do with E2B_SANDBOX_URL set.
 type sandboxHeaders struct {
 	id, token, user string
+	base            http.RoundTripper // nil: http.DefaultTransport
 }
 
 func (h sandboxHeaders) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -160,6 +185,9 @@ func (h sandboxHeaders) RoundTrip(r *http.Request) (*http.Response, error) {
 	r.Header.Set("X-Access-Token", h.token)
 	if h.user != "" {
 		r.SetBasicAuth(h.user, "")
+	}
+	if h.base != nil {
+		return h.base.RoundTrip(r)
 	}
 	return http.DefaultTransport.RoundTrip(r)
 }
@@ -179,7 +207,7 @@ var codecs = []struct {
 }
 
 func (e *env) clients(c created, opts ...connect.ClientOption) clients {
-	hc := &http.Client{Transport: sandboxHeaders{id: c.SandboxID, token: c.EnvdAccessToken, user: "user"}}
+	hc := &http.Client{Transport: sandboxHeaders{id: c.SandboxID, token: c.EnvdAccessToken, user: "user", base: e.rt}}
 	return clients{proc: processconnect.NewProcessClient(hc, e.url, opts...), fs: filesystemconnect.NewFilesystemClient(hc, e.url, opts...), http: hc}
 }
 
@@ -642,8 +670,13 @@ func TestEnvdAuth(t *testing.T) {
 	}
 }
 
-func TestControlPlane(t *testing.T) {
-	e := newEnv(t)
+// TestControlPlane runs in a synctest bubble: the one-second timeout and
+// the reaper's ticks are on the bubble's clock.
+func TestControlPlane(t *testing.T) { synctest.Test(t, testControlPlane) }
+
+func testControlPlane(t *testing.T) {
+	start := time.Now()
+	e := newBubbleEnv(t)
 	if code, _ := e.do("POST", "/v2/sandboxes", "", map[string]any{}, nil); code != 401 {
 		t.Errorf("no key: %d", code)
 	}
@@ -699,6 +732,9 @@ func TestControlPlane(t *testing.T) {
 		t.Errorf("paged list: %v", ids)
 	}
 
+	if time.Since(start) != 0 {
+		t.Fatalf("%v passed on the bubble's clock before the timeout was set: the reaper's ticks (every second from the start) are no longer in step with it", time.Since(start))
+	}
 	if code, _ := e.do("POST", "/sandboxes/"+a1.SandboxID+"/timeout", keyA, map[string]int{"timeout": 1}, nil); code != 204 {
 		t.Errorf("timeout: %d", code)
 	}
@@ -710,17 +746,17 @@ func TestControlPlane(t *testing.T) {
 	if code, _ := e.do("POST", "/sandboxes/"+a2.SandboxID+"/pause", keyA, nil, &pause); code != 501 || pause.Code != 501 {
 		t.Errorf("pause: %d %+v", code, pause)
 	}
-	// The timed-out sandbox is killed by the reaper.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		code, _ := e.do("GET", "/sandboxes/"+a1.SandboxID, keyA, nil, nil)
-		if code == 404 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("sandbox past its timeout is still running")
-		}
-		time.Sleep(200 * time.Millisecond)
+	// The timed-out sandbox is killed by the reaper's first tick at or
+	// past its timeout: here the one at 1 s.
+	time.Sleep(time.Second - time.Millisecond)
+	synctest.Wait()
+	if code, _ := e.do("GET", "/sandboxes/"+a1.SandboxID, keyA, nil, nil); code != 200 {
+		t.Errorf("sandbox before its timeout: %d, want 200", code)
+	}
+	time.Sleep(2 * time.Millisecond)
+	synctest.Wait()
+	if code, _ := e.do("GET", "/sandboxes/"+a1.SandboxID, keyA, nil, nil); code != 404 {
+		t.Errorf("sandbox past its timeout and the reaper's tick: %d, want 404", code)
 	}
 	if code, _ := e.do("DELETE", "/sandboxes/"+a2.SandboxID, keyB, nil, nil); code != 404 {
 		t.Errorf("kill by another client: %d", code)
@@ -850,18 +886,28 @@ func TestSubmit(t *testing.T) {
 }
 
 // TestIdleCloseFollowsTimeout: the gateway's idle close does not cut a
-// sandbox whose E2B timeout has not passed, however idle it is.
+// sandbox whose E2B timeout has not passed, however idle it is; the
+// sandbox ends at its timeout. In a synctest bubble: the minute passes on
+// the bubble's clock, with both reapers ticking every second.
 func TestIdleCloseFollowsTimeout(t *testing.T) {
-	e := newEnv(t, func(c *server.Config) { c.IdleTimeout = time.Second })
-	cr := e.create(keyA, map[string]string{e2b.MetaImage: "rollcage/plain:latest"})
-	time.Sleep(4 * time.Second) // the gateway's reaper checks every second
-	if code, _ := e.do("GET", "/sandboxes/"+cr.SandboxID, keyA, nil, nil); code != 200 {
-		t.Fatalf("an idle sandbox within its timeout: %d, want 200", code)
-	}
-	c := e.clients(cr)
-	if _, out, _, err := run(context.Background(), t, c, bashCfg("echo still")); err != nil || out != "still\n" {
-		t.Errorf("after idling: %q %v", out, err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		e := newBubbleEnv(t, func(c *server.Config) { c.IdleTimeout = time.Second })
+		cr := e.create(keyA, map[string]string{e2b.MetaImage: "rollcage/plain:latest"}) // timeout 60 s
+		time.Sleep(59 * time.Second)
+		synctest.Wait()
+		if code, _ := e.do("GET", "/sandboxes/"+cr.SandboxID, keyA, nil, nil); code != 200 {
+			t.Fatalf("an idle sandbox within its timeout: %d, want 200", code)
+		}
+		c := e.clients(cr)
+		if _, out, _, err := run(context.Background(), t, c, bashCfg("echo still")); err != nil || out != "still\n" {
+			t.Errorf("after idling: %q %v", out, err)
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if code, _ := e.do("GET", "/sandboxes/"+cr.SandboxID, keyA, nil, nil); code != 404 {
+			t.Errorf("a sandbox past its timeout: %d, want 404", code)
+		}
+	})
 }
 
 // TestKeepalive: a long process stream carries keepalive events between
