@@ -83,8 +83,10 @@ type Server struct {
 	// Client uses Transport.
 	Client *http.Client
 
-	ln  *Listener
-	srv *http.Server
+	srv    *http.Server
+	served chan error // Serve's result
+	once   sync.Once
+	err    error // Serve's result, set by close
 }
 
 // NewServer serves h on a new Listener until t's cleanup, which closes
@@ -94,15 +96,25 @@ func NewServer(t testing.TB, h http.Handler) *Server {
 	t.Helper()
 	ln := Listen()
 	tr := &http.Transport{DialContext: ln.DialContext}
-	s := &Server{URL: "http://memnet", Transport: tr, Client: &http.Client{Transport: tr}, ln: ln, srv: &http.Server{Handler: h}}
-	served := make(chan error, 1)
-	go func() { served <- s.srv.Serve(ln) }()
+	s := &Server{URL: "http://memnet", Transport: tr, Client: &http.Client{Transport: tr}, srv: &http.Server{Handler: h}, served: make(chan error, 1)}
+	go func() { s.served <- s.srv.Serve(ln) }()
 	t.Cleanup(func() {
-		s.srv.Close()
-		tr.CloseIdleConnections()
-		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		if err := s.close(); !errors.Is(err, http.ErrServerClosed) {
 			t.Errorf("memnet: serve: %v", err)
 		}
 	})
 	return s
+}
+
+// Close stops the server and closes its connections; later dials fail
+// with net.ErrClosed. It is idempotent.
+func (s *Server) Close() { s.close() }
+
+func (s *Server) close() error {
+	s.once.Do(func() {
+		s.srv.Close()
+		s.Transport.CloseIdleConnections()
+		s.err = <-s.served
+	})
+	return s.err
 }

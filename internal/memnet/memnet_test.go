@@ -76,3 +76,21 @@ func TestDialAfterClose(t *testing.T) {
 		t.Errorf("accept after close: %v, want net.ErrClosed", err)
 	}
 }
+
+// TestServerClose: after Close, requests fail to dial; Close is
+// idempotent (the test's cleanup closes again).
+func TestServerClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := memnet.NewServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+		if resp, err := s.Client.Get(s.URL + "/"); err != nil {
+			t.Fatal(err)
+		} else {
+			resp.Body.Close()
+		}
+		s.Close()
+		s.Close()
+		if _, err := s.Client.Get(s.URL + "/"); !errors.Is(err, net.ErrClosed) {
+			t.Errorf("get after close: %v, want net.ErrClosed", err)
+		}
+	})
+}
