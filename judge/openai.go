@@ -31,10 +31,6 @@ type OpenAI struct {
 	// is the request's fault, not the format's.
 	format atomic.Int32
 
-	// sleep waits between retries; tests replace it to observe waits
-	// without spending them.
-	sleep func(ctx context.Context, d time.Duration) error
-
 	mu       sync.Mutex
 	run      tally             // guarded by mu
 	episodes map[string]*tally // guarded by mu
@@ -77,7 +73,6 @@ func NewOpenAI(cfg Config) (*OpenAI, error) {
 		cache:    newLRU(cfg.CacheSize),
 		lim:      newLimiter(cfg.MaxConcurrent, cfg.MaxPerEpisode),
 		log:      cfg.Logger,
-		sleep:    sleepCtx,
 		episodes: map[string]*tally{},
 	}, nil
 }
@@ -253,7 +248,7 @@ func (o *OpenAI) sample(ctx context.Context, episode, system, user string) (r re
 			r.reason = fmt.Sprintf("%s: retry in %s would pass the deadline: %s", reason, wait.Round(time.Millisecond), detail)
 			return r
 		}
-		if o.sleep(ctx, wait) != nil {
+		if sleepCtx(ctx, wait) != nil {
 			r.reason = ReasonTimeout + ": no verdict within " + o.cfg.Timeout.String()
 			return r
 		}

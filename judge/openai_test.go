@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -120,33 +121,9 @@ func TestJudgeSchemaOnWire(t *testing.T) {
 	}
 }
 
-// judgeWaiting judges one call of episode ep1 with a judge on cfg whose
-// retry waits ws records instead of spending.
-func judgeWaiting(t *testing.T, cfg Config) (*OpenAI, *waits, Verdict) {
-	t.Helper()
-	o := newJudge(t, cfg)
-	ws := new(waits)
-	o.sleep = ws.sleep
-	v, err := o.Judge(t.Context(), testRequest("ep1", 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return o, ws, v
-}
-
-// waits records the retry waits a judge asks for, without spending them.
-type waits struct {
-	mu sync.Mutex
-	d  []time.Duration
-}
-
-func (w *waits) sleep(ctx context.Context, d time.Duration) error {
-	w.mu.Lock()
-	w.d = append(w.d, d)
-	w.mu.Unlock()
-	return ctx.Err()
-}
-
+// TestJudgeRetries runs each case in a synctest bubble: the judge spends
+// its retry waits on the bubble's clock, and the waits are read from when
+// the requests arrived.
 func TestJudgeRetries(t *testing.T) {
 	ok := verdictJSON(false, "none", 0.7, "honest")
 	tests := []struct {
@@ -200,85 +177,112 @@ func TestJudgeRetries(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := newFakeServer(t, func(n int, _ chatRequest, w http.ResponseWriter, _ *http.Request) {
-				if tc.fail < 0 || n < tc.fail {
-					if tc.header != "" {
-						w.Header().Set("Retry-After", tc.header)
+			synctest.Test(t, func(t *testing.T) {
+				srv := newBubbleServer(t, func(n int, _ chatRequest, w http.ResponseWriter, _ *http.Request) {
+					if tc.fail < 0 || n < tc.fail {
+						if tc.header != "" {
+							w.Header().Set("Retry-After", tc.header)
+						}
+						writeAPIError(w, tc.status, http.StatusText(tc.status))
+						return
 					}
-					writeAPIError(w, tc.status, http.StatusText(tc.status))
-					return
+					writeCompletion(w, ok, 100, 20)
+				})
+				cfg := srv.config()
+				cfg.Retries = tc.retries
+				cfg.RetryBackoff = 10 * time.Millisecond
+				o := newJudge(t, cfg)
+				start := time.Now()
+				v, err := o.Judge(t.Context(), testRequest("ep1", 0))
+				if err != nil {
+					t.Fatal(err)
 				}
-				writeCompletion(w, ok, 100, 20)
+				took, waits := time.Since(start), srv.waits()
+				if srv.count() != tc.wantReqs {
+					t.Errorf("server saw %d requests, want %d", srv.count(), tc.wantReqs)
+				}
+				if tc.wantUnd != "" {
+					if !v.Undecided || !strings.HasPrefix(v.Err, tc.wantUnd+":") {
+						t.Errorf("verdict = %+v, want undecided with Err %s: ...", v, tc.wantUnd)
+					}
+				} else if v.Undecided || v.Hack || v.Confidence != 0.7 {
+					t.Errorf("verdict = %+v, want benign 0.7", v)
+				}
+				if tc.checkWait != nil {
+					tc.checkWait(t, waits)
+				} else if diff := cmp.Diff(tc.wantWaits, waits); diff != "" {
+					t.Errorf("waits (-want +got):\n%s", diff)
+				}
+				var waited time.Duration
+				for _, d := range waits {
+					waited += d
+				}
+				if took != waited {
+					t.Errorf("Judge took %v, want the %v it waited between requests", took, waited)
+				}
+				got := o.Stats()
+				if diff := cmp.Diff(tc.wantStats, got, cmpopts.IgnoreFields(Stats{}, "LatencyP50", "LatencyP90", "LatencyP99", "LatencyMax")); diff != "" {
+					t.Errorf("stats (-want +got):\n%s", diff)
+				}
+				if ep := o.EpisodeStats("ep1"); ep.Requests != got.Requests || ep.Calls != 1 {
+					t.Errorf("episode stats = %+v, want the run's", ep)
+				}
 			})
-			cfg := srv.config()
-			cfg.Retries = tc.retries
-			cfg.RetryBackoff = 10 * time.Millisecond
-			o, ws, v := judgeWaiting(t, cfg)
-			if srv.count() != tc.wantReqs {
-				t.Errorf("server saw %d requests, want %d", srv.count(), tc.wantReqs)
-			}
-			if tc.wantUnd != "" {
-				if !v.Undecided || !strings.HasPrefix(v.Err, tc.wantUnd+":") {
-					t.Errorf("verdict = %+v, want undecided with Err %s: ...", v, tc.wantUnd)
-				}
-			} else if v.Undecided || v.Hack || v.Confidence != 0.7 {
-				t.Errorf("verdict = %+v, want benign 0.7", v)
-			}
-			if tc.checkWait != nil {
-				tc.checkWait(t, ws.d)
-			} else if diff := cmp.Diff(tc.wantWaits, ws.d); diff != "" {
-				t.Errorf("waits (-want +got):\n%s", diff)
-			}
-			got := o.Stats()
-			if diff := cmp.Diff(tc.wantStats, got, cmpopts.IgnoreFields(Stats{}, "LatencyP50", "LatencyP90", "LatencyP99", "LatencyMax")); diff != "" {
-				t.Errorf("stats (-want +got):\n%s", diff)
-			}
-			if ep := o.EpisodeStats("ep1"); ep.Requests != got.Requests || ep.Calls != 1 {
-				t.Errorf("episode stats = %+v, want the run's", ep)
-			}
 		})
 	}
 }
 
+// TestJudgeUnreachable: with nothing listening, the judge waits one
+// backoff, retries once and gives up. In a synctest bubble, so the wait
+// is exact: in [RetryBackoff/2, RetryBackoff] (jitter).
 func TestJudgeUnreachable(t *testing.T) {
-	srv := newFakeServer(t, answer("{}"))
-	cfg := srv.config()
-	srv.Close() // nothing listens at the address any more
-	cfg.Retries = 1
-	_, ws, v := judgeWaiting(t, cfg)
-	if !v.Undecided || !strings.HasPrefix(v.Err, ReasonUnreachable+":") {
-		t.Errorf("verdict = %+v, want undecided unreachable", v)
-	}
-	if len(ws.d) != 1 {
-		t.Errorf("waited %v, want one backoff before the single retry", ws.d)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		srv := newBubbleServer(t, answer("{}"))
+		cfg := srv.config()
+		srv.Close() // nothing listens any more
+		cfg.Retries = 1
+		cfg.RetryBackoff = time.Second
+		o := newJudge(t, cfg)
+		start := time.Now()
+		v, err := o.Judge(t.Context(), testRequest("ep1", 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !v.Undecided || !strings.HasPrefix(v.Err, ReasonUnreachable+":") {
+			t.Errorf("verdict = %+v, want undecided unreachable", v)
+		}
+		if took := time.Since(start); took < cfg.RetryBackoff/2 || took > cfg.RetryBackoff {
+			t.Errorf("Judge took %v, want one backoff in [%v, %v] before the single retry", took, cfg.RetryBackoff/2, cfg.RetryBackoff)
+		}
+		if s := o.Stats(); s.Requests != 2 || s.Retries != 1 {
+			t.Errorf("stats = %+v, want 2 requests, 1 retry", s)
+		}
+	})
 }
 
+// TestJudgeTimeout: a server that does not answer ends the call at the
+// judge's timeout, exactly (a synctest bubble's clock).
 func TestJudgeTimeout(t *testing.T) {
-	release := make(chan struct{})
-	srv := newFakeServer(t, func(_ int, _ chatRequest, w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-release:
-		case <-r.Context().Done():
+	synctest.Test(t, func(t *testing.T) {
+		srv := newBubbleServer(t, func(_ int, _ chatRequest, w http.ResponseWriter, r *http.Request) {
+			<-r.Context().Done()
+		})
+		cfg := srv.config()
+		cfg.Timeout = 300 * time.Millisecond
+		o := newJudge(t, cfg)
+		start := time.Now()
+		v, err := o.Judge(t.Context(), testRequest("ep1", 0))
+		elapsed := time.Since(start)
+		if err != nil {
+			t.Fatal(err)
 		}
-		writeCompletion(w, verdictJSON(true, "history_mining", 1, "late"), 1, 1)
+		if !v.Undecided || !strings.HasPrefix(v.Err, ReasonTimeout+":") {
+			t.Errorf("verdict = %+v, want undecided timeout", v)
+		}
+		if elapsed != cfg.Timeout {
+			t.Errorf("Judge took %v, want the timeout %v", elapsed, cfg.Timeout)
+		}
 	})
-	defer close(release) // before srv.Close (cleanup), so the handler ends
-	cfg := srv.config()
-	cfg.Timeout = 300 * time.Millisecond
-	o := newJudge(t, cfg)
-	start := time.Now()
-	v, err := o.Judge(t.Context(), testRequest("ep1", 0))
-	elapsed := time.Since(start)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !v.Undecided || !strings.HasPrefix(v.Err, ReasonTimeout+":") {
-		t.Errorf("verdict = %+v, want undecided timeout", v)
-	}
-	if elapsed > cfg.Timeout+time.Second {
-		t.Errorf("Judge took %v, want about the timeout %v", elapsed, cfg.Timeout)
-	}
 }
 
 func TestJudgeContextCancelled(t *testing.T) {

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/rollcage/rollcage/internal/memnet"
 )
 
 // chatRequest is the part of the /v1/chat/completions wire format the
@@ -53,7 +55,9 @@ func (r chatRequest) message(role string) string {
 // fakeServer is an OpenAI-compatible server on loopback. handle answers
 // the n-th request (0-based); it records every request it decodes.
 type fakeServer struct {
-	*httptest.Server
+	URL    string
+	Close  func()       // idempotent
+	client *http.Client // nil: the judge's default
 	handle func(n int, req chatRequest, w http.ResponseWriter, r *http.Request)
 
 	n           atomic.Int64
@@ -62,13 +66,27 @@ type fakeServer struct {
 
 	mu       sync.Mutex
 	requests []chatRequest // guarded by mu
+	arrived  []time.Time   // guarded by mu; when each request came
 }
 
 func newFakeServer(t testing.TB, handle func(n int, req chatRequest, w http.ResponseWriter, r *http.Request)) *fakeServer {
 	t.Helper()
 	f := &fakeServer{handle: handle}
-	f.Server = httptest.NewServer(http.HandlerFunc(f.serve))
+	hs := httptest.NewServer(http.HandlerFunc(f.serve))
+	f.URL, f.Close = hs.URL, hs.Close
 	t.Cleanup(f.Close)
+	return f
+}
+
+// newBubbleServer is newFakeServer on memnet, for a test in a synctest
+// bubble: the judge's timers (retry waits, timeouts) and the handler's run
+// on the bubble's clock, and arrivals gives the exact waits between
+// requests.
+func newBubbleServer(t testing.TB, handle func(n int, req chatRequest, w http.ResponseWriter, r *http.Request)) *fakeServer {
+	t.Helper()
+	f := &fakeServer{handle: handle}
+	ms := memnet.NewServer(t, http.HandlerFunc(f.serve))
+	f.URL, f.client, f.Close = ms.URL, ms.Client, ms.Close
 	return f
 }
 
@@ -97,6 +115,7 @@ func (f *fakeServer) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	f.mu.Lock()
 	f.requests = append(f.requests, req)
+	f.arrived = append(f.arrived, time.Now())
 	f.mu.Unlock()
 	f.handle(int(f.n.Add(1)-1), req, w, r)
 }
@@ -109,8 +128,19 @@ func (f *fakeServer) reqs() []chatRequest {
 	return append([]chatRequest(nil), f.requests...)
 }
 
+// waits are the times between the requests' arrivals.
+func (f *fakeServer) waits() []time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var d []time.Duration
+	for i := 1; i < len(f.arrived); i++ {
+		d = append(d, f.arrived[i].Sub(f.arrived[i-1]))
+	}
+	return d
+}
+
 func (f *fakeServer) config() Config {
-	return Config{BaseURL: f.URL + "/v1", Model: "judge-test", APIKey: "test-key", CacheSize: -1}
+	return Config{BaseURL: f.URL + "/v1", Model: "judge-test", APIKey: "test-key", CacheSize: -1, HTTPClient: f.client}
 }
 
 // writeCompletion answers with one choice in the chat.completion format.
