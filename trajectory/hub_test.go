@@ -9,23 +9,30 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/gorilla/websocket"
+
+	"github.com/rollcage/rollcage/internal/memnet"
 )
 
 // serveHub mounts the hub the way the gateway does.
 func serveHub(t *testing.T, h *Hub) *httptest.Server {
 	t.Helper()
+	srv := httptest.NewServer(hubMux(h))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func hubMux(h *Hub) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /episodes/{id}/stream", func(w http.ResponseWriter, r *http.Request) {
 		h.ServeEpisode(w, r, r.PathValue("id"))
 	})
 	mux.HandleFunc("GET /finished", h.ServeFinished)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	return srv
+	return mux
 }
 
 func newHub(t *testing.T, s *Store, cfg HubConfig) *Hub {
@@ -337,57 +344,90 @@ func TestHubBadRequests(t *testing.T) {
 	}
 }
 
-func TestHubPing(t *testing.T) {
-	s := openStore(t, t.TempDir())
-	srv := serveHub(t, newHub(t, s, HubConfig{PingInterval: 250 * time.Millisecond}))
-	l, _ := s.Log("ep")
-	l.Append(Event{Type: TypeEpisodeStart})
-	c := dial(t, srv, "/episodes/ep/stream")
-	pinged := make(chan struct{}, 1)
-	c.SetPingHandler(func(data string) error {
-		select {
-		case pinged <- struct{}{}:
-		default:
-		}
-		return c.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(time.Second))
-	})
-	// Control frames are handled inside ReadMessage; keep reading while
-	// pings arrive and get answered.
-	msgs := make(chan Event, 16)
-	errs := make(chan error, 1)
-	go func() {
-		for {
-			_, b, err := c.ReadMessage()
-			if err != nil {
-				errs <- err
-				return
-			}
-			var ev Event
-			json.Unmarshal(b, &ev)
-			msgs <- ev
-		}
-	}()
-	for range 3 {
-		select {
-		case <-pinged:
-		case err := <-errs:
-			t.Fatalf("connection ended while idle: %v", err)
-		case <-time.After(30 * time.Second):
-			t.Fatal("no ping on an idle stream")
-		}
+// TestHubTimers: a subscriber that answers pings stays however idle; one
+// that stops answering is dropped two ping intervals after connecting (its
+// last pong); one that reads nothing is dropped when a write has waited
+// WriteTimeout. In a synctest bubble on memnet, the intervals passing on
+// the bubble's clock; memnet's net.Pipe holds no buffer, so a subscriber
+// that reads nothing blocks the hub's first write to it.
+func TestHubTimers(t *testing.T) {
+	const (
+		ping  = time.Minute
+		write = 10 * time.Second
+	)
+	tests := []struct {
+		name        string
+		read, pong  bool          // the subscriber reads; it answers pings
+		wantDropped time.Duration // after connecting; 0: never
+	}{
+		{name: "answers pings", read: true, pong: true},
+		{name: "stops answering pings", read: true, wantDropped: 2 * ping},
+		{name: "reads nothing", wantDropped: write},
 	}
-	// The pongs kept it open past two ping intervals; it still streams.
-	l.Append(Event{Type: TypeToolCall})
-	for _, want := range []int64{0, 1} {
-		select {
-		case ev := <-msgs:
-			if ev.Offset != want {
-				t.Fatalf("got offset %d, want %d", ev.Offset, want)
-			}
-		case err := <-errs:
-			t.Fatalf("connection ended: %v", err)
-		case <-time.After(30 * time.Second):
-			t.Fatalf("offset %d never arrived", want)
-		}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := openStore(t, t.TempDir())
+				h := newHub(t, s, HubConfig{PingInterval: ping, WriteTimeout: write})
+				srv := memnet.NewServer(t, hubMux(h))
+				l, _ := s.Log("ep")
+				l.Append(Event{Type: TypeEpisodeStart})
+				d := websocket.Dialer{NetDialContext: srv.Transport.DialContext}
+				c, _, err := d.Dial("ws://memnet/episodes/ep/stream", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				start := time.Now()
+				msgs := make(chan Event, 16)
+				if !tc.pong {
+					c.SetPingHandler(func(string) error { return nil })
+				}
+				if tc.read {
+					go func() {
+						defer close(msgs)
+						for {
+							_, b, err := c.ReadMessage()
+							if err != nil {
+								return
+							}
+							var ev Event
+							json.Unmarshal(b, &ev)
+							msgs <- ev
+						}
+					}()
+				}
+				if tc.wantDropped == 0 {
+					time.Sleep(10 * ping)
+					synctest.Wait()
+					if n := subscribers(h, "ep"); n != 1 {
+						t.Fatalf("%d subscribers after %v answering pings, want 1", n, time.Since(start))
+					}
+					l.Append(Event{Type: TypeToolCall})
+					for _, want := range []int64{0, 1} {
+						if ev, ok := <-msgs; !ok || ev.Offset != want {
+							t.Fatalf("got offset %d (open %v), want %d", ev.Offset, ok, want)
+						}
+					}
+					return
+				}
+				time.Sleep(tc.wantDropped - time.Millisecond)
+				synctest.Wait()
+				if n := subscribers(h, "ep"); n != 1 {
+					t.Fatalf("%d subscribers %v after connecting, want 1 until %v", n, time.Since(start), tc.wantDropped)
+				}
+				time.Sleep(2 * time.Millisecond)
+				synctest.Wait()
+				if n := subscribers(h, "ep"); n != 0 {
+					t.Fatalf("%d subscribers %v after connecting, want none from %v", n, time.Since(start), tc.wantDropped)
+				}
+			})
+		})
 	}
+}
+
+func subscribers(h *Hub, stream string) int {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return len(h.subs[stream])
 }
