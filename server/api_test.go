@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -391,57 +392,58 @@ func TestHoldKeepsReaperOff(t *testing.T) {
 
 // TestShutdownInFlight: a call in flight when Shutdown begins completes,
 // its answer reaches the client, its events are in the trajectory, and the
-// episode is closed afterwards.
+// episode is closed afterwards. In a synctest bubble on memnet, where
+// synctest.Wait tells when Shutdown is waiting for the call.
 func TestShutdownInFlight(t *testing.T) {
-	entered, release := make(chan struct{}), make(chan struct{})
-	b := &fake.Backend{Exec: func(ctx context.Context, _ *fake.Sandbox, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
-		if req.Command == "slow" {
-			close(entered)
-			<-release
+	synctest.Test(t, func(t *testing.T) {
+		entered, release := make(chan struct{}), make(chan struct{})
+		b := &fake.Backend{Exec: func(ctx context.Context, _ *fake.Sandbox, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+			if req.Command == "slow" {
+				close(entered)
+				<-release
+			}
+			return sandbox.ExecResult{Output: "done " + req.Command + "\n", Shell: "bash"}, nil
+		}}
+		e := newBubbleEnv(t, b, nil)
+		cr := e.create()
+		type answer struct {
+			code int
+			res  CallResponse
 		}
-		return sandbox.ExecResult{Output: "done " + req.Command + "\n", Shell: "bash"}, nil
-	}}
-	e := newEnv(t, b, nil)
-	cr := e.create()
-	type answer struct {
-		code int
-		res  CallResponse
-	}
-	got := make(chan answer)
-	go func() {
-		var a answer
-		a.code, _ = e.do("POST", "/v1/episodes/"+cr.EpisodeID+"/calls", cr.Token, toolcall.Call{Tool: "bash", Args: []byte(`{"command":"slow"}`)}, &a.res)
-		got <- a
-	}()
-	<-entered
-	shut := make(chan error)
-	go func() { shut <- e.srv.Shutdown(context.Background()) }()
-	// New requests are refused once shutdown began.
-	for {
-		code, _ := e.do("GET", "/v1/episodes", testAdmin, nil, nil)
-		if code == http.StatusServiceUnavailable {
-			break
+		got := make(chan answer)
+		go func() {
+			var a answer
+			a.code, _ = e.do("POST", "/v1/episodes/"+cr.EpisodeID+"/calls", cr.Token, toolcall.Call{Tool: "bash", Args: []byte(`{"command":"slow"}`)}, &a.res)
+			got <- a
+		}()
+		<-entered
+		shut := make(chan error)
+		go func() { shut <- e.srv.Shutdown(context.Background()) }()
+		// New requests are refused once shutdown began (synctest.Wait: it is
+		// waiting for the call in flight).
+		synctest.Wait()
+		if code, _ := e.do("GET", "/v1/episodes", testAdmin, nil, nil); code != http.StatusServiceUnavailable {
+			t.Errorf("request during shutdown: %d, want 503", code)
 		}
-		time.Sleep(time.Millisecond) // shutdown starts asynchronously
-	}
-	close(release)
-	a := <-got
-	if err := <-shut; err != nil {
-		t.Fatalf("shutdown: %v", err)
-	}
-	if a.code != 200 || a.res.Output != "done slow\n" {
-		t.Fatalf("in-flight call: %d %+v", a.code, a.res)
-	}
-	var outputs []string
-	for _, to := range harnesstest.Payloads[trajectory.ToolOutput](t, e.events(cr.EpisodeID), trajectory.TypeToolOutput) {
-		outputs = append(outputs, to.Output)
-	}
-	if diff := cmp.Diff([]string{"done slow\n"}, outputs); diff != "" {
-		t.Errorf("recorded outputs (-want +got):\n%s", diff)
-	}
-	if st, _ := e.srv.episodes[cr.EpisodeID].getState(); st != StateClosed {
-		t.Errorf("state after shutdown: %s", st)
-	}
+		close(release)
+		a := <-got
+		if err := <-shut; err != nil {
+			t.Fatalf("shutdown: %v", err)
+		}
+		if a.code != 200 || a.res.Output != "done slow\n" {
+			t.Fatalf("in-flight call: %d %+v", a.code, a.res)
+		}
+		var outputs []string
+		for _, to := range harnesstest.Payloads[trajectory.ToolOutput](t, e.events(cr.EpisodeID), trajectory.TypeToolOutput) {
+			outputs = append(outputs, to.Output)
+		}
+		if diff := cmp.Diff([]string{"done slow\n"}, outputs); diff != "" {
+			t.Errorf("recorded outputs (-want +got):\n%s", diff)
+		}
+		if st, _ := e.srv.episodes[cr.EpisodeID].getState(); st != StateClosed {
+			t.Errorf("state after shutdown: %s", st)
+		}
+	})
 }
 
 // TestOpenAPI: the checked-in docs/openapi.yaml is the embedded one, it

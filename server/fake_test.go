@@ -11,6 +11,7 @@ import (
 
 	"github.com/rollcage/rollcage/harness"
 	"github.com/rollcage/rollcage/harness/harnesstest"
+	"github.com/rollcage/rollcage/internal/memnet"
 	"github.com/rollcage/rollcage/monitor"
 	"github.com/rollcage/rollcage/sandbox"
 	"github.com/rollcage/rollcage/task"
@@ -26,16 +27,30 @@ const testAdmin = "admin-secret"
 // env is a gateway over the real harness, monitor (default rules, no
 // judge) and store, with a sandbox backend of the test's choosing.
 type env struct {
-	t     testing.TB
-	srv   *Server
-	http  *httptest.Server
-	store *trajectory.Store
+	t      testing.TB
+	srv    *Server
+	http   *httptest.Server // nil in a bubble (newBubbleEnv)
+	url    string           // the gateway's base URL
+	client *http.Client     // reaches url
+	store  *trajectory.Store
 }
 
 // testMonitor is a monitor with the default rules and no judge.
 func testMonitor(t testing.TB) *monitor.Pipeline { return harnesstest.Monitor(t, monitor.Config{}) }
 
 func newEnv(t testing.TB, b sandbox.Backend, tweak func(*Config)) *env {
+	t.Helper()
+	return newEnvOn(t, false, b, tweak)
+}
+
+// newBubbleEnv is newEnv on memnet instead of loopback, for a test inside
+// a synctest bubble: the gateway's timers run on the bubble's clock.
+func newBubbleEnv(t testing.TB, b sandbox.Backend, tweak func(*Config)) *env {
+	t.Helper()
+	return newEnvOn(t, true, b, tweak)
+}
+
+func newEnvOn(t testing.TB, inMemory bool, b sandbox.Backend, tweak func(*Config)) *env {
 	t.Helper()
 	mon, st := testMonitor(t), harnesstest.Store(t)
 	r, err := harness.NewRunner(harness.Config{Backend: b, Monitor: mon, Store: st, Limits: harness.Limits{MaxSteps: 1 << 30}})
@@ -50,12 +65,22 @@ func newEnv(t testing.TB, b sandbox.Backend, tweak func(*Config)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(srv)
-	t.Cleanup(func() {
-		srv.Shutdown(context.Background())
-		hs.Close()
-	})
-	return &env{t: t, srv: srv, http: hs, store: st}
+	var e *env
+	if inMemory {
+		ms := memnet.NewServer(t, srv)
+		e = &env{t: t, srv: srv, url: ms.URL, client: ms.Client, store: st}
+	} else {
+		hs := httptest.NewServer(srv)
+		t.Cleanup(hs.Close)
+		e = loopbackEnv(t, srv, hs, st)
+	}
+	t.Cleanup(func() { srv.Shutdown(context.Background()) })
+	return e
+}
+
+// loopbackEnv is the env of a gateway srv served by hs.
+func loopbackEnv(t testing.TB, srv *Server, hs *httptest.Server, st *trajectory.Store) *env {
+	return &env{t: t, srv: srv, http: hs, url: hs.URL, client: hs.Client(), store: st}
 }
 
 // do sends a JSON request and decodes a JSON answer into out (if not nil).
@@ -73,7 +98,7 @@ func (e *env) do(method, path, token string, body any, out any) (int, http.Heade
 		}
 		rd = strings.NewReader(string(data))
 	}
-	req, err := http.NewRequest(method, e.http.URL+path, rd)
+	req, err := http.NewRequest(method, e.url+path, rd)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -81,7 +106,7 @@ func (e *env) do(method, path, token string, body any, out any) (int, http.Heade
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := e.http.Client().Do(req)
+	resp, err := e.client.Do(req)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -162,7 +162,7 @@ func TestRestartOrphanedToken(t *testing.T) {
 	t.Cleanup(func() { srv.Shutdown(ctx); st.Close() })
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
-	e := &env{t: t, srv: srv, http: hs, store: st}
+	e := loopbackEnv(t, srv, hs, st)
 	fresh := e.create()
 	call := toolcall.Call{Tool: "bash", Args: []byte(`{"command":"echo x"}`)}
 	tests := []struct {
@@ -225,7 +225,7 @@ func TestRestartAfterGroupKilledMidCreation(t *testing.T) {
 	posted := make(chan struct{})
 	go func() {
 		defer close(posted)
-		(&env{t: t, srv: oldSrv, http: hs, store: old}).do("POST", "/v1/groups", testAdmin, GroupRequest{TaskID: fakeTask.ID, N: 3}, nil)
+		loopbackEnv(t, oldSrv, hs, old).do("POST", "/v1/groups", testAdmin, GroupRequest{TaskID: fakeTask.ID, N: 3}, nil)
 	}()
 	var ids []string
 	for range 3 {
