@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Listener hands out the server ends of the connections Dial makes. Its
@@ -87,6 +88,9 @@ type Server struct {
 	served chan error // Serve's result
 	once   sync.Once
 	err    error // Serve's result, set by close
+
+	mu      sync.Mutex
+	arrived []time.Time // guarded by mu; when each request came
 }
 
 // NewServer serves h on a new Listener until t's cleanup, which closes
@@ -96,7 +100,13 @@ func NewServer(t testing.TB, h http.Handler) *Server {
 	t.Helper()
 	ln := Listen()
 	tr := &http.Transport{DialContext: ln.DialContext}
-	s := &Server{URL: "http://memnet", Transport: tr, Client: &http.Client{Transport: tr}, srv: &http.Server{Handler: h}, served: make(chan error, 1)}
+	s := &Server{URL: "http://memnet", Transport: tr, Client: &http.Client{Transport: tr}, served: make(chan error, 1)}
+	s.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.arrived = append(s.arrived, time.Now())
+		s.mu.Unlock()
+		h.ServeHTTP(w, r)
+	})}
 	go func() { s.served <- s.srv.Serve(ln) }()
 	t.Cleanup(func() {
 		if err := s.close(); !errors.Is(err, http.ErrServerClosed) {
@@ -117,4 +127,17 @@ func (s *Server) close() error {
 		s.err = <-s.served
 	})
 	return s.err
+}
+
+// Waits returns the times between the requests' arrivals so far: in a
+// synctest bubble, exactly how long a client waited between them (retry
+// backoffs, timeouts).
+func (s *Server) Waits() []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var d []time.Duration
+	for i := 1; i < len(s.arrived); i++ {
+		d = append(d, s.arrived[i].Sub(s.arrived[i-1]))
+	}
+	return d
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -91,6 +92,24 @@ func TestServerClose(t *testing.T) {
 		s.Close()
 		if _, err := s.Client.Get(s.URL + "/"); !errors.Is(err, net.ErrClosed) {
 			t.Errorf("get after close: %v, want net.ErrClosed", err)
+		}
+	})
+}
+
+// TestWaits: Waits gives the bubble's time between requests' arrivals.
+func TestWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := memnet.NewServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+		for _, pause := range []time.Duration{0, time.Second, 2 * time.Second} {
+			time.Sleep(pause)
+			resp, err := s.Client.Get(s.URL + "/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+		}
+		if got, want := s.Waits(), []time.Duration{time.Second, 2 * time.Second}; !slices.Equal(got, want) {
+			t.Errorf("waits %v, want %v", got, want)
 		}
 	})
 }
