@@ -56,8 +56,9 @@ func (r chatRequest) message(role string) string {
 // the n-th request (0-based); it records every request it decodes.
 type fakeServer struct {
 	URL    string
-	Close  func()       // idempotent
-	client *http.Client // nil: the judge's default
+	Close  func()                 // idempotent
+	client *http.Client           // nil: the judge's default
+	waits  func() []time.Duration // memnet.Server.Waits; nil on loopback
 	handle func(n int, req chatRequest, w http.ResponseWriter, r *http.Request)
 
 	n           atomic.Int64
@@ -66,7 +67,6 @@ type fakeServer struct {
 
 	mu       sync.Mutex
 	requests []chatRequest // guarded by mu
-	arrived  []time.Time   // guarded by mu; when each request came
 }
 
 func newFakeServer(t testing.TB, handle func(n int, req chatRequest, w http.ResponseWriter, r *http.Request)) *fakeServer {
@@ -80,13 +80,13 @@ func newFakeServer(t testing.TB, handle func(n int, req chatRequest, w http.Resp
 
 // newBubbleServer is newFakeServer on memnet, for a test in a synctest
 // bubble: the judge's timers (retry waits, timeouts) and the handler's run
-// on the bubble's clock, and arrivals gives the exact waits between
+// on the bubble's clock, and waits gives the exact waits between
 // requests.
 func newBubbleServer(t testing.TB, handle func(n int, req chatRequest, w http.ResponseWriter, r *http.Request)) *fakeServer {
 	t.Helper()
 	f := &fakeServer{handle: handle}
 	ms := memnet.NewServer(t, http.HandlerFunc(f.serve))
-	f.URL, f.client, f.Close = ms.URL, ms.Client, ms.Close
+	f.URL, f.client, f.Close, f.waits = ms.URL, ms.Client, ms.Close, ms.Waits
 	return f
 }
 
@@ -115,7 +115,6 @@ func (f *fakeServer) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	f.mu.Lock()
 	f.requests = append(f.requests, req)
-	f.arrived = append(f.arrived, time.Now())
 	f.mu.Unlock()
 	f.handle(int(f.n.Add(1)-1), req, w, r)
 }
@@ -126,17 +125,6 @@ func (f *fakeServer) reqs() []chatRequest {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]chatRequest(nil), f.requests...)
-}
-
-// waits are the times between the requests' arrivals.
-func (f *fakeServer) waits() []time.Duration {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var d []time.Duration
-	for i := 1; i < len(f.arrived); i++ {
-		d = append(d, f.arrived[i].Sub(f.arrived[i-1]))
-	}
-	return d
 }
 
 func (f *fakeServer) config() Config {
