@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rollcage/rollcage/harness/harnesstest"
+	"github.com/rollcage/rollcage/internal/memnet"
 	"github.com/rollcage/rollcage/sandbox/fake"
 	"github.com/rollcage/rollcage/toolcall"
 	"github.com/rollcage/rollcage/trajectory"
@@ -33,6 +34,7 @@ type reply struct {
 	alts      int         // top_logprobs alternatives per position
 	sglang    bool        // promptIDs, tokenIDs and logprobs go as SGLang meta_info triples instead
 	strict    bool        // refuse a request with return_token_ids, as OpenAI's API refuses unknown fields
+	hang      bool        // answer nothing until the client gives up
 }
 
 // fakeLLM is an OpenAI-compatible server speaking the real wire format,
@@ -42,7 +44,9 @@ type reply struct {
 type fakeLLM struct {
 	t       testing.TB
 	replies []reply
-	srv     *httptest.Server
+	base    string                 // the server's URL
+	client  *http.Client           // reaches base; nil: the default
+	waits   func() []time.Duration // memnet.Server.Waits; nil on loopback
 
 	mu   sync.Mutex
 	reqs []map[string]any // request bodies; guarded by mu
@@ -50,12 +54,21 @@ type fakeLLM struct {
 
 func newFakeLLM(t testing.TB, replies ...reply) *fakeLLM {
 	f := &fakeLLM{t: t, replies: replies}
-	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
-	t.Cleanup(f.srv.Close)
+	srv := httptest.NewServer(http.HandlerFunc(f.serve))
+	t.Cleanup(srv.Close)
+	f.base = srv.URL
 	return f
 }
 
-func (f *fakeLLM) url() string { return f.srv.URL + "/v1" }
+// newBubbleLLM is newFakeLLM on memnet, for a test in a synctest bubble.
+func newBubbleLLM(t testing.TB, replies ...reply) *fakeLLM {
+	f := &fakeLLM{t: t, replies: replies}
+	srv := memnet.NewServer(t, http.HandlerFunc(f.serve))
+	f.base, f.client, f.waits = srv.URL, srv.Client, srv.Waits
+	return f
+}
+
+func (f *fakeLLM) url() string { return f.base + "/v1" }
 
 func (f *fakeLLM) requests() []map[string]any {
 	f.mu.Lock()
@@ -78,6 +91,10 @@ func (f *fakeLLM) serve(w http.ResponseWriter, r *http.Request) {
 	f.reqs = append(f.reqs, body)
 	f.mu.Unlock()
 	rp := f.replies[min(n, len(f.replies)-1)]
+	if rp.hang {
+		<-r.Context().Done()
+		return
+	}
 	if _, ok := body["return_token_ids"]; ok && rp.strict {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusBadRequest)
@@ -180,7 +197,7 @@ func lastMessage(t testing.TB, body map[string]any) (string, string) {
 
 func newTestOpenAI(t testing.TB, llm *fakeLLM, mod func(*OpenAIConfig)) *OpenAI {
 	t.Helper()
-	cfg := OpenAIConfig{BaseURL: llm.url(), Model: "fake-model", Retries: -1, RetryBackoff: time.Millisecond}
+	cfg := OpenAIConfig{BaseURL: llm.url(), Model: "fake-model", Retries: -1, RetryBackoff: time.Millisecond, HTTPClient: llm.client}
 	if mod != nil {
 		mod(&cfg)
 	}
