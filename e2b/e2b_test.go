@@ -32,6 +32,7 @@ import (
 	"github.com/rollcage/rollcage/harness/harnesstest"
 	"github.com/rollcage/rollcage/internal/memnet"
 	"github.com/rollcage/rollcage/monitor"
+	"github.com/rollcage/rollcage/sandbox/fake"
 	"github.com/rollcage/rollcage/server"
 	"github.com/rollcage/rollcage/task"
 	"github.com/rollcage/rollcage/toolcall"
@@ -73,7 +74,7 @@ func newEnvWith(t *testing.T, apiTweak func(*e2b.Config), tweak ...func(*server.
 // newEnvMonitor is newEnvWith with the monitor's configuration.
 func newEnvMonitor(t *testing.T, mcfg monitor.Config, apiTweak func(*e2b.Config), tweak ...func(*server.Config)) *env {
 	t.Helper()
-	return newEnvOn(t, false, mcfg, apiTweak, tweak...)
+	return newEnvOn(t, envOptions{monitor: mcfg, api: apiTweak}, tweak...)
 }
 
 // newBubbleEnv is newEnv on memnet instead of loopback, for a test inside
@@ -81,14 +82,25 @@ func newEnvMonitor(t *testing.T, mcfg monitor.Config, apiTweak func(*e2b.Config)
 // on the bubble's clock.
 func newBubbleEnv(t *testing.T, tweak ...func(*server.Config)) *env {
 	t.Helper()
-	return newEnvOn(t, true, monitor.Config{}, func(*e2b.Config) {}, tweak...)
+	return newEnvOn(t, envOptions{inMemory: true}, tweak...)
 }
 
-func newEnvOn(t *testing.T, inMemory bool, mcfg monitor.Config, apiTweak func(*e2b.Config), tweak ...func(*server.Config)) *env {
+type envOptions struct {
+	inMemory bool // memnet instead of loopback
+	monitor  monitor.Config
+	api      func(*e2b.Config)   // nil: none
+	backend  func(*fake.Backend) // changes hostBackend; nil: none
+}
+
+func newEnvOn(t *testing.T, o envOptions, tweak ...func(*server.Config)) *env {
 	t.Helper()
-	mon, st := harnesstest.Monitor(t, mcfg), harnesstest.Store(t)
+	mon, st := harnesstest.Monitor(t, o.monitor), harnesstest.Store(t)
 	dir := t.TempDir()
-	r, err := harness.NewRunner(harness.Config{Backend: hostBackend(dir), Monitor: mon, Store: st})
+	be := hostBackend(dir)
+	if o.backend != nil {
+		o.backend(be)
+	}
+	r, err := harness.NewRunner(harness.Config{Backend: be, Monitor: mon, Store: st})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,13 +114,15 @@ func newEnvOn(t *testing.T, inMemory bool, mcfg monitor.Config, apiTweak func(*e
 		t.Fatal(err)
 	}
 	acfg := e2b.Config{Episodes: srv, APIKeys: map[string]string{keyA: "a", keyB: "b"}, ImageKeys: []string{"image"}}
-	apiTweak(&acfg)
+	if o.api != nil {
+		o.api(&acfg)
+	}
 	api, err := e2b.New(acfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := &env{t: t, api: api, dir: dir, store: st}
-	if inMemory {
+	if o.inMemory {
 		ms := memnet.NewServer(t, api)
 		e.url, e.hc, e.rt = ms.URL, ms.Client, ms.Transport
 	} else {
@@ -910,40 +924,41 @@ func TestIdleCloseFollowsTimeout(t *testing.T) {
 	})
 }
 
-// TestKeepalive: a long process stream carries keepalive events between
-// start and end (the SDKs ping every 50 s; rollcage sends more often).
+// TestKeepalive: a process stream carries a keepalive every
+// Config.Keepalive between start and end (the SDKs ping every 50 s;
+// rollcage sends more often). In a synctest bubble, with a scripted
+// process that writes after a second: exactly three keepalives at 300 ms.
 func TestKeepalive(t *testing.T) {
-	e := newEnvWith(t, func(c *e2b.Config) { c.Keepalive = 100 * time.Millisecond })
-	c := e.clients(e.create(keyA, map[string]string{e2b.MetaImage: "rollcage/plain:latest"}), connect.WithProtoJSON())
-	st, err := c.proc.Start(context.Background(), connect.NewRequest(&process.StartRequest{Process: bashCfg("sleep 1; echo done")}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	var kinds []string
-	for st.Receive() {
-		switch ev := st.Msg().Event; {
-		case ev.GetStart() != nil:
-			kinds = append(kinds, "start")
-		case ev.GetKeepalive() != nil:
-			if kinds[len(kinds)-1] != "keepalive" {
-				kinds = append(kinds, "keepalive")
-			}
-		case ev.GetData() != nil:
-			kinds = append(kinds, "data")
-		case ev.GetEnd() != nil:
-			kinds = append(kinds, "end")
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnvOn(t, envOptions{inMemory: true,
+			api:     func(c *e2b.Config) { c.Keepalive = 300 * time.Millisecond },
+			backend: func(b *fake.Backend) { b.Start = fake.Script(fake.Step{After: time.Second, Data: "done\n"}) }})
+		c := e.clients(e.create(keyA, map[string]string{e2b.MetaImage: "rollcage/plain:latest"}), connect.WithProtoJSON())
+		st, err := c.proc.Start(context.Background(), connect.NewRequest(&process.StartRequest{Process: bashCfg("sleep 1; echo done")}))
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if err := st.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if n := len(kinds); n > 2 && kinds[n-1] == "end" && kinds[n-2] == "keepalive" {
-		kinds = append(kinds[:n-2], "end") // the checks after the end may take a keepalive's time
-	}
-	if diff := cmp.Diff([]string{"start", "keepalive", "data", "end"}, kinds); diff != "" {
-		t.Errorf("events (-want +got, keepalive runs folded):\n%s", diff)
-	}
+		defer st.Close()
+		var kinds []string
+		for st.Receive() {
+			switch ev := st.Msg().Event; {
+			case ev.GetStart() != nil:
+				kinds = append(kinds, "start")
+			case ev.GetKeepalive() != nil:
+				kinds = append(kinds, "keepalive")
+			case ev.GetData() != nil:
+				kinds = append(kinds, "data")
+			case ev.GetEnd() != nil:
+				kinds = append(kinds, "end")
+			}
+		}
+		if err := st.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]string{"start", "keepalive", "keepalive", "keepalive", "data", "end"}, kinds); diff != "" {
+			t.Errorf("events (-want +got):\n%s", diff)
+		}
+	})
 }
 
 // pyWire sends one request the way the Python SDK's Connect client
