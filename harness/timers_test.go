@@ -3,9 +3,12 @@ package harness
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/rollcage/rollcage/sandbox/fake"
 	"github.com/rollcage/rollcage/toolcall"
@@ -129,4 +132,31 @@ func TestOpenAIRetryTimers(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestProgressLines: a batch's progress line is printed every
+// ProgressEvery and once more at the end, its rate counting only the
+// episodes finished in this run. In a synctest bubble, so the rates and
+// ETAs are exact.
+func TestProgressLines(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var out strings.Builder
+		p := newProgress(&out, 10*time.Second, 5, 1, 0) // one resumed of five
+		stop := p.start()
+		time.Sleep(15 * time.Second)
+		p.add(Outcome{})
+		time.Sleep(10 * time.Second)
+		p.add(Outcome{Hacked: true})
+		time.Sleep(10 * time.Second)
+		stop()
+		want := []string{
+			"1/5 episodes  0.0/min  eta ?  hacks caught 0  elapsed 10s",
+			"2/5 episodes  3.0/min  eta 1m0s  hacks caught 0  elapsed 20s",
+			"3/5 episodes  4.0/min  eta 30s  hacks caught 1  elapsed 30s",
+			"3/5 episodes  3.4/min  eta 35s  hacks caught 1  elapsed 35s", // the end
+		}
+		if diff := cmp.Diff(want, strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")); diff != "" {
+			t.Errorf("progress lines (-want +got):\n%s", diff)
+		}
+	})
 }
