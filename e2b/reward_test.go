@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -336,4 +338,31 @@ func TestLabelsLateVerdict(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLabelsRetention: an ended sandbox's labels stay readable for
+// Config.Retention, then go with the reaper's next tick. In a synctest
+// bubble on memnet, so the ten minutes pass on its clock.
+func TestLabelsRetention(t *testing.T) {
+	const retention = 10 * time.Minute
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnvOn(t, envOptions{inMemory: true, api: func(c *e2b.Config) { c.Retention = retention }})
+		cr := e.create(keyA, map[string]string{e2b.MetaImage: "rollcage/plain:latest"})
+		if code, _ := e.do("DELETE", "/sandboxes/"+cr.SandboxID, keyA, nil, nil); code != 204 {
+			t.Fatalf("kill: %d", code)
+		}
+		path := "/sandboxes/" + cr.SandboxID + "/rollcage/labels"
+		time.Sleep(retention)
+		synctest.Wait()
+		var l labels
+		if code, _ := e.do("GET", path, keyA, nil, &l); code != 200 || l.State != "closed" {
+			t.Errorf("labels %v after the end: %d %+v, want 200, closed", retention, code, l)
+		}
+		time.Sleep(time.Second + time.Millisecond) // past it at the reaper's next tick
+		synctest.Wait()
+		var gone created
+		if code, _ := e.do("GET", path, keyA, nil, &gone); code != 404 || !strings.Contains(gone.Message, "not found (killed, timed out") {
+			t.Errorf("labels past the retention: %d %+v, want the E2B API's 404", code, gone)
+		}
+	})
 }
