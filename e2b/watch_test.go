@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"connectrpc.com/connect"
@@ -89,4 +90,40 @@ func newUpload(ctx context.Context, url, p, content string) (*http.Request, erro
 	}
 	req.Header.Set("Content-Type", "application/octet-stream")
 	return req, nil
+}
+
+// TestWatchKeepalive: a WatchDir stream with nothing to report carries a
+// keepalive every Config.Keepalive until the client leaves. In a
+// synctest bubble on memnet: exactly three in a second at 300 ms.
+func TestWatchKeepalive(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnvOn(t, envOptions{inMemory: true, api: func(c *e2b.Config) { c.Keepalive = 300 * time.Millisecond }})
+		c := e.clients(e.create(keyA, map[string]string{e2b.MetaImage: "rollcage/plain:latest"}))
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		st, err := c.fs.WatchDir(ctx, connect.NewRequest(&filesystem.WatchDirRequest{Path: "/workspace"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		var kinds []string
+		for st.Receive() {
+			switch ev := st.Msg(); {
+			case ev.GetStart() != nil:
+				kinds = append(kinds, "start")
+			case ev.GetKeepalive() != nil:
+				kinds = append(kinds, "keepalive")
+			default:
+				kinds = append(kinds, "event")
+			}
+		}
+		// The server ends the stream as the client's deadline passes:
+		// either may be seen first.
+		if err := st.Err(); err != nil && connect.CodeOf(err) != connect.CodeDeadlineExceeded {
+			t.Errorf("stream ended with %v, want the client's deadline or a clean end", err)
+		}
+		if diff := cmp.Diff([]string{"start", "keepalive", "keepalive", "keepalive"}, kinds); diff != "" {
+			t.Errorf("events in a second (-want +got):\n%s", diff)
+		}
+	})
 }
