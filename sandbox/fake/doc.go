@@ -13,6 +13,9 @@
 // the layers above can be driven end to end without an engine. Optional
 // capabilities stay apart, as net/http's Flusher: a sandbox streams
 // (sandbox.Streamer, a *Streamer) only when its Backend has Start.
+// Script is a Start whose process writes on the clock and runs nothing,
+// for tests of streaming timers in a testing/synctest bubble (whose clock
+// stands still while a real process runs).
 //
 // Every mode passes the conformance suite (sandboxtest.Run with
 // Options.NoProcesses: the cases needing an image's shell or a kernel
