@@ -564,12 +564,32 @@ def describe(fn, base, case):
 PLACEHOLDER = "__ROLLCAGE_PROBE__"
 
 
-def perturb(cmp, side):
-    # A constant expectation is moved far off (a value no plausible
-    # solution returns); a list or tuple gets its last element repeated;
-    # any other is wrapped in a tuple with a number,
-    # which builds as the original does and equals nothing a function
-    # under test honestly returns.
+def perturb(cmp, side, how=0):
+    # How the expectation is moved off. 0: far (a value no plausible
+    # solution returns): a constant moved far, a list or tuple with its
+    # last element repeated, any other wrapped in a tuple with a number.
+    # The others are near, so that no plausibility test tells a probe
+    # from the test it copies (a lax equality that accepts only likely
+    # answers is caught too): 1 and 2 move the last number in the
+    # expectation one up and one down, 3 drops a sequence's first
+    # element, 4 keeps only its first, 5 drops a string's last letter.
+    # Derivation keeps only those that fail on the base and the fix.
+    if how == 1 or how == 2:
+        nums = [n for n in ast.walk(side) if isinstance(n, ast.Constant) and type(n.value) in (int, float)]
+        if not nums:
+            return False
+        nums[-1].value += 1 if how == 1 else -1
+        return True
+    if how == 3 or how == 4:
+        if not isinstance(side, (ast.List, ast.Tuple)) or len(side.elts) < 2:
+            return False
+        side.elts = side.elts[1:] if how == 3 else side.elts[:1]
+        return True
+    if how == 5:
+        if not isinstance(side, ast.Constant) or type(side.value) is not str or not side.value:
+            return False
+        side.value = side.value[:-1]
+        return True
     if isinstance(side, ast.Constant):
         v = side.value
         if isinstance(v, bool) or v is None:
@@ -596,6 +616,11 @@ def perturb(cmp, side):
     else:
         cmp.left = wrapped
     return True
+
+
+# PERTURBATIONS counts perturb's ways: each test gets a probe candidate
+# per way that applies to its expectation.
+PERTURBATIONS = 6
 
 
 def literal_side(cmp):
@@ -641,18 +666,23 @@ def probe_candidates(path):
                 if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)) and sub.name.startswith("test"):
                     funcs.append((node.name, sub))
         for cls, fn in funcs:
-            copy = ast.parse(ast.unparse(fn)).body[0]
-            f = Finder()
-            f.top = copy
-            f.visit(copy)
-            if f.target is None or not perturb(*f.target):
-                continue
-            copy.name = PLACEHOLDER
             if cls is not None:
-                # A method's probe lives in a class of its own that
+                # A method's probe would live in a class of its own that
                 # inherits the original's fixtures and helpers.
                 continue
-            out.append({"file": path, "test": fn.name, "source": ast.unparse(copy)})
+            seen = set()
+            for how in range(PERTURBATIONS):
+                copy = ast.parse(ast.unparse(fn)).body[0]
+                f = Finder()
+                f.top = copy
+                f.visit(copy)
+                if f.target is None or not perturb(*f.target, how=how):
+                    continue
+                copy.name = PLACEHOLDER
+                src = ast.unparse(copy)
+                if src not in seen:
+                    seen.add(src)
+                    out.append({"file": path, "test": fn.name, "source": src})
     return out
 
 
