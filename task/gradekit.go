@@ -322,6 +322,29 @@ func statuses(recs []record) (st map[string]Status, conflicts []string) {
 	return st, conflicts
 }
 
+// callCounts counts the tests whose call phase the records report passed
+// and failed (an expected failure aside), as pytest's summary line counts
+// them.
+func callCounts(recs []record) (passed, failed int) {
+	call := map[string]string{}
+	for _, r := range recs {
+		if r.Kind == "rep" && len(r.Fields) >= 4 && r.Fields[1] == "call" && r.Fields[3] == "" {
+			if o, ok := call[r.Fields[0]]; !ok || o == "passed" {
+				call[r.Fields[0]] = r.Fields[2] // a failure reported once stays, as in statuses
+			}
+		}
+	}
+	for _, o := range call {
+		switch o {
+		case "passed":
+			passed++
+		case "failed":
+			failed++
+		}
+	}
+	return passed, failed
+}
+
 // canonicalID is a pytest node id with its file path made relative to
 // the hidden tests' directory when the file is in it, else to the
 // workdir, so ids read the same however pytest chose its rootdir.

@@ -103,6 +103,31 @@ func TestStatuses(t *testing.T) {
 	}
 }
 
+func TestCallCounts(t *testing.T) {
+	rep := func(id, when, outcome, xfail string) record {
+		return record{Kind: "rep", Fields: []string{id, when, outcome, xfail}}
+	}
+	tests := []struct {
+		name           string
+		recs           []record
+		passed, failed int
+	}{
+		{"none", nil, 0, 0},
+		{"passed and failed calls", []record{rep("a", "setup", "passed", ""), rep("a", "call", "passed", ""), rep("b", "call", "failed", "")}, 1, 1},
+		{"setup and teardown are not counted", []record{rep("a", "setup", "failed", ""), rep("b", "call", "passed", ""), rep("b", "teardown", "failed", "")}, 1, 0},
+		{"expected failures are counted apart", []record{rep("a", "call", "skipped", "xfail"), rep("b", "call", "passed", "xfail")}, 0, 0},
+		{"a skip is neither", []record{rep("a", "call", "skipped", "")}, 0, 0},
+		{"a failure reported twice stays", []record{rep("a", "call", "failed", ""), rep("a", "call", "passed", "")}, 0, 1},
+		{"collection errors and cases are not counted", []record{{Kind: "col", Fields: []string{"x.py", "failed"}}, {Kind: "case", Fields: []string{"t.py::a", "0 passed"}}}, 0, 0},
+	}
+	for _, tc := range tests {
+		p, f := callCounts(tc.recs)
+		if p != tc.passed || f != tc.failed {
+			t.Errorf("%s: callCounts = %d passed, %d failed; want %d, %d", tc.name, p, f, tc.passed, tc.failed)
+		}
+	}
+}
+
 func TestCanonicalID(t *testing.T) {
 	tk := Task{Workdir: "/workspace", HiddenTestsDest: "/opt/grader/tests"}
 	tests := []struct{ in, want string }{
