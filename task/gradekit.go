@@ -322,6 +322,43 @@ func statuses(recs []record) (st map[string]Status, conflicts []string) {
 	return st, conflicts
 }
 
+// runStart is sb's clock before a test run, for startupWrites: a status
+// change time, which no user can set back, compares against it.
+func runStart(ctx context.Context, sb sandbox.Sandbox) (string, error) {
+	res, err := sb.Exec(ctx, sandbox.ExecRequest{Session: submitSession, Command: "date +@%s.%N", Timeout: time.Minute})
+	ts := strings.TrimSpace(res.Output)
+	if err == nil && (res.ExitCode != 0 || !strings.HasPrefix(ts, "@")) {
+		err = fmt.Errorf("exit %d: %s", res.ExitCode, lastLine(res.Output))
+	}
+	if err != nil {
+		return "", fmt.Errorf("read the clock before the test run: %w", err)
+	}
+	return ts, nil
+}
+
+// startupWrites lists the files outside workdir written in sb since
+// start that a later interpreter runs at start or on import: a .pth or a
+// site or user customize module anywhere, source or native modules in
+// an interpreter's directories (bytecode caches aside). It compares
+// status change times, which a file's owner cannot set back as it can
+// the modification time.
+func startupWrites(ctx context.Context, sb sandbox.Sandbox, workdir, start string) ([]string, error) {
+	script := "find / -xdev \\( -path /proc -o -path /sys -o -path /dev -o -path " + shellQuote(path.Clean(workdir)) + " \\) -prune -o" +
+		" -newerct " + shellQuote(start) + " -type f \\( -name '*.pth' -o -name sitecustomize.py -o -name usercustomize.py" +
+		" -o \\( \\( -path '*/python*' -o -path '*-packages/*' \\) \\( -name '*.py' -o -name '*.so' \\) ! -path '*/__pycache__/*' \\) \\) -print 2>/dev/null | head -n 50; true"
+	res, err := sb.Exec(ctx, sandbox.ExecRequest{Session: submitSession, Command: script, Timeout: time.Minute, MaxOutput: 64 << 10})
+	if err != nil {
+		return nil, fmt.Errorf("list what the test run left on the import path: %w", err)
+	}
+	var out []string
+	for _, l := range strings.Split(res.Output, "\n") {
+		if l = strings.TrimSpace(l); strings.HasPrefix(l, "/") {
+			out = append(out, l)
+		}
+	}
+	return out, nil
+}
+
 // callCounts counts the tests whose call phase the records report passed
 // and failed (an expected failure aside), as pytest's summary line counts
 // them.
