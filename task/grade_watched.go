@@ -451,6 +451,8 @@ func integrityReason(what string) string {
 		return "code under test opened a process's memory"
 	case "open_hidden_tests":
 		return "code of the repository opened the hidden tests' source"
+	case "running_frame":
+		return "code of the repository read a running generator's own frame, a way up the stack that calls no frame getter"
 	case "hookimpl_listing_failed":
 		return "the test framework's hook list could not be read at the end of the run"
 	}

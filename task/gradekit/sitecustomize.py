@@ -122,6 +122,9 @@ def _rollcage_grade():
                 codes_of(c)
     codes_of(getframe(0).f_code)  # _rollcage_grade and every function defined in it
     watched_opens = ("/proc/self/mem", "/proc/self/task/")
+    running_frames = ("gi_frame", "cr_frame", "ag_frame")
+    running_seen = set()
+    GeneratorType, CoroutineType, AsyncGeneratorType = types.GeneratorType, types.CoroutineType, types.AsyncGeneratorType
 
     def hook(event, args):
         if state["busy"]:
@@ -155,6 +158,19 @@ def _rollcage_grade():
                     f = repo_frame(getframe(1))
                     send("evt", "certain", "kit_frame", where(f) if f is not None else "")
                     raise PermissionError("the grading kit's frames are not available")
+                return
+            if event == "object.__getattr__" and _len(args) == 2 and _type(args[1]) is _str and args[1] in running_frames:
+                # A running generator's (or coroutine's) own frame leads
+                # up the stack with no frame getter called: the caller's
+                # locals, the runner's objects, the key's holders.
+                o = args[0]
+                t = _type(o)
+                if (t is GeneratorType and o.gi_running) or (t is CoroutineType and o.cr_running) or (t is AsyncGeneratorType and o.ag_running):
+                    f = repo_frame(getframe(1))
+                    w = where(f) if f is not None else ""
+                    if f is not None and w not in running_seen:
+                        running_seen.add(w)
+                        send("evt", "suspicious", "running_frame", w)
                 return
             if event in ("ctypes.dlopen", "ctypes.dlsym", "ctypes.string_at", "ctypes.addressof"):
                 f = repo_frame(getframe(1))
