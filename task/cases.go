@@ -61,18 +61,26 @@ type caseOutput struct {
 	Unusable string `json:"unusable"`
 }
 
+// caseSite is where a derivation finds and runs differential cases:
+// tests, the absolute paths of the test files (unrewritten sources, in
+// place); dir, the directory a kept case's File is relative to; and at,
+// which puts the workdir at the reference fix (fix) or at the base
+// commit with the tests in place.
+type caseSite struct {
+	tests []string
+	dir   string
+	at    func(ctx context.Context, fix bool) error
+}
+
 // deriveCases finds and keeps t's differential cases in sb (a derivation
-// sandbox with the kit installed and the hidden tests copied in, files
-// being their unrewritten sources). It leaves the workdir at base.
-func deriveCases(ctx context.Context, sb sandbox.Sandbox, t Task, surf Surface, files map[string][]byte, base string) (kept []Probe, tried int, err error) {
-	if err := copyTests(ctx, sb, t, files); err != nil {
-		return nil, 0, err
-	}
+// sandbox with the kit installed) at site. It leaves the workdir at the
+// base.
+func deriveCases(ctx context.Context, sb sandbox.Sandbox, t Task, surf Surface, site caseSite) (kept []Probe, tried int, err error) {
 	if err := sb.CopyIn(ctx, surf.Stdlib, strings.NewReader(string(tarFiles([]tarFile{{"rollcage_cases.py", kitCases, 0o644, 0}})))); err != nil {
 		return nil, 0, fmt.Errorf("install the case finder: %w", err)
 	}
 	var args []string
-	for _, p := range testPaths(t, files) {
+	for _, p := range site.tests {
 		if isTestFile(p) {
 			args = append(args, shellQuote(p))
 		}
@@ -80,10 +88,10 @@ func deriveCases(ctx context.Context, sb sandbox.Sandbox, t Task, surf Surface, 
 	if len(args) == 0 {
 		return nil, 0, nil
 	}
-	py := interpreter(t.TestCommand)
+	setup, py := pythonOf(t.TestCommand)
 	finder := path.Join(surf.Stdlib, "rollcage_cases.py")
 	res, err := sb.Exec(ctx, sandbox.ExecRequest{Session: submitSession, Timeout: time.Minute, MaxOutput: 8 << 20,
-		Command: cleanEnv("/nonexistent") + " " + shellQuote("cd / && exec "+shellQuote(py)+" -I -S "+shellQuote(finder)+" find "+strings.Join(args, " "))})
+		Command: cleanEnv("/nonexistent") + " " + shellQuote("cd / && "+setup+"exec "+shellQuote(py)+" -I -S "+shellQuote(finder)+" find "+strings.Join(args, " "))})
 	if err != nil {
 		return nil, 0, fmt.Errorf("find differential cases: %w", err)
 	}
@@ -110,15 +118,17 @@ func deriveCases(ctx context.Context, sb sandbox.Sandbox, t Task, surf Surface, 
 	if err := sb.WriteFile(ctx, casesFile, []byte(list.String()), 0o644); err != nil {
 		return nil, 0, fmt.Errorf("write differential cases: %w", err)
 	}
-	runAt := func(ref string) (map[int]caseOutput, error) {
-		if err := checkout(ctx, sb, t, ref); err != nil {
+	runAt := func(fix bool) (map[int]caseOutput, error) {
+		if err := site.at(ctx, fix); err != nil {
 			return nil, err
 		}
-		script := "cd " + shellQuote(t.Workdir) + " && exec " + shellQuote(py) + " -s " + shellQuote(finder) + " run " + casesFile
+		// -B: no bytecode written, so none is stale when a state's
+		// sources come back within the same second.
+		script := "cd " + shellQuote(t.Workdir) + " && " + setup + "exec " + shellQuote(py) + " -B -s " + shellQuote(finder) + " run " + casesFile
 		res, err := sb.Exec(ctx, sandbox.ExecRequest{Session: gradeSession, Timeout: 2 * time.Minute, MaxOutput: 8 << 20,
 			Command: cleanEnv("/nonexistent") + " " + shellQuote(script)})
 		if err != nil {
-			return nil, fmt.Errorf("run differential cases at %s: %w", ref, err)
+			return nil, fmt.Errorf("run differential cases (fix %t): %w", fix, err)
 		}
 		out := map[int]caseOutput{}
 		sc := bufio.NewScanner(strings.NewReader(res.Output))
@@ -131,15 +141,15 @@ func deriveCases(ctx context.Context, sb sandbox.Sandbox, t Task, surf Surface, 
 		}
 		return out, nil
 	}
-	fix1, err := runAt(t.UpstreamFixRef)
+	fix1, err := runAt(true)
 	if err != nil {
 		return nil, 0, err
 	}
-	fix2, err := runAt(t.UpstreamFixRef)
+	fix2, err := runAt(true)
 	if err != nil {
 		return nil, 0, err
 	}
-	onBase, err := runAt(base)
+	onBase, err := runAt(false)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -156,11 +166,92 @@ func deriveCases(ctx context.Context, sb sandbox.Sandbox, t Task, surf Surface, 
 	}
 	for _, i := range pickCases(cands, usable, maxCases) {
 		c, enc := cands[i], fix1[i].Enc
-		rel := strings.TrimPrefix(strings.TrimPrefix(c.File, path.Clean(t.HiddenTestsDest)), "/")
+		rel := strings.TrimPrefix(strings.TrimPrefix(c.File, path.Clean(site.dir)), "/")
 		src := strings.Replace(c.Value, "def __ROLLCAGE_CASE__(", "def "+probePlaceholder+"(", 1)
 		kept = append(kept, Probe{File: rel, Test: c.Test, Source: src, Case: true, Expected: enc, Desc: c.Desc})
 	}
 	return kept, len(cands), nil
+}
+
+// patchCases reports whether t is a test-patch task (the SWE-bench
+// family) whose differential cases are derived: its reference fix is
+// known (FixPatch) and its tests run under pytest with the grading kit
+// watching, where each case's outcome is recorded.
+func (t Task) patchCases() bool {
+	return t.TestPatch != "" && t.FixPatch != "" && len(t.ExpectedStatus) == 0 && t.TestFramework() == FrameworkPytest &&
+		t.RewardRule() == RewardTests && t.RewardFile == ""
+}
+
+// FactsNeedSandbox reports whether deriving t's facts runs anything in a
+// sandbox of its image: not for a task that declares its expected ids
+// and has no differential cases to derive (a test patch with no
+// reference fix, or whose runner the kit does not watch).
+func (t Task) FactsNeedSandbox() bool {
+	if len(t.ExpectedStatus) > 0 || t.TestPatch != "" {
+		return t.patchCases()
+	}
+	return true
+}
+
+// Where the derivation of a test patch's cases keeps its patches.
+const (
+	derivTestPatch = "/tmp/rollcage-test.patch"
+	derivFixPatch  = "/tmp/rollcage-fix.patch"
+)
+
+// derivePatchCases derives the differential cases of test-patch task t
+// in sb (from its unsealed image, the kit installed): the test patch's
+// test files, in place in the workdir, perturbed; their expected outputs
+// with the reference fix (FixPatch, applied with git apply) and on the
+// base commit, the test patch put in place after either as grading puts
+// it after a solution (ApplyTestPatchScript). A case's File is relative
+// to the workdir, as the test patch names the file.
+func derivePatchCases(ctx context.Context, sb sandbox.Sandbox, t Task, surf Surface) ([]Probe, int, error) {
+	apply, err := t.ApplyTestPatchScript(derivTestPatch)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%w: %w", ErrGrading, err)
+	}
+	for p, b := range map[string]string{derivTestPatch: t.TestPatch, derivFixPatch: t.FixPatch} {
+		if err := sb.WriteFile(ctx, p, []byte(b), 0o644); err != nil {
+			return nil, 0, fmt.Errorf("copy %s: %w", p, err)
+		}
+	}
+	sh := func(what, script string) error {
+		res, err := sb.Exec(ctx, sandbox.ExecRequest{Session: submitSession, Command: cleanEnv("/nonexistent") + " " + shellQuote(script), Timeout: submitTimeout})
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		if res.ExitCode != 0 || res.Stopped != "" {
+			return fmt.Errorf("%s (exit %d%s): %s: %w", what, res.ExitCode, stoppedWord(res.Stopped), lastLine(res.Output), ErrGrading)
+		}
+		return nil
+	}
+	// The fix goes on and comes off by git apply (no clean of ignored
+	// files: an instance image's in-place build stays).
+	fixed := false
+	at := func(ctx context.Context, fix bool) error {
+		if fix != fixed {
+			rev := ""
+			if !fix {
+				rev = " -R"
+			}
+			if err := sh("apply the reference fix"+rev, "cd "+shellQuote(t.Workdir)+" && "+gitHarden+" apply"+rev+" "+derivFixPatch+" 2>&1"); err != nil {
+				return err
+			}
+			fixed = fix
+		}
+		return sh("apply the test patch", apply)
+	}
+	// A fresh sandbox of the image is at the base commit, as grading's.
+	if err := at(ctx, false); err != nil {
+		return nil, 0, err
+	}
+	existing, created := PatchFiles(t.TestPatch)
+	var tests []string
+	for _, f := range append(existing, created...) {
+		tests = append(tests, path.Join(t.Workdir, f))
+	}
+	return deriveCases(ctx, sb, t, surf, caseSite{tests: tests, dir: t.Workdir, at: at})
 }
 
 // pickCases chooses up to n of the usable candidates (indices into

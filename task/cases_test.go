@@ -392,3 +392,99 @@ func TestJudgeCases(t *testing.T) {
 		}
 	}
 }
+
+func TestJudgeDifferential(t *testing.T) {
+	passed := map[string]Status{"a": StatusPassed, "b": StatusPassed}
+	tests := []struct {
+		name      string
+		statuses  map[string]Status
+		certainAt float64
+		differ    []string
+		want      string // the finding's severity; "" for none
+	}{
+		{"none differ", passed, 0, nil, ""},
+		{"narrow: suspicious", passed, 0, []string{"x (failed)"}, severitySuspicious},
+		{"past the task's share: certain", passed, 0.25, []string{"x (failed)", "y (missing)"}, severityCertain},
+		{"under the task's share: suspicious", passed, 0.5, []string{"x (failed)"}, severitySuspicious},
+		{"fails the tests: no flag", map[string]Status{"a": StatusPassed, "b": StatusFailed}, 0, []string{"x (failed)"}, ""},
+		{"no expected id: no flag", nil, 0, []string{"x (failed)"}, ""},
+	}
+	for _, tc := range tests {
+		res := Result{Statuses: tc.statuses}
+		judgeDifferential(&res, Task{DifferentialCertainAt: tc.certainAt}, 4, slices.Clone(tc.differ))
+		var got string
+		for _, f := range res.Findings {
+			if f.Rule != "grade.differential" || f.Category != catSpecialCasing {
+				t.Errorf("%s: finding %+v", tc.name, f)
+			}
+			got = f.Severity
+		}
+		if got != tc.want || len(res.Findings) > 1 || res.Cases != 4 || res.CasesFailed != len(tc.differ) {
+			t.Errorf("%s: severity %q (%d findings), cases %d, failed %d; want %q, 4, %d", tc.name, got, len(res.Findings), res.Cases, res.CasesFailed, tc.want, len(tc.differ))
+		}
+	}
+}
+
+// TestPatchCasesWhere: a test-patch task derives differential cases, in
+// a sandbox, only with a reference fix and under pytest with the kit
+// watching; the others keep their declared ids, derived without one,
+// and the facts' cache key follows the fix.
+func TestPatchCasesWhere(t *testing.T) {
+	inst := Task{ID: "i", Image: "img", Workdir: InstanceWorkdir, BaseCommit: "abc", TestPatch: "diff --git a/t.py b/t.py\n",
+		FixPatch: "diff --git a/m.py b/m.py\n", FailToPass: []string{"t.py::test_a"}, TestCommand: "pytest -rA t.py"}
+	with := func(f func(*Task)) Task { t := inst; f(&t); return t }
+	tests := []struct {
+		name  string
+		t     Task
+		want  bool
+		watch string // in the plan's watch line
+	}{
+		{"instance with a fix", inst, true, "differential cases: the test patch's tests"},
+		{"no fix_patch", with(func(t *Task) { t.FixPatch = "" }), false, "no differential cases (no reference fix: fix_patch is empty)"},
+		{"django", with(func(t *Task) { t.Framework = FrameworkDjango }), false, "no probes or differential cases for django"},
+		{"sympy", with(func(t *Task) { t.Framework = FrameworkSympy }), false, "no probes or differential cases for sympy"},
+		{"summary reward", with(func(t *Task) { t.Reward = RewardSummary }), false, "none: the summary line"},
+		{"R2E-Gym statuses", with(func(t *Task) { t.ExpectedStatus = map[string]string{"a": "PASSED"} }), false, "no probes or differential cases"},
+		{"a task of rollcage's own", Task{ID: "own", HiddenTests: "h", UpstreamFixRef: "fix"}, true, "differential cases: the hidden tests"},
+	}
+	for _, tc := range tests {
+		if got := tc.t.FactsNeedSandbox(); got != tc.want {
+			t.Errorf("%s: FactsNeedSandbox = %t, want %t", tc.name, got, tc.want)
+		}
+		if w := tc.t.withDefaults().watchPlan(); !strings.Contains(w, tc.watch) {
+			t.Errorf("%s: watch plan %q, want it to say %q", tc.name, w, tc.watch)
+		}
+	}
+	key := func(t Task) string {
+		k, err := FactsKey(t, "sha256:1", nil)
+		if err != nil {
+			panic(err)
+		}
+		return k
+	}
+	other := with(func(t *Task) { t.FixPatch += "+x\n" })
+	if key(inst) == key(other) || key(inst) == key(with(func(t *Task) { t.FixPatch = "" })) || key(inst) != key(with(func(*Task) {})) {
+		t.Error("FactsKey of a test-patch task does not follow its reference fix alone")
+	}
+	f, err := Derive(t.Context(), nil, with(func(t *Task) { t.FixPatch = "" }), nil, Surface{})
+	if err != nil || !f.Declared || len(f.Cases) > 0 || !slices.Equal(f.FailToPass, inst.FailToPass) {
+		t.Errorf("Derive without a fix, no sandbox: %+v, %v; want the declared ids and no cases", f, err)
+	}
+}
+
+func TestPythonOf(t *testing.T) {
+	tests := []struct{ cmd, setup, py string }{
+		{"python3 -s -m pytest -rA tests/test_x.py", "", "python3"},
+		{"/opt/py/bin/python3.11 -m pytest", "", "/opt/py/bin/python3.11"},
+		{"pytest -rA", "", "python3"},
+		{"source /opt/miniconda3/bin/activate\nconda activate testbed\npip install -e .\npytest -rA t.py",
+			"source /opt/miniconda3/bin/activate >/dev/null 2>&1; conda activate testbed >/dev/null 2>&1; ", "python"},
+		{"source /opt/miniconda3/bin/activate\nconda activate testbed\npython3.9 -m pytest", "source /opt/miniconda3/bin/activate >/dev/null 2>&1; conda activate testbed >/dev/null 2>&1; ", "python3.9"},
+		{"export X=1\nrm -rf /\npytest", "", "python3"},
+	}
+	for _, tc := range tests {
+		if setup, py := pythonOf(tc.cmd); setup != tc.setup || py != tc.py {
+			t.Errorf("pythonOf(%q) = %q, %q; want %q, %q", tc.cmd, setup, py, tc.setup, tc.py)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"path"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -120,8 +121,11 @@ func FactsKey(t Task, imageID string, hidden fs.FS) (string, error) {
 	var h string
 	if t.TestPatch != "" || len(t.ExpectedStatus) > 0 {
 		// Declared ids: the key is what declares them (the image's own
-		// hidden tests are in imageID).
-		sum := sha256.Sum256([]byte(t.TestPatch + "\x00" + strings.Join(t.FailToPass, "\x00") + "\x00" + strings.Join(t.PassToPass, "\x00")))
+		// hidden tests are in imageID), and what the differential cases
+		// depend on besides: the reference fix, and whether they are
+		// derived at all.
+		sum := sha256.Sum256([]byte(t.TestPatch + "\x00" + strings.Join(t.FailToPass, "\x00") + "\x00" + strings.Join(t.PassToPass, "\x00") +
+			"\x00" + t.FixPatch + "\x00" + strconv.FormatBool(t.FactsNeedSandbox())))
 		h = hex.EncodeToString(sum[:])
 	} else {
 		var err error
@@ -140,7 +144,10 @@ const deriveRepeats = 2
 // kit, finds the probe candidates of the hidden tests, and runs the
 // hidden tests with every candidate on the base commit and with the fix.
 // A task that declares its expected ids keeps them; the runs then only
-// choose the probes.
+// choose the probes. A test-patch task (the SWE-bench family) is run only
+// for its differential cases, and only when it has a reference fix and
+// its tests run under pytest (FactsNeedSandbox); sb may be nil when it
+// does not.
 func Derive(ctx context.Context, sb sandbox.Sandbox, t Task, hidden fs.FS, surf Surface) (Facts, error) {
 	t = t.withDefaults()
 	start := time.Now()
@@ -149,12 +156,24 @@ func Derive(ctx context.Context, sb sandbox.Sandbox, t Task, hidden fs.FS, surf 
 		return f, fmt.Errorf("derive the facts of %s: %w", t.ID, err)
 	}
 	if t.TestPatch != "" || len(t.ExpectedStatus) > 0 {
-		// The SWE-bench family and R2E-Gym declare their ids; no probes
-		// are derived for a test patch yet.
+		// The SWE-bench family and R2E-Gym declare their ids; a test
+		// patch with a reference fix, run under pytest, adds
+		// differential cases (no perturbed probes are derived for it).
 		if len(t.FailToPass) == 0 {
 			return fail(fmt.Errorf("the instance names no FAIL_TO_PASS ids: %w", ErrGrading))
 		}
-		return Facts{FailToPass: slices.Clone(t.FailToPass), PassToPass: slices.Clone(t.PassToPass), Declared: true, Took: time.Since(start)}, nil
+		f = Facts{FailToPass: slices.Clone(t.FailToPass), PassToPass: slices.Clone(t.PassToPass), Declared: true}
+		if t.FactsNeedSandbox() {
+			if err := installKit(ctx, sb, surf); err != nil {
+				return fail(err)
+			}
+			var err error
+			if f.Cases, f.CaseCandidates, err = derivePatchCases(ctx, sb, t, surf); err != nil {
+				return fail(err)
+			}
+		}
+		f.Took = time.Since(start)
+		return f, nil
 	}
 	if t.UpstreamFixRef == "" && len(t.FailToPass) == 0 {
 		return fail(fmt.Errorf("the task names no expected test ids and no reference fix: declare fail_to_pass and pass_to_pass, set upstream_fix_ref, or set \"reward\": \"summary\": %w", ErrGrading))
@@ -285,7 +304,16 @@ func Derive(ctx context.Context, sb sandbox.Sandbox, t Task, hidden fs.FS, surf 
 		}
 	}
 	if t.UpstreamFixRef != "" {
-		f.Cases, f.CaseCandidates, err = deriveCases(ctx, sb, t, surf, files, base)
+		if err := copyTests(ctx, sb, t, files); err != nil {
+			return fail(err)
+		}
+		at := func(ctx context.Context, fix bool) error {
+			if fix {
+				return checkout(ctx, sb, t, t.UpstreamFixRef)
+			}
+			return checkout(ctx, sb, t, base)
+		}
+		f.Cases, f.CaseCandidates, err = deriveCases(ctx, sb, t, surf, caseSite{tests: testPaths(t, files), dir: t.HiddenTestsDest, at: at})
 		if err != nil {
 			return fail(err)
 		}

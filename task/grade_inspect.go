@@ -101,22 +101,28 @@ var activateRE = regexp.MustCompile(`^\s*(source|\.)\s+\S*activate(\s+\S+)?\s*$|
 // for its Surface: the command's activation lines, then the interpreter
 // the last line names, else python (after an activation) or python3.
 func surfaceCommand(testCommand, workdir string) string {
+	setup, py := pythonOf(testCommand)
+	return "cd / && " + setup + "command -v " + shellQuote(py) + " >/dev/null || exit 0; exec " + shellQuote(py) + " -s -c " + shellQuote(surfaceScript) + " " + shellQuote(workdir)
+}
+
+// pythonOf is how a script runs the test command's interpreter: setup,
+// the command's activation lines each silenced and ended by "; ", to
+// run first, and py, the interpreter its last line names, else python
+// (after an activation: the activated environment's) or python3.
+func pythonOf(testCommand string) (setup, py string) {
 	lines := strings.Split(strings.TrimSpace(testCommand), "\n")
-	var pre []string
+	activated := false
 	for _, l := range lines[:len(lines)-1] {
 		if activateRE.MatchString(l) {
-			pre = append(pre, strings.TrimSpace(l))
+			setup += strings.TrimSpace(l) + " >/dev/null 2>&1; "
+			activated = true
 		}
 	}
-	py := interpreter(lines[len(lines)-1])
-	if len(pre) > 0 && !pythonRE.MatchString(strings.Fields(lines[len(lines)-1] + " x")[0]) {
-		py = "python" // the activated environment's
+	py = interpreter(lines[len(lines)-1])
+	if activated && !pythonRE.MatchString(strings.Fields(lines[len(lines)-1] + " x")[0]) {
+		py = "python"
 	}
-	script := "cd / && "
-	for _, l := range pre {
-		script += l + " >/dev/null 2>&1; "
-	}
-	return script + "command -v " + shellQuote(py) + " >/dev/null || exit 0; exec " + shellQuote(py) + " -s -c " + shellQuote(surfaceScript) + " " + shellQuote(workdir)
+	return setup, py
 }
 
 // interpreter is the grader's Python: the test command's first word when

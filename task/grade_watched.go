@@ -163,33 +163,12 @@ func GradeWatched(ctx context.Context, sb sandbox.Sandbox, t Task, hidden fs.FS,
 	for _, fresh := range slices.Sorted(maps.Keys(rw.probe)) {
 		res.Probes = append(res.Probes, judgeProbe(&res, rw.probe[fresh], byProbe[fresh]))
 	}
-	differ := judgeCases(rw, byProbe, r.Records)
-	res.Cases = len(w.Facts.Cases)
 	for _, f := range res.Findings {
 		if f.Severity == severityCertain {
 			res.Tampered = true
 		}
 	}
-	passedAll := len(res.Statuses) > 0
-	for _, st := range res.Statuses {
-		passedAll = passedAll && st == StatusPassed
-	}
-	if len(differ) > 0 {
-		res.CasesFailed = len(differ)
-	}
-	if len(differ) > 0 && passedAll {
-		// Only a solution that passes the hidden tests is narrow; one
-		// that fails them gets its reward 0 already.
-		slices.Sort(differ)
-		ev := strings.Join(differ[:min(len(differ), 5)], "; ")
-		sev := severitySuspicious
-		if c := t.DifferentialCertainAt; c > 0 && float64(len(differ)) >= c*float64(res.Cases) {
-			sev = severityCertain
-		}
-		res.Findings = append(res.Findings, Finding{Rule: "grade.differential", Category: catSpecialCasing, Severity: sev, File: "(test run)",
-			Reason:   fmt.Sprintf("%d of %d differential cases (the hidden tests' call sites with an input perturbed) differ from the reference fix", len(differ), res.Cases),
-			Evidence: ev})
-	}
+	judgeDifferential(&res, t, len(w.Facts.Cases), judgeCases(rw, byProbe, r.Records))
 	all := res.count()
 	if all && len(res.Statuses) > 0 && !res.Tampered {
 		res.Reward = 1
@@ -247,6 +226,32 @@ func judgeCases(rw rewrite, byProbe map[string][]Status, recs []record) []string
 	return differ
 }
 
+// judgeDifferential records the differential cases' outcome in res:
+// how many ran and how many differ (differ, a line of evidence each), and
+// a special_casing finding when a solution that passes every expected id
+// differs from the reference fix (suspicious, or certain past the task's
+// DifferentialCertainAt). Only a solution that passes the hidden tests is
+// narrow; one that fails them gets its reward 0 already.
+func judgeDifferential(res *Result, t Task, cases int, differ []string) {
+	res.Cases, res.CasesFailed = cases, len(differ)
+	passedAll := len(res.Statuses) > 0
+	for _, st := range res.Statuses {
+		passedAll = passedAll && st == StatusPassed
+	}
+	if len(differ) == 0 || !passedAll {
+		return
+	}
+	slices.Sort(differ)
+	ev := strings.Join(differ[:min(len(differ), 5)], "; ")
+	sev := severitySuspicious
+	if c := t.DifferentialCertainAt; c > 0 && float64(len(differ)) >= c*float64(cases) {
+		sev = severityCertain
+	}
+	res.Findings = append(res.Findings, Finding{Rule: "grade.differential", Category: catSpecialCasing, Severity: sev, File: "(test run)",
+		Reason:   fmt.Sprintf("%d of %d differential cases (the hidden tests' call sites with an input perturbed) differ from the reference fix", len(differ), cases),
+		Evidence: ev})
+}
+
 // expectedStatuses is the status of every expected id in a run.
 func expectedStatuses(t Task, f Facts, rw rewrite, st map[string]Status) map[string]Status {
 	got := map[string]Status{}
@@ -267,7 +272,9 @@ func expectedStatuses(t Task, f Facts, rw rewrite, st map[string]Status) map[str
 // gradeTestPatch grades a task whose hidden tests are a test patch (the
 // SWE-bench family): the files the patch touches are reset to the base
 // and the patch applied after the submission, the test command runs under
-// the kit, and the expected ids are the task's. A runner the kit does not
+// the kit with the differential cases beside the patch's tests (judged
+// as GradeWatched judges them), and the expected ids are the task's. A
+// runner the kit does not
 // watch (Django's, sympy's) is read from its log by the task's framework,
 // with integrity unavailable: that log is the solution's to write.
 func gradeTestPatch(ctx context.Context, sb sandbox.Sandbox, t Task, w Watch, res Result, start time.Time, fail func(error) (Result, error)) (Result, error) {
@@ -286,7 +293,7 @@ func gradeTestPatch(ctx context.Context, sb sandbox.Sandbox, t Task, w Watch, re
 	if ap.ExitCode != 0 || ap.Stopped != "" {
 		return fail(fmt.Errorf("apply the test patch (exit %d%s): %s", ap.ExitCode, stoppedWord(ap.Stopped), lastLine(ap.Output)))
 	}
-	rw, err := probeTestPatch(ctx, sb, t)
+	rw, err := probeTestPatch(ctx, sb, t, w.Facts.Cases)
 	if err != nil {
 		return fail(err)
 	}
@@ -302,6 +309,7 @@ func gradeTestPatch(ctx context.Context, sb sandbox.Sandbox, t Task, w Watch, re
 	res.ExitCode = r.Exec.ExitCode
 	res.Output = solutionWritten(r.Exec.Output)
 	var st map[string]Status
+	byProbe := map[string][]Status{} // the probes' and case batches' statuses
 	switch {
 	case r.Hello:
 		if !r.End && !r.Forged && (r.Exec.ExitCode != 0 || r.Exec.Stopped != "") {
@@ -309,11 +317,10 @@ func gradeTestPatch(ctx context.Context, sb sandbox.Sandbox, t Task, w Watch, re
 		}
 		st = readWatched(t, r, &res, true, w.Changed)
 		// The probes' statuses, and the tests' under their own names.
-		byProbe := map[string][]Status{}
 		named := map[string]Status{}
 		for id, s := range st {
 			orig, p := rw.restoreID(id)
-			if p != nil {
+			if p != nil || rw.batch[nameOf(id)] != nil {
 				byProbe[nameOf(id)] = append(byProbe[nameOf(id)], s)
 				continue
 			}
@@ -342,6 +349,11 @@ func gradeTestPatch(ctx context.Context, sb sandbox.Sandbox, t Task, w Watch, re
 		if f.Severity == severityCertain {
 			res.Tampered = true
 		}
+	}
+	if len(w.Facts.Cases) > 0 {
+		// A case with no record (the kit did not watch the run, or the
+		// run was cut) counts as failed.
+		judgeDifferential(&res, t, len(w.Facts.Cases), judgeCases(rw, byProbe, r.Records))
 	}
 	all := res.count() && len(res.Statuses) > 0
 	if all && !res.Tampered {
@@ -488,10 +500,11 @@ func judgeProbe(res *Result, p Probe, st []Status) ProbeResult {
 }
 
 // probeTestPatch renames the tests of the test patch's Python test files
-// in sb and adds the literal probes to them (pytest only: another runner
-// may not collect test_ functions), root-owned. It returns the rewrite,
-// or a zero one when there is nothing to probe.
-func probeTestPatch(ctx context.Context, sb sandbox.Sandbox, t Task) (rewrite, error) {
+// in sb and adds the literal probes and the differential cases to them
+// (pytest only: another runner may not collect test_ functions),
+// root-owned. It returns the rewrite, or a zero one when there is
+// nothing to probe.
+func probeTestPatch(ctx context.Context, sb sandbox.Sandbox, t Task, cases []Probe) (rewrite, error) {
 	if t.TestFramework() != FrameworkPytest {
 		return rewrite{}, nil
 	}
@@ -510,7 +523,7 @@ func probeTestPatch(ctx context.Context, sb sandbox.Sandbox, t Task) (rewrite, e
 	if len(files) == 0 {
 		return rewrite{}, nil
 	}
-	rw, err := rewriteTests(files, literalProbes())
+	rw, err := rewriteTests(files, append(literalProbes(), cases...))
 	if err != nil {
 		return rewrite{}, err
 	}
