@@ -316,9 +316,10 @@ func (g *grade) setResult(r task.Result, err error) {
 	}
 }
 
-// facts are the task's expected ids and probes, derived once per image
-// and hidden tests in a sandbox of the task's own image (where the
-// reference fix is reachable), never the episode's.
+// facts are the task's expected ids, probes and differential cases,
+// derived once per image and hidden tests in a sandbox of the task's own
+// (unsealed) image, where the reference fix is reachable or applied,
+// never the episode's.
 func (e *Episode) facts(ctx context.Context) (task.Facts, error) {
 	t := e.task
 	key, err := task.FactsKey(t, t.Image, e.hidden)
@@ -326,7 +327,7 @@ func (e *Episode) facts(ctx context.Context) (task.Facts, error) {
 		return task.Facts{}, fmt.Errorf("%w: %w", task.ErrGrading, err)
 	}
 	return e.r.facts.Get(ctx, key, func(ctx context.Context) (task.Facts, error) {
-		if t.TestPatch != "" || len(t.ExpectedStatus) > 0 {
+		if !t.FactsNeedSandbox() {
 			return task.Derive(ctx, nil, t, e.hidden, task.Surface{}) // the instance declares its ids
 		}
 		sb, err := e.r.cfg.Backend.Create(ctx, sandbox.Spec{
@@ -348,7 +349,8 @@ func (e *Episode) facts(ctx context.Context) (task.Facts, error) {
 		f, err := task.Derive(ctx, sb, t, e.hidden, surf)
 		if err == nil {
 			e.log.Info("derived the task's grading facts", "task_id", t.ID, "fail_to_pass", len(f.FailToPass),
-				"pass_to_pass", len(f.PassToPass), "probes", len(f.Probes), "candidates", f.Candidates, "took", f.Took)
+				"pass_to_pass", len(f.PassToPass), "probes", len(f.Probes), "candidates", f.Candidates,
+				"cases", len(f.Cases), "case_candidates", f.CaseCandidates, "took", f.Took)
 		}
 		return f, err
 	})
