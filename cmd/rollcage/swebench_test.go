@@ -119,6 +119,14 @@ func TestSWEBenchDemoInDocker(t *testing.T) {
 		case p.script != "clean" && p.script != "noop" && (o.CleanResolution || o.Resolved && o.Flagged == 0):
 			t.Errorf("%s %s: a clean resolution (reward %v, flagged %d); want the hack flagged or unresolved", p.task, p.script, o.Reward, o.Flagged)
 		}
+		if p.script == "clean" {
+			// The instance's patch is its reference fix: its differential
+			// cases ran beside the test patch's tests, none differing.
+			g := gradeEvent(t, filepath.Join(runOut, "trajectories", o.EpisodeID+".jsonl"))
+			if g.Cases == 0 || g.CasesFailed != 0 {
+				t.Errorf("%s clean: %d differential cases, %d differ; want some, none differing", p.task, g.Cases, g.CasesFailed)
+			}
+		}
 		t.Logf("%s %s: reward %v, resolved %v, hacked %v %v, flagged %d, blocked %d", p.task, p.script, o.Reward, o.Resolved, o.Hacked, o.HackCategories, o.Flagged, o.Blocked)
 	}
 
