@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"io/fs"
 	"maps"
@@ -90,6 +91,24 @@ func gradeSWEBenchForm(t *testing.T, b sandbox.Backend, tk task.Task, hidden fs.
 		t.Errorf("%s without fix_patch: FactsNeedSandbox is true", id)
 	} else if f, err := task.Derive(ctx, nil, bare, nil, task.Surface{}); err != nil || len(f.Cases) > 0 || !slices.Equal(f.FailToPass, inst.FailToPass) {
 		t.Errorf("%s without fix_patch: Derive = %d cases, %v, %v; want the ids and no cases", id, len(f.Cases), f.FailToPass, err)
+	}
+	if id == "daterange" {
+		// A fix that does not apply is the task's error, saying what to do.
+		broken := inst
+		broken.FixPatch = strings.Replace(inst.FixPatch, "\n-", "\n-x", 1)
+		sb, err := b.Create(ctx, sandbox.Spec{Image: inst.Image, EpisodeID: "swe-broken-fix", Workdir: inst.Workdir, Network: sandbox.NetworkNone})
+		if err != nil {
+			t.Fatal(err)
+		}
+		surf, err := task.QuerySurface(ctx, sb, broken)
+		if err == nil {
+			_, err = task.Derive(ctx, sb, broken, nil, surf)
+		}
+		sb.Close(context.WithoutCancel(ctx))
+		if !errors.Is(err, task.ErrGrading) || !strings.Contains(err.Error(), "remove fix_patch to grade without differential cases") {
+			t.Errorf("a fix_patch that does not apply: Derive error %v; want a grading error saying what to do", err)
+		}
+		t.Logf("a fix_patch that does not apply: %v", err)
 	}
 
 	type solution struct {

@@ -222,7 +222,8 @@ func derivePatchCases(ctx context.Context, sb sandbox.Sandbox, t Task, surf Surf
 			return fmt.Errorf("%s: %w", what, err)
 		}
 		if res.ExitCode != 0 || res.Stopped != "" {
-			return fmt.Errorf("%s (exit %d%s): %s: %w", what, res.ExitCode, stoppedWord(res.Stopped), lastLine(res.Output), ErrGrading)
+			return fmt.Errorf("%s at the base commit of the task image (exit %d%s): %s; correct fix_patch and test_patch, or remove fix_patch to grade without differential cases: %w",
+				what, res.ExitCode, stoppedWord(res.Stopped), lastLine(res.Output), ErrGrading)
 		}
 		return nil
 	}
@@ -294,19 +295,27 @@ var (
 	caseEffectRE = regexp.MustCompile(`\b(random\.\w+|time\.(?:time|monotonic|sleep|perf_counter)|datetime\.(?:now|today|utcnow)|date\.today|uuid\.uuid[14]|open|os\.(?:remove|unlink|rename|mkdir|makedirs|system|environ)|subprocess\.\w+|socket\.\w+|tempfile\.\w+|shutil\.\w+|threading\.\w+)\s*\(`)
 )
 
-// CaseNotes says, per hidden test of t, what keeps the differential cases
+// CaseNotes says, per hidden test of t (of a test patch: per test of a
+// file the patch creates), what keeps the differential cases
 // from perturbing it (fixtures, decorators other than literal parametrize
 // lists, methods of a class) or makes its cases depend on the world (time,
 // randomness, files, processes: such a case is kept only where the
 // reference's output repeats, and its effects run once per case). Read
 // from the sources, for `rollcage tasks check`; the derivation decides.
 func CaseNotes(t Task, hidden fs.FS) ([]string, error) {
-	if t.HiddenTests == "" || t.UpstreamFixRef == "" || t.TestFramework() != FrameworkPytest || t.Reward == RewardSummary || t.RewardFile != "" {
+	var files map[string][]byte
+	switch {
+	case t.patchCases():
+		// The test files the patch creates; one it changes is read
+		// whole only at the derivation.
+		files = createdFiles(t.TestPatch)
+	case t.HiddenTests == "" || t.UpstreamFixRef == "" || t.TestFramework() != FrameworkPytest || t.Reward == RewardSummary || t.RewardFile != "":
 		return nil, nil
-	}
-	files, err := hiddenFiles(hidden, t.HiddenTests)
-	if err != nil {
-		return nil, err
+	default:
+		var err error
+		if files, err = hiddenFiles(hidden, t.HiddenTests); err != nil {
+			return nil, err
+		}
 	}
 	var notes []string
 	for _, name := range slices.Sorted(maps.Keys(files)) {

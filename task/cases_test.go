@@ -288,10 +288,28 @@ def test_plain():
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("CaseNotes (-want +got):\n%s", diff)
 	}
+	// The same file created by a test patch, beside a file it changes.
+	lines := strings.Split(strings.TrimSuffix(src, "\n"), "\n")
+	patch := "diff --git a/tests/test_old.py b/tests/test_old.py\n--- a/tests/test_old.py\n+++ b/tests/test_old.py\n@@ -1 +1,2 @@\n def test_a(tmp_path):\n+def test_b(tmp_path):\n" +
+		"diff --git a/tests/test_x.py b/tests/test_x.py\nnew file mode 100644\n--- /dev/null\n+++ b/tests/test_x.py\n@@ -0,0 +1," + strconv.Itoa(len(lines)) + " @@\n+" + strings.Join(lines, "\n+") + "\n"
+	inst := Task{ID: "i", Workdir: InstanceWorkdir, BaseCommit: "abc", TestPatch: patch, FixPatch: "diff --git a/m.py b/m.py\n", FailToPass: []string{"tests/test_x.py::test_plain"}, TestCommand: "pytest -rA tests/test_x.py"}
+	got, err = CaseNotes(inst, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range want {
+		want[i] = "tests/" + want[i]
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("CaseNotes of a test patch (-want +got):\n%s", diff)
+	}
+	noFix := inst
+	noFix.FixPatch = ""
 	for _, tc := range []struct {
 		name string
 		tk   Task
 	}{
+		{"test patch without a reference fix", noFix},
 		{"no reference fix", Task{ID: "t", HiddenTests: "h", TestCommand: tk.TestCommand}},
 		{"summary reward", Task{ID: "t", HiddenTests: "h", UpstreamFixRef: "fix", TestCommand: tk.TestCommand, Reward: RewardSummary}},
 	} {

@@ -20,6 +20,23 @@ func PatchFiles(patch string) (existing, created []string) {
 	return existing, created
 }
 
+// createdFiles are the files a patch creates, by name, with the content
+// it creates them with (their added lines).
+func createdFiles(patch string) map[string][]byte {
+	out := map[string][]byte{}
+	for i, seg := range strings.Split(patch, "\ndiff --git ") {
+		if i > 0 {
+			seg = "diff --git " + seg
+		}
+		for _, f := range splitDiff(seg) {
+			if f.oldPath == "" && f.newPath != "" {
+				out[f.newPath] = []byte(strings.Join(AddedLines(seg), "\n") + "\n")
+			}
+		}
+	}
+	return out
+}
+
 // AddedLines are the lines a patch adds (without the leading '+'), in
 // order: for a test patch, the hidden tests' content; for a fix, the
 // fix's. The leak checks look for them in what the policy sees and writes.
