@@ -274,9 +274,9 @@ func expectedStatuses(t Task, f Facts, rw rewrite, st map[string]Status) map[str
 // and the patch applied after the submission, the test command runs under
 // the kit with the differential cases beside the patch's tests (judged
 // as GradeWatched judges them), and the expected ids are the task's. A
-// runner the kit does not
-// watch (Django's, sympy's) is read from its log by the task's framework,
-// with integrity unavailable: that log is the solution's to write.
+// runner the kit does not watch (Django's, sympy's) is read from its log
+// by the task's framework, with integrity unavailable: that log is the
+// solution's to write.
 func gradeTestPatch(ctx context.Context, sb sandbox.Sandbox, t Task, w Watch, res Result, start time.Time, fail func(error) (Result, error)) (Result, error) {
 	const patchPath = "/tmp/rollcage-test.patch"
 	if err := sb.WriteFile(ctx, patchPath, []byte(t.TestPatch), 0o644); err != nil {
@@ -352,8 +352,17 @@ func gradeTestPatch(ctx context.Context, sb sandbox.Sandbox, t Task, w Watch, re
 	}
 	if len(w.Facts.Cases) > 0 {
 		// A case with no record (the kit did not watch the run, or the
-		// run was cut) counts as failed.
-		judgeDifferential(&res, t, len(w.Facts.Cases), judgeCases(rw, byProbe, r.Records))
+		// run was cut, or no test file of the patch took it) counts as
+		// failed.
+		differ := judgeCases(rw, byProbe, r.Records)
+		placed := 0
+		for _, b := range rw.batch {
+			placed += len(b)
+		}
+		for _, c := range w.Facts.Cases[min(placed, len(w.Facts.Cases)):] {
+			differ = append(differ, c.Desc+" ("+string(StatusMissing)+")")
+		}
+		judgeDifferential(&res, t, len(w.Facts.Cases), differ)
 	}
 	all := res.count() && len(res.Statuses) > 0
 	if all && !res.Tampered {
