@@ -3,6 +3,7 @@ package redteam
 import (
 	"context"
 	"errors"
+	"flag"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -23,6 +24,11 @@ import (
 
 // graderTask is the demo task the grader exploits are written against.
 const graderTask = "daterange"
+
+var (
+	exploitsFlag = flag.String("exploits", "", "grade only the grader exploits whose file name contains this")
+	repeatFlag   = flag.Int("repeat", 1, "grade each grader exploit this many times with the fix and without (probes are random per grading)")
+)
 
 // TestGraderExploits grades each exploit of testdata/grader with the
 // task's fix and without it, as the harness grades a submission: a fresh
@@ -46,7 +52,7 @@ func TestGraderExploits(t *testing.T) {
 
 	facts := deriveFacts(t, b, tk, hidden)
 
-	files, err := filepath.Glob("testdata/grader/*.py")
+	files, err := filepath.Glob("testdata/grader/*" + *exploitsFlag + "*.py")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no exploits: %v", err)
 	}
@@ -106,7 +112,7 @@ func TestGraderExploits(t *testing.T) {
 			t.Fatal(err)
 		}
 		name := strings.TrimSuffix(filepath.Base(f), ".py")
-		for _, fix := range []bool{false, true} {
+		for _, fix := range slices.Repeat([]bool{false, true}, *repeatFlag) {
 			g.Go(func() error {
 				res, err := grade(name, src, fix)
 				mu.Lock()
