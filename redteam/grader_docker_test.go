@@ -182,6 +182,11 @@ func deriveFacts(t testing.TB, b sandbox.Backend, tk task.Task, hidden fs.FS) ta
 	t.Logf("%s facts: %d fail-to-pass, %d pass-to-pass, %d of %d probe candidates kept, literal %t, %d of %d differential cases kept, flaky %v, took %s (%s with the sandbox's start)",
 		tk.ID, len(facts.FailToPass), len(facts.PassToPass), len(facts.Probes), facts.Candidates, facts.Literal,
 		len(facts.Cases), facts.CaseCandidates, facts.Flaky, facts.Took.Round(time.Millisecond), time.Since(t0).Round(time.Millisecond))
+	perTest := map[string]int{}
+	for _, p := range facts.Probes {
+		perTest[p.Test]++
+	}
+	t.Logf("%s probes kept per test: %v", tk.ID, perTest)
 	if len(facts.FailToPass) == 0 || (tk.TestPatch == "" && !facts.Literal) {
 		t.Fatalf("%s facts %+v: want fail-to-pass ids and literal probes", tk.ID, facts)
 	}
@@ -304,15 +309,28 @@ var narrowMisses = map[string]string{}
 // The swebench-* runs grade the same tasks in SWE-bench's form (the test
 // patch's tests, the instance's patch as the fix).
 func BenchmarkDifferentialCases(b *testing.B) {
+	noCases := func(f *task.Facts) { f.Cases = nil }
 	for _, id := range []string{"daterange", "semver", "lru"} {
-		b.Run(id, func(b *testing.B) { benchCases(b, id, false) })
+		b.Run(id, func(b *testing.B) { benchShare(b, id, false, "cases", noCases) })
 	}
 	for _, id := range []string{"daterange", "semver", "lru"} {
-		b.Run("swebench-"+id, func(b *testing.B) { benchCases(b, id, true) })
+		b.Run("swebench-"+id, func(b *testing.B) { benchShare(b, id, true, "cases", noCases) })
 	}
 }
 
-func benchCases(b *testing.B, id string, instance bool) {
+// BenchmarkProbes measures, as BenchmarkDifferentialCases does, grading a
+// fixed solution with the derived known-answer probes (chains and
+// single edits) and without them, and reports the probes' share of the
+// grade and how many a grading runs.
+func BenchmarkProbes(b *testing.B) {
+	for _, id := range []string{"daterange", "semver", "lru"} {
+		b.Run(id, func(b *testing.B) { benchShare(b, id, false, "probes", func(f *task.Facts) { f.Probes = nil }) })
+	}
+}
+
+// benchShare grades task id's fix with its full facts and with what strip
+// leaves, alternating, and reports the p50 of each and what's share.
+func benchShare(b *testing.B, id string, instance bool, what string, strip func(*task.Facts)) {
 	ctx := context.Background()
 	be := dockertest.Backend(b)
 	tasks, hidden, err := demo.Tasks()
@@ -328,7 +346,8 @@ func benchCases(b *testing.B, id string, instance bool) {
 	}
 	full := deriveFacts(b, be, tk, hidden)
 	bare := full
-	bare.Cases = nil
+	strip(&bare)
+	var res0 task.Result // a full grading's result
 	grade := func(f task.Facts) time.Duration {
 		sb, err := be.Create(ctx, sandbox.Spec{Image: tk.Image, EpisodeID: "bench-cases", Workdir: tk.Workdir, Network: sandbox.NetworkNone})
 		if err != nil {
@@ -351,6 +370,9 @@ func benchCases(b *testing.B, id string, instance bool) {
 		if err != nil || res.Reward != 1 || len(res.Findings) > 0 || res.Cases != len(f.Cases) {
 			b.Fatalf("grade: %v %+v", err, res)
 		}
+		if len(f.Probes) == len(full.Probes) {
+			res0 = res
+		}
 		return d
 	}
 	grade(full)
@@ -368,10 +390,14 @@ func benchCases(b *testing.B, id string, instance bool) {
 		slices.Sort(ds)
 		return float64(ds[len(ds)/2].Microseconds()) / 1000
 	}
-	b.ReportMetric(float64(len(full.Cases)), "cases")
-	b.ReportMetric(p50(with), "with-cases-p50-ms")
-	b.ReportMetric(p50(without), "without-cases-p50-ms")
-	b.ReportMetric((p50(with)-p50(without))/p50(with), "cases-share")
+	n := len(full.Cases)
+	if what == "probes" {
+		n = len(res0.Probes)
+	}
+	b.ReportMetric(float64(n), what)
+	b.ReportMetric(p50(with), "with-"+what+"-p50-ms")
+	b.ReportMetric(p50(without), "without-"+what+"-p50-ms")
+	b.ReportMetric((p50(with)-p50(without))/p50(with), what+"-share")
 }
 
 // TestDeriveWithoutBaseCommit: a task that names no base commit is graded

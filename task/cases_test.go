@@ -105,13 +105,7 @@ def wrap(s, width):
 `
 
 func TestCaseFinder(t *testing.T) {
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("no python3 on PATH to run the grading kit's case finder: install Debian's python3")
-		}
-		t.Skip("no python3 on PATH to run the grading kit's case finder")
-	}
+	py := needPython(t, "the grading kit's case finder")
 	dir := t.TempDir()
 	// The runner executes the test module; its pytest is a stand-in
 	// with what the module uses at import.
@@ -324,13 +318,7 @@ def test_plain():
 // calls it: each case's outcome is kept on its own, one case's exception
 // stops no other, and the item fails when any case did not pass.
 func TestCaseBatch(t *testing.T) {
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("no python3 on PATH to run the grading kit's batch runner: install Debian's python3")
-		}
-		t.Skip("no python3 on PATH to run the grading kit's batch runner")
-	}
+	py := needPython(t, "the grading kit's batch runner")
 	tests := []struct {
 		name string
 		body string // the case function's body

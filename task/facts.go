@@ -274,7 +274,11 @@ func Derive(ctx context.Context, sb sandbox.Sandbox, t Task, hidden fs.FS, surf 
 		}
 	}
 	f.Literal = litFail && litPass
-	sort.Slice(f.Probes, func(i, j int) bool { return f.Probes[i].File+f.Probes[i].Test < f.Probes[j].File+f.Probes[j].Test })
+	f.Probes = completeChains(f.Probes, cands)
+	sort.Slice(f.Probes, func(i, j int) bool {
+		a, b := f.Probes[i], f.Probes[j]
+		return a.File+a.Test < b.File+b.Test || a.File+a.Test == b.File+b.Test && a.Step < b.Step
+	})
 
 	if len(t.FailToPass) > 0 {
 		f.FailToPass, f.PassToPass, f.Declared = slices.Clone(t.FailToPass), slices.Clone(t.PassToPass), true
@@ -473,12 +477,13 @@ func probeCandidates(ctx context.Context, sb sandbox.Sandbox, t Task, surf Surfa
 	for sc.Scan() {
 		var c struct {
 			File, Test, Source, Error string
+			Step, Stride              int
 		}
 		if json.Unmarshal(sc.Bytes(), &c) != nil || c.Error != "" || c.Source == "" {
 			continue
 		}
 		rel := strings.TrimPrefix(strings.TrimPrefix(c.File, path.Clean(t.HiddenTestsDest)), "/")
-		out = append(out, Probe{File: rel, Test: c.Test, Source: c.Source, MustFail: true})
+		out = append(out, Probe{File: rel, Test: c.Test, Source: c.Source, MustFail: true, Step: c.Step, Stride: c.Stride})
 	}
 	return out, nil
 }

@@ -653,9 +653,77 @@ class Finder(ast.NodeVisitor):
     visit_AsyncFunctionDef = visit_FunctionDef
 
 
+# CHAIN is how many members a grading's chain has: the test's own
+# expectation and CHAIN-1 probes, a run of evenly spaced shifts of one
+# atom of it with the real one at a random place (the grader picks the
+# window). The derivation tries every shift a window can hold, at each
+# stride of STRIDES, and keeps the smallest stride none of whose members
+# the base commit or the fix passes (a base that is off by one passes a
+# stride-1 member; a hole would tell where the real one is not).
+CHAIN = 5
+STRIDES = (1, 2, 3)
+LETTER_CLASSES = ("abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ", "0123456789")
+
+
+def chain_axis(side, lines, stride):
+    # The atom of the expectation a chain shifts, as (node, shift): the
+    # last number (at least CHAIN*stride, so that every member stays
+    # positive) or else the last string letter with (CHAIN-1)*stride
+    # letters of its class on each side, written plainly enough that a
+    # shift is written in the same style (no probe tells itself from the
+    # test by its text).
+    atoms = sorted((n for n in ast.walk(side) if isinstance(n, ast.Constant)), key=lambda n: (n.lineno, n.col_offset))
+    seg = lambda n: lines[n.lineno - 1].encode()[n.col_offset:n.end_col_offset].decode() if n.lineno == n.end_lineno else None
+    for n in reversed(atoms):
+        if type(n.value) in (int, float) and n.value >= CHAIN * stride and seg(n) == repr(n.value):
+            return n, lambda j, v=n.value: repr(v + j * stride)
+    reach = (CHAIN - 1) * stride
+    for n in reversed(atoms):
+        text = seg(n)
+        if type(n.value) is not str or text is None or len(text) < 2 or text[0] not in "'\"" or text != text[0] + n.value + text[0]:
+            continue
+        if "\\" in n.value:
+            continue
+        for i in range(len(n.value) - 1, -1, -1):
+            for cls in LETTER_CLASSES:
+                k = cls.find(n.value[i])
+                if k >= reach and k + reach < len(cls):
+                    return n, lambda j, v=n.value, i=i, cls=cls, k=k, q=text[0]: q + v[:i] + cls[k + j * stride] + v[i + 1:] + q
+    return None
+
+
+def chain_probes(path, fn, lines):
+    # Chain members of fn's last literal "==" expectation at each stride:
+    # fn's own text with the atom shifted by each step, ±1 to ±(CHAIN-1)
+    # strides, named PLACEHOLDER; [] when the expectation has no atom to
+    # shift.
+    f = Finder()
+    f.top = fn
+    f.visit(fn)
+    if f.target is None:
+        return []
+    out = []
+    for stride in STRIDES:
+        axis = chain_axis(f.target[1], lines, stride)
+        if axis is None:
+            continue
+        node, shift = axis
+        start = min([d.lineno for d in fn.decorator_list] + [fn.lineno])
+        for j in list(range(-(CHAIN - 1), 0)) + list(range(1, CHAIN)):
+            text = lines[start - 1:fn.end_lineno]
+            at = node.lineno - start
+            b = text[at].encode()
+            text[at] = (b[:node.col_offset] + shift(j).encode() + b[node.end_col_offset:]).decode()
+            d = fn.lineno - start
+            text[d] = text[d].replace("def " + fn.name, "def " + PLACEHOLDER, 1)
+            out.append({"file": path, "test": fn.name, "source": "\n".join(text), "step": j, "stride": stride})
+    return out
+
+
 def probe_candidates(path):
     src = open(path, encoding="utf-8").read()
     tree = ast.parse(src)
+    lines = src.splitlines()
     out = []
     for node in tree.body:
         funcs = []
@@ -670,6 +738,9 @@ def probe_candidates(path):
                 # A method's probe would live in a class of its own that
                 # inherits the original's fixtures and helpers.
                 continue
+            # The single-edit probes too: the derivation keeps them only
+            # for a test none of whose chains is whole.
+            out.extend(chain_probes(path, fn, lines))
             seen = set()
             for how in range(PERTURBATIONS):
                 copy = ast.parse(ast.unparse(fn)).body[0]
