@@ -16,8 +16,8 @@ import (
 
 // chainHidden has expectations of each shape a chain shifts: a number in
 // a call in a list, a bare count, a year (the day and month too small), a
-// string letter, and ones it cannot shift (small numbers only, a string
-// whose letters sit at their class's ends).
+// string letter, small and signed numbers, and one it cannot shift (a
+// string whose letters sit at their class's ends).
 const chainHidden = `from datetime import date
 
 from dayrange import parse_range
@@ -43,6 +43,10 @@ def test_letter():
 
 def test_small():
     assert f(1) == [1, 2]
+
+
+def test_signed():
+    assert cmp("a", "b") == -1
 
 
 def test_ends():
@@ -97,7 +101,8 @@ func TestChainProbes(t *testing.T) {
 		{test: "test_count", old: "== 29", minus4: "== 25", plus1: "== 30"},
 		{test: "test_year", old: "date(2024, 3, 1)", minus4: "date(2020, 3, 1)", plus1: "date(2025, 3, 1)"},
 		{test: "test_letter", old: "'a-b-gamma'", minus4: "'a-b-gamia'", plus1: "'a-b-gamna'"},
-		{test: "test_small", noChains: true},
+		{test: "test_small", old: "2]", minus4: "-2]", plus1: "3]"},
+		{test: "test_signed", old: "== -1", minus4: "== -5", plus1: "== 0"},
 		{test: "test_ends", noChains: true},
 	}
 	for _, tc := range tests {

@@ -667,20 +667,33 @@ LETTER_CLASSES = ("abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ", "0
 
 def chain_axis(side, lines, stride):
     # The atom of the expectation a chain shifts, as (node, shift): the
-    # last number (at least CHAIN*stride, so that every member stays
-    # positive) or else the last string letter with (CHAIN-1)*stride
+    # last number whose members all stay positive, or else the last
+    # number, or else the last string letter with (CHAIN-1)*stride
     # letters of its class on each side, written plainly enough that a
     # shift is written in the same style (no probe tells itself from the
     # test by its text).
-    atoms = sorted((n for n in ast.walk(side) if isinstance(n, ast.Constant)), key=lambda n: (n.lineno, n.col_offset))
+    signed = {id(n.operand): n for n in ast.walk(side)
+              if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub) and isinstance(n.operand, ast.Constant)}
+    atoms = sorted((signed.get(id(n), n) for n in ast.walk(side) if isinstance(n, ast.Constant)), key=lambda n: (n.lineno, n.col_offset))
     seg = lambda n: lines[n.lineno - 1].encode()[n.col_offset:n.end_col_offset].decode() if n.lineno == n.end_lineno else None
-    for n in reversed(atoms):
-        if type(n.value) in (int, float) and n.value >= CHAIN * stride and seg(n) == repr(n.value):
-            return n, lambda j, v=n.value: repr(v + j * stride)
     reach = (CHAIN - 1) * stride
+    nums = []
+    for n in atoms:
+        c = n.operand if isinstance(n, ast.UnaryOp) else n
+        if type(c.value) in (int, float):
+            v = -c.value if c is not n else c.value
+            if seg(n) == repr(v):
+                nums.append((n, v))
+    # A number whose members all stay positive (a count, a day), else any
+    # (a comparison's -1, 0 or 1).
+    for n, v in reversed(nums):
+        if v - reach >= 1:
+            return n, lambda j, v=v: repr(v + j * stride)
+    for n, v in reversed(nums):
+        return n, lambda j, v=v: repr(v + j * stride)
     for n in reversed(atoms):
         text = seg(n)
-        if type(n.value) is not str or text is None or len(text) < 2 or text[0] not in "'\"" or text != text[0] + n.value + text[0]:
+        if type(getattr(n, "value", None)) is not str or text is None or len(text) < 2 or text[0] not in "'\"" or text != text[0] + n.value + text[0]:
             continue
         if "\\" in n.value:
             continue
