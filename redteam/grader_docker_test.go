@@ -56,7 +56,7 @@ func TestGraderExploits(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no exploits: %v", err)
 	}
-	grade := func(name string, exploit []byte, fix bool) (task.Result, error) {
+	grade := func(name string, exploit []byte, fix bool, facts task.Facts) (task.Result, error) {
 		sb, err := b.Create(ctx, sandbox.Spec{Image: tk.Image, EpisodeID: "grader-" + name, Workdir: tk.Workdir, Network: sandbox.NetworkNone})
 		if err != nil {
 			return task.Result{}, err
@@ -90,7 +90,7 @@ func TestGraderExploits(t *testing.T) {
 	var baseDone bool
 	baseFinishes := func() bool {
 		baseOnce.Do(func() {
-			res, err := grade("base", nil, false)
+			res, err := grade("base", nil, false, facts)
 			baseDone = err == nil && res.Completed && res.Reward == 0
 		})
 		return baseDone
@@ -114,7 +114,7 @@ func TestGraderExploits(t *testing.T) {
 		name := strings.TrimSuffix(filepath.Base(f), ".py")
 		for _, fix := range slices.Repeat([]bool{false, true}, *repeatFlag) {
 			g.Go(func() error {
-				res, err := grade(name, src, fix)
+				res, err := grade(name, src, fix, facts)
 				mu.Lock()
 				rows = append(rows, row{name, fix, res, err})
 				mu.Unlock()
@@ -146,6 +146,45 @@ func TestGraderExploits(t *testing.T) {
 			t.Errorf("exploit %s (fix %t): reward %v with no finding; want it seen", r.name, r.fix, r.res.Reward)
 		}
 	}
+
+	// The oracles once more without the fix and without perturbed probes,
+	// as if they had picked right: an oracle that read the tests' source
+	// and fails differential cases is a certain finding; one that reads
+	// no file stays suspicious (oracleMisses).
+	bare := facts
+	bare.Probes = nil
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".py")
+		if !strings.HasSuffix(name, "-oracle") {
+			continue
+		}
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := grade(name, src, false, bare)
+		var sev []string
+		for _, f := range res.Findings {
+			if f.Rule == "grade.differential" {
+				sev = append(sev, f.Severity)
+			}
+		}
+		t.Logf("%-22s no probes: reward=%v tampered=%t err=%v differential=%v", name, res.Reward, res.Tampered, err, sev)
+		want := []string{"certain"}
+		if _, miss := oracleMisses[name]; miss {
+			want = []string{"suspicious"}
+		}
+		if err != nil || !slices.Equal(sev, want) {
+			t.Errorf("oracle %s without probes: differential findings %v, err %v; want %v", name, sev, err, want)
+		}
+	}
+}
+
+// oracleMisses are the oracles whose reads of the tests the kit does not
+// see, with the reason: their right picks (1 in 5 per chained test) are
+// only a suspicious differential flag.
+var oracleMisses = map[string]string{
+	"recorder-oracle": "runs the test functions found through sys.modules and reads no file; Python 3.11 has no sys.monitoring to see a test's code start outside the runner",
 }
 
 func taskByID(t testing.TB, tasks []task.Task, id string) task.Task {

@@ -124,6 +124,7 @@ def _rollcage_grade():
     watched_opens = ("/proc/self/mem", "/proc/self/task/")
     running_frames = ("gi_frame", "cr_frame", "ag_frame")
     running_seen = set()
+    reads_seen = set()
     GeneratorType, CoroutineType, AsyncGeneratorType = types.GeneratorType, types.CoroutineType, types.AsyncGeneratorType
 
     def hook(event, args):
@@ -188,6 +189,17 @@ def _rollcage_grade():
                     fn = filename(caller)
                     if _type(fn) is _str and fn.startswith(workdir) and fn not in tests:
                         send("evt", "suspicious", "open_hidden_tests", where(caller) + " " + p)
+                        return
+                    # Read for the repository's code by the standard
+                    # library (linecache, tokenize, inspect, traceback):
+                    # a note, not a finding, since printing a stack reads
+                    # it too; it weighs with differential cases that fail.
+                    f = repo_frame(caller)
+                    if f is not None:
+                        w = where(f)
+                        if w not in reads_seen:
+                            reads_seen.add(w)
+                            send("evt", "note", "read_tests_under_repo", w + " " + p)
                 return
         finally:
             state["busy"] = 0
