@@ -222,43 +222,11 @@ func fileType(k uint32) string {
 // directory, a full disk, ...) into a pathError with the text a shell
 // prints for it; anything else stays an internal error.
 func fileErr(path string, err error) error {
-	var errno syscall.Errno
-	if !errors.As(err, &errno) {
-		return err
-	}
-	kind, ok := errnoKind[errno]
+	kind, reason, ok := sandbox.ErrnoKind(err)
 	if !ok {
 		return err
 	}
-	return refuse(kind, path, "%s", strerror(errno))
-}
-
-// errnoKind maps the errnos a caller causes to the PathError kinds.
-var errnoKind = map[syscall.Errno]string{
-	unix.ENOENT:       sandbox.KindNotFound,
-	unix.EACCES:       sandbox.KindPermission,
-	unix.EPERM:        sandbox.KindPermission,
-	unix.EISDIR:       sandbox.KindIsDir,
-	unix.ENOTDIR:      sandbox.KindNotDir,
-	unix.ENOSPC:       sandbox.KindNoSpace,
-	unix.EDQUOT:       sandbox.KindNoSpace,
-	unix.EFBIG:        sandbox.KindTooLarge,
-	unix.EROFS:        sandbox.KindReadOnly,
-	unix.ENAMETOOLONG: sandbox.KindBadPath,
-	unix.ELOOP:        sandbox.KindBadPath,
-	unix.EEXIST:       sandbox.KindBadPath,
-	unix.ETXTBSY:      sandbox.KindBadPath,
-	unix.EINVAL:       sandbox.KindBadPath,
-}
-
-// strerror is the errno text as bash and coreutils print it: Go's table
-// is glibc's, lower-cased.
-func strerror(errno syscall.Errno) string {
-	s := errno.Error()
-	if s == "" {
-		return s
-	}
-	return strings.ToUpper(s[:1]) + s[1:]
+	return refuse(kind, path, "%s", reason)
 }
 
 // copyIn extracts a tar into dir as root. Entries keep the tar's owner and

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"strings"
+	"syscall"
 	"time"
 )
 
@@ -75,6 +77,44 @@ func (e *PathError) Unwrap() error {
 		return ErrNotFound
 	}
 	return ErrRefused
+}
+
+// ErrnoKind says whether err, from a file operation, carries an errno the
+// caller caused (no such file, permission, a directory, a full disk, ...):
+// its PathError kind and its text as a shell prints it. Any other error
+// is the host's fault (ok false).
+func ErrnoKind(err error) (kind, reason string, ok bool) {
+	var errno syscall.Errno
+	if !errors.As(err, &errno) {
+		return "", "", false
+	}
+	if kind, ok = errnoKind[errno]; !ok {
+		return "", "", false
+	}
+	// Go's errno text is glibc's, lower-cased; bash and coreutils print
+	// it capitalized.
+	reason = errno.Error()
+	if reason != "" {
+		reason = strings.ToUpper(reason[:1]) + reason[1:]
+	}
+	return kind, reason, true
+}
+
+var errnoKind = map[syscall.Errno]string{
+	syscall.ENOENT:       KindNotFound,
+	syscall.EACCES:       KindPermission,
+	syscall.EPERM:        KindPermission,
+	syscall.EISDIR:       KindIsDir,
+	syscall.ENOTDIR:      KindNotDir,
+	syscall.ENOSPC:       KindNoSpace,
+	syscall.EDQUOT:       KindNoSpace,
+	syscall.EFBIG:        KindTooLarge,
+	syscall.EROFS:        KindReadOnly,
+	syscall.ENAMETOOLONG: KindBadPath,
+	syscall.ELOOP:        KindBadPath,
+	syscall.EEXIST:       KindBadPath,
+	syscall.ETXTBSY:      KindBadPath,
+	syscall.EINVAL:       KindBadPath,
 }
 
 // Backend creates sandboxes. Implementations must be safe for concurrent use.

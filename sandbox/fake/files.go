@@ -37,17 +37,8 @@ func pathErr(kind, reason string) *sandbox.PathError {
 // sandbox user: a *sandbox.PathError where the caller caused it, err
 // itself where the host failed.
 func hostPathErr(err error) error {
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return pathErr(sandbox.KindNotFound, "No such file or directory")
-	case errors.Is(err, syscall.ENOTDIR):
-		return pathErr(sandbox.KindNotDir, "Not a directory")
-	case errors.Is(err, syscall.EISDIR):
-		return pathErr(sandbox.KindIsDir, "Is a directory")
-	case errors.Is(err, fs.ErrPermission):
-		return pathErr(sandbox.KindPermission, "Permission denied")
-	case errors.Is(err, syscall.ENOSPC):
-		return pathErr(sandbox.KindNoSpace, "No space left on device")
+	if kind, reason, ok := sandbox.ErrnoKind(err); ok {
+		return pathErr(kind, reason)
 	}
 	return err
 }
