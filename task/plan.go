@@ -144,7 +144,7 @@ func (t Task) watchPlan() string {
 		return "integrity unavailable: " + t.TestFramework() + "'s log is read, which the solution's code can write; no probes or differential cases for " + t.TestFramework()
 	case len(t.ExpectedStatus) > 0:
 		return "integrity watched (the grading kit in the pytest process; where the test command runs no pytest under it, the log is read as R2E-Gym reads it, integrity unavailable); no probes or differential cases"
-	case t.TestPatch != "" && t.patchCases():
+	case t.patchCases():
 		return "integrity watched (the grading kit in the pytest process); literal known-answer probes added to the test patch's test files; differential cases: the test patch's tests run with their literal inputs perturbed, kept where the reference fix (fix_patch) and the base commit differ (derived once per image in a sandbox of the unsealed image)"
 	case t.TestPatch != "":
 		return "integrity watched (the grading kit in the pytest process); literal known-answer probes added to the test patch's test files; no differential cases (no reference fix: fix_patch is empty)"
